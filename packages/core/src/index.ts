@@ -1,1 +1,9 @@
-export const x = 1
+/**
+ * @since 0.1.0
+ */
+export * as TetherError from "./TetherError.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as Transport from "./Transport.ts"

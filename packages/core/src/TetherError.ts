@@ -1,0 +1,495 @@
+/**
+ * Every failure a host can see, as tagged errors that say what the host may do next.
+ *
+ * Each error carries three flags (its disposition):
+ *
+ * | flag | meaning |
+ * | --- | --- |
+ * | `safeToFallback` | nothing reached the CLI; the host may take another path (another transport, a one-shot run) |
+ * | `safeToRequeue` | the request was definitely not accepted; sending it again cannot duplicate work |
+ * | `deliveryUncertain` | the CLI may or may not have received it; resending may duplicate side effects; the session that produced it is retired |
+ *
+ * @since 0.1.0
+ */
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+
+/**
+ * The three flags every Tether error carries.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Disposition {
+  readonly safeToFallback: boolean
+  readonly safeToRequeue: boolean
+  readonly deliveryUncertain: boolean
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Startup: nothing reached the CLI, so the host may fall back and requeue.
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * The CLI executable was not found. Names every place that was searched.
+ *
+ * @category startup
+ * @since 0.1.0
+ */
+export class ExecutableNotFound extends Schema.TaggedError<ExecutableNotFound>()("ExecutableNotFound", {
+  program: Schema.String,
+  searched: Schema.Array(Schema.String)
+}) {
+  get safeToFallback() {
+    return true
+  }
+  get safeToRequeue() {
+    return true
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `${this.program} executable not found (searched: ${this.searched.join(", ")})`
+  }
+}
+
+/**
+ * The operating system refused to start the process.
+ *
+ * @category startup
+ * @since 0.1.0
+ */
+export class SpawnFailed extends Schema.TaggedError<SpawnFailed>()("SpawnFailed", {
+  program: Schema.String,
+  reason: Schema.String
+}) {
+  get safeToFallback() {
+    return true
+  }
+  get safeToRequeue() {
+    return true
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `failed to start ${this.program}: ${this.reason}`
+  }
+}
+
+/**
+ * What `Transport.open` can fail with.
+ *
+ * @category startup
+ * @since 0.1.0
+ */
+export type SpawnError = ExecutableNotFound | SpawnFailed
+
+/**
+ * The CLI did not complete its handshake within the startup timeout. The process is torn down.
+ *
+ * @category startup
+ * @since 0.1.0
+ */
+export class StartupTimeout extends Schema.TaggedError<StartupTimeout>()("StartupTimeout", {
+  timeoutMillis: Schema.Finite,
+  stderrTail: Schema.String
+}) {
+  get safeToFallback() {
+    return true
+  }
+  get safeToRequeue() {
+    return true
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `the CLI did not complete its handshake within ${this.timeoutMillis} ms`
+  }
+}
+
+/**
+ * The CLI refused the handshake, or exited before completing it.
+ *
+ * @category startup
+ * @since 0.1.0
+ */
+export class HandshakeFailed extends Schema.TaggedError<HandshakeFailed>()("HandshakeFailed", {
+  reason: Schema.String,
+  stderrTail: Schema.String
+}) {
+  get safeToFallback() {
+    return true
+  }
+  get safeToRequeue() {
+    return true
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `handshake failed: ${this.reason}`
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Admission: the request was refused before anything was written.
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * A turn is already running and the session was not asked to queue: the prompt was not written. Send it again
+ * after the active turn ends.
+ *
+ * @category admission
+ * @since 0.1.0
+ */
+export class TurnInFlight extends Schema.TaggedError<TurnInFlight>()("TurnInFlight", {
+  activeTurnId: Schema.String
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return true
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `turn ${this.activeTurnId} is still running`
+  }
+}
+
+/**
+ * The session's queue of pending prompts is full: the prompt was not accepted.
+ *
+ * @category admission
+ * @since 0.1.0
+ */
+export class QueueFull extends Schema.TaggedError<QueueFull>()("QueueFull", {
+  capacity: Schema.Finite
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return true
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `the session's queue is full (${this.capacity} prompts)`
+  }
+}
+
+/**
+ * The session can no longer take requests (closed, failed or retired). Nothing was written: the host may use
+ * another session or another path.
+ *
+ * @category admission
+ * @since 0.1.0
+ */
+export class SessionUnavailable extends Schema.TaggedError<SessionUnavailable>()("SessionUnavailable", {
+  status: Schema.String,
+  reason: Schema.String
+}) {
+  get safeToFallback() {
+    return true
+  }
+  get safeToRequeue() {
+    return true
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `the session is ${this.status}: ${this.reason}`
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Delivery and turn outcome. `acknowledged` says whether the CLI confirmed receipt of the prompt: before the
+// acknowledgement, delivery is uncertain and the session is retired.
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * Writing to the CLI's stdin failed (the pipe closed).
+ *
+ * @category delivery
+ * @since 0.1.0
+ */
+export class TransportWriteError extends Schema.TaggedError<TransportWriteError>()("TransportWriteError", {
+  reason: Schema.String
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return true
+  }
+  override get message() {
+    return `write to the CLI failed: ${this.reason}`
+  }
+}
+
+/**
+ * Writing a frame to the CLI's stdin did not finish within the delivery timeout. The CLI may have read part or
+ * all of it: delivery is uncertain and the session is retired.
+ *
+ * @category delivery
+ * @since 0.1.0
+ */
+export class DeliveryTimeout extends Schema.TaggedError<DeliveryTimeout>()("DeliveryTimeout", {
+  timeoutMillis: Schema.Finite
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return true
+  }
+  override get message() {
+    return `writing to the CLI did not finish within ${this.timeoutMillis} ms`
+  }
+}
+
+/**
+ * The CLI process exited while a turn (or request) was in flight. Before the acknowledgement, delivery is
+ * uncertain. The session is failed, never reused.
+ *
+ * @category delivery
+ * @since 0.1.0
+ */
+export class CliExited extends Schema.TaggedError<CliExited>()("CliExited", {
+  exit: Schema.String,
+  code: Schema.NullOr(Schema.Finite),
+  signal: Schema.NullOr(Schema.String),
+  stderrTail: Schema.String,
+  acknowledged: Schema.Boolean
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return !this.acknowledged
+  }
+  override get message() {
+    const tail = this.stderrTail.length > 0 ? `: ${this.stderrTail}` : ""
+    return `the CLI exited (${this.exit})${tail}`
+  }
+}
+
+/**
+ * Why a turn was interrupted.
+ *
+ * @category delivery
+ * @since 0.1.0
+ */
+export const InterruptReason = Schema.Literals(["host", "stall", "turn-timeout", "permission", "evicted", "closed"])
+
+/**
+ * @category delivery
+ * @since 0.1.0
+ */
+export type InterruptReason = typeof InterruptReason.Type
+
+/**
+ * The turn ended because it was interrupted (by the host, by the stall watchdog, by the turn deadline, by a
+ * deny-and-interrupt permission decision, or by eviction). If the interrupt came before the CLI acknowledged
+ * the prompt, delivery is uncertain.
+ *
+ * @category delivery
+ * @since 0.1.0
+ */
+export class TurnInterrupted extends Schema.TaggedError<TurnInterrupted>()("TurnInterrupted", {
+  turnId: Schema.String,
+  reason: InterruptReason,
+  acknowledged: Schema.Boolean
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return !this.acknowledged
+  }
+  override get message() {
+    return `turn ${this.turnId} was interrupted (${this.reason})`
+  }
+}
+
+/**
+ * The CLI did not end the turn within the interrupt timeout after an interrupt. The session was retired and
+ * its process tree torn down.
+ *
+ * @category delivery
+ * @since 0.1.0
+ */
+export class InterruptTimeout extends Schema.TaggedError<InterruptTimeout>()("InterruptTimeout", {
+  turnId: Schema.String,
+  reason: InterruptReason,
+  timeoutMillis: Schema.Finite,
+  acknowledged: Schema.Boolean
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return true
+  }
+  override get message() {
+    return `turn ${this.turnId} did not settle within ${this.timeoutMillis} ms of its interrupt (${this.reason}); the session was retired`
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Controls
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * A control request was not answered within the control timeout. The CLI may or may not have applied it, so the
+ * session is retired.
+ *
+ * @category controls
+ * @since 0.1.0
+ */
+export class ControlTimeout extends Schema.TaggedError<ControlTimeout>()("ControlTimeout", {
+  subtype: Schema.String,
+  timeoutMillis: Schema.Finite
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return true
+  }
+  override get message() {
+    return `control request ${this.subtype} was not answered within ${this.timeoutMillis} ms; the session was retired`
+  }
+}
+
+/**
+ * The CLI answered a control request with an error: nothing was applied.
+ *
+ * @category controls
+ * @since 0.1.0
+ */
+export class ControlFailed extends Schema.TaggedError<ControlFailed>()("ControlFailed", {
+  subtype: Schema.String,
+  reason: Schema.String,
+  code: Schema.NullOr(Schema.String)
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `control request ${this.subtype} failed: ${this.reason}`
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Protocol
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * A line from the CLI could not be decoded: not JSON, too long, or a known frame type with a malformed body.
+ * During a session this is reported as a `ProtocolError` event and the session goes on; it fails an operation
+ * only when the operation's own answer is malformed.
+ *
+ * @category protocol
+ * @since 0.1.0
+ */
+export class ProtocolError extends Schema.TaggedError<ProtocolError>()("ProtocolError", {
+  reason: Schema.Literals(["not-json", "too-long", "malformed"]),
+  detail: Schema.String,
+  /** The first characters of the offending line. */
+  linePrefix: Schema.String
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `protocol error (${this.reason}): ${this.detail}`
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * A configuration was rejected when it was built (for example a nested timeout longer than its parent).
+ *
+ * @category configuration
+ * @since 0.1.0
+ */
+export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidConfig", {
+  problems: Schema.Array(Schema.String)
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `invalid configuration: ${this.problems.join("; ")}`
+  }
+}
+
+/**
+ * Reads the disposition of any Tether error.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const disposition = (error: Disposition): Disposition => ({
+  safeToFallback: error.safeToFallback,
+  safeToRequeue: error.safeToRequeue,
+  deliveryUncertain: error.deliveryUncertain
+})
+
+/**
+ * True for any value carrying a Tether disposition.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const hasDisposition = (u: unknown): u is Disposition =>
+  Predicate.hasProperty(u, "safeToFallback") && Predicate.hasProperty(u, "safeToRequeue") &&
+  Predicate.hasProperty(u, "deliveryUncertain")

@@ -1,0 +1,194 @@
+/**
+ * The `Transport` contract: how a session reaches a CLI process.
+ *
+ * A transport opens a process-like duplex of lines inside a `Scope`. Closing the scope is the teardown: the
+ * transport guarantees that when the scope's finalizer returns, every process that the connection started is
+ * gone. Sessions never see a process handle, only this interface, so the same session machinery runs over the
+ * real subprocess transport (`@tether/transport-node`) and the in-memory `MockTransport` (`@tether/testing`).
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
+import type { SpawnError, TransportWriteError } from "./TetherError.ts"
+
+/**
+ * How a CLI process ended.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ExitStatus = Data.TaggedEnum<{
+  /** The process exited by itself (or after stdin EOF) with this code. */
+  Exited: { readonly code: number }
+  /** The process was ended by a signal (for example during teardown). */
+  Signaled: { readonly signal: string }
+}>
+
+/**
+ * Constructors and matchers for {@link ExitStatus}.
+ *
+ * @example
+ * ```ts
+ * import { Transport } from "@tether/core"
+ *
+ * const clean = Transport.ExitStatus.Exited({ code: 0 })
+ * ```
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ExitStatus = Data.taggedEnum<ExitStatus>()
+
+/**
+ * Renders an exit status as a short human text (`"exit code 1"`, `"signal SIGKILL"`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const formatExitStatus = (status: ExitStatus): string =>
+  status._tag === "Exited" ? `exit code ${status.code}` : `signal ${status.signal}`
+
+/**
+ * The environment a process starts with. `inherit` starts from the host's environment; `clean` starts from
+ * nothing but the `PATH` (and `HOME` when set) of the host. `set` is applied on top in both cases; `Redacted`
+ * values are revealed only when the process is spawned and are never logged.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Environment {
+  readonly mode: "inherit" | "clean"
+  readonly set: Readonly<Record<string, string | Redacted.Redacted<string>>>
+  /** Variables removed after `set` is applied (e.g. `NODE_OPTIONS`). */
+  readonly unset: ReadonlyArray<string>
+}
+
+/**
+ * What to launch. Protocol codecs build it from their typed options (the `claude` argv is built by
+ * `ClaudeOptions`), so hosts never assemble command lines by hand. Prompts never travel on argv.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface LaunchSpec {
+  /**
+   * The logical program (`"claude"`, `"codex"`): transports resolve it to an executable (an explicit path, an
+   * environment variable, `PATH`, an installed npm package).
+   */
+  readonly program: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd: Option.Option<string>
+  readonly env: Environment
+}
+
+/**
+ * One open connection to a CLI process: a duplex of lines.
+ *
+ * - `write` sends one line (the transport appends the newline). Writes are not serialized by the transport:
+ *   the session serializes them.
+ * - `stdout` is the stream of complete lines (without the newline). It has a single consumer; it ends when the
+ *   process closes stdout. A line longer than the transport's limit fails the stream with
+ *   `LineTooLong` in `lineErrors` rather than buffering without bound; the stream goes on with the next line.
+ * - `exit` waits for the process to end.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Connection {
+  /** The operating-system process id, where there is one (the mock has none). */
+  readonly pid: Option.Option<number>
+  readonly write: (line: string) => Effect.Effect<void, TransportWriteError>
+  /** Closes the process's stdin (EOF). Idempotent. */
+  readonly endInput: Effect.Effect<void>
+  /** Lines from stdout. Oversized lines arrive as {@link Line.TooLong} markers, never as unbounded buffers. */
+  readonly stdout: Stream.Stream<Line>
+  /** A bounded tail of what the process wrote to stderr (always drained). */
+  readonly stderrTail: Effect.Effect<string>
+  /** Waits until the process has exited. */
+  readonly exit: Effect.Effect<ExitStatus>
+  /** The exit status if the process has already exited. */
+  readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
+}
+
+/**
+ * A unit read from stdout: a complete line, or the marker for a line that exceeded the transport's maximum.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Line = Data.TaggedEnum<{
+  Text: { readonly text: string }
+  TooLong: { readonly length: number; readonly limit: number; readonly prefix: string }
+}>
+
+/**
+ * Constructors for {@link Line}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Line = Data.taggedEnum<Line>()
+
+/**
+ * What a transport can guarantee on this platform, so a host can check at runtime instead of reading the
+ * README. The mock reports every guarantee; the Node transport reports what Linux, macOS or Windows give it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Capabilities {
+  readonly name: string
+  /** Processes that left the session's process group (`setsid`) are found and killed at teardown. */
+  readonly killsDetachedDescendants: boolean
+  /** Descendants whose parent already exited (re-parented) are found and killed at teardown. */
+  readonly killsOrphanedDescendants: boolean
+  /** The CLI dies with its host if the host is killed without running finalizers. */
+  readonly diesWithHost: boolean
+  readonly notes: ReadonlyArray<string>
+}
+
+/**
+ * Teardown bounds used by transports: after stdin EOF the session waits `closeGrace` for a clean exit; the
+ * transport then sends SIGTERM to the whole tree, waits `termGrace`, and SIGKILLs whatever is left.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TeardownOptions {
+  readonly termGrace: Duration.Duration
+}
+
+/**
+ * The transport service.
+ *
+ * `open` acquires a {@link Connection} in the caller's scope. The scope's finalizer is the teardown and must
+ * leave no process of the connection alive, within a bound, whatever the children do.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Transport } from "@tether/core"
+ *
+ * const program = Effect.scoped(
+ *   Effect.gen(function*() {
+ *     const transport = yield* Transport.Transport
+ *     const connection = yield* transport.open(spec)
+ *     yield* connection.write(`{"type":"keep_alive"}`)
+ *   })
+ * )
+ * ```
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class Transport extends Context.Service<Transport, {
+  readonly open: (spec: LaunchSpec, options: TeardownOptions) => Effect.Effect<Connection, SpawnError, Scope.Scope>
+  readonly capabilities: Capabilities
+}>()("@tether/core/Transport") {}
