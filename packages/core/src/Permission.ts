@@ -1,0 +1,236 @@
+/**
+ * Permission requests from the CLI, the host's decisions, and ready-made policies.
+ *
+ * A policy is `(request) => Effect<Decision>`. It may allow (optionally with a rewritten input), deny (optionally
+ * interrupting the turn) or defer: a deferred request is answered later through the session by its request id,
+ * exactly once. A policy that fails or dies never wedges the turn: the CLI receives a deny with the reason.
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+
+/**
+ * A tool-use permission request from the CLI.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface PermissionRequest {
+  /** The CLI's request id: answer deferred requests with it. */
+  readonly requestId: string
+  /** The turn the request belongs to. */
+  readonly turnId: string
+  readonly toolName: string
+  readonly toolUseId: string | undefined
+  readonly input: { readonly [key: string]: unknown }
+  /** Human-readable description the CLI gave, if any. */
+  readonly description: string | undefined
+  /** The raw provider payload, unknown fields included. */
+  readonly raw: unknown
+}
+
+/**
+ * A decision on a permission request.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Decision = Data.TaggedEnum<{
+  /** Run the tool. `updatedInput` replaces the input (Claude requires an input; the original is sent if absent). */
+  Allow: { readonly updatedInput?: { readonly [key: string]: unknown } | undefined }
+  /** Refuse the tool with a message the model sees; `interrupt` also ends the turn. */
+  Deny: { readonly message: string; readonly interrupt?: boolean | undefined }
+  /** Decide later through `Session.answerPermission`. Expires after the permission timeout (then denied). */
+  Defer: {}
+}>
+
+const DecisionEnum = Data.taggedEnum<Decision>()
+
+/**
+ * Allow a tool use, with the original input or a rewritten one.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const allow = (updatedInput?: { readonly [key: string]: unknown }): Decision =>
+  DecisionEnum.Allow({ updatedInput })
+
+/**
+ * Deny a tool use with a message; `interrupt: true` also ends the turn.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const deny = (message: string, options?: { readonly interrupt?: boolean }): Decision =>
+  DecisionEnum.Deny({ message, interrupt: options?.interrupt })
+
+/**
+ * Defer the decision: answer later with `Session.answerPermission(requestId, decision)`.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defer: Decision = DecisionEnum.Defer()
+
+/**
+ * A host's permission policy.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Policy = (request: PermissionRequest) => Effect.Effect<Decision, PolicyError>
+
+/**
+ * What a policy may fail with: any error. The session turns a failure (or a defect) into a deny with a reason and
+ * logs it; the turn goes on.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type PolicyError = Error | string | { readonly _tag: string }
+
+/**
+ * The default policy: deny everything.
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const denyAll: Policy = () => Effect.succeed(deny("denied by the host's default policy"))
+
+/**
+ * Allow every tool use (use with care: tools run with the CLI's permissions).
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const allowAll: Policy = () => Effect.succeed(allow())
+
+/**
+ * Allow the named tools and deny every other one.
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const allowTools = (tools: Iterable<string>): Policy => {
+  const allowed = new Set(tools)
+  return (request) =>
+    Effect.succeed(allowed.has(request.toolName) ? allow() : deny(`tool ${request.toolName} is not allowed`))
+}
+
+/**
+ * Deny the named tools and pass every other request to `otherwise` (allow by default).
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const denyTools = (tools: Iterable<string>, otherwise: Policy = allowAll): Policy => {
+  const denied = new Set(tools)
+  return (request) =>
+    denied.has(request.toolName) ? Effect.succeed(deny(`tool ${request.toolName} is denied`)) : otherwise(request)
+}
+
+// A command that would detach work from the session: background flags, a trailing `&` (not `&&`), or a
+// detaching program at the start of a command (after `;`, `&&`, `||`, `|`, `(`, a newline, or `sudo`/`exec`).
+const detachingProgram = /(^|[;&|(\n]|\bexec\s+|\bsudo\s+)\s*(nohup|setsid|disown|daemonize|start-stop-daemon)\b/
+const trailingAmpersand = /(^|[^&])&\s*($|[;\n)])/
+const disownAnywhere = /\bdisown\b/
+
+/**
+ * True when a shell command would leave work running outside the session's process tree teardown: a trailing
+ * `&`, `nohup`, `setsid`, `disown`, or the tool's own `run_in_background` flag.
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const detachesWork = (input: { readonly [key: string]: unknown }): boolean => {
+  if (input["run_in_background"] === true) return true
+  const command = input["command"]
+  if (!Predicate.isString(command)) return false
+  return detachingProgram.test(command) || trailingAmpersand.test(command) || disownAnywhere.test(command)
+}
+
+/**
+ * Denies shell commands that would detach work from the session (`run_in_background`, a trailing `&`, `nohup`,
+ * `setsid`, `disown`) so that tool work stays inside the session's teardown; every other request goes to
+ * `otherwise`.
+ *
+ * @example
+ * ```ts
+ * import { Permission } from "@tether/core"
+ *
+ * const policy = Permission.denyDetachedShell(Permission.allowTools(["Bash", "Read"]))
+ * ```
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const denyDetachedShell = (otherwise: Policy, shellTools: Iterable<string> = ["Bash"]): Policy => {
+  const shells = new Set(shellTools)
+  return (request) =>
+    shells.has(request.toolName) && detachesWork(request.input)
+      ? Effect.succeed(deny("commands that detach from the session (background, nohup, setsid, disown) are not allowed"))
+      : otherwise(request)
+}
+
+/**
+ * How a permission request was resolved.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Resolution =
+  | { readonly _tag: "Decided"; readonly by: "policy" | "host"; readonly decision: Exclude<Decision, { _tag: "Defer" }> }
+  | { readonly _tag: "PolicyFailed"; readonly reason: string }
+  | { readonly _tag: "Expired"; readonly why: "timeout" | "cancelled-by-cli" | "turn-ended" | "session-ended" }
+
+/**
+ * A deferred permission request was already answered (or expired).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class PermissionAlreadyResolved
+  extends Schema.TaggedError<PermissionAlreadyResolved>()("PermissionAlreadyResolved", {
+    requestId: Schema.String,
+    how: Schema.String
+  })
+{
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `permission request ${this.requestId} was already resolved (${this.how})`
+  }
+}
+
+/**
+ * No deferred permission request with this id is known to the session.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class PermissionNotFound extends Schema.TaggedError<PermissionNotFound>()("PermissionNotFound", {
+  requestId: Schema.String
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `no pending permission request ${this.requestId}`
+  }
+}

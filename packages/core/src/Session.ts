@@ -1,0 +1,1003 @@
+/**
+ * A long-lived CLI session as a scoped Effect resource.
+ *
+ * `Session.make` (used through a protocol module such as `ClaudeSession`) opens the transport, completes the
+ * protocol's handshake within the startup timeout, and returns a {@link Session} whose release leaves nothing
+ * behind: stdin EOF, the close grace, then the transport's teardown of the whole process tree.
+ *
+ * One reader fiber decodes every stdout line once and routes it: to the active turn, to the control request
+ * waiting on its id, to the permission policy, and to the session's event log. Writes go through one
+ * serialized path so frames never interleave. One turn runs at a time; a second `send` is refused with a typed,
+ * safe-to-requeue error unless the host asked for a queue.
+ *
+ * The protocol-specific part (framing of prompts and controls, decoding frames into the actions below) is a
+ * {@link Protocol}; the Claude stream-json one is `ClaudeSession.protocol`.
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
+import * as Stream from "effect/Stream"
+import * as EventLog from "./EventLog.ts"
+import * as Permission from "./Permission.ts"
+import { isTerminal, SessionEvent, type Status } from "./SessionEvent.ts"
+import {
+  CliExited,
+  ControlFailed,
+  ControlTimeout,
+  DeliveryTimeout,
+  HandshakeFailed,
+  InterruptTimeout,
+  type InterruptReason,
+  ProtocolError,
+  QueueFull,
+  SessionUnavailable,
+  type SpawnError,
+  StartupTimeout,
+  type TransportWriteError,
+  TurnInFlight,
+  TurnInterrupted
+} from "./TetherError.ts"
+import type { Timeouts } from "./Timeouts.ts"
+import * as Transport from "./Transport.ts"
+import {
+  ApiError,
+  BudgetExceeded,
+  MaxTurnsExceeded,
+  type Phase,
+  type Prompt,
+  type Turn,
+  type TurnError,
+  TurnFailed,
+  type TurnResult
+} from "./Turn.ts"
+
+// ---------------------------------------------------------------------------------------------------------------
+// The protocol contract
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * How a protocol ended a turn, before the session attaches turn ids and acknowledgement.
+ *
+ * @category protocol
+ * @since 0.1.0
+ */
+export type TurnOutcome =
+  | { readonly _tag: "Success" }
+  | { readonly _tag: "Interrupted" }
+  | { readonly _tag: "MaxTurns" }
+  | { readonly _tag: "Budget" }
+  | { readonly _tag: "Api"; readonly status: number | null; readonly detail: string }
+  | {
+    readonly _tag: "Failed"
+    readonly subtype: string
+    readonly terminalReason: string | null
+    readonly errors: ReadonlyArray<string>
+  }
+
+/**
+ * A reply to a request the CLI made.
+ *
+ * @category protocol
+ * @since 0.1.0
+ */
+export type Reply =
+  | { readonly _tag: "Success"; readonly payload: unknown }
+  | { readonly _tag: "Error"; readonly message: string }
+
+/**
+ * Event payloads a protocol produces from a frame; the session adds `turnId` where the protocol does not know it.
+ *
+ * @category protocol
+ * @since 0.1.0
+ */
+export type FrameEvent = SessionEvent extends infer E ? E extends { readonly turnId: string | undefined } ?
+      & Omit<E, "turnId">
+      & { readonly turnId?: string | undefined }
+  : never
+  : never
+
+/**
+ * What the session does with a decoded line. A protocol turns each stdout line into a list of these.
+ *
+ * @category protocol
+ * @since 0.1.0
+ */
+export type Inbound =
+  /** Publish an event (attributed to the active, acknowledged turn when `turnId` is absent). */
+  | { readonly _tag: "Event"; readonly event: FrameEvent }
+  /** The CLI acknowledged receipt of the prompt with this id. */
+  | { readonly _tag: "Ack"; readonly turnId: string }
+  /** The CLI ended a turn. `turnId` absent means "the active turn". */
+  | {
+    readonly _tag: "TurnEnd"
+    readonly turnId: string | undefined
+    readonly outcome: TurnOutcome
+    readonly result: Omit<TurnResult, "turnId">
+  }
+  /** An answer to a control request this host sent. Answers to unknown ids are ignored. */
+  | {
+    readonly _tag: "ControlResponse"
+    readonly requestId: string
+    readonly response: { readonly _tag: "Success"; readonly payload: unknown } | {
+      readonly _tag: "Error"
+      readonly message: string
+      readonly code: string | null
+    }
+  }
+  /** The CLI asks for a tool-use permission. */
+  | { readonly _tag: "PermissionRequest"; readonly request: Omit<Permission.PermissionRequest, "turnId"> }
+  /** Any other request from the CLI; the session runs `handle` (bounded by the control timeout) and replies. */
+  | { readonly _tag: "Request"; readonly requestId: string; readonly handle: Effect.Effect<Reply> }
+  /** The CLI withdrew one of its requests. */
+  | { readonly _tag: "Cancel"; readonly requestId: string }
+  /** The CLI told us its conversation id. */
+  | { readonly _tag: "SessionId"; readonly sessionId: string }
+
+/**
+ * A protocol codec as the session sees it. Everything provider-specific lives behind this interface.
+ *
+ * @category protocol
+ * @since 0.1.0
+ */
+export interface Protocol {
+  readonly name: string
+  /** Decodes one stdout line. A line that cannot be decoded yields a `ProtocolError`. */
+  readonly decode: (line: string) => ReadonlyArray<Inbound> | ProtocolError
+  readonly encodePrompt: (turnId: string, prompt: Prompt) => string
+  readonly encodeControl: (requestId: string, request: unknown) => string
+  readonly encodeReply: (requestId: string, reply: Reply) => string
+  /** The answer to a permission request. */
+  readonly permissionReply: (
+    request: Permission.PermissionRequest,
+    decision: Exclude<Permission.Decision, { _tag: "Defer" }>
+  ) => Reply
+  /** The control request that interrupts the running turn. */
+  readonly interruptRequest: (turnId: string) => unknown
+  /**
+   * The handshake, run once after spawn. It may send control requests; what it returns is kept as the session's
+   * handshake info.
+   */
+  readonly handshake: (
+    control: (request: unknown) => Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited>
+  ) => Effect.Effect<unknown, HandshakeFailed | ControlFailed | ControlTimeout | CliExited>
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Public interface
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * How the process ended, or that it is still running.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ProcessState =
+  | { readonly _tag: "Running" }
+  | { readonly _tag: "Completed"; readonly status: Transport.ExitStatus; readonly stderrTail: string }
+  | { readonly _tag: "Failed"; readonly status: Transport.ExitStatus; readonly stderrTail: string }
+
+/**
+ * Per-send options.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface SendOptions {
+  /** Queue behind the running turn instead of failing with `TurnInFlight` (overrides the session's default). */
+  readonly queue?: boolean | undefined
+  /**
+   * Interrupt the turn in the CLI when the fiber waiting on `Turn.result` is interrupted (default true). Opt out
+   * for fire-and-forget hosts that stop waiting but want the turn to finish.
+   */
+  readonly interruptOnCancel?: boolean | undefined
+}
+
+/**
+ * What an interrupt did.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type InterruptOutcome = "no-active-turn" | "interrupted" | "completed-first" | "retired"
+
+/**
+ * Errors of `send`.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export type SendError = TurnInFlight | QueueFull | SessionUnavailable
+
+/**
+ * A live session.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Session {
+  readonly protocol: string
+  readonly pid: Option.Option<number>
+  /** What the handshake returned (for Claude, the decoded `initialize` response). */
+  readonly handshake: unknown
+  readonly status: Effect.Effect<Status>
+  /** The CLI's conversation id, once known. */
+  readonly sessionId: Effect.Effect<Option.Option<string>>
+  /** Sends a prompt and returns the turn handle as soon as the prompt is written (or queued). */
+  readonly send: (prompt: Prompt, options?: SendOptions) => Effect.Effect<Turn, SendError>
+  /** Sends a prompt and waits for its result. */
+  readonly run: (prompt: Prompt, options?: SendOptions) => Effect.Effect<TurnResult, SendError | TurnError>
+  /** Interrupts the active turn and waits for it to settle, bounded by the interrupt timeout. */
+  readonly interrupt: Effect.Effect<InterruptOutcome>
+  /** Answers a deferred permission request, exactly once. */
+  readonly answerPermission: (
+    requestId: string,
+    decision: Exclude<Permission.Decision, { _tag: "Defer" }>
+  ) => Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved>
+  /** Permission requests waiting for a deferred answer. */
+  readonly pendingPermissions: Effect.Effect<ReadonlyArray<Permission.PermissionRequest>>
+  /** Sends a raw control request through the protocol and waits for its answer (bounded by the control timeout). */
+  readonly control: (request: unknown) => Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited>
+  /** Subscribes to the session's events from a starting point. */
+  readonly subscribe: (
+    from?: EventLog.From
+  ) => Effect.Effect<Stream.Stream<EventLog.Delivery<SessionEvent>>, EventLog.ReplayUnavailable, Scope.Scope>
+  readonly latestSeq: Effect.Effect<number>
+  readonly process: Effect.Effect<ProcessState>
+  readonly isAlive: Effect.Effect<boolean>
+  /** Waits until the CLI process has exited. */
+  readonly awaitExit: Effect.Effect<Transport.ExitStatus>
+  readonly stderrTail: Effect.Effect<string>
+  /** Retires the session now: fails the active turn, tears down the process tree. */
+  readonly retire: (reason: string) => Effect.Effect<void>
+}
+
+/**
+ * Options of {@link make}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options {
+  readonly protocol: Protocol
+  readonly launch: Transport.LaunchSpec
+  readonly timeouts: Timeouts
+  readonly policy?: Permission.Policy | undefined
+  /** Queue sends behind a running turn by default (else `TurnInFlight`). */
+  readonly queue?: boolean | undefined
+  readonly queueCapacity?: number | undefined
+  readonly eventRing?: number | undefined
+  readonly subscriberBuffer?: number | undefined
+  /** Generates turn ids (uuids by default). */
+  readonly makeId?: (() => string) | undefined
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Implementation
+// ---------------------------------------------------------------------------------------------------------------
+
+interface TurnState {
+  readonly id: string
+  readonly prompt: Prompt
+  readonly interruptOnCancel: boolean
+  readonly done: Deferred.Deferred<TurnResult, TurnError>
+  phase: Phase
+  acknowledged: boolean
+  startSeq: number
+  lastProgress: number
+  interruptReason: InterruptReason | undefined
+  interrupting: Effect.Effect<InterruptOutcome> | undefined
+  timers: Array<Fiber.Fiber<unknown, unknown>>
+}
+
+interface PendingPermission {
+  readonly request: Permission.PermissionRequest
+  state: "deciding" | "deferred" | "resolved"
+  how: string
+  timer: Fiber.Fiber<unknown, unknown> | undefined
+}
+
+const randomId = (): string => globalThis.crypto.randomUUID()
+
+const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
+
+/**
+ * Acquires a session in the current scope: opens the transport, runs the protocol's handshake within the
+ * startup timeout, and starts the reader. Closing the scope releases it (stdin EOF, close grace, teardown).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = Effect.fn("Session.make")(function*(options: Options) {
+  const { protocol, timeouts } = options
+  const policy = options.policy ?? Permission.denyAll
+  const makeId = options.makeId ?? randomId
+  const queueCapacity = options.queueCapacity ?? 64
+  const transport = yield* Transport.Transport
+  const sessionScope = yield* Effect.scope
+  // Background fibers and the connection live in child scopes so that release can order them: graceful close
+  // first, then the transport's teardown, then the fibers.
+  const fibers = yield* Scope.fork(sessionScope, "parallel")
+  const connectionScope = yield* Scope.fork(sessionScope, "sequential")
+  const log = yield* EventLog.make<SessionEvent>({
+    ringSize: options.eventRing ?? 4096,
+    subscriberBuffer: options.subscriberBuffer ?? 1024
+  }).pipe(Scope.provide(fibers))
+
+  const connection = yield* transport.open(options.launch, { termGrace: timeouts.termGrace }).pipe(
+    Scope.provide(connectionScope)
+  )
+
+  // --- state -----------------------------------------------------------------------------------------------
+  let status: Status = "starting"
+  let closing = false
+  let sessionId: string | undefined
+  let active: TurnState | undefined
+  const queue: Array<TurnState> = []
+  const controls = new Map<string, Deferred.Deferred<unknown, ControlFailed | CliExited>>()
+  const permissions = new Map<string, PendingPermission>()
+  let processState: ProcessState = { _tag: "Running" }
+  let controlCounter = 0
+  const writeLock = yield* Semaphore.make(1)
+
+  const fork = <A, E>(effect: Effect.Effect<A, E>) => Effect.forkIn(effect, fibers)
+
+  const publish = (event: SessionEvent) => log.publish(event)
+
+  const setStatus = (next: Status) =>
+    Effect.suspend(() => {
+      if (status === next || status === "closed" || status === "failed") return Effect.void
+      status = next
+      return Effect.asVoid(publish(SessionEvent.Status({ turnId: active?.id, raw: undefined, status: next })))
+    })
+
+  const currentError = (acknowledged: boolean) =>
+    Effect.gen(function*() {
+      const stderrTail = yield* connection.stderrTail
+      const exit = yield* connection.exitStatus
+      return Option.match(exit, {
+        onNone: () =>
+          new CliExited({ exit: "still running", code: null, signal: null, stderrTail, acknowledged }),
+        onSome: (status) =>
+          new CliExited({
+            exit: Transport.formatExitStatus(status),
+            code: status._tag === "Exited" ? status.code : null,
+            signal: status._tag === "Signaled" ? status.signal : null,
+            stderrTail,
+            acknowledged
+          })
+      })
+    })
+
+  // --- turn endings ------------------------------------------------------------------------------------------
+
+  const expirePermissions = (turnId: string | undefined, why: "turn-ended" | "session-ended") =>
+    Effect.forEach(
+      [...permissions.values()].filter((p) => p.state !== "resolved" && (turnId === undefined || p.request.turnId === turnId)),
+      (pending) => resolvePermission(pending, { _tag: "Expired", why }, undefined),
+      { discard: true }
+    )
+
+  const finishTurn = (turn: TurnState, exit: Exit.Exit<TurnResult, TurnError>) =>
+    Effect.gen(function*() {
+      if (Deferred.isDoneUnsafe(turn.done)) return
+      yield* Deferred.done(turn.done, exit)
+      turn.phase = Exit.isSuccess(exit)
+        ? "completed"
+        : (Exit.isFailure(exit) && Cause.hasFails(exit.cause) && !turn.acknowledged && turn.phase === "queued")
+        ? "cancelled"
+        : "failed"
+      const timers = turn.timers
+      turn.timers = []
+      yield* expirePermissions(turn.id, "turn-ended")
+      if (Exit.isSuccess(exit)) {
+        yield* publish(SessionEvent.TurnCompleted({ turnId: turn.id, raw: exit.value.raw, result: exit.value }))
+      } else {
+        const error = Cause.findErrorOption(exit.cause)
+        if (Option.isSome(error)) {
+          yield* publish(SessionEvent.TurnFailed({ turnId: turn.id, raw: undefined, error: error.value }))
+        }
+      }
+      if (active === turn) {
+        active = undefined
+        if (!closing) yield* setStatus("idle")
+      }
+      // Interrupt the turn's timers last: this fiber may be one of them.
+      yield* fork(Effect.forEach(timers, Fiber.interrupt, { discard: true }))
+      yield* startNext
+    })
+
+  const failQueued = (reason: string) =>
+    Effect.gen(function*() {
+      const pending = queue.splice(0)
+      for (const turn of pending) {
+        turn.phase = "cancelled"
+        yield* finishTurn(turn, Exit.fail(new SessionUnavailable({ status, reason })))
+      }
+    })
+
+  // --- retire / teardown -------------------------------------------------------------------------------------
+
+  let retired = false
+  const retireWith = (reason: string, turnError: TurnError | undefined) =>
+    Effect.gen(function*() {
+      if (retired) return
+      retired = true
+      if (status !== "closed") {
+        status = "failed"
+        yield* publish(SessionEvent.Status({ turnId: active?.id, raw: undefined, status: "failed" }))
+      }
+      yield* Effect.logWarning(`session retired: ${reason}`)
+      const turn = active
+      if (turn !== undefined) {
+        yield* finishTurn(turn, Exit.fail(turnError ?? (yield* currentError(turn.acknowledged))))
+      }
+      yield* failQueued(`the session was retired: ${reason}`)
+      for (const [, deferred] of controls) yield* Deferred.fail(deferred, yield* currentError(true))
+      controls.clear()
+      yield* expirePermissions(undefined, "session-ended")
+      // Tear the process tree down in the background (the caller may be the reader fiber itself); release waits
+      // for it because the connection scope is closed again, idempotently, at release.
+      yield* Effect.forkIn(Scope.close(connectionScope, Exit.void), sessionScope)
+    })
+
+  // --- writes ------------------------------------------------------------------------------------------------
+
+  /** Writes one frame, bounded by the delivery timeout. A timeout or a broken pipe retires the session. */
+  const write = (line: string): Effect.Effect<void, DeliveryTimeout | TransportWriteError> =>
+    writeLock.withPermit(connection.write(line)).pipe(
+      Effect.timeoutOrElse({
+        duration: timeouts.delivery,
+        orElse: () => Effect.fail(new DeliveryTimeout({ timeoutMillis: millis(timeouts.delivery) }))
+      }),
+      Effect.tapError((error) => retireWith(error.message, error))
+    )
+
+  const control = (request: unknown): Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited> =>
+    Effect.gen(function*() {
+      if (processState._tag !== "Running" || retired) return yield* currentError(true)
+      const subtype = subtypeOf(request)
+      const requestId = `tether_${++controlCounter}_${makeId().slice(0, 8)}`
+      const deferred = Deferred.makeUnsafe<unknown, ControlFailed | CliExited>()
+      controls.set(requestId, deferred)
+      const timeout = new ControlTimeout({ subtype, timeoutMillis: millis(timeouts.control) })
+      return yield* write(protocol.encodeControl(requestId, request)).pipe(
+        Effect.catch(() => currentError(false).pipe(Effect.flatMap(Effect.fail))),
+        Effect.andThen(Deferred.await(deferred)),
+        Effect.timeoutOrElse({
+          duration: timeouts.control,
+          orElse: () => retireWith(timeout.message, undefined).pipe(Effect.andThen(Effect.fail(timeout)))
+        }),
+        Effect.ensuring(Effect.sync(() => controls.delete(requestId)))
+      )
+    })
+
+  const reply = (requestId: string, answer: Reply) =>
+    write(protocol.encodeReply(requestId, answer)).pipe(
+      Effect.catch((error) => Effect.logWarning(`could not answer CLI request ${requestId}: ${error.message}`))
+    )
+
+  // --- permissions -------------------------------------------------------------------------------------------
+
+  const resolvePermission = (
+    pending: PendingPermission,
+    resolution: Permission.Resolution,
+    answer: Exclude<Permission.Decision, { _tag: "Defer" }> | undefined
+  ): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      if (pending.state === "resolved") return
+      pending.state = "resolved"
+      pending.how = resolution._tag === "Expired" ? `expired: ${resolution.why}` : resolution._tag
+      const timer = pending.timer
+      pending.timer = undefined
+      if (answer !== undefined) {
+        if (answer._tag === "Deny" && answer.interrupt === true && active?.id === pending.request.turnId) {
+          active.interruptReason = "permission"
+        }
+        yield* reply(pending.request.requestId, protocol.permissionReply(pending.request, answer))
+      }
+      yield* publish(SessionEvent.PermissionResolved({
+        turnId: pending.request.turnId,
+        raw: undefined,
+        requestId: pending.request.requestId,
+        resolution
+      }))
+      const stillWaiting = [...permissions.values()].some((p) => p.state !== "resolved")
+      if (!stillWaiting && active !== undefined && status === "awaiting-permission") {
+        active.lastProgress = yield* Clock.currentTimeMillis
+        yield* setStatus("running")
+      }
+      pruneResolved()
+      if (timer !== undefined) yield* fork(Fiber.interrupt(timer))
+    })
+
+  const pruneResolved = () => {
+    if (permissions.size <= 1024) return
+    for (const [id, p] of permissions) {
+      if (permissions.size <= 512) break
+      if (p.state === "resolved") permissions.delete(id)
+    }
+  }
+
+  const onPermissionRequest = (raw: Omit<Permission.PermissionRequest, "turnId">) =>
+    Effect.gen(function*() {
+      const turnId = active?.id ?? ""
+      const request: Permission.PermissionRequest = { ...raw, turnId }
+      const pending: PendingPermission = { request, state: "deciding", how: "", timer: undefined }
+      permissions.set(request.requestId, pending)
+      if (active !== undefined) yield* setStatus("awaiting-permission")
+      yield* publish(SessionEvent.PermissionRequested({ turnId: request.turnId, raw: request.raw, request }))
+      const decide = policy(request).pipe(
+        Effect.timeoutOrElse({
+          duration: timeouts.permission,
+          orElse: () => Effect.succeed(Permission.deny("the host's permission policy did not decide in time"))
+        }),
+        Effect.catchCause((cause) =>
+          Effect.logWarning("permission policy failed; denying", cause).pipe(
+            Effect.as<Permission.Decision | "failed">("failed")
+          )
+        ),
+        Effect.flatMap((decision) => {
+          if (decision === "failed") {
+            return resolvePermission(
+              pending,
+              { _tag: "PolicyFailed", reason: "the host's permission policy failed" },
+              Permission.deny("the host's permission policy failed") as Exclude<
+                Permission.Decision,
+                { _tag: "Defer" }
+              >
+            )
+          }
+          if (decision._tag === "Defer") {
+            if (pending.state === "resolved") return Effect.void
+            pending.state = "deferred"
+            return Effect.sleep(timeouts.permission).pipe(
+              Effect.andThen(
+                resolvePermission(
+                  pending,
+                  { _tag: "Expired", why: "timeout" },
+                  Permission.deny("the permission request timed out") as Exclude<
+                    Permission.Decision,
+                    { _tag: "Defer" }
+                  >
+                )
+              ),
+              fork,
+              Effect.map((fiber) => {
+                pending.timer = fiber
+              })
+            )
+          }
+          return resolvePermission(pending, { _tag: "Decided", by: "policy", decision }, decision)
+        })
+      )
+      yield* fork(decide)
+    })
+
+  const answerPermission = (
+    requestId: string,
+    decision: Exclude<Permission.Decision, { _tag: "Defer" }>
+  ): Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved> =>
+    Effect.suspend((): Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved> => {
+      const pending = permissions.get(requestId)
+      if (pending === undefined) return Effect.fail(new Permission.PermissionNotFound({ requestId }))
+      if (pending.state === "resolved") {
+        return Effect.fail(new Permission.PermissionAlreadyResolved({ requestId, how: pending.how }))
+      }
+      return resolvePermission(pending, { _tag: "Decided", by: "host", decision }, decision)
+    })
+
+  // --- turns -------------------------------------------------------------------------------------------------
+
+  const turnOutcomeToExit = (
+    turn: TurnState,
+    outcome: TurnOutcome,
+    result: TurnResult
+  ): Exit.Exit<TurnResult, TurnError> => {
+    const sid = result.sessionId ?? null
+    switch (outcome._tag) {
+      case "Success":
+        return Exit.succeed(result)
+      case "Interrupted":
+        return Exit.fail(
+          new TurnInterrupted({
+            turnId: turn.id,
+            reason: turn.interruptReason ?? "host",
+            acknowledged: turn.acknowledged
+          })
+        )
+      case "MaxTurns":
+        return Exit.fail(new MaxTurnsExceeded({ turnId: turn.id, sessionId: sid }))
+      case "Budget":
+        return Exit.fail(
+          new BudgetExceeded({ turnId: turn.id, sessionId: sid, totalCostUsd: result.totalCostUsd ?? null })
+        )
+      case "Api":
+        return Exit.fail(new ApiError({ turnId: turn.id, status: outcome.status, detail: outcome.detail }))
+      case "Failed":
+        return Exit.fail(
+          new TurnFailed({
+            turnId: turn.id,
+            subtype: outcome.subtype,
+            terminalReason: outcome.terminalReason,
+            errors: outcome.errors
+          })
+        )
+    }
+  }
+
+  const acknowledge = (turn: TurnState, raw: unknown) =>
+    Effect.gen(function*() {
+      if (turn.acknowledged) return
+      turn.acknowledged = true
+      turn.phase = "acknowledged"
+      yield* publish(SessionEvent.TurnAcknowledged({ turnId: turn.id, raw }))
+    })
+
+  const startTimers = (turn: TurnState) =>
+    Effect.gen(function*() {
+      const deadline = Effect.sleep(timeouts.turn).pipe(Effect.andThen(interruptTurn(turn, "turn-timeout")))
+      const stallMillis = millis(timeouts.stall)
+      const stall = Effect.gen(function*() {
+        while (true) {
+          const now = yield* Clock.currentTimeMillis
+          const idle = now - turn.lastProgress
+          if (status !== "awaiting-permission" && idle >= stallMillis) {
+            return yield* interruptTurn(turn, "stall")
+          }
+          const wait = status === "awaiting-permission" ? stallMillis : stallMillis - idle
+          yield* Effect.sleep(Duration.millis(Math.max(1, wait)))
+        }
+      })
+      const ack = Effect.sleep(timeouts.ack).pipe(
+        Effect.andThen(Effect.suspend(() =>
+          turn.acknowledged || Deferred.isDoneUnsafe(turn.done)
+            ? Effect.void
+            : Effect.logWarning(
+              `turn ${turn.id} was not acknowledged by the CLI within ${Duration.format(timeouts.ack)}`
+            )
+        ))
+      )
+      turn.timers.push(yield* fork(deadline), yield* fork(stall), yield* fork(ack))
+    })
+
+  const startTurn = (turn: TurnState): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      active = turn
+      turn.phase = "started"
+      turn.lastProgress = yield* Clock.currentTimeMillis
+      turn.startSeq = yield* log.latestSeq
+      yield* setStatus("running")
+      yield* publish(SessionEvent.TurnStarted({ turnId: turn.id, raw: undefined }))
+      yield* startTimers(turn)
+      const written = yield* Effect.exit(write(protocol.encodePrompt(turn.id, turn.prompt)))
+      if (Exit.isFailure(written)) {
+        // write() already retired the session and failed the active turn with the delivery error.
+        return
+      }
+    })
+
+  const startNext: Effect.Effect<void> = Effect.suspend(() => {
+    if (active !== undefined || closing || retired) return Effect.void
+    const next = queue.shift()
+    return next === undefined ? Effect.void : startTurn(next)
+  })
+
+  const awaitTurn = (turn: TurnState): Effect.Effect<TurnResult, TurnError> =>
+    Deferred.await(turn.done).pipe(
+      Effect.onInterrupt(() =>
+        turn.interruptOnCancel && !Deferred.isDoneUnsafe(turn.done)
+          ? fork(interruptTurn(turn, "host"))
+          : Effect.void
+      )
+    )
+
+  const interruptTurn = (turn: TurnState, reason: InterruptReason): Effect.Effect<InterruptOutcome> =>
+    Effect.suspend(() => {
+      if (Deferred.isDoneUnsafe(turn.done)) return Effect.succeed<InterruptOutcome>("completed-first")
+      if (turn.interrupting !== undefined) return turn.interrupting
+      if (turn.phase === "queued") {
+        const index = queue.indexOf(turn)
+        if (index >= 0) queue.splice(index, 1)
+        return finishTurn(turn, Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false })))
+          .pipe(Effect.as<InterruptOutcome>("interrupted"))
+      }
+      turn.interruptReason = reason
+      if (!turn.acknowledged) {
+        // The CLI may or may not have the prompt: delivery is uncertain, and the session is not reused.
+        const error = new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false })
+        return retireWith(`turn ${turn.id} was interrupted before the CLI acknowledged it`, error).pipe(
+          Effect.as<InterruptOutcome>("retired")
+        )
+      }
+      const settle = Effect.gen(function*() {
+        yield* setStatus("cancelling")
+        yield* fork(control(protocol.interruptRequest(turn.id)))
+        const settled = yield* Deferred.await(turn.done).pipe(
+          Effect.exit,
+          Effect.timeoutOption(timeouts.interrupt)
+        )
+        if (Option.isSome(settled)) {
+          return Exit.isSuccess(settled.value) ? "completed-first" as const : "interrupted" as const
+        }
+        const error = new InterruptTimeout({
+          turnId: turn.id,
+          reason,
+          timeoutMillis: millis(timeouts.interrupt),
+          acknowledged: turn.acknowledged
+        })
+        yield* retireWith(error.message, error)
+        return "retired" as const
+      })
+      // The settlement runs in the session's fibers so that it completes even if the caller stops waiting.
+      const outcome = Deferred.makeUnsafe<InterruptOutcome>()
+      turn.interrupting = Deferred.await(outcome)
+      return fork(Effect.flatMap(settle, (o) => Deferred.succeed(outcome, o))).pipe(
+        Effect.andThen(Deferred.await(outcome))
+      )
+    })
+
+  const makeTurnHandle = (turn: TurnState): Turn => ({
+    id: turn.id,
+    result: awaitTurn(turn),
+    phase: Effect.sync(() => turn.phase),
+    interrupt: Effect.asVoid(interruptTurn(turn, "host")),
+    events: Stream.unwrap(
+      Effect.map(
+        log.subscribe({ after: turn.startSeq }),
+        (deliveries) =>
+          deliveries.pipe(
+            Stream.filter((d) => d._tag === "Lag" || d.event.turnId === turn.id),
+            Stream.takeUntil((d) => d._tag === "Event" && isTerminal(d.event))
+          )
+      )
+    )
+  })
+
+  const send = (prompt: Prompt, sendOptions?: SendOptions): Effect.Effect<Turn, SendError> =>
+    Effect.gen(function*() {
+      if (status === "closed" || status === "failed" || closing || retired) {
+        return yield* new SessionUnavailable({ status, reason: "the session no longer accepts prompts" })
+      }
+      const turn: TurnState = {
+        id: makeId(),
+        prompt,
+        interruptOnCancel: sendOptions?.interruptOnCancel ?? true,
+        done: Deferred.makeUnsafe(),
+        phase: "queued",
+        acknowledged: false,
+        startSeq: yield* log.latestSeq,
+        lastProgress: 0,
+        interruptReason: undefined,
+        interrupting: undefined,
+        timers: []
+      }
+      if (active !== undefined || queue.length > 0) {
+        if (!(sendOptions?.queue ?? options.queue ?? false)) {
+          return yield* new TurnInFlight({ activeTurnId: active?.id ?? queue[0].id })
+        }
+        if (queue.length >= queueCapacity) return yield* new QueueFull({ capacity: queueCapacity })
+        queue.push(turn)
+        yield* publish(SessionEvent.TurnQueued({ turnId: turn.id, raw: undefined }))
+        return makeTurnHandle(turn)
+      }
+      yield* startTurn(turn)
+      return makeTurnHandle(turn)
+    })
+
+  // --- the reader ----------------------------------------------------------------------------------------------
+
+  const attribute = (turnId: string | undefined): string | undefined =>
+    turnId ?? (active !== undefined && active.acknowledged ? active.id : undefined)
+
+  const handle = (item: Inbound): Effect.Effect<void> => {
+    switch (item._tag) {
+      case "Event": {
+        const turnId = attribute(item.event.turnId)
+        const event = publish({ ...item.event, turnId } as SessionEvent)
+        const turn = active
+        if (turnId === undefined || turn === undefined || turnId !== turn.id) return Effect.asVoid(event)
+        return Effect.clockWith((clock) => {
+          turn.lastProgress = clock.currentTimeMillisUnsafe()
+          return Effect.asVoid(event)
+        })
+      }
+      case "Ack": {
+        const turn = active
+        if (turn === undefined || turn.id !== item.turnId) return Effect.void
+        return acknowledge(turn, undefined)
+      }
+      case "TurnEnd": {
+        const turn = active
+        if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) return Effect.void
+        return Effect.gen(function*() {
+          // A CLI that never acknowledged (no lifecycle frames, no replay) acknowledges with its result.
+          yield* acknowledge(turn, undefined)
+          const result: TurnResult = { ...item.result, turnId: turn.id }
+          if (result.usage !== undefined) {
+            yield* publish(SessionEvent.Usage({
+              turnId: turn.id,
+              raw: undefined,
+              usage: result.usage,
+              totalCostUsd: result.totalCostUsd
+            }))
+          }
+          yield* finishTurn(turn, turnOutcomeToExit(turn, item.outcome, result))
+        })
+      }
+      case "ControlResponse": {
+        const deferred = controls.get(item.requestId)
+        if (deferred === undefined) return Effect.void
+        controls.delete(item.requestId)
+        const response = item.response
+        return Effect.asVoid(
+          response._tag === "Success"
+            ? Deferred.succeed(deferred, response.payload)
+            : Deferred.fail(
+              deferred,
+              new ControlFailed({ subtype: "control", reason: response.message, code: response.code })
+            )
+        )
+      }
+      case "PermissionRequest":
+        return onPermissionRequest(item.request)
+      case "Request":
+        return fork(
+          item.handle.pipe(
+            Effect.timeoutOrElse({
+              duration: timeouts.control,
+              orElse: () => Effect.succeed<Reply>({ _tag: "Error", message: "the host did not answer in time" })
+            }),
+            Effect.flatMap((answer) => reply(item.requestId, answer))
+          )
+        ).pipe(Effect.asVoid)
+      case "Cancel": {
+        const pending = permissions.get(item.requestId)
+        if (pending === undefined) return Effect.void
+        return resolvePermission(pending, { _tag: "Expired", why: "cancelled-by-cli" }, undefined)
+      }
+      case "SessionId":
+        return Effect.sync(() => {
+          sessionId = item.sessionId
+        })
+    }
+  }
+
+  const onLine = (line: Transport.Line): Effect.Effect<void> => {
+    if (line._tag === "TooLong") {
+      const error = new ProtocolError({
+        reason: "too-long",
+        detail: `line of ${line.length} characters exceeds the limit of ${line.limit}`,
+        linePrefix: line.prefix
+      })
+      return Effect.logWarning(error.message).pipe(
+        Effect.andThen(publish(SessionEvent.ProtocolError({ turnId: undefined, raw: undefined, error })))
+      )
+    }
+    const decoded = protocol.decode(line.text)
+    if (!Array.isArray(decoded)) {
+      const error = decoded as ProtocolError
+      return Effect.logWarning(error.message).pipe(
+        Effect.andThen(publish(SessionEvent.ProtocolError({ turnId: undefined, raw: line.text, error })))
+      )
+    }
+    const items = decoded as ReadonlyArray<Inbound>
+    if (items.length === 1) return handle(items[0])
+    return Effect.forEach(items, handle, { discard: true })
+  }
+
+  const onExit = Effect.gen(function*() {
+    const exitStatus = yield* connection.exit
+    const stderrTail = yield* connection.stderrTail
+    const clean = closing || (exitStatus._tag === "Exited" && exitStatus.code === 0 && active === undefined)
+    processState = clean
+      ? { _tag: "Completed", status: exitStatus, stderrTail }
+      : { _tag: "Failed", status: exitStatus, stderrTail }
+    if (!closing && !retired) {
+      yield* retireWith(`the CLI exited (${Transport.formatExitStatus(exitStatus)})`, undefined)
+    } else {
+      const turn = active
+      if (turn !== undefined) yield* finishTurn(turn, Exit.fail(yield* currentError(turn.acknowledged)))
+      for (const [, deferred] of controls) yield* Deferred.fail(deferred, yield* currentError(true))
+      controls.clear()
+    }
+    yield* publish(SessionEvent.Exit({ turnId: undefined, raw: undefined, status: exitStatus, stderrTail }))
+    yield* log.end
+  })
+
+  yield* fork(Stream.runForEach(connection.stdout, onLine).pipe(Effect.andThen(onExit)))
+
+  // --- release -------------------------------------------------------------------------------------------------
+
+  yield* Scope.addFinalizer(
+    sessionScope,
+    Effect.gen(function*() {
+      closing = true
+      const turn = active
+      if (turn !== undefined) {
+        yield* finishTurn(
+          turn,
+          Exit.fail(new TurnInterrupted({ turnId: turn.id, reason: "closed", acknowledged: turn.acknowledged }))
+        )
+      }
+      yield* failQueued("the session was closed")
+      yield* expirePermissions(undefined, "session-ended")
+      yield* connection.endInput
+      yield* Effect.timeoutOption(connection.exit, timeouts.closeGrace)
+      yield* Scope.close(connectionScope, Exit.void)
+      if (status !== "failed") status = "closed"
+      yield* Scope.close(fibers, Exit.void)
+    }).pipe(Effect.uninterruptible)
+  )
+
+  // --- handshake -----------------------------------------------------------------------------------------------
+
+  const handshake = yield* protocol.handshake(control).pipe(
+    Effect.timeoutOrElse({
+      duration: timeouts.startup,
+      orElse: () =>
+        connection.stderrTail.pipe(
+          Effect.flatMap((stderrTail) =>
+            Effect.fail(new StartupTimeout({ timeoutMillis: millis(timeouts.startup), stderrTail }))
+          )
+        )
+    }),
+    Effect.catchTags({
+      CliExited: (error) => Effect.fail(new HandshakeFailed({ reason: error.message, stderrTail: error.stderrTail })),
+      ControlFailed: (error) => Effect.fail(new HandshakeFailed({ reason: error.reason, stderrTail: "" })),
+      ControlTimeout: (error) => Effect.fail(new HandshakeFailed({ reason: error.message, stderrTail: "" }))
+    })
+  )
+  status = "idle"
+  yield* publish(SessionEvent.Status({ turnId: undefined, raw: undefined, status: "idle" }))
+
+  const session: Session = {
+    protocol: protocol.name,
+    pid: connection.pid,
+    handshake,
+    status: Effect.sync(() => status),
+    sessionId: Effect.sync(() => Option.fromNullishOr(sessionId)),
+    send,
+    run: (prompt, sendOptions) => Effect.flatMap(send(prompt, sendOptions), (turn) => turn.result),
+    interrupt: Effect.suspend(() =>
+      active !== undefined ? interruptTurn(active, "host") : Effect.succeed<InterruptOutcome>("no-active-turn")
+    ),
+    answerPermission,
+    pendingPermissions: Effect.sync(() =>
+      [...permissions.values()].filter((p) => p.state !== "resolved").map((p) => p.request)
+    ),
+    control,
+    subscribe: (from = "latest") => log.subscribe(from),
+    latestSeq: log.latestSeq,
+    process: Effect.sync(() => processState),
+    isAlive: Effect.map(connection.exitStatus, Option.isNone),
+    awaitExit: connection.exit,
+    stderrTail: connection.stderrTail,
+    retire: (reason) => retireWith(reason, undefined)
+  }
+  return session
+})
+
+const subtypeOf = (request: unknown): string =>
+  typeof request === "object" && request !== null && "subtype" in request && typeof request.subtype === "string"
+    ? request.subtype
+    : typeof request === "object" && request !== null && "method" in request && typeof request.method === "string"
+    ? request.method
+    : "control"
+
+/**
+ * What acquiring a session can fail with.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export type StartError = SpawnError | StartupTimeout | HandshakeFailed

@@ -1,0 +1,81 @@
+/**
+ * Session events: every decoded frame, and every change in a session's life, normalized across providers.
+ *
+ * Each event carries `turnId` when it belongs to a turn (frames that arrive before the CLI acknowledged the
+ * turn's prompt do not belong to it) and `raw`, the provider's frame as received, unknown fields included. The
+ * session numbers events with a strictly increasing `seq` (see `EventLog`).
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import type { PermissionRequest, Resolution } from "./Permission.ts"
+import type { ProtocolError } from "./TetherError.ts"
+import type * as Transport from "./Transport.ts"
+import type { TurnError, TurnResult, Usage } from "./Turn.ts"
+
+/**
+ * A session's status.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Status = "starting" | "idle" | "running" | "awaiting-permission" | "cancelling" | "closed" | "failed"
+
+interface Common {
+  readonly turnId: string | undefined
+  readonly raw: unknown
+}
+
+/**
+ * A normalized session event.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type SessionEvent = Data.TaggedEnum<{
+  /** A prompt waits in the session's queue behind the running turn. */
+  TurnQueued: Common
+  /** The prompt was written to the CLI. */
+  TurnStarted: Common
+  /** The CLI confirmed it received the prompt. */
+  TurnAcknowledged: Common
+  TextDelta: Common & { readonly text: string }
+  AssistantMessage: Common & { readonly text: string }
+  ToolUse: Common & { readonly toolUseId: string; readonly name: string; readonly input: unknown }
+  ToolResult: Common & { readonly toolUseId: string; readonly isError: boolean; readonly content: unknown }
+  PermissionRequested: Common & { readonly request: PermissionRequest }
+  PermissionResolved: Common & { readonly requestId: string; readonly resolution: Resolution }
+  Usage: Common & { readonly usage: Usage; readonly totalCostUsd: number | undefined }
+  TurnCompleted: Common & { readonly result: TurnResult }
+  TurnFailed: Common & { readonly error: TurnError }
+  /** The session's status changed. */
+  Status: Common & { readonly status: Status }
+  ApiRetry: Common & {
+    readonly attempt: number | undefined
+    readonly maxRetries: number | undefined
+    readonly delayMs: number | undefined
+    readonly errorStatus: number | undefined
+  }
+  Task: Common & { readonly subtype: string; readonly taskId: string | undefined }
+  ProtocolError: Common & { readonly error: ProtocolError }
+  Exit: Common & { readonly status: Transport.ExitStatus; readonly stderrTail: string }
+  /** Any other decoded frame (system/init, lifecycle, control traffic, unknown types). */
+  Frame: Common & { readonly type: string; readonly subtype: string | undefined }
+}>
+
+/**
+ * Constructors and matchers for {@link SessionEvent}.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const SessionEvent = Data.taggedEnum<SessionEvent>()
+
+/**
+ * True for the event that ends a turn.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isTerminal = (event: SessionEvent): event is Extract<SessionEvent, { _tag: "TurnCompleted" | "TurnFailed" }> =>
+  event._tag === "TurnCompleted" || event._tag === "TurnFailed"

@@ -1,0 +1,228 @@
+/**
+ * A turn: one prompt and everything the CLI does with it, up to its terminal result.
+ *
+ * @since 0.1.0
+ */
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type * as Stream from "effect/Stream"
+import type * as EventLog from "./EventLog.ts"
+import type { SessionEvent } from "./SessionEvent.ts"
+import type {
+  CliExited,
+  DeliveryTimeout,
+  InterruptTimeout,
+  SessionUnavailable,
+  TransportWriteError,
+  TurnInterrupted
+} from "./TetherError.ts"
+
+/**
+ * A prompt: plain text, or provider content blocks (passed through the codec's schemas before writing).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Prompt = string | ReadonlyArray<{ readonly type: string; readonly [key: string]: unknown }>
+
+/**
+ * Token usage of a turn.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Usage {
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly cacheCreationInputTokens: number
+  readonly cacheReadInputTokens: number
+}
+
+/**
+ * A tool use the CLI refused during the turn because permission was denied.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface PermissionDenial {
+  readonly toolName: string
+  readonly toolUseId: string
+  readonly input: unknown
+}
+
+/**
+ * The normalized result of a turn.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TurnResult {
+  readonly turnId: string
+  /** The CLI's conversation id (use it to resume). */
+  readonly sessionId: string | undefined
+  /** The final text of the turn. */
+  readonly text: string
+  readonly isError: boolean
+  readonly subtype: string
+  readonly stopReason: string | undefined
+  readonly terminalReason: string | undefined
+  readonly usage: Usage
+  /** Claude reports cost cumulatively over the process; this is the CLI's figure as reported. */
+  readonly totalCostUsd: number | undefined
+  readonly durationMs: number | undefined
+  readonly numTurns: number | undefined
+  readonly permissionDenials: ReadonlyArray<PermissionDenial>
+  /** The raw terminal frame, unknown fields included. */
+  readonly raw: unknown
+}
+
+/**
+ * The turn stopped because it reached the maximum number of model round trips. The conversation can be resumed
+ * with `sessionId`.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class MaxTurnsExceeded extends Schema.TaggedError<MaxTurnsExceeded>()("MaxTurnsExceeded", {
+  turnId: Schema.String,
+  sessionId: Schema.NullOr(Schema.String)
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `turn ${this.turnId} reached its maximum number of model turns`
+  }
+}
+
+/**
+ * The turn stopped because it reached the spending budget. The conversation can be resumed with `sessionId`.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
+  turnId: Schema.String,
+  sessionId: Schema.NullOr(Schema.String),
+  totalCostUsd: Schema.NullOr(Schema.Finite)
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `turn ${this.turnId} reached its budget`
+  }
+}
+
+/**
+ * The model API failed for this turn (after the CLI's own retries). The prompt was received and recorded: the
+ * session is still usable.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
+  turnId: Schema.String,
+  status: Schema.NullOr(Schema.Finite),
+  detail: Schema.String
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `the model API failed for turn ${this.turnId}${this.status === null ? "" : ` (${this.status})`}: ${this.detail}`
+  }
+}
+
+/**
+ * The CLI ended the turn with an error result of another kind.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
+  turnId: Schema.String,
+  subtype: Schema.String,
+  terminalReason: Schema.NullOr(Schema.String),
+  errors: Schema.Array(Schema.String)
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `turn ${this.turnId} failed (${this.subtype}${this.terminalReason ? `, ${this.terminalReason}` : ""})${
+      this.errors.length > 0 ? `: ${this.errors.join("; ")}` : ""
+    }`
+  }
+}
+
+/**
+ * Every way a turn can fail.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export type TurnError =
+  | MaxTurnsExceeded
+  | BudgetExceeded
+  | ApiError
+  | TurnFailed
+  | TurnInterrupted
+  | InterruptTimeout
+  | CliExited
+  | DeliveryTimeout
+  | TransportWriteError
+  | SessionUnavailable
+
+/**
+ * Where a queued or running turn is in its life.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Phase = "queued" | "started" | "acknowledged" | "completed" | "failed" | "cancelled"
+
+/**
+ * A handle on one turn.
+ *
+ * - `result` waits for the terminal outcome. Interrupting the fiber that waits interrupts the turn in the CLI
+ *   (unless the turn was sent with `interruptOnCancel: false`).
+ * - `events` is the turn's own stream of session events, from its start, ending with its terminal event. It fails
+ *   with `ReplayUnavailable` only if the turn's first events have already left the session's replay ring.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Turn {
+  /** The id written to the CLI (the user message's uuid); the CLI's acknowledgement carries it back. */
+  readonly id: string
+  readonly result: Effect.Effect<TurnResult, TurnError>
+  readonly events: Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable>
+  readonly phase: Effect.Effect<Phase>
+  /** Interrupts this turn (bounded by the interrupt timeout) and waits for it to settle. */
+  readonly interrupt: Effect.Effect<void>
+}
