@@ -1,0 +1,117 @@
+/**
+ * A fake `claude` executable for process-level tests: a plain Node script (no dependencies, fast to start) that
+ * speaks enough of the stream-json duplex protocol to stand in for the real CLI, with misbehaving modes for
+ * teardown and framing tests.
+ *
+ * @since 0.1.0
+ */
+import { fileURLToPath } from "node:url"
+
+/**
+ * The absolute path of the fake CLI script (`bin/fake-claude.mjs`). It is executable (`#!/usr/bin/env node`), so
+ * a transport can spawn it directly as the `claude` program.
+ *
+ * @example
+ * ```ts
+ * import { FakeClaude } from "@tether/testing"
+ *
+ * process.env.TETHER_CLAUDE_PATH = FakeClaude.path
+ * ```
+ *
+ * @category paths
+ * @since 0.1.0
+ */
+export const path: string = fileURLToPath(new URL("../bin/fake-claude.mjs", import.meta.url))
+
+/**
+ * The misbehaving modes, selected with the `FAKE_CLAUDE_MODE` environment variable (comma separated to combine).
+ *
+ * - `ignore-sigterm`: ignores SIGTERM and stdin EOF; only SIGKILL ends it.
+ * - `grandchildren`: spawns `sleep` children in its own process group (`FAKE_CLAUDE_CHILDREN`, default 2).
+ * - `setsid-child`: spawns `sh -c 'sleep N; :'` as the leader of a new session, as the Bash tool does.
+ * - `double-fork-daemon`: spawns a daemon whose parent exits at once (the daemon is re-parented).
+ * - `crash-mid-turn`: exits with `FAKE_CLAUDE_EXIT_CODE` (default 3) after the first frames of a turn.
+ * - `hang`: reads stdin but never answers, and ignores EOF (SIGTERM ends it).
+ * - `flood`: writes `stream_event` frames without end (`FAKE_CLAUDE_FLOOD_COUNT` bounds them).
+ * - `giant-line`: the first turn starts with one assistant frame of `FAKE_CLAUDE_GIANT_BYTES` (default 3 MiB).
+ * - `stderr-flood`: writes to stderr without end.
+ * - `exit-after-result`: exits 0 right after the first result.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const modes = [
+  "ignore-sigterm",
+  "grandchildren",
+  "setsid-child",
+  "double-fork-daemon",
+  "crash-mid-turn",
+  "hang",
+  "flood",
+  "giant-line",
+  "stderr-flood",
+  "exit-after-result"
+] as const
+
+/**
+ * One of {@link modes}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Mode = typeof modes[number]
+
+/**
+ * The knobs of the fake CLI, as environment variables.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Knobs {
+  readonly modes?: ReadonlyArray<Mode> | undefined
+  /** Delay between the frames of a turn (lets a test interrupt mid-turn). */
+  readonly frameDelayMillis?: number | undefined
+  /** When descendants are started: at process start (default) or at the first turn. */
+  readonly spawnAt?: "start" | "turn" | undefined
+  /** Lifetime of the `sleep` descendants, in seconds (default 1000). */
+  readonly sleepSeconds?: number | undefined
+  /** `inherit` makes descendants hold the CLI's stdout and stderr open. */
+  readonly childStdio?: "ignore" | "inherit" | undefined
+  readonly children?: number | undefined
+  readonly exitCode?: number | undefined
+  readonly floodCount?: number | undefined
+  readonly giantBytes?: number | undefined
+  readonly deltas?: number | undefined
+}
+
+/**
+ * Renders {@link Knobs} as the environment variables the fake CLI reads.
+ *
+ * @example
+ * ```ts
+ * import { FakeClaude } from "@tether/testing"
+ *
+ * const env = FakeClaude.env({ modes: ["setsid-child", "ignore-sigterm"] })
+ * // { FAKE_CLAUDE_MODE: "setsid-child,ignore-sigterm" }
+ * ```
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const env = (knobs: Knobs): Record<string, string> => {
+  const out: Record<string, string> = {}
+  const put = (key: string, value: string | number | undefined) => {
+    if (value !== undefined) out[key] = String(value)
+  }
+  if (knobs.modes !== undefined && knobs.modes.length > 0) out.FAKE_CLAUDE_MODE = knobs.modes.join(",")
+  put("FAKE_CLAUDE_FRAME_DELAY_MS", knobs.frameDelayMillis)
+  put("FAKE_CLAUDE_SPAWN_AT", knobs.spawnAt)
+  put("FAKE_CLAUDE_SLEEP_SECONDS", knobs.sleepSeconds)
+  put("FAKE_CLAUDE_CHILD_STDIO", knobs.childStdio)
+  put("FAKE_CLAUDE_CHILDREN", knobs.children)
+  put("FAKE_CLAUDE_EXIT_CODE", knobs.exitCode)
+  put("FAKE_CLAUDE_FLOOD_COUNT", knobs.floodCount)
+  put("FAKE_CLAUDE_GIANT_BYTES", knobs.giantBytes)
+  put("FAKE_CLAUDE_DELTAS", knobs.deltas)
+  return out
+}
