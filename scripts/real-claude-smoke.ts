@@ -11,13 +11,13 @@
  *
  * Exit status 0 when every check passed.
  */
+import { Effect } from "effect"
 import { execFileSync, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
-import { Effect } from "effect"
 import * as MockAnthropic from "../packages/testing/src/MockAnthropic.ts"
 
 const showFrames = process.argv.includes("--frames")
@@ -203,9 +203,9 @@ const drive = async (mock: MockAnthropic.MockAnthropic) => {
     const plain = await turn("Say hello please")
     const plainResult = plain.result.frame
     console.log(
-      `plain turn: write -> queued ${plain.queued.t - plain.sentAt} ms, -> replay ${plain.replay.t - plain.sentAt} ms, -> result ${
-        plain.result.t - plain.sentAt
-      } ms (spawn -> result ${plain.result.t} ms)`
+      `plain turn: write -> queued ${plain.queued.t - plain.sentAt} ms, -> replay ${
+        plain.replay.t - plain.sentAt
+      } ms, -> result ${plain.result.t - plain.sentAt} ms (spawn -> result ${plain.result.t} ms)`
     )
     console.log(`  ${summary(plainResult)}`)
     check(plainResult.subtype === "success" && !plainResult.is_error, "plain turn: success result")
@@ -222,7 +222,9 @@ const drive = async (mock: MockAnthropic.MockAnthropic) => {
     write(toolMsg)
     const prompt = await waitFor(toolFrom, (f) => f.type === "control_request" && f.request?.subtype === "can_use_tool")
     const req = prompt.frame.request
-    console.log(`tool turn: write -> can_use_tool ${prompt.t - toolSentAt} ms: ${req.tool_name} ${JSON.stringify(req.input)}`)
+    console.log(
+      `tool turn: write -> can_use_tool ${prompt.t - toolSentAt} ms: ${req.tool_name} ${JSON.stringify(req.input)}`
+    )
     check(req.tool_name === "Bash" && req.input?.command === "touch x", "can_use_tool asks for Bash `touch x`")
     write({
       type: "control_response",
@@ -234,14 +236,14 @@ const drive = async (mock: MockAnthropic.MockAnthropic) => {
     })
     const toolResultFrame = await waitFor(toolFrom, (f) =>
       f.type === "user" && Array.isArray(f.message?.content) &&
-      f.message.content.some((c: Frame) => c.type === "tool_result")
-    )
+      f.message.content.some((c: Frame) => c.type === "tool_result"))
     const toolRes = await waitFor(toolFrom, (f) => f.type === "result")
     console.log(`tool turn: write -> result ${toolRes.t - toolSentAt} ms; ${summary(toolRes.frame)}`)
     check(!toolResultFrame.frame.message.content[0].is_error, "tool_result is not an error")
     check(Fs.existsSync(Path.join(cwd, "x")), "the tool really ran: x exists in cwd")
     check(
-      toolRes.frame.subtype === "success" && toolRes.frame.num_turns === 2 && toolRes.frame.result.startsWith("Tool said"),
+      toolRes.frame.subtype === "success" && toolRes.frame.num_turns === 2 &&
+        toolRes.frame.result.startsWith("Tool said"),
       "tool turn: success, num_turns 2, text after the tool_result"
     )
     const echoed = seen.slice(toolFrom).some((s) =>
@@ -258,7 +260,10 @@ const drive = async (mock: MockAnthropic.MockAnthropic) => {
     await new Promise((r) => setTimeout(r, 300))
     const intAt = now()
     write({ type: "control_request", request_id: "req_int_1", request: { subtype: "interrupt" } })
-    const intResp = await waitFor(slowFrom, (f) => f.type === "control_response" && f.response?.request_id === "req_int_1")
+    const intResp = await waitFor(
+      slowFrom,
+      (f) => f.type === "control_response" && f.response?.request_id === "req_int_1"
+    )
     const intResult = await waitFor(slowFrom, (f) => f.type === "result")
     console.log(
       `interrupt: -> response ${intResp.t - intAt} ms, -> result ${intResult.t - intAt} ms; ${summary(intResult.frame)}`
@@ -318,13 +323,17 @@ const drive = async (mock: MockAnthropic.MockAnthropic) => {
       exited,
       new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000))
     ])
-    console.log(`\nstdin EOF -> exit: ${exit ? `${exit.t - eofAt} ms, code ${exit.code} signal ${exit.signal}` : "NO EXIT in 10 s"}`)
+    console.log(
+      `\nstdin EOF -> exit: ${
+        exit ? `${exit.t - eofAt} ms, code ${exit.code} signal ${exit.signal}` : "NO EXIT in 10 s"
+      }`
+    )
     // The last turn succeeded, so EOF should give exit 0 (pitfall 7: after an error result it would be 1).
     check(exit !== undefined && exit.code === 0, "EOF while idle: exit code 0")
     clearInterval(poll)
     await new Promise((r) => setTimeout(r, 200))
     const survivors = processesWithMarker(marker)
-    console.log(`descendants seen during the run: ${children.size}; survivors: ${survivors.length}`)
+    console.log(`processes with the marker seen (CLI + tools): ${children.size}; survivors: ${survivors.length}`)
     check(survivors.length === 0, "no process of this run survives the CLI")
   } finally {
     clearInterval(poll)

@@ -103,12 +103,13 @@ export type Reply = Data.TaggedEnum<{
 export const Reply = Data.taggedEnum<Reply>()
 
 /**
- * The kind of a {@link Reply}, plus what the mock answered outside the script.
+ * The kind of a {@link Reply}, plus what the mock answered outside the script (`ScriptError`: a function script
+ * threw; the client got a 500 whose message carries the error).
  *
  * @category models
  * @since 0.1.0
  */
-export type ReplyKind = Reply["_tag"] | "CountTokens" | "NotFound" | "BadRequest"
+export type ReplyKind = Reply["_tag"] | "CountTokens" | "NotFound" | "BadRequest" | "ScriptError"
 
 /**
  * A text reply. `chunks` (default 1) splits the text into that many `text_delta` events.
@@ -328,7 +329,7 @@ export interface LoggedRequest {
   readonly reply: ReplyKind
   /** The HTTP status sent. */
   readonly status: number
-  /** For streamed replies, how many `content_block_delta` events were written. */
+  /** For streamed replies, how many `content_block_delta` events were written so far (updated live). */
   readonly deltasSent: number
   readonly outcome: Outcome
 }
@@ -424,14 +425,17 @@ export const make: (script?: Script) => Effect.Effect<MockAnthropic, never, Scop
         const server = Http.createServer((req, res) => {
           runFork(handle(ctx, req, res))
         })
-        // Keep-alive sockets would otherwise keep `close` waiting; the mock is never behind a proxy.
-        server.keepAliveTimeout = 1000
-        server.once("error", (error) => resume(Effect.die(error)))
-        server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        const onError = (error: Error) => resume(Effect.die(error))
+        server.once("error", onError)
+        server.listen(0, "127.0.0.1", () => {
+          server.off("error", onError)
+          resume(Effect.succeed(server))
+        })
       }),
       (server) =>
         Effect.callback<void>((resume) => {
           server.close(() => resume(Effect.void))
+          // Keep-alive and in-flight connections would otherwise hold `close` open.
           server.closeAllConnections()
         })
     )
@@ -503,7 +507,15 @@ interface HandlerContext {
 }
 
 const handle = (ctx: HandlerContext, req: Http.IncomingMessage, res: Http.ServerResponse) =>
-  Effect.gen(function*() {
+  respond(ctx, req, res).pipe(
+    // A reply cut short (the server's scope closed, or a defect) must not leave the client waiting.
+    Effect.ensuring(Effect.sync(() => {
+      if (!res.writableEnded) res.destroy()
+    }))
+  )
+
+const respond = Effect.fnUntraced(
+  function*(ctx: HandlerContext, req: Http.IncomingMessage, res: Http.ServerResponse) {
     const raw = yield* readBody(req)
     const url = new URL(req.url ?? "/", "http://127.0.0.1")
     const seq = ctx.nextSeq()
@@ -521,15 +533,41 @@ const handle = (ctx: HandlerContext, req: Http.IncomingMessage, res: Http.Server
     if (isPost && (url.pathname === "/v1/messages/count_tokens" || url.pathname === "/v1/messages")) {
       const body = parseJson(raw)
       if (body === undefined || typeof body !== "object" || body === null) {
-        yield* record({ messages: Option.none(), reply: "BadRequest", status: 400, deltasSent: 0, outcome: "completed" })
+        yield* record({
+          messages: Option.none(),
+          reply: "BadRequest",
+          status: 400,
+          deltasSent: 0,
+          outcome: "completed"
+        })
         return yield* sendJson(res, 400, errorBody("invalid_request_error", "mock: body is not a JSON object"))
       }
       if (url.pathname === "/v1/messages/count_tokens") {
-        yield* record({ messages: Option.none(), reply: "CountTokens", status: 200, deltasSent: 0, outcome: "completed" })
+        yield* record({
+          messages: Option.none(),
+          reply: "CountTokens",
+          status: 200,
+          deltasSent: 0,
+          outcome: "completed"
+        })
         return yield* sendJson(res, 200, { input_tokens: estimateTokens(raw) })
       }
       const request = parseMessagesRequest(ctx.nextMessagesIndex(), body as Record<string, unknown>)
-      const reply = ctx.choose(request)
+      const chosen = yield* Effect.try({
+        try: () => ctx.choose(request),
+        catch: (error): string => error instanceof Error ? error.message : String(error)
+      }).pipe(Effect.result)
+      if (chosen._tag === "Failure") {
+        yield* record({
+          messages: Option.some(request),
+          reply: "ScriptError",
+          status: 500,
+          deltasSent: 0,
+          outcome: "completed"
+        })
+        return yield* sendJson(res, 500, errorBody("api_error", `mock: the script threw: ${chosen.failure}`))
+      }
+      const reply = chosen.success
       if (reply._tag === "ApiError") {
         yield* record({
           messages: Option.some(request),
@@ -552,23 +590,18 @@ const handle = (ctx: HandlerContext, req: Http.IncomingMessage, res: Http.Server
         outcome: "pending"
       })
       const plan = planMessage(request, reply, estimateTokens(raw))
-      if (!request.stream) {
-        if (Duration.isGreaterThan(plan.delay, Duration.zero)) yield* Effect.sleep(plan.delay)
-        yield* sendJson(res, 200, plan.message)
-        return yield* settle({ outcome: "completed" })
-      }
+      // The log follows the stream live, so a test can wait for "streaming has begun" before interrupting.
       const sent = { deltas: 0 }
-      const completed = yield* Effect.raceFirst(
-        streamMessage(res, plan, () => {
-          sent.deltas++
-        }).pipe(Effect.as(true)),
-        clientGone(res).pipe(Effect.as(false))
-      )
-      return yield* settle({ deltasSent: sent.deltas, outcome: completed ? "completed" : "client-closed" })
+      const write = request.stream
+        ? streamMessage(res, plan, Effect.suspend(() => settle({ deltasSent: ++sent.deltas })))
+        : Effect.sleep(plan.delay).pipe(Effect.andThen(sendJson(res, 200, plan.message)))
+      const completed = yield* Effect.raceFirst(write.pipe(Effect.as(true)), clientGone(res).pipe(Effect.as(false)))
+      return yield* settle({ outcome: completed ? "completed" : "client-closed" })
     }
     yield* record({ messages: Option.none(), reply: "NotFound", status: 404, deltasSent: 0, outcome: "completed" })
     return yield* sendJson(res, 404, errorBody("not_found_error", `mock: no route for ${req.method} ${url.pathname}`))
-  })
+  }
+)
 
 const readBody = (req: Http.IncomingMessage) =>
   Effect.callback<string>((resume) => {
@@ -773,7 +806,7 @@ const writeEvent = (res: Http.ServerResponse, event: string, data: unknown) =>
     if (!res.destroyed) res.write(`event: ${event}\ndata: ${JSON.stringify({ type: event, ...(data as object) })}\n\n`)
   })
 
-const streamMessage = (res: Http.ServerResponse, plan: Plan, onDelta: () => void) =>
+const streamMessage = (res: Http.ServerResponse, plan: Plan, onDelta: Effect.Effect<void>) =>
   Effect.gen(function*() {
     const { message } = plan
     yield* Effect.sync(() => {
@@ -811,7 +844,7 @@ const streamMessage = (res: Http.ServerResponse, plan: Plan, onDelta: () => void
             ? { type: "text_delta", text: piece }
             : { type: "input_json_delta", partial_json: piece }
         })
-        onDelta()
+        yield* onDelta
       }
       yield* writeEvent(res, "content_block_stop", { index })
     }
