@@ -1,0 +1,38 @@
+/**
+ * Where the fast fake CLI is and how every host starts it, so the three hosts drive the very same program.
+ */
+import * as Path from "node:path"
+
+export const root = Path.resolve(import.meta.dirname, "../..")
+
+/** packages/testing/bin/fast-claude.mjs: the CLI stand-in every host spawns. */
+export const fakeClaude = Path.join(root, "packages/testing/bin/fast-claude.mjs")
+
+/** The argv Tether and the bare host pass: the stream-json duplex with replays and partial messages. */
+export const claudeArgs: ReadonlyArray<string> = [
+  "--output-format",
+  "stream-json",
+  "--verbose",
+  "--input-format",
+  "stream-json",
+  "--permission-prompt-tool",
+  "stdio",
+  "--replay-user-messages",
+  "--include-partial-messages"
+]
+
+/**
+ * The environment of a spawned fake: this Node first on PATH (the fake's `#!/usr/bin/env node` and the SDK's
+ * `node <script>` both resolve it), and the session-state frames the SDK asks for.
+ */
+export const fakeEnv = (): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [key, value] of Object.entries(process.env)) if (value !== undefined) env[key] = value
+  env.PATH = `${Path.dirname(process.execPath)}${Path.delimiter}${process.env.PATH ?? ""}`
+  env.CLAUDE_CODE_SDK_READS_SESSION_STATE = "1"
+  delete env.NODE_OPTIONS
+  return env
+}
+
+/** A prompt that makes the fake stream `frames` text deltas. */
+export const prompt = (frames: number): string => `FRAMES:${frames}`

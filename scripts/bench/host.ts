@@ -1,0 +1,26 @@
+/**
+ * What a benchmarked host is: something that opens sessions on the fake CLI, runs turns and closes them. Each of
+ * bare.ts, sdk.ts and tether.ts exports one; runner.ts measures them all the same way.
+ */
+
+/** What a host saw of one turn. */
+export interface TurnStats {
+  /** `content_block_delta` text deltas the host delivered to its consumer during the turn. */
+  readonly deltas: number
+  /** Every message the host delivered to its consumer during the turn. */
+  readonly messages: number
+}
+
+/** One live session. */
+export interface HostSession {
+  /** Sends one prompt and resolves once the host has delivered its result. */
+  readonly turn: (prompt: string) => Promise<TurnStats>
+  /** Ends the session and resolves once the CLI process has exited and been reaped. */
+  readonly close: () => Promise<void>
+}
+
+export interface Host {
+  readonly name: string
+  /** Spawns the CLI and resolves once the host considers the session usable. */
+  readonly open: () => Promise<HostSession>
+}
