@@ -7,3 +7,8 @@ export * as TetherError from "./TetherError.ts"
  * @since 0.1.0
  */
 export * as Transport from "./Transport.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as EventLog from "./EventLog.ts"

@@ -1,0 +1,482 @@
+/**
+ * A sequence-numbered log of events with a bounded replay ring and any number of subscribers that can never
+ * silently miss an event.
+ *
+ * Every published event gets the next `seq` (strictly increasing from 1). The log keeps the last `ringSize`
+ * entries. A subscriber reads the ring with its own cursor: publishing never waits for a subscriber and never
+ * copies an event per subscriber. A subscriber that falls too far behind is told so with one explicit
+ * {@link Lag} marker (how many events it missed and where it resumes), so read as event seqs plus lag ranges,
+ * every subscriber's deliveries cover every seq from its starting point, in order, with no duplicates.
+ *
+ * Two sizes bound the memory:
+ *
+ * - `ringSize`: how many entries the log keeps for replay (`subscribe("start")`, `subscribe({ after })`,
+ *   `snapshot`). It is the only storage the log has; subscribers hold no copies.
+ * - `subscriberBuffer`: how far a subscriber may fall behind the events published after it subscribed before it
+ *   lags (at most `ringSize`; a larger value is clamped). When it lags it skips ahead to the newest
+ *   `subscriberBuffer` events, like a broadcast channel. Entries that were already in the ring when it subscribed
+ *   (its replay) are bounded by the ring only, so a replay of the whole ring does not lag by itself. Each pull also
+ *   hands over at most `subscriberBuffer` deliveries (plus a lag marker).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import { EventLog } from "@tether/core"
+ *
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const log = yield* EventLog.make<string>({ ringSize: 1024, subscriberBuffer: 256 })
+ *   yield* log.publish("hello")
+ *   const deliveries = yield* log.subscribe("start")
+ *   yield* log.end
+ *   return yield* Stream.runCollect(deliveries) // [{ _tag: "Event", seq: 1, event: "hello" }]
+ * }))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type * as Arr from "effect/Array"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import type * as Pull from "effect/Pull"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+
+/**
+ * One published event and its sequence number.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Entry<A> {
+  readonly seq: number
+  readonly event: A
+}
+
+/**
+ * A delivered event. It is also an {@link Entry}: the log stores one such object per event and hands the same
+ * object to every subscriber.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Event<A> extends Entry<A> {
+  readonly _tag: "Event"
+}
+
+/**
+ * The subscriber fell behind: `missed` events (seqs `resumeSeq - missed` to `resumeSeq - 1`) will never be
+ * delivered to it, and its next delivery is the event with seq `resumeSeq`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Lag {
+  readonly _tag: "Lag"
+  readonly missed: number
+  readonly resumeSeq: number
+}
+
+/**
+ * What a subscriber receives: events in seq order, and an explicit {@link Lag} wherever it skipped some.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Delivery<A> = Event<A> | Lag
+
+/**
+ * Where a subscription starts.
+ *
+ * - `"latest"`: only events published after the subscription.
+ * - `"start"`: everything the ring still holds, then live events. If the log has already dropped early entries,
+ *   the first delivery is a `Lag` from seq 1 to the oldest entry (it never fails).
+ * - `{ after: n }`: every event with seq greater than `n`, then live events. Fails with {@link ReplayUnavailable}
+ *   when seq `n + 1` has left the ring, or when `n` is not a seq this log has reached (negative, fractional, or
+ *   greater than the latest seq). `n` equal to the latest seq means "nothing to replay yet".
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type From = "latest" | "start" | { readonly after: number }
+
+/**
+ * A subscription asked for a replay the log cannot give: the entries after `requestedAfter` have left the ring, or
+ * `requestedAfter` is not a seq this log has reached. `oldestAvailable` is the seq of the oldest entry the ring
+ * holds (`latestSeq + 1` when it is empty), so `{ after: oldestAvailable - 1 }` is the longest replay still
+ * possible.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ReplayUnavailable extends Schema.TaggedError<ReplayUnavailable>()("ReplayUnavailable", {
+  // Whatever the caller asked for, including NaN: the error reports it as given.
+  // @effect-diagnostics-next-line schemaNumber:off
+  requestedAfter: Schema.Number,
+  oldestAvailable: Schema.Finite,
+  latestSeq: Schema.Finite
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return this.requestedAfter > this.latestSeq || this.requestedAfter < 0 ||
+        !Number.isInteger(this.requestedAfter)
+      ? `cannot replay after seq ${this.requestedAfter}: the log is at seq ${this.latestSeq}`
+      : `cannot replay after seq ${this.requestedAfter}: the oldest retained seq is ${this.oldestAvailable}`
+  }
+}
+
+/**
+ * Raised by {@link failOnLag} when the subscriber lagged.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class Lagged extends Schema.TaggedError<Lagged>()("Lagged", {
+  missed: Schema.Finite,
+  resumeSeq: Schema.Finite
+}) {
+  get safeToFallback() {
+    return false
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `the subscriber fell behind and missed ${this.missed} events (resuming at seq ${this.resumeSeq})`
+  }
+}
+
+/**
+ * Sizes and counters, for diagnostics and tests.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Diagnostics {
+  readonly ringSize: number
+  readonly subscriberBuffer: number
+  /** Entries the ring currently holds (at most `ringSize`). */
+  readonly retained: number
+  readonly latestSeq: number
+  /** Open subscriptions. */
+  readonly subscribers: number
+  /** Subscribers currently parked waiting for an event. */
+  readonly waiting: number
+  readonly ended: boolean
+}
+
+/**
+ * A sequence-numbered event log.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface EventLog<A> {
+  /**
+   * Appends an event with the next seq and wakes the waiting subscribers. Never waits for a subscriber.
+   * Publishing after {@link EventLog.end} is a defect.
+   */
+  readonly publish: (event: A) => Effect.Effect<Entry<A>>
+  /** Appends several events in order, waking subscribers once. */
+  readonly publishAll: (events: Iterable<A>) => Effect.Effect<ReadonlyArray<Entry<A>>>
+  /**
+   * Subscribes from the given point, atomically with respect to publishing. The subscription lasts until the
+   * scope closes or the log ends; the stream then ends (after the events published before `end`). The stream
+   * holds one cursor: run it from one fiber at a time (running it again continues where the last run stopped).
+   */
+  readonly subscribe: (from: From) => Effect.Effect<Stream.Stream<Delivery<A>>, ReplayUnavailable, Scope.Scope>
+  /** The seq of the last published event, 0 before the first. */
+  readonly latestSeq: Effect.Effect<number>
+  /** The entries the ring currently holds, oldest first. */
+  readonly snapshot: Effect.Effect<ReadonlyArray<Entry<A>>>
+  /** Ends every subscription once it has delivered what was published so far. Idempotent. */
+  readonly end: Effect.Effect<void>
+  readonly diagnostics: Effect.Effect<Diagnostics>
+}
+
+interface Subscriber {
+  /** The next seq to deliver. */
+  next: number
+  /** The latest seq when it subscribed: entries up to here are replay, bounded by the ring only. */
+  readonly replayEnd: number
+  closed: boolean
+  /** Resumes the fiber parked in a pull, if any. */
+  resume: ((effect: Effect.Effect<void>) => void) | undefined
+  /** Whether it is in the list of subscribers to wake on the next flush. */
+  queued: boolean
+}
+
+const ended = (): Effect.Effect<never, Cause.Done> => Cause.done()
+
+const publishedAfterEnd = Effect.die(new Error("EventLog.publish: the log has ended"))
+
+/**
+ * Creates an event log that ends (see {@link EventLog.end}) when the scope closes.
+ *
+ * `ringSize` and `subscriberBuffer` must be positive integers (otherwise this dies); `subscriberBuffer` larger
+ * than `ringSize` is clamped to `ringSize`.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = <A>(options: {
+  readonly ringSize: number
+  readonly subscriberBuffer: number
+}): Effect.Effect<EventLog<A>, never, Scope.Scope> =>
+  Effect.suspend(() => {
+    const { ringSize } = options
+    if (!Number.isSafeInteger(ringSize) || ringSize < 1) {
+      return Effect.die(new RangeError(`EventLog.make: ringSize must be a positive integer, got ${ringSize}`))
+    }
+    if (!Number.isSafeInteger(options.subscriberBuffer) || options.subscriberBuffer < 1) {
+      return Effect.die(
+        new RangeError(`EventLog.make: subscriberBuffer must be a positive integer, got ${options.subscriberBuffer}`)
+      )
+    }
+    const log = makeUnsafe<A>(ringSize, Math.min(options.subscriberBuffer, ringSize))
+    return Effect.as(Effect.addFinalizer(() => log.end), log)
+  })
+
+const makeUnsafe = <A>(ringSize: number, subscriberBuffer: number): EventLog<A> => {
+  const ring: Array<Event<A> | undefined> = new Array(ringSize)
+  let latest = 0
+  let isEnded = false
+  const subscribers = new Set<Subscriber>()
+  let waiting: Array<Subscriber> = []
+  let flushScheduled = false
+
+  const oldestSeq = () => latest >= ringSize ? latest - ringSize + 1 : 1
+
+  const append = (event: A): Event<A> => {
+    const entry: Event<A> = { _tag: "Event", seq: ++latest, event }
+    ring[(entry.seq - 1) % ringSize] = entry
+    return entry
+  }
+
+  // Waking happens in a scheduled task rather than inline: resuming a fiber runs it on the caller's stack, and a
+  // publisher must not run subscribers' work.
+  const flush = () => {
+    flushScheduled = false
+    const toWake = waiting
+    waiting = []
+    for (let i = 0; i < toWake.length; i++) {
+      const sub = toWake[i]
+      sub.queued = false
+      const resume = sub.resume
+      if (resume !== undefined) {
+        sub.resume = undefined
+        resume(Effect.void)
+      }
+    }
+  }
+
+  const scheduleFlush = (fiber: Fiber.Fiber<unknown, unknown>) => {
+    if (waiting.length > 0 && !flushScheduled) {
+      flushScheduled = true
+      fiber.currentDispatcher.scheduleTask(flush, 0)
+    }
+  }
+
+  const wake = Effect.withFiber<void>((fiber) => {
+    scheduleFlush(fiber)
+    return Effect.void
+  })
+
+  const publish = (event: A): Effect.Effect<Entry<A>> =>
+    Effect.withFiber((fiber) => {
+      if (isEnded) return publishedAfterEnd
+      const entry = append(event)
+      scheduleFlush(fiber)
+      return Effect.succeed(entry)
+    })
+
+  const publishAll = (events: Iterable<A>): Effect.Effect<ReadonlyArray<Entry<A>>> =>
+    Effect.withFiber((fiber) => {
+      if (isEnded) return publishedAfterEnd
+      const entries: Array<Entry<A>> = []
+      for (const event of events) {
+        entries.push(append(event))
+      }
+      scheduleFlush(fiber)
+      return Effect.succeed(entries)
+    })
+
+  const end = Effect.suspend(() => {
+    if (isEnded) return Effect.void
+    isEnded = true
+    return wake
+  })
+
+  const ready = (sub: Subscriber) => sub.closed || isEnded || sub.next <= latest
+
+  // One pull step: a non-empty chunk, the end of the stream, or undefined when the subscriber must wait.
+  const step = (sub: Subscriber): Effect.Effect<Arr.NonEmptyReadonlyArray<Delivery<A>>, Cause.Done> | undefined => {
+    if (sub.closed) return ended()
+    if (sub.next > latest) {
+      return isEnded ? ended() : undefined
+    }
+    const out: Array<Delivery<A>> = []
+    let resume = sub.next
+    const oldest = oldestSeq()
+    if (resume < oldest) resume = oldest
+    const liveFloor = latest - subscriberBuffer + 1
+    if (resume > sub.replayEnd && resume < liveFloor) resume = liveFloor
+    if (resume > sub.next) {
+      out.push({ _tag: "Lag", missed: resume - sub.next, resumeSeq: resume })
+    }
+    const last = Math.min(latest, resume + subscriberBuffer - 1)
+    for (let seq = resume; seq <= last; seq++) {
+      out.push(ring[(seq - 1) % ringSize]!)
+    }
+    sub.next = last + 1
+    return Effect.succeed(out as unknown as Arr.NonEmptyReadonlyArray<Delivery<A>>)
+  }
+
+  const makePull = (sub: Subscriber): Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> => {
+    const wait = Effect.callback<void>((resume) => {
+      if (ready(sub)) {
+        resume(Effect.void)
+        return
+      }
+      if (sub.resume !== undefined) {
+        resume(Effect.die(new Error("EventLog: a subscription stream was run from two fibers at once")))
+        return
+      }
+      sub.resume = resume
+      if (!sub.queued) {
+        sub.queued = true
+        waiting.push(sub)
+      }
+      return Effect.sync(() => {
+        if (sub.resume === resume) sub.resume = undefined
+      })
+    })
+    const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> = Effect.suspend(() => step(sub) ?? waitThenPull)
+    const waitThenPull = Effect.flatMap(wait, () => pull)
+    return pull
+  }
+
+  const subscribe = (from: From): Effect.Effect<Stream.Stream<Delivery<A>>, ReplayUnavailable, Scope.Scope> =>
+    Effect.suspend(() => {
+      // Reading the log's position and registering the cursor happen in this one synchronous step, so no
+      // publish can fall between them.
+      let next: number
+      if (from === "latest") {
+        next = latest + 1
+      } else if (from === "start") {
+        next = 1
+      } else {
+        const after = from.after
+        const oldest = oldestSeq()
+        if (!Number.isSafeInteger(after) || after < 0 || after > latest || after + 1 < oldest) {
+          return Effect.fail(
+            new ReplayUnavailable({ requestedAfter: after, oldestAvailable: oldest, latestSeq: latest })
+          )
+        }
+        next = after + 1
+      }
+      const sub: Subscriber = { next, replayEnd: latest, closed: false, resume: undefined, queued: false }
+      subscribers.add(sub)
+      return Effect.as(
+        Effect.addFinalizer(() => unsubscribe(sub)),
+        Stream.fromPull(Effect.succeed(makePull(sub)))
+      )
+    }).pipe(Effect.uninterruptible)
+
+  const unsubscribe = (sub: Subscriber) =>
+    Effect.suspend(() => {
+      sub.closed = true
+      subscribers.delete(sub)
+      if (sub.resume !== undefined && !sub.queued) {
+        sub.queued = true
+        waiting.push(sub)
+      }
+      return wake
+    })
+
+  return {
+    publish,
+    publishAll,
+    subscribe,
+    latestSeq: Effect.sync(() => latest),
+    snapshot: Effect.sync(() => {
+      const out: Array<Entry<A>> = []
+      for (let seq = oldestSeq(); seq <= latest; seq++) {
+        out.push(ring[(seq - 1) % ringSize]!)
+      }
+      return out
+    }),
+    end,
+    diagnostics: Effect.sync(() => {
+      let parked = 0
+      for (const sub of subscribers) {
+        if (sub.resume !== undefined) parked++
+      }
+      return {
+        ringSize,
+        subscriberBuffer,
+        retained: Math.min(latest, ringSize),
+        latestSeq: latest,
+        subscribers: subscribers.size,
+        waiting: parked,
+        ended: isEnded
+      }
+    })
+  }
+}
+
+/**
+ * True for an event delivery.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isEvent = <A>(delivery: Delivery<A>): delivery is Event<A> => delivery._tag === "Event"
+
+/**
+ * True for a lag marker.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isLag = <A>(delivery: Delivery<A>): delivery is Lag => delivery._tag === "Lag"
+
+/**
+ * Turns a delivery stream into a stream of events that fails with {@link Lagged} at the first lag marker (after
+ * the events before it). For consumers that cannot tolerate a gap, such as a turn waiting for its result; to
+ * skip lags instead, use `Stream.filter(isEvent)`.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const failOnLag = <A, E, R>(self: Stream.Stream<Delivery<A>, E, R>): Stream.Stream<Event<A>, E | Lagged, R> =>
+  Stream.transformPull(self, (pull) =>
+    Effect.sync(() => {
+      let pending: Lagged | undefined
+      return Effect.suspend(() => {
+        if (pending !== undefined) return Effect.fail(pending)
+        return Effect.flatMap(pull, (chunk) => {
+          const index = chunk.findIndex(isLag)
+          if (index === -1) {
+            return Effect.succeed(chunk as Arr.NonEmptyReadonlyArray<Event<A>>)
+          }
+          const lag = chunk[index] as Lag
+          const error = new Lagged({ missed: lag.missed, resumeSeq: lag.resumeSeq })
+          if (index === 0) return Effect.fail(error)
+          pending = error
+          return Effect.succeed(chunk.slice(0, index) as unknown as Arr.NonEmptyReadonlyArray<Event<A>>)
+        })
+      })
+    }))
