@@ -1,0 +1,365 @@
+/**
+ * The `claude` command line, built from typed options.
+ *
+ * Hosts never assemble argv by hand: {@link toLaunchSpec} gives the transport the program, the arguments, the
+ * working directory and the environment. The protocol flags (`--output-format stream-json --verbose
+ * --input-format stream-json`) always come first; every option becomes one `--flag=value` argv element, as the
+ * official SDK does, so no value can be mistaken for a flag. Prompts never travel on argv: they are written to
+ * stdin as user messages.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import { InvalidConfig } from "../TetherError.ts"
+import type { Environment, LaunchSpec } from "../Transport.ts"
+import type { PermissionMode } from "./ClaudeProtocol.ts"
+
+/**
+ * The MCP servers to load (`--mcp-config`): an object with an `mcpServers` map (JSON), or a string (a path to a
+ * JSON file, or a JSON string) passed as given.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type McpConfig = string | { readonly mcpServers: { readonly [name: string]: unknown } }
+
+/**
+ * The environment of the CLI process. `mode` defaults to `inherit`. `set` is applied over Tether's defaults, and
+ * `unset` removes variables after `set` (including Tether's defaults: that is how a host opts out of one).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface EnvironmentOptions {
+  readonly mode?: "inherit" | "clean" | undefined
+  readonly set?: { readonly [name: string]: string | Redacted.Redacted<string> } | undefined
+  readonly unset?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * Typed options for the `claude` process.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options {
+  /** `--model`. */
+  readonly model?: string | undefined
+  /** `--fallback-model`; must differ from `model`. */
+  readonly fallbackModel?: string | undefined
+  /** `--permission-mode`. */
+  readonly permissionMode?: PermissionMode | undefined
+  /**
+   * `--permission-prompt-tool`. Defaults to `"stdio"`: permission prompts reach the host as `can_use_tool`
+   * control requests, which the session answers with its permission policy (a Tether session always has one;
+   * the default denies). A string names an MCP tool instead. `false` omits the flag: the CLI then auto-denies
+   * every tool that needs approval (`system/permission_denied`) and the host is never asked.
+   */
+  readonly permissionPromptTool?: string | false | undefined
+  /** `--allowedTools` (rules that are allowed without asking). */
+  readonly allowedTools?: ReadonlyArray<string> | undefined
+  /** `--disallowedTools`. */
+  readonly disallowedTools?: ReadonlyArray<string> | undefined
+  /**
+   * `--system-prompt` (replaces Claude Code's system prompt). Gotcha: argv is visible to other local users;
+   * `initialize`'s `systemPrompt` keeps it off the command line.
+   */
+  readonly systemPrompt?: string | undefined
+  /** `--append-system-prompt`. */
+  readonly appendSystemPrompt?: string | undefined
+  /** `--mcp-config`. */
+  readonly mcpConfig?: McpConfig | undefined
+  /** `--strict-mcp-config`: only the servers of `mcpConfig`. */
+  readonly strictMcpConfig?: boolean | undefined
+  /** The working directory of the process (not an argument). */
+  readonly cwd?: string | undefined
+  /** `--add-dir`, once per directory. */
+  readonly additionalDirectories?: ReadonlyArray<string> | undefined
+  /** `--resume`: the session id to resume. */
+  readonly resume?: string | undefined
+  /** `--continue`: the most recent session in `cwd`. */
+  readonly continue?: boolean | undefined
+  /** `--fork-session`: resume into a new session id (with `resume` or `continue`). */
+  readonly forkSession?: boolean | undefined
+  /** `--session-id`: a UUID for the new session. */
+  readonly sessionId?: string | undefined
+  /** `--max-turns`: a positive integer. */
+  readonly maxTurns?: number | undefined
+  /** `--max-budget-usd`: a positive amount. */
+  readonly maxBudgetUsd?: number | undefined
+  /** `--include-partial-messages`: `stream_event` frames. */
+  readonly includePartialMessages?: boolean | undefined
+  /**
+   * `--replay-user-messages`, on by default: the session's delivery fence waits for the replay of the prompt's
+   * uuid. Turn it off only without a session.
+   */
+  readonly replayUserMessages?: boolean | undefined
+  /** `--no-session-persistence`: no transcript on disk (the session cannot be resumed). */
+  readonly noSessionPersistence?: boolean | undefined
+  /**
+   * Flags Tether does not model: `{ name: value }` gives `--name=value`, `{ name: null }` gives `--name`. Names
+   * of flags Tether builds itself are refused (use the typed option).
+   */
+  readonly extraArgs?: { readonly [name: string]: string | null } | undefined
+  /** The environment of the process. */
+  readonly env?: EnvironmentOptions | undefined
+}
+
+/**
+ * The flags that select the stream-json duplex protocol. Always the first arguments.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const protocolArgs: ReadonlyArray<string> = [
+  "--output-format",
+  "stream-json",
+  "--verbose",
+  "--input-format",
+  "stream-json"
+]
+
+/**
+ * What Tether sets in the CLI's environment unless the host overrides it (`env.set`) or removes it (`env.unset`):
+ * no non-essential traffic (no DNS lookups of api.anthropic.com, no title-generation calls), the SDK entrypoint,
+ * `system/session_state_changed` frames, and no crash reports.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultEnvironment: { readonly [name: string]: string } = {
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+  CLAUDE_CODE_ENTRYPOINT: "sdk-ts",
+  CLAUDE_CODE_SDK_READS_SESSION_STATE: "1",
+  BUN_ENABLE_CRASH_REPORTING: "0"
+}
+
+/**
+ * What Tether removes from an inherited environment unless the host sets it explicitly: `NODE_OPTIONS` (the
+ * host's Node flags must not leak into the CLI) and `DEBUG`, as the SDK does.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultUnset: ReadonlyArray<string> = ["NODE_OPTIONS", "DEBUG"]
+
+const managedFlags = new Set([
+  "output-format",
+  "input-format",
+  "verbose",
+  "print",
+  "p",
+  "model",
+  "fallback-model",
+  "permission-mode",
+  "permission-prompt-tool",
+  "allowedTools",
+  "allowed-tools",
+  "disallowedTools",
+  "disallowed-tools",
+  "system-prompt",
+  "append-system-prompt",
+  "mcp-config",
+  "strict-mcp-config",
+  "add-dir",
+  "resume",
+  "r",
+  "continue",
+  "c",
+  "fork-session",
+  "session-id",
+  "max-turns",
+  "max-budget-usd",
+  "include-partial-messages",
+  "replay-user-messages",
+  "no-session-persistence"
+])
+
+const flagName = /^[A-Za-z][A-Za-z0-9-]*$/
+const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+const envName = /^[^=\0]+$/
+const isJson = Schema.is(Schema.Json)
+
+const problemsOf = (options: Options): ReadonlyArray<string> => {
+  const problems: Array<string> = []
+  const text = (name: string, value: string | undefined) => {
+    if (value === undefined) return
+    if (value.length === 0) problems.push(`${name} must not be empty`)
+    if (value.includes("\0")) problems.push(`${name} must not contain a NUL character`)
+  }
+  const texts = (name: string, values: ReadonlyArray<string> | undefined) => {
+    values?.forEach((value, i) => text(`${name}[${i}]`, value))
+  }
+  text("model", options.model)
+  text("fallbackModel", options.fallbackModel)
+  if (options.fallbackModel !== undefined && options.fallbackModel === options.model) {
+    problems.push("fallbackModel must differ from model")
+  }
+  if (typeof options.permissionPromptTool === "string") text("permissionPromptTool", options.permissionPromptTool)
+  texts("allowedTools", options.allowedTools)
+  texts("disallowedTools", options.disallowedTools)
+  text("systemPrompt", options.systemPrompt)
+  text("appendSystemPrompt", options.appendSystemPrompt)
+  if (typeof options.mcpConfig === "string") text("mcpConfig", options.mcpConfig)
+  else if (options.mcpConfig !== undefined && !isJson(options.mcpConfig)) {
+    problems.push("mcpConfig must be JSON (plain objects, arrays, strings, finite numbers, booleans, null)")
+  }
+  text("cwd", options.cwd)
+  texts("additionalDirectories", options.additionalDirectories)
+  text("resume", options.resume)
+  if (options.resume !== undefined && options.continue === true) {
+    problems.push("resume and continue are mutually exclusive")
+  }
+  const resuming = options.resume !== undefined || options.continue === true
+  if (options.forkSession === true && !resuming) problems.push("forkSession requires resume or continue")
+  if (options.sessionId !== undefined) {
+    if (!uuid.test(options.sessionId)) problems.push("sessionId must be a UUID")
+    if (resuming && options.forkSession !== true) {
+      problems.push("sessionId with resume or continue requires forkSession")
+    }
+  }
+  if (options.maxTurns !== undefined && !(Number.isSafeInteger(options.maxTurns) && options.maxTurns > 0)) {
+    problems.push("maxTurns must be a positive integer")
+  }
+  if (options.maxBudgetUsd !== undefined && !(Number.isFinite(options.maxBudgetUsd) && options.maxBudgetUsd > 0)) {
+    problems.push("maxBudgetUsd must be a positive finite number")
+  }
+  for (const [name, value] of Object.entries(options.extraArgs ?? {})) {
+    if (!flagName.test(name)) {
+      problems.push(`extraArgs: ${JSON.stringify(name)} is not a flag name (letters, digits, dashes; no leading dash)`)
+    } else if (managedFlags.has(name)) {
+      problems.push(`extraArgs: --${name} is built by Tether; use the typed option`)
+    }
+    if (value !== null) text(`extraArgs.${name}`, value)
+  }
+  for (const [name, value] of Object.entries(options.env?.set ?? {})) {
+    if (!envName.test(name)) problems.push(`env.set: ${JSON.stringify(name)} is not a variable name`)
+    if (typeof value === "string" && value.includes("\0")) {
+      problems.push(`env.set.${name} must not contain a NUL character`)
+    }
+  }
+  for (const name of options.env?.unset ?? []) {
+    if (!envName.test(name)) problems.push(`env.unset: ${JSON.stringify(name)} is not a variable name`)
+  }
+  return problems
+}
+
+/**
+ * Checks options without building anything: the same checks as {@link toArgs} (equal `model` and
+ * `fallbackModel`, both `resume` and `continue`, a `sessionId` that is not a UUID, flags Tether builds itself in
+ * `extraArgs`, …), all reported at once.
+ *
+ * @category validation
+ * @since 0.1.0
+ */
+export const validate = (options: Options): Effect.Effect<Options, InvalidConfig> => {
+  const problems = problemsOf(options)
+  return problems.length === 0 ? Effect.succeed(options) : Effect.fail(new InvalidConfig({ problems }))
+}
+
+const buildArgs = (options: Options): ReadonlyArray<string> => {
+  const args = [...protocolArgs]
+  const flag = (name: string, value?: string) => {
+    args.push(value === undefined ? `--${name}` : `--${name}=${value}`)
+  }
+  if (options.model !== undefined) flag("model", options.model)
+  if (options.fallbackModel !== undefined) flag("fallback-model", options.fallbackModel)
+  if (options.permissionMode !== undefined) flag("permission-mode", options.permissionMode)
+  const promptTool = options.permissionPromptTool ?? "stdio"
+  if (promptTool !== false) flag("permission-prompt-tool", promptTool)
+  if (options.allowedTools !== undefined && options.allowedTools.length > 0) {
+    flag("allowedTools", options.allowedTools.join(","))
+  }
+  if (options.disallowedTools !== undefined && options.disallowedTools.length > 0) {
+    flag("disallowedTools", options.disallowedTools.join(","))
+  }
+  if (options.systemPrompt !== undefined) flag("system-prompt", options.systemPrompt)
+  if (options.appendSystemPrompt !== undefined) flag("append-system-prompt", options.appendSystemPrompt)
+  if (options.mcpConfig !== undefined) {
+    flag("mcp-config", typeof options.mcpConfig === "string" ? options.mcpConfig : JSON.stringify(options.mcpConfig))
+  }
+  if (options.strictMcpConfig === true) flag("strict-mcp-config")
+  for (const directory of options.additionalDirectories ?? []) flag("add-dir", directory)
+  if (options.continue === true) flag("continue")
+  if (options.resume !== undefined) flag("resume", options.resume)
+  if (options.forkSession === true) flag("fork-session")
+  if (options.sessionId !== undefined) flag("session-id", options.sessionId)
+  if (options.maxTurns !== undefined) flag("max-turns", String(options.maxTurns))
+  if (options.maxBudgetUsd !== undefined) flag("max-budget-usd", String(options.maxBudgetUsd))
+  if (options.includePartialMessages === true) flag("include-partial-messages")
+  if (options.replayUserMessages !== false) flag("replay-user-messages")
+  if (options.noSessionPersistence === true) flag("no-session-persistence")
+  for (const [name, value] of Object.entries(options.extraArgs ?? {})) flag(name, value ?? undefined)
+  return args
+}
+
+/**
+ * The `claude` arguments for the options: the protocol flags, then one `--flag=value` element per option.
+ * Fails with `InvalidConfig` listing every problem (see {@link validate}).
+ *
+ * @example
+ * ```ts
+ * import { ClaudeOptions } from "@tether/core"
+ *
+ * const args = ClaudeOptions.toArgs({ model: "claude-opus-5-5", includePartialMessages: true })
+ * // Effect.succeed(["--output-format", "stream-json", "--verbose", "--input-format", "stream-json",
+ * //   "--model=claude-opus-5-5", "--permission-prompt-tool=stdio", "--include-partial-messages",
+ * //   "--replay-user-messages"])
+ * ```
+ *
+ * @category conversions
+ * @since 0.1.0
+ */
+export const toArgs = (options: Options): Effect.Effect<ReadonlyArray<string>, InvalidConfig> =>
+  Effect.map(validate(options), buildArgs)
+
+const buildEnvironment = (options: EnvironmentOptions | undefined): Environment => {
+  const userSet = options?.set ?? {}
+  const userUnset = options?.unset ?? []
+  const set: Record<string, string | Redacted.Redacted<string>> = {}
+  for (const [name, value] of Object.entries(defaultEnvironment)) {
+    if (!userUnset.includes(name)) set[name] = value
+  }
+  Object.assign(set, userSet)
+  const unset = defaultUnset.filter((name) => !Object.hasOwn(userSet, name) && !userUnset.includes(name))
+  return { mode: options?.mode ?? "inherit", set, unset: [...unset, ...userUnset] }
+}
+
+/**
+ * The environment of the CLI process: Tether's {@link defaultEnvironment} under the host's `set`, minus
+ * {@link defaultUnset} (unless the host sets those) and the host's `unset`.
+ *
+ * @category conversions
+ * @since 0.1.0
+ */
+export const toEnvironment = (options: Options): Effect.Effect<Environment, InvalidConfig> =>
+  Effect.map(validate(options), (valid) => buildEnvironment(valid.env))
+
+/**
+ * The launch spec of a `claude` process: program `"claude"`, {@link toArgs}, `cwd`, {@link toEnvironment}.
+ *
+ * @example
+ * ```ts
+ * import { Redacted } from "effect"
+ * import { ClaudeOptions } from "@tether/core"
+ *
+ * const spec = ClaudeOptions.toLaunchSpec({
+ *   cwd: "/home/user/project",
+ *   permissionMode: "acceptEdits",
+ *   env: { set: { ANTHROPIC_API_KEY: Redacted.make("sk-…") } }
+ * })
+ * ```
+ *
+ * @category conversions
+ * @since 0.1.0
+ */
+export const toLaunchSpec = (options: Options): Effect.Effect<LaunchSpec, InvalidConfig> =>
+  Effect.map(validate(options), (valid) => ({
+    program: "claude",
+    args: buildArgs(valid),
+    cwd: Option.fromUndefinedOr(valid.cwd),
+    env: buildEnvironment(valid.env)
+  }))

@@ -1,0 +1,562 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ClaudeProtocol } from "@tether/core"
+import { Result } from "effect"
+import * as fs from "node:fs"
+
+// shared/ is the sibling of the repository root, wherever the repository is cloned.
+const repoRoot = new URL("../../../", import.meta.url)
+const fixtures = new URL("../shared/fixtures/claude/", repoRoot)
+
+const fixtureFiles = (suffix: string): ReadonlyArray<string> =>
+  fs.readdirSync(fixtures).filter((name) => name.endsWith(suffix)).sort()
+
+const readLines = (name: string): ReadonlyArray<string> =>
+  fs.readFileSync(new URL(name, fixtures), "utf8").split("\n").filter((line) => line.length > 0)
+
+const decodeOk = (line: string): ClaudeProtocol.Decoded => {
+  const result = ClaudeProtocol.decodeLine(line)
+  if (Result.isFailure(result)) {
+    assert.fail(`expected ${line.slice(0, 120)} to decode, got ${result.failure.message}`)
+  }
+  return result.success
+}
+
+const frameOf = (line: string): ClaudeProtocol.Frame => {
+  const decoded = decodeOk(line)
+  if (decoded._tag !== "Frame") assert.fail(`expected a known frame, got Unknown ${decoded.type}`)
+  return decoded.frame
+}
+
+const protocolError = (line: string, options?: ClaudeProtocol.DecodeOptions) => {
+  const result = ClaudeProtocol.decodeLine(line, options)
+  if (Result.isSuccess(result)) assert.fail(`expected ${line.slice(0, 120)} to fail`)
+  return result.failure
+}
+
+const stdoutFiles = fixtureFiles(".stdout.jsonl")
+
+// Every type and system subtype in the fixtures is one Tether knows.
+const knownTypes = new Set([
+  "control_response",
+  "control_request",
+  "control_cancel_request",
+  "keep_alive",
+  "system",
+  "command_lifecycle",
+  "assistant",
+  "user",
+  "stream_event",
+  "result",
+  "tool_progress",
+  "auth_status",
+  "tool_use_summary",
+  "rate_limit_event",
+  "prompt_suggestion",
+  "conversation_reset"
+])
+const knownSystemSubtypes = new Set([
+  "init",
+  "status",
+  "api_retry",
+  "session_state_changed",
+  "task_started",
+  "task_progress",
+  "task_notification",
+  "task_updated",
+  "permission_denied",
+  "compact_boundary",
+  "background_tasks_changed",
+  "hook_started",
+  "hook_progress",
+  "hook_response"
+])
+
+const assistantLine = JSON.stringify({
+  type: "assistant",
+  message: {
+    id: "msg_1",
+    type: "message",
+    role: "assistant",
+    model: "claude-opus-5-5",
+    content: [{ type: "text", text: "hi" }],
+    stop_reason: null,
+    stop_sequence: null
+  },
+  parent_tool_use_id: null,
+  session_id: "s",
+  uuid: "u"
+})
+
+const resultLine = JSON.stringify({
+  type: "result",
+  subtype: "success",
+  is_error: false,
+  session_id: "s",
+  uuid: "u",
+  duration_ms: 10,
+  duration_api_ms: 5,
+  num_turns: 1,
+  total_cost_usd: 0.1,
+  usage: { input_tokens: 1, output_tokens: 2 },
+  permission_denials: [],
+  result: "done"
+})
+
+const user = (content: string): ClaudeProtocol.UserMessageInput => ({
+  type: "user",
+  message: { role: "user", content },
+  parent_tool_use_id: null,
+  session_id: ""
+})
+
+const withField = (line: string, patch: (json: Record<string, any>) => void): string => {
+  const json = JSON.parse(line)
+  patch(json)
+  return JSON.stringify(json)
+}
+
+describe("ClaudeProtocol", () => {
+  describe("decodeLine on the recorded transcripts", () => {
+    it("has fixtures to read", () => {
+      assert.isAtLeast(stdoutFiles.length, 10)
+    })
+
+    for (const file of stdoutFiles) {
+      it(`decodes every line of ${file} to a known frame`, () => {
+        const lines = readLines(file)
+        assert.isAbove(lines.length, 0)
+        const unknown: Array<string> = []
+        for (const line of lines) {
+          const decoded = decodeOk(line)
+          const json = JSON.parse(line)
+          if (decoded._tag === "Unknown") {
+            // Unknown only where the type (or system subtype) is truly unknown.
+            assert.isFalse(
+              knownTypes.has(json.type) && (json.type !== "system" || knownSystemSubtypes.has(json.subtype)),
+              `${json.type}/${json.subtype} is known but decoded as Unknown`
+            )
+            unknown.push(`${decoded.type}/${decoded.subtype}`)
+          } else {
+            assert.strictEqual(decoded.frame.type, json.type)
+          }
+        }
+        // The 2.1.332 transcripts contain no type Tether does not know.
+        assert.deepStrictEqual(unknown, [])
+      })
+
+      it(`re-encodes every frame of ${file} with all its fields`, () => {
+        for (const line of readLines(file)) {
+          const frame = frameOf(line)
+          assert.deepStrictEqual(JSON.parse(ClaudeProtocol.encodeFrame(frame)), JSON.parse(line))
+        }
+      })
+    }
+
+    it("decodes the frames the session routes on with their fields typed", () => {
+      const all = stdoutFiles.flatMap(readLines).map(frameOf)
+      const result = all.find((frame): frame is ClaudeProtocol.ResultFrame =>
+        frame.type === "result" && frame.subtype === "error_during_execution"
+      )
+      assert.isDefined(result)
+      assert.strictEqual(result!.is_error, true)
+      assert.strictEqual(result!.terminal_reason, "aborted_streaming")
+
+      const canUseTool = all.find((frame) =>
+        frame.type === "control_request" && ClaudeProtocol.isControlRequest(frame, "can_use_tool")
+      ) as ClaudeProtocol.CanUseToolRequest | undefined
+      assert.isDefined(canUseTool)
+      assert.strictEqual(canUseTool!.request.tool_name, "Bash")
+      assert.isString(canUseTool!.request.input.command)
+
+      const lifecycle = all.filter((frame): frame is ClaudeProtocol.CommandLifecycleFrame =>
+        frame.type === "command_lifecycle"
+      )
+      assert.includeMembers(lifecycle.map((frame) => frame.state), ["queued", "started", "completed", "cancelled"])
+
+      const replay = all.find((frame): frame is ClaudeProtocol.UserFrame => frame.type === "user" && !!frame.isReplay)
+      assert.isDefined(replay)
+
+      const deltas = all.flatMap((frame) =>
+        frame.type === "stream_event" && ClaudeProtocol.isType(frame.event, "content_block_delta")
+          ? [frame.event.delta]
+          : []
+      )
+      assert.includeMembers(deltas.map((delta) => delta.type), ["text_delta", "input_json_delta"])
+    })
+  })
+
+  describe("narrowing", () => {
+    it("narrows known members by their discriminant, catch-all members included", () => {
+      const describeFrame = (frame: ClaudeProtocol.Frame): string => {
+        switch (frame.type) {
+          case "control_request":
+            switch (frame.request.subtype) {
+              case "can_use_tool":
+                return `permission ${frame.request.tool_name}`
+              case "hook_callback":
+                return `hook ${frame.request.callback_id}`
+              case "mcp_message":
+                return `mcp ${frame.request.server_name}`
+              default:
+                return `other ${frame.request.subtype}`
+            }
+          case "assistant":
+            return frame.message.content.map((block) => {
+              switch (block.type) {
+                case "text":
+                  return block.text
+                case "tool_use":
+                  return block.name
+                default:
+                  return String(block.type)
+              }
+            }).join(",")
+          case "system":
+            return frame.subtype === "init" ? `init ${frame.model}` : frame.subtype
+          default:
+            return frame.type
+        }
+      }
+      assert.strictEqual(
+        describeFrame(frameOf(`{"type":"control_request","request_id":"r","request":{"subtype":"elicitation"}}`)),
+        "other elicitation"
+      )
+      assert.strictEqual(
+        describeFrame(frameOf(withField(assistantLine, (json) => json.message.content.push({ type: "image" })))),
+        "hi,image"
+      )
+      const permission = stdoutFiles.flatMap(readLines).map(frameOf).find((frame) => frame.type === "control_request")
+      assert.strictEqual(describeFrame(permission!), "permission Bash")
+    })
+  })
+
+  describe("unknown fields", () => {
+    it("keeps unknown fields at every level through decode and encode", () => {
+      const line = withField(assistantLine, (json) => {
+        json.future_top = { nested: [1, 2] }
+        json.message.future_message = "x"
+        json.message.content[0].citations = [{ a: 1 }]
+        json.message.content.push({ type: "server_tool_use", id: "srv_1", input: { q: 1 } })
+      })
+      const frame = frameOf(line)
+      assert.deepStrictEqual(JSON.parse(ClaudeProtocol.encodeFrame(frame)), JSON.parse(line))
+      const assistant = frame as ClaudeProtocol.AssistantFrame
+      assert.deepStrictEqual(assistant.future_top, { nested: [1, 2] })
+      assert.strictEqual(String(assistant.message.content[1].type), "server_tool_use")
+    })
+
+    it("keeps unknown stream events and deltas", () => {
+      const base = { session_id: "s", uuid: "u", parent_tool_use_id: null }
+      const ping = frameOf(JSON.stringify({ type: "stream_event", event: { type: "ping", extra: 1 }, ...base }))
+      assert.strictEqual(String((ping as ClaudeProtocol.StreamEventFrame).event.type), "ping")
+      const citations = JSON.stringify({
+        type: "stream_event",
+        event: { type: "content_block_delta", index: 0, delta: { type: "citations_delta", citation: { x: 1 } } },
+        ...base
+      })
+      assert.deepStrictEqual(JSON.parse(ClaudeProtocol.encodeFrame(frameOf(citations))), JSON.parse(citations))
+    })
+  })
+
+  describe("unknown frames", () => {
+    it("decodes an unknown type to Unknown with the raw object", () => {
+      const decoded = decodeOk(`{"type":"brand_new","subtype":"x","payload":[1]}`)
+      assert.deepStrictEqual(decoded, {
+        _tag: "Unknown",
+        type: "brand_new",
+        subtype: "x",
+        raw: { type: "brand_new", subtype: "x", payload: [1] }
+      })
+    })
+
+    it("decodes an unknown system subtype to Unknown", () => {
+      const decoded = decodeOk(`{"type":"system","subtype":"model_refusal_fallback","uuid":"u","session_id":"s"}`)
+      assert.strictEqual(decoded._tag, "Unknown")
+      if (decoded._tag === "Unknown") {
+        assert.strictEqual(decoded.type, "system")
+        assert.strictEqual(decoded.subtype, "model_refusal_fallback")
+        assert.strictEqual(decoded.raw.uuid, "u")
+      }
+    })
+
+    it("decodes the loosely known types as frames", () => {
+      const frame = frameOf(`{"type":"rate_limit_event","rate_limit_info":{"status":"allowed"},"uuid":"u"}`)
+      assert.strictEqual(frame.type, "rate_limit_event")
+    })
+
+    it("decodes other control requests from the CLI as a frame the host must answer", () => {
+      const frame = frameOf(
+        `{"type":"control_request","request_id":"r1","request":{"subtype":"elicitation","message":"?"}}`
+      )
+      assert.strictEqual(frame.type, "control_request")
+      if (frame.type === "control_request") {
+        assert.strictEqual(frame.request_id, "r1")
+        assert.strictEqual(String(frame.request.subtype), "elicitation")
+        assert.isFalse(ClaudeProtocol.isControlRequest(frame, "can_use_tool"))
+      }
+    })
+  })
+
+  describe("errors", () => {
+    it("refuses a result whose is_error is not a boolean", () => {
+      const error = protocolError(withField(resultLine, (json) => (json.is_error = "yes")))
+      assert.strictEqual(error._tag, "ProtocolError")
+      assert.strictEqual(error.reason, "malformed")
+      assert.include(error.detail, "is_error")
+    })
+
+    it("refuses malformed known frames instead of calling them unknown", () => {
+      const cases = [
+        // a known content block with a wrong field is not an "other" block
+        withField(assistantLine, (json) => (json.message.content[0].text = 5)),
+        // a can_use_tool without tool_name is not an "other" control request
+        `{"type":"control_request","request_id":"r","request":{"subtype":"can_use_tool","input":{},"tool_use_id":"t"}}`,
+        `{"type":"control_request","request_id":"r","request":{}}`,
+        `{"type":"command_lifecycle","command_uuid":"c","state":"exploded","uuid":"u","session_id":"s"}`,
+        `{"type":"system","subtype":"init","uuid":"u"}`,
+        `{"type":"system"}`,
+        `{"type":"control_response","response":{"subtype":"error","request_id":"r"}}`,
+        withField(resultLine, (json) => (json.subtype = "error_unheard_of")),
+        withField(resultLine, (json) => delete json.session_id),
+        `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}},` +
+        `"session_id":"s","uuid":"u","parent_tool_use_id":null}`,
+        `{"no_type":true}`,
+        `{"type":7}`,
+        `[1,2]`,
+        `"assistant"`,
+        `null`
+      ]
+      for (const line of cases) {
+        assert.strictEqual(protocolError(line).reason, "malformed", line)
+      }
+    })
+
+    it("reports non-JSON as not-json", () => {
+      const error = protocolError("this is not json")
+      assert.strictEqual(error.reason, "not-json")
+      assert.strictEqual(error.linePrefix, "this is not json")
+    })
+
+    it("reports an over-long line as too-long without parsing it", () => {
+      // Not JSON: had it been parsed, the reason would be not-json.
+      const line = "x".repeat(1000)
+      const error = protocolError(line, { maxLineLength: 999 })
+      assert.strictEqual(error.reason, "too-long")
+      assert.isAtMost(error.linePrefix.length, 200)
+      assert.strictEqual(protocolError(`{"type":"keep_alive"}`, { maxLineLength: 5 }).reason, "too-long")
+      assert.isTrue(Result.isSuccess(ClaudeProtocol.decodeLine(`{"type":"keep_alive"}`, { maxLineLength: 21 })))
+    })
+
+    it("accepts lines longer than 1 MiB by default", () => {
+      const big = withField(assistantLine, (json) => (json.message.content[0].text = "y".repeat(2 * 1024 * 1024)))
+      assert.strictEqual(frameOf(big).type, "assistant")
+      assert.strictEqual(ClaudeProtocol.defaultMaxLineLength, 16 * 1024 * 1024)
+    })
+  })
+
+  describe("host frames", () => {
+    const hostLines = fixtureFiles(".ndjson").flatMap((file) =>
+      readLines(file).map((line) => JSON.parse(line)).filter((entry) => entry.dir === ">").map((entry) => ({
+        file,
+        entry
+      }))
+    )
+
+    it("decodes and re-encodes every host frame of the transcripts", () => {
+      const messages = hostLines.filter(({ entry }) => entry.msg !== undefined)
+      assert.isAtLeast(messages.length, 50)
+      const kinds = new Set<string>()
+      for (const { entry, file } of messages) {
+        const line = JSON.stringify(entry.msg)
+        const decoded = ClaudeProtocol.decodeHostLine(line)
+        if (Result.isFailure(decoded)) assert.fail(`${file}: ${line}: ${decoded.failure.message}`)
+        assert.deepStrictEqual(JSON.parse(ClaudeProtocol.encodeHostFrame(decoded.success)), entry.msg)
+        kinds.add(`${entry.msg.type}/${entry.msg.request?.subtype ?? entry.msg.response?.subtype ?? ""}`)
+      }
+      assert.includeMembers([...kinds], [
+        "user/",
+        "control_request/initialize",
+        "control_request/interrupt",
+        "control_request/set_permission_mode",
+        "control_request/set_model",
+        "control_request/set_max_thinking_tokens",
+        "control_request/mcp_status",
+        "control_request/get_context_usage",
+        "control_request/no_such_subtype",
+        "control_response/success",
+        "control_response/error"
+      ])
+    })
+
+    it("refuses the raw non-JSON line of the bad-input transcript", () => {
+      const raw = hostLines.filter(({ entry }) => entry.raw !== undefined)
+      assert.strictEqual(raw.length, 1)
+      const decoded = ClaudeProtocol.decodeHostLine(raw[0].entry.raw)
+      assert.isTrue(Result.isFailure(decoded) && decoded.failure.reason === "not-json")
+    })
+  })
+
+  describe("encoders", () => {
+    it("encodes a user message as one line the CLI accepts", () => {
+      const line = ClaudeProtocol.encodeUserMessage({
+        type: "user",
+        message: { role: "user", content: [{ type: "text", text: "Say hello please\nand more" }] },
+        parent_tool_use_id: null,
+        session_id: "",
+        uuid: "e965fb50-5d14-4270-bf4c-e88d19c77449"
+      })
+      assert.notInclude(line, "\n")
+      assert.deepStrictEqual(JSON.parse(line), {
+        type: "user",
+        message: { role: "user", content: [{ type: "text", text: "Say hello please\nand more" }] },
+        parent_tool_use_id: null,
+        session_id: "",
+        uuid: "e965fb50-5d14-4270-bf4c-e88d19c77449"
+      })
+      const context = {
+        type: "user",
+        message: { role: "user", content: "context" },
+        parent_tool_use_id: null,
+        session_id: "",
+        priority: "next",
+        shouldQuery: false
+      } as const
+      assert.deepStrictEqual(
+        JSON.parse(ClaudeProtocol.encodeUserMessage(context)),
+        {
+          type: "user",
+          message: { role: "user", content: "context" },
+          parent_tool_use_id: null,
+          session_id: "",
+          priority: "next",
+          shouldQuery: false
+        }
+      )
+    })
+
+    it("encodes control requests", () => {
+      assert.deepStrictEqual(
+        JSON.parse(ClaudeProtocol.encodeControlRequest("req_1", { subtype: "initialize", hooks: {} })),
+        { type: "control_request", request_id: "req_1", request: { subtype: "initialize", hooks: {} } }
+      )
+      assert.deepStrictEqual(
+        JSON.parse(
+          ClaudeProtocol.encodeControlRequest("req_2", {
+            subtype: "initialize",
+            hooks: { PreToolUse: [{ matcher: "Bash", hookCallbackIds: ["hook_0"], timeout: 30 }] }
+          })
+        ).request.hooks.PreToolUse[0].hookCallbackIds,
+        ["hook_0"]
+      )
+      assert.deepStrictEqual(
+        JSON.parse(ClaudeProtocol.encodeControlRequest("req_3", { subtype: "set_permission_mode", mode: "plan" })),
+        { type: "control_request", request_id: "req_3", request: { subtype: "set_permission_mode", mode: "plan" } }
+      )
+      assert.deepStrictEqual(
+        JSON.parse(ClaudeProtocol.encodeControlRequest("req_4", { subtype: "get_settings" })).request,
+        { subtype: "get_settings" }
+      )
+    })
+
+    it("encodes answers to the CLI's requests", () => {
+      assert.deepStrictEqual(
+        JSON.parse(
+          ClaudeProtocol.encodeControlSuccess("r1", {
+            behavior: "allow",
+            updatedInput: { command: "echo rewritten" },
+            toolUseID: "toolu_1"
+          })
+        ),
+        {
+          type: "control_response",
+          response: {
+            subtype: "success",
+            request_id: "r1",
+            response: { behavior: "allow", updatedInput: { command: "echo rewritten" }, toolUseID: "toolu_1" }
+          }
+        }
+      )
+      assert.deepStrictEqual(
+        JSON.parse(ClaudeProtocol.encodeControlSuccess("r2", { behavior: "deny", message: "no", interrupt: true }))
+          .response.response,
+        { behavior: "deny", message: "no", interrupt: true }
+      )
+      assert.deepStrictEqual(
+        JSON.parse(ClaudeProtocol.encodeControlSuccess("r3", { continue: true })).response.response,
+        { continue: true }
+      )
+      assert.deepStrictEqual(
+        JSON.parse(
+          ClaudeProtocol.encodeControlSuccess("r4", { mcp_response: { jsonrpc: "2.0", id: 2, result: {} } })
+        ).response.response,
+        { mcp_response: { jsonrpc: "2.0", id: 2, result: {} } }
+      )
+      assert.deepStrictEqual(JSON.parse(ClaudeProtocol.encodeControlError("r5", "Unsupported")), {
+        type: "control_response",
+        response: { subtype: "error", request_id: "r5", error: "Unsupported" }
+      })
+      assert.deepStrictEqual(JSON.parse(ClaudeProtocol.encodeControlCancel("r6")), {
+        type: "control_cancel_request",
+        request_id: "r6"
+      })
+    })
+
+    it("refuses to write invalid frames", () => {
+      const invalid: ReadonlyArray<() => string> = [
+        // a non-JSON value inside a payload
+        () => ClaudeProtocol.encodeControlSuccess("r", { behavior: "allow", updatedInput: { n: Number.NaN } }),
+        () => ClaudeProtocol.encodeControlSuccess("r", { behavior: "allow", updatedInput: { big: 1n as never } }),
+        // a deny without its message is not taken for a hook output
+        () => ClaudeProtocol.encodeControlSuccess("r", { behavior: "deny" } as never),
+        // a typed request without its field is not taken for a generic one
+        () => ClaudeProtocol.encodeControlRequest("r", { subtype: "set_permission_mode" } as never),
+        () => ClaudeProtocol.encodeControlRequest("r", { subtype: "set_permission_mode", mode: "yolo" } as never),
+        () =>
+          ClaudeProtocol.encodeUserMessage({
+            ...user("x"),
+            message: { role: "user", content: [{ type: "text" } as never] }
+          }),
+        () => ClaudeProtocol.encodeUserMessage({ ...user("x"), priority: "urgent" as never }),
+        () => ClaudeProtocol.encodeUserMessage({ ...user("x"), uuid: undefined as never })
+      ]
+      for (const encode of invalid) {
+        assert.throws(encode, /refusing to write an invalid frame/)
+      }
+    })
+  })
+
+  describe("control response payloads", () => {
+    it("decodes the initialize response of the transcripts", () => {
+      for (const file of stdoutFiles) {
+        const first = frameOf(readLines(file)[0])
+        if (first.type !== "control_response" || first.response.subtype !== "success") continue
+        const decoded = ClaudeProtocol.decodeInitializeResponse(first.response.response)
+        if (Result.isFailure(decoded)) assert.fail(`${file}: ${decoded.failure.message}`)
+        assert.strictEqual(decoded.success.claude_code_version, "2.1.332")
+        assert.isAbove(decoded.success.models?.length ?? 0, 0)
+      }
+    })
+
+    it("decodes the other control responses, with or without a payload", () => {
+      assert.deepStrictEqual(ClaudeProtocol.decodeInterruptResponse(undefined), Result.succeed({}))
+      assert.deepStrictEqual(
+        ClaudeProtocol.decodeInterruptResponse({ still_queued: [] }),
+        Result.succeed({ still_queued: [] })
+      )
+      assert.deepStrictEqual(
+        ClaudeProtocol.decodeSetPermissionModeResponse({ mode: "acceptEdits" }),
+        Result.succeed({ mode: "acceptEdits" })
+      )
+      assert.deepStrictEqual(
+        ClaudeProtocol.decodeSetModelResponse({ model: "claude-opus-5-5" }),
+        Result.succeed({ model: "claude-opus-5-5" })
+      )
+      assert.deepStrictEqual(
+        ClaudeProtocol.decodeMcpStatusResponse({ mcpServers: [] }),
+        Result.succeed({ mcpServers: [] })
+      )
+      const malformed = ClaudeProtocol.decodeSetPermissionModeResponse({ mode: 3 })
+      assert.isTrue(Result.isFailure(malformed) && malformed.failure.reason === "malformed")
+    })
+  })
+})
