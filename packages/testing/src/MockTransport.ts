@@ -1,0 +1,384 @@
+/**
+ * An in-memory `Transport` that runs a scripted Claude Code CLI ({@link MockClaude}) instead of a process.
+ *
+ * `MockTransport.layer(script)` provides `Transport.Transport`: each `open` starts a simulated CLI in the
+ * connection's scope. Lines written to the connection drive it exactly as they would drive `claude
+ * --input-format stream-json`; its frames come out of `stdout` as raw JSON lines, with the real CLI's timing
+ * expressed as `Effect.sleep`s. Under `it.effect` (`TestClock`) nothing arrives until the test adjusts the clock,
+ * so session code can be tested deterministically: timeouts, stalls, interrupts, crashes and teardown included.
+ *
+ * The same layer provides the {@link MockTransport} service, which hands tests every opened
+ * {@link MockConnection}: what the host wrote, whether stdin was closed, the exit status, a way to inject a raw
+ * stdout line or trigger a fault.
+ *
+ * @example
+ * ```ts
+ * import { assert, it } from "@effect/vitest"
+ * import { Effect, Layer, TestClock } from "effect"
+ * import { MockClaude, MockTransport } from "@tether/testing"
+ *
+ * it.effect("a session survives an API error", () =>
+ *   Effect.gen(function*() {
+ *     // ... start the session under test, which opens the transport ...
+ *     const mock = yield* MockTransport.MockTransport
+ *     const cli = yield* mock.connection(0)
+ *     yield* TestClock.adjust("1 second")
+ *     assert.isTrue(yield* cli.isAlive)
+ *   }).pipe(Effect.provide(MockTransport.layer(MockClaude.make([MockClaude.turn(MockClaude.apiError())])))))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as TetherError from "@tether/core/TetherError"
+import * as Transport from "@tether/core/Transport"
+import type * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as MockClaude from "./MockClaude.ts"
+
+/**
+ * A connection to a simulated CLI: a `Transport.Connection` plus what a test needs to look inside.
+ *
+ * Hosts receive it as a plain `Connection`; tests get it from {@link MockTransport} (or from {@link open}).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface MockConnection extends Transport.Connection {
+  /** 0 for the first connection the transport opened, 1 for the next, … */
+  readonly index: number
+  /** What the host asked to launch. */
+  readonly spec: Transport.LaunchSpec
+  /** Every line the host wrote, decoded as JSON (a line that is not JSON is kept as its string). */
+  readonly written: Effect.Effect<ReadonlyArray<unknown>>
+  /** Every line the host wrote, as written. */
+  readonly writtenLines: Effect.Effect<ReadonlyArray<string>>
+  /** Every stdout line the process emitted so far, whether or not the host read it. */
+  readonly emitted: Effect.Effect<ReadonlyArray<Transport.Line>>
+  /** The emitted stdout lines that are JSON, decoded. */
+  readonly frames: Effect.Effect<ReadonlyArray<unknown>>
+  /** True once the host closed stdin (`endInput`) or tore the connection down. */
+  readonly stdinEnded: Effect.Effect<boolean>
+  /** True until the process exits or the connection is torn down. A hung process is alive. */
+  readonly isAlive: Effect.Effect<boolean>
+  /** Writes one raw line to stdout, as if the CLI had printed it (ignored once stdout is closed). */
+  readonly inject: (line: string | Transport.Line) => Effect.Effect<void>
+  /** Triggers a fault now (crash, hang, stall, malformed line, …). */
+  readonly trigger: (fault: MockClaude.Fault) => Effect.Effect<void>
+}
+
+/**
+ * Options of {@link open}.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export interface OpenOptions {
+  /** How long teardown waits for a process that ignores SIGTERM before SIGKILL. Default 5 seconds. */
+  readonly termGrace?: Duration.Input | undefined
+  /** Size of the stderr tail, in characters. Default 8192. */
+  readonly stderrLimit?: number | undefined
+  /** Reported as {@link MockConnection.index}; also seeds the ids and the pid in the handshake. */
+  readonly index?: number | undefined
+}
+
+/**
+ * The launch arguments the fixtures were recorded with: stream-json both ways, permission prompts over stdio,
+ * replays and partial messages.
+ *
+ * @category launch
+ * @since 0.1.0
+ */
+export const defaultArgs: ReadonlyArray<string> = [
+  "--output-format",
+  "stream-json",
+  "--verbose",
+  "--input-format",
+  "stream-json",
+  "--permission-prompt-tool",
+  "stdio",
+  "--replay-user-messages",
+  "--include-partial-messages"
+]
+
+/**
+ * A `LaunchSpec` for the mock: {@link defaultArgs} (or `args`), a clean environment with
+ * `CLAUDE_CODE_SDK_READS_SESSION_STATE=1` (which turns on `session_state_changed` frames, as in the fixtures)
+ * plus `env`.
+ *
+ * @category launch
+ * @since 0.1.0
+ */
+export const launchSpec = (
+  options: {
+    readonly args?: ReadonlyArray<string> | undefined
+    readonly env?: Readonly<Record<string, string>> | undefined
+    readonly cwd?: string | undefined
+  } = {}
+): Transport.LaunchSpec => ({
+  program: "claude",
+  args: options.args ?? defaultArgs,
+  cwd: Option.fromUndefinedOr(options.cwd),
+  env: { mode: "clean", set: { CLAUDE_CODE_SDK_READS_SESSION_STATE: "1", ...options.env }, unset: [] }
+})
+
+/**
+ * What the mock guarantees: everything, since there is no process to leak.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const capabilities: Transport.Capabilities = {
+  name: "mock",
+  killsDetachedDescendants: true,
+  killsOrphanedDescendants: true,
+  diesWithHost: true,
+  notes: ["in-memory simulation of the Claude Code CLI; no process is started"]
+}
+
+/**
+ * Opens one simulated CLI in the current scope, without the `Transport` service. Closing the scope is the
+ * teardown: a process that is still running ends with `Signaled("SIGTERM")` (or `Signaled("SIGKILL")` after
+ * `termGrace` when it ignores SIGTERM), its fiber is interrupted and stdout ends.
+ *
+ * @example
+ * ```ts
+ * import { Effect, TestClock } from "effect"
+ * import { MockTransport } from "@tether/testing"
+ *
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const cli = yield* MockTransport.open()
+ *   yield* cli.write(JSON.stringify({ type: "control_request", request_id: "1", request: { subtype: "initialize" } }))
+ *   yield* TestClock.adjust("1 second")
+ *   return yield* cli.frames // [{ type: "control_response", ... }]
+ * }))
+ * ```
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const open: (
+  script?: MockClaude.Script,
+  spec?: Transport.LaunchSpec,
+  options?: OpenOptions
+) => Effect.Effect<MockConnection, never, Scope.Scope> = Effect.fnUntraced(function*(
+  script: MockClaude.Script = MockClaude.defaultScript,
+  spec: Transport.LaunchSpec = launchSpec(),
+  options: OpenOptions = {}
+) {
+  const index = options.index ?? 0
+  const stderrLimit = options.stderrLimit ?? 8192
+  const termGrace = options.termGrace ?? "5 seconds"
+  const stdin = yield* Queue.unbounded<string, Cause.Done>()
+  const stdout = yield* Queue.unbounded<Transport.Line, Cause.Done>()
+  const faults = yield* Queue.unbounded<MockClaude.Fault>()
+  const exited = yield* Deferred.make<Transport.ExitStatus>()
+  const writtenLines: Array<string> = []
+  const written: Array<unknown> = []
+  const emitted: Array<Transport.Line> = []
+  let status: Transport.ExitStatus | undefined
+  let inputEnded = false
+  let tornDown = false
+  let stderr = ""
+  let ignoreSigterm = script.options.faults.some((fault) => fault._tag === "IgnoreSigterm")
+
+  const finish = (exit: Transport.ExitStatus) =>
+    Effect.suspend(() => {
+      if (status !== undefined) return Effect.void
+      status = exit
+      return Effect.andThen(Queue.end(stdout), Deferred.succeed(exited, exit))
+    })
+
+  const emit = (line: Transport.Line) =>
+    Effect.suspend(() => {
+      if (status !== undefined) return Effect.void
+      emitted.push(line)
+      return Effect.asVoid(Queue.offer(stdout, line))
+    })
+
+  const io: MockClaude.Io = {
+    stdin,
+    stdout: emit,
+    stderr: (text) =>
+      Effect.sync(() => {
+        stderr = (stderr + text).slice(-stderrLimit)
+      }),
+    faults
+  }
+
+  const fiber = yield* MockClaude.run(script, spec, io, { pid: 40_000 + index }).pipe(
+    Effect.flatMap((code) => finish(Transport.ExitStatus.Exited({ code }))),
+    Effect.forkScoped
+  )
+
+  yield* Effect.addFinalizer(() =>
+    Effect.gen(function*() {
+      tornDown = true
+      inputEnded = true
+      if (status === undefined && ignoreSigterm) {
+        // The process keeps running (and may still exit by itself) until the grace is over.
+        yield* Deferred.await(exited).pipe(Effect.timeoutOrElse({ duration: termGrace, orElse: () => Effect.void }))
+      }
+      yield* Fiber.interrupt(fiber)
+      yield* finish(Transport.ExitStatus.Signaled({ signal: ignoreSigterm ? "SIGKILL" : "SIGTERM" }))
+    })
+  )
+
+  const connection: MockConnection = {
+    index,
+    spec,
+    pid: Option.none(),
+    write: (line) =>
+      Effect.suspend(() => {
+        if (status !== undefined || tornDown) {
+          return Effect.fail(new TetherError.TransportWriteError({ reason: "EPIPE: the process has exited" }))
+        }
+        if (inputEnded) return Effect.fail(new TetherError.TransportWriteError({ reason: "stdin is closed" }))
+        writtenLines.push(line)
+        written.push(Option.getOrElse(parseJson(line), () => line))
+        return Effect.asVoid(Queue.offer(stdin, line))
+      }),
+    endInput: Effect.suspend(() => {
+      if (inputEnded) return Effect.void
+      inputEnded = true
+      return Effect.asVoid(Queue.end(stdin))
+    }),
+    stdout: Stream.fromQueue(stdout),
+    stderrTail: Effect.sync(() => stderr),
+    exit: Deferred.await(exited),
+    exitStatus: Effect.sync(() => Option.fromUndefinedOr(status)),
+    written: Effect.sync(() => written.slice()),
+    writtenLines: Effect.sync(() => writtenLines.slice()),
+    emitted: Effect.sync(() => emitted.slice()),
+    frames: Effect.sync(() =>
+      emitted.flatMap((line) => line._tag === "Text" ? Option.toArray(parseJson(line.text)) : [])
+    ),
+    stdinEnded: Effect.sync(() => inputEnded),
+    isAlive: Effect.sync(() => status === undefined && !tornDown),
+    inject: (line) => emit(typeof line === "string" ? Transport.Line.Text({ text: line }) : line),
+    trigger: (fault) =>
+      fault._tag === "IgnoreSigterm"
+        ? Effect.sync(() => {
+          ignoreSigterm = true
+        })
+        : Effect.asVoid(Queue.offer(faults, fault))
+  }
+  return connection
+})
+
+/**
+ * The connections a {@link layer} opened, for tests.
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class MockTransport extends Context.Service<MockTransport, {
+  /** Every connection opened so far, in order (closed ones included). */
+  readonly connections: Effect.Effect<ReadonlyArray<MockConnection>>
+  /** The `index`-th connection (0-based), waiting until it is opened. */
+  readonly connection: (index: number) => Effect.Effect<MockConnection>
+  /** The most recently opened connection, waiting until there is one. */
+  readonly latest: Effect.Effect<MockConnection>
+}>()("@tether/testing/MockTransport") {}
+
+/**
+ * Options of {@link layer}.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export interface LayerOptions {
+  /** Make `open` fail (for example with `ExecutableNotFound`) to test the host's fallback path. */
+  readonly spawnError?: ((spec: Transport.LaunchSpec) => TetherError.SpawnError | undefined) | undefined
+  /** Size of each connection's stderr tail, in characters. Default 8192. */
+  readonly stderrLimit?: number | undefined
+}
+
+/**
+ * Provides `Transport.Transport` backed by simulated CLIs, and {@link MockTransport} to inspect them. Every `open`
+ * starts a fresh process running `script` (or the script the function returns for that launch); turn rules marked
+ * `once` are used up per process.
+ *
+ * @example
+ * ```ts
+ * import { MockClaude, MockTransport } from "@tether/testing"
+ *
+ * const TestTransport = MockTransport.layer(
+ *   MockClaude.make([MockClaude.when("deploy", MockClaude.tool({ name: "Bash", input: { command: "make deploy" } }))])
+ * )
+ * ```
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (
+  script: MockClaude.Script | ((spec: Transport.LaunchSpec, index: number) => MockClaude.Script) =
+    MockClaude.defaultScript,
+  options: LayerOptions = {}
+): Layer.Layer<Transport.Transport | MockTransport> =>
+  Layer.effectContext(Effect.sync(() => {
+    const connections: Array<MockConnection> = []
+    const waiters: Array<{ readonly index: number; readonly deferred: Deferred.Deferred<MockConnection> }> = []
+    let opened = Deferred.makeUnsafe<void>()
+
+    const transport = Transport.Transport.of({
+      capabilities,
+      open: (spec, teardown) =>
+        Effect.gen(function*() {
+          const error = options.spawnError?.(spec)
+          if (error !== undefined) return yield* error
+          const index = connections.length
+          const connection = yield* open(typeof script === "function" ? script(spec, index) : script, spec, {
+            index,
+            termGrace: teardown.termGrace,
+            stderrLimit: options.stderrLimit
+          })
+          connections.push(connection)
+          for (const waiter of waiters.filter((waiter) => waiter.index === index)) {
+            yield* Deferred.succeed(waiter.deferred, connection)
+          }
+          const previous = opened
+          opened = Deferred.makeUnsafe<void>()
+          yield* Deferred.succeed(previous, undefined)
+          return connection as Transport.Connection
+        })
+    })
+
+    const connection = (index: number): Effect.Effect<MockConnection> =>
+      Effect.suspend(() => {
+        const existing = connections[index]
+        if (existing !== undefined) return Effect.succeed(existing)
+        const deferred = Deferred.makeUnsafe<MockConnection>()
+        waiters.push({ index, deferred })
+        return Deferred.await(deferred)
+      })
+
+    const latest: Effect.Effect<MockConnection> = Effect.suspend(() =>
+      connections.length > 0
+        ? Effect.succeed(connections[connections.length - 1])
+        : Effect.andThen(Deferred.await(opened), latest)
+    )
+
+    return Context.make(Transport.Transport, transport).pipe(
+      Context.add(
+        MockTransport,
+        MockTransport.of({ connections: Effect.sync(() => connections.slice()), connection, latest })
+      )
+    )
+  }))
+
+const parseJson = (line: string): Option.Option<unknown> => {
+  try {
+    return Option.some(JSON.parse(line))
+  } catch {
+    return Option.none()
+  }
+}
