@@ -1,0 +1,187 @@
+/**
+ * NDJSON framing: turns a byte stream, cut into chunks anywhere, into {@link Transport.Line}s.
+ *
+ * Lines are split on the newline byte, which never occurs inside a multi-byte UTF-8 sequence, so a character cut
+ * across two chunks is reassembled before it is decoded. A line is decoded once, when it is complete; a partial line
+ * is kept as the list of chunk slices that hold it (no concatenation per chunk). A line longer than `maxLineBytes`
+ * is not buffered: its bytes are counted and dropped until the next newline, and a {@link Transport.Line} `TooLong`
+ * marker is emitted in its place. Empty lines are skipped.
+ *
+ * @since 0.1.0
+ */
+import * as Transport from "@tether/core/Transport"
+import { Buffer } from "node:buffer"
+
+/**
+ * The default maximum line length: 16 MiB.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultMaxLineBytes = 16 * 1024 * 1024
+
+/**
+ * How many bytes of an oversized line are kept (decoded) as the marker's `prefix`.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const tooLongPrefixBytes = 256
+
+/**
+ * Options of a {@link LineSplitter}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options {
+  /** Lines longer than this (in bytes, without the newline) are dropped and reported as `TooLong`. */
+  readonly maxLineBytes?: number | undefined
+}
+
+/**
+ * A stateful NDJSON splitter. Feed it chunks in order; it appends the complete lines to `out`.
+ *
+ * @example
+ * ```ts
+ * import { Framing } from "@tether/transport-node"
+ *
+ * const splitter = Framing.makeSplitter()
+ * const out: Array<Transport.Line> = []
+ * splitter.push(new TextEncoder().encode('{"a":1}\n{"b"'), out) // out: [Text {"a":1}]
+ * splitter.push(new TextEncoder().encode(":2}\n"), out) // out: [Text {"a":1}, Text {"b":2}]
+ * ```
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface LineSplitter {
+  /** Splits a chunk, appending the lines it completes to `out`. */
+  readonly push: (chunk: Uint8Array, out: Array<Transport.Line>) => void
+  /** Ends the input: a final line without a newline is appended to `out`. */
+  readonly end: (out: Array<Transport.Line>) => void
+}
+
+const NEWLINE = 10
+
+const toBuffer = (chunk: Uint8Array): Buffer =>
+  Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+
+/**
+ * Creates a {@link LineSplitter}.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeSplitter = (options?: Options): LineSplitter => {
+  const limit = options?.maxLineBytes ?? defaultMaxLineBytes
+  // The partial line: slices of the chunks that hold it, and their total length.
+  let pending: Array<Buffer> = []
+  let pendingBytes = 0
+  // While a line exceeds the limit, its bytes are only counted.
+  let discarding = false
+  let discardedBytes = 0
+  let discardedPrefix = ""
+
+  const prefixOf = (parts: ReadonlyArray<Buffer>): string => {
+    const bytes: Array<Buffer> = []
+    let taken = 0
+    for (const part of parts) {
+      if (taken >= tooLongPrefixBytes) break
+      const slice = part.subarray(0, tooLongPrefixBytes - taken)
+      bytes.push(slice)
+      taken += slice.length
+    }
+    // A character cut at the end of the prefix decodes as U+FFFD: drop it.
+    return Buffer.concat(bytes, taken).toString("utf8").replace(/\uFFFD+$/, "")
+  }
+
+  const startDiscarding = (head: Buffer) => {
+    pending.push(head)
+    discardedPrefix = prefixOf(pending)
+    discardedBytes = pendingBytes + head.length
+    discarding = true
+    pending = []
+    pendingBytes = 0
+  }
+
+  const tooLong = (length: number, prefix: string) => Transport.Line.TooLong({ length, limit, prefix })
+
+  const partial = (chunk: Buffer, start: number, end: number) => {
+    const length = end - start
+    if (discarding) {
+      discardedBytes += length
+    } else if (pendingBytes + length > limit) {
+      startDiscarding(chunk.subarray(start, end))
+    } else if (length > 0) {
+      pending.push(chunk.subarray(start, end))
+      pendingBytes += length
+    }
+  }
+
+  const complete = (chunk: Buffer, start: number, end: number, out: Array<Transport.Line>) => {
+    const length = end - start
+    if (discarding) {
+      out.push(tooLong(discardedBytes + length, discardedPrefix))
+      discarding = false
+      discardedBytes = 0
+      discardedPrefix = ""
+      return
+    }
+    if (pendingBytes === 0) {
+      if (length > limit) {
+        out.push(tooLong(length, prefixOf([chunk.subarray(start, end)])))
+      } else if (length > 0) {
+        out.push(Transport.Line.Text({ text: chunk.toString("utf8", start, end) }))
+      }
+      return
+    }
+    const total = pendingBytes + length
+    if (total > limit) {
+      pending.push(chunk.subarray(start, end))
+      out.push(tooLong(total, prefixOf(pending)))
+    } else {
+      pending.push(chunk.subarray(start, end))
+      out.push(Transport.Line.Text({ text: Buffer.concat(pending, total).toString("utf8") }))
+    }
+    pending = []
+    pendingBytes = 0
+  }
+
+  return {
+    push: (input, out) => {
+      const chunk = toBuffer(input)
+      const size = chunk.length
+      let start = 0
+      while (start < size) {
+        const newline = chunk.indexOf(NEWLINE, start)
+        if (newline === -1) {
+          partial(chunk, start, size)
+          return
+        }
+        complete(chunk, start, newline, out)
+        start = newline + 1
+      }
+    },
+    end: (out) => {
+      if (discarding || pendingBytes > 0) {
+        complete(Buffer.alloc(0), 0, 0, out)
+      }
+    }
+  }
+}
+
+/**
+ * Splits a whole sequence of chunks at once (the input ends after the last chunk). Handy in tests and for
+ * recorded transcripts.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const split = (chunks: Iterable<Uint8Array>, options?: Options): Array<Transport.Line> => {
+  const splitter = makeSplitter(options)
+  const out: Array<Transport.Line> = []
+  for (const chunk of chunks) splitter.push(chunk, out)
+  splitter.end(out)
+  return out
+}

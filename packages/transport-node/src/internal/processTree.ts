@@ -1,0 +1,232 @@
+/**
+ * Finds every process of a connection's tree from the operating system's process table, not from bookkeeping.
+ *
+ * A process belongs to the tree when any of these holds, evaluated again on every scan:
+ *
+ * - it is the root (the CLI) and Node has not reaped it;
+ * - its parent is a live member (descendants, found while their parents live);
+ * - its session id or process group id is the pid of a member, alive or dead (the CLI's own session, and the
+ *   sessions of `setsid` descendants such as the Bash tool's shell). A pid that is still in use as a session or
+ *   group id is never reused by the kernel, so a dead member's pid keeps identifying its session's survivors;
+ * - (Linux) its environment carries the connection's marker variable. The environment block is read from
+ *   `/proc/<pid>/environ`, which is inherited across `fork`, `setsid` and re-parenting, so it finds orphans whose
+ *   parent already exited (re-parented to PID 1 or a subreaper).
+ *
+ * Members are identified by pid and start time, so a pid reused by an unrelated process is not mistaken for a
+ * member. Zombies are members but not alive: they are never signalled and never waited for.
+ *
+ * Not found: a descendant that clears its environment, leaves the session, and whose parent exited before the
+ * scan. Only a cgroup or a PID namespace would contain that one.
+ */
+import { execFileSync } from "node:child_process"
+import * as Fs from "node:fs"
+
+/** @internal */
+export interface ProcessInfo {
+  readonly pid: number
+  readonly ppid: number
+  readonly pgid: number
+  /** -1 where the platform does not report it. */
+  readonly sid: number
+  readonly zombie: boolean
+  /** Start time, as the platform reports it: with the pid, the identity of a process. */
+  readonly start: string
+}
+
+/** @internal */
+export type Backend = "proc" | "ps"
+
+/** @internal */
+export const defaultBackend: Backend | undefined = process.platform === "linux"
+  ? "proc"
+  : process.platform === "win32"
+  ? undefined
+  : "ps"
+
+/** @internal */
+export const parseStat = (pid: number, stat: string): ProcessInfo | undefined => {
+  // `comm` is in parentheses and may contain spaces and parentheses: the fields start after the last ")".
+  const close = stat.lastIndexOf(")")
+  if (close === -1) return undefined
+  const fields = stat.slice(close + 2).split(" ")
+  const state = fields[0]
+  return {
+    pid,
+    ppid: Number(fields[1]),
+    pgid: Number(fields[2]),
+    sid: Number(fields[3]),
+    zombie: state === "Z" || state === "X" || state === "x",
+    start: fields[19] ?? ""
+  }
+}
+
+/** @internal */
+export const readStat = (pid: number): ProcessInfo | undefined => {
+  try {
+    return parseStat(pid, Fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
+  } catch {
+    return undefined
+  }
+}
+
+const readProc = (): Map<number, ProcessInfo> => {
+  const table = new Map<number, ProcessInfo>()
+  for (const name of Fs.readdirSync("/proc")) {
+    const code = name.charCodeAt(0)
+    if (code < 48 || code > 57) continue
+    const pid = Number(name)
+    const info = readStat(pid)
+    if (info !== undefined) table.set(pid, info)
+  }
+  return table
+}
+
+const readPs = (): Map<number, ProcessInfo> => {
+  const table = new Map<number, ProcessInfo>()
+  let output: string
+  try {
+    output = execFileSync("ps", ["-A", "-o", "pid=,ppid=,pgid=,stat=,lstart="], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+      timeout: 2_000
+    })
+  } catch {
+    return table
+  }
+  for (const line of output.split("\n")) {
+    const parts = line.trim().split(/\s+/)
+    if (parts.length < 5) continue
+    const pid = Number(parts[0])
+    table.set(pid, {
+      pid,
+      ppid: Number(parts[1]),
+      pgid: Number(parts[2]),
+      sid: -1,
+      zombie: parts[3].startsWith("Z"),
+      start: parts.slice(4).join(" ")
+    })
+  }
+  return table
+}
+
+/** @internal */
+export const readTable = (backend: Backend): Map<number, ProcessInfo> => backend === "proc" ? readProc() : readPs()
+
+/** @internal */
+export const environHas = (pid: number, entry: Buffer): boolean => {
+  let environ: Buffer
+  try {
+    environ = Fs.readFileSync(`/proc/${pid}/environ`)
+  } catch {
+    return false
+  }
+  // `entry` is "\0NAME=value\0"; the first variable has no leading NUL.
+  return environ.indexOf(entry) !== -1 || environ.subarray(0, entry.length - 1).equals(entry.subarray(1))
+}
+
+/** @internal */
+export interface Tree {
+  /** Reads the process table and returns the live (non-zombie) members, the root included while it lives. */
+  readonly scan: () => ReadonlyArray<ProcessInfo>
+}
+
+/** @internal */
+export const make = (options: {
+  readonly backend: Backend
+  readonly rootPid: number
+  /** True once Node has reaped the root: from then on its pid may be reused. */
+  readonly rootReaped: () => boolean
+  /** `NAME=value` of the marker variable injected into the root's environment (Linux). */
+  readonly marker: string | undefined
+}): Tree => {
+  const { backend, rootPid } = options
+  const entry = options.marker === undefined ? undefined : Buffer.from(`\0${options.marker}\0`)
+  const excluded = new Set([process.pid, process.ppid, 0, 1])
+  // pid -> start time of every live member seen so far.
+  const members = new Map<number, string>()
+  // pids of members, alive or dead: processes in their session or group belong to the tree.
+  const leaders = new Set<number>([rootPid])
+  // `${pid}:${start}` -> whether the marker is in the environment; the environment of a process is read once.
+  const marked = new Map<string, boolean>()
+
+  const hasMarker = (info: ProcessInfo): boolean => {
+    if (entry === undefined || backend !== "proc") return false
+    const key = `${info.pid}:${info.start}`
+    let found = marked.get(key)
+    if (found === undefined) {
+      found = environHas(info.pid, entry)
+      marked.set(key, found)
+    }
+    return found
+  }
+
+  const scan = (): ReadonlyArray<ProcessInfo> => {
+    const table = readTable(backend)
+    // Members that died, or whose pid now names another process, are no longer members.
+    for (const [pid, start] of members) {
+      const info = table.get(pid)
+      if (info === undefined || info.start !== start) members.delete(pid)
+    }
+    if (!options.rootReaped()) {
+      const root = table.get(rootPid)
+      if (root !== undefined) members.set(rootPid, root.start)
+    }
+    // A leader pid that names a process which is not that member was reused: nothing of ours uses it any more.
+    for (const pid of leaders) {
+      const info = table.get(pid)
+      if (info !== undefined && members.get(pid) !== info.start) leaders.delete(pid)
+    }
+
+    const byParent = new Map<number, Array<ProcessInfo>>()
+    const byGroup = new Map<number, Array<ProcessInfo>>()
+    const index = (map: Map<number, Array<ProcessInfo>>, key: number, info: ProcessInfo) => {
+      const list = map.get(key)
+      if (list === undefined) map.set(key, [info])
+      else list.push(info)
+    }
+    const work: Array<number> = []
+    const admit = (info: ProcessInfo) => {
+      if (excluded.has(info.pid) || members.has(info.pid)) return
+      members.set(info.pid, info.start)
+      leaders.add(info.pid)
+      work.push(info.pid)
+    }
+    for (const info of table.values()) {
+      index(byParent, info.ppid, info)
+      index(byGroup, info.pgid, info)
+      if (info.sid !== info.pgid && info.sid !== -1) index(byGroup, info.sid, info)
+    }
+    for (const info of table.values()) {
+      if (!info.zombie && !members.has(info.pid) && hasMarker(info)) admit(info)
+    }
+    work.push(...members.keys(), ...leaders)
+    while (work.length > 0) {
+      const pid = work.pop()!
+      const children = byParent.get(pid)
+      // ppid links count only from a live member: a dead member's pid may already name another process.
+      if (children !== undefined && members.has(pid)) { for (const child of children) admit(child) }
+      const group = byGroup.get(pid)
+      if (group !== undefined && leaders.has(pid)) { for (const info of group) admit(info) }
+    }
+
+    const alive: Array<ProcessInfo> = []
+    for (const pid of members.keys()) {
+      const info = table.get(pid)
+      if (info !== undefined && !info.zombie) alive.push(info)
+    }
+    return alive
+  }
+
+  return { scan }
+}
+
+/** Sends a signal to each process, ignoring the ones that are already gone. @internal */
+export const signalAll = (processes: ReadonlyArray<ProcessInfo>, signal: NodeJS.Signals): void => {
+  for (const info of processes) {
+    try {
+      process.kill(info.pid, signal)
+    } catch {
+      // ESRCH: it exited in between; EPERM: not ours to signal.
+    }
+  }
+}

@@ -1,0 +1,126 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Transport } from "@tether/core"
+import { Framing } from "@tether/transport-node"
+import { Effect } from "effect"
+
+const encode = (text: string) => new TextEncoder().encode(text)
+
+const texts = (lines: ReadonlyArray<Transport.Line>) =>
+  lines.map((line) => line._tag === "Text" ? line.text : `<too long ${line.length}>`)
+
+/** Cuts `bytes` at every given offset. */
+const cut = (bytes: Uint8Array, offsets: ReadonlyArray<number>): Array<Uint8Array> => {
+  const chunks: Array<Uint8Array> = []
+  let start = 0
+  for (const offset of [...offsets].sort((a, b) => a - b)) {
+    chunks.push(bytes.subarray(start, offset))
+    start = offset
+  }
+  chunks.push(bytes.subarray(start))
+  return chunks
+}
+
+describe("Framing", () => {
+  it.effect("splits lines and keeps the final line without a newline", () =>
+    Effect.sync(() => {
+      const lines = Framing.split([encode("{\"a\":1}\n{\"b\":2}\n{\"c\":3}")])
+      assert.deepStrictEqual(texts(lines), ["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"])
+    }))
+
+  it.effect("gives the same lines whatever the chunk boundaries, multi-byte characters included", () =>
+    Effect.sync(() => {
+      const input =
+        "{\"t\":\"héllo wörld\"}\n{\"t\":\"日本語のテキスト\"}\n{\"t\":\"emoji 🎉🚀 done\"}\n\n{\"t\":\"last\"}\n"
+      const bytes = encode(input)
+      const expected = [
+        "{\"t\":\"héllo wörld\"}",
+        "{\"t\":\"日本語のテキスト\"}",
+        "{\"t\":\"emoji 🎉🚀 done\"}",
+        "{\"t\":\"last\"}"
+      ]
+      // Every single cut position, and every pair of cut positions, including inside each multi-byte sequence.
+      for (let i = 0; i <= bytes.length; i++) {
+        assert.deepStrictEqual(texts(Framing.split(cut(bytes, [i]))), expected, `cut at ${i}`)
+        for (let j = i; j <= bytes.length; j += 3) {
+          assert.deepStrictEqual(texts(Framing.split(cut(bytes, [i, j]))), expected, `cuts at ${i}, ${j}`)
+        }
+      }
+      // One byte at a time.
+      const bytewise = Array.from(bytes, (byte) => Uint8Array.of(byte))
+      assert.deepStrictEqual(texts(Framing.split(bytewise)), expected)
+    }))
+
+  it.effect("emits a line as soon as its newline arrives, not at the end of input", () =>
+    Effect.sync(() => {
+      const splitter = Framing.makeSplitter()
+      const out: Array<Transport.Line> = []
+      splitter.push(encode("{\"a\":"), out)
+      assert.strictEqual(out.length, 0)
+      splitter.push(encode("1}\n{\"b\""), out)
+      assert.deepStrictEqual(texts(out), ["{\"a\":1}"])
+      splitter.end(out)
+      assert.deepStrictEqual(texts(out), ["{\"a\":1}", "{\"b\""])
+    }))
+
+  it.effect("passes a line of several MiB through, across 64 KiB chunks", () =>
+    Effect.sync(() => {
+      const giant = JSON.stringify({ text: "é".repeat(1_500_000) }) // ~3 MiB of UTF-8
+      const bytes = encode(`${giant}\n{"after":true}\n`)
+      const chunks: Array<Uint8Array> = []
+      for (let i = 0; i < bytes.length; i += 65_536 + 1) chunks.push(bytes.subarray(i, i + 65_536 + 1))
+      const lines = Framing.split(chunks)
+      assert.strictEqual(lines.length, 2)
+      assert.strictEqual(lines[0]._tag, "Text")
+      assert.strictEqual(lines[0]._tag === "Text" && lines[0].text, giant)
+      assert.deepStrictEqual(texts(lines.slice(1)), ["{\"after\":true}"])
+    }))
+
+  it.effect("drops a line past the limit, reports it, and goes on with the next line", () =>
+    Effect.sync(() => {
+      const limit = 1024
+      const long = `{"x":"${"é".repeat(2000)}"}` // 4010 bytes
+      const longBytes = encode(long).length
+      const bytes = encode(`{"before":1}\n${long}\n{"after":2}\n`)
+      for (const size of [1, 7, 100, 1000, 1025, 5000]) {
+        const chunks: Array<Uint8Array> = []
+        for (let i = 0; i < bytes.length; i += size) chunks.push(bytes.subarray(i, i + size))
+        const lines = Framing.split(chunks, { maxLineBytes: limit })
+        assert.strictEqual(lines.length, 3, `chunk size ${size}`)
+        assert.deepStrictEqual(texts([lines[0], lines[2]]), ["{\"before\":1}", "{\"after\":2}"])
+        const marker = lines[1]
+        assert.strictEqual(marker._tag, "TooLong")
+        if (marker._tag === "TooLong") {
+          assert.strictEqual(marker.length, longBytes)
+          assert.strictEqual(marker.limit, limit)
+          assert.isTrue(marker.prefix.startsWith("{\"x\":\"éé"))
+          assert.isAtMost(new TextEncoder().encode(marker.prefix).length, Framing.tooLongPrefixBytes)
+          assert.isFalse(marker.prefix.includes("\uFFFD"))
+        }
+      }
+    }))
+
+  it.effect("a line of exactly the limit passes; one byte more does not", () =>
+    Effect.sync(() => {
+      const exact = "a".repeat(100)
+      const lines = Framing.split([encode(`${exact}\n${exact}b\n`)], { maxLineBytes: 100 })
+      assert.deepStrictEqual(texts(lines), [exact, "<too long 101>"])
+    }))
+
+  it.effect("an oversized final line without a newline is reported at the end", () =>
+    Effect.sync(() => {
+      const lines = Framing.split([encode("ok\n"), encode("x".repeat(50)), encode("y".repeat(50))], {
+        maxLineBytes: 60
+      })
+      assert.deepStrictEqual(texts(lines), ["ok", "<too long 100>"])
+    }))
+
+  it.effect("counts the whole length of a dropped line across many chunks", () =>
+    Effect.sync(() => {
+      const splitter = Framing.makeSplitter({ maxLineBytes: 1024 })
+      const out: Array<Transport.Line> = []
+      const chunk = new Uint8Array(65_536).fill(120)
+      for (let i = 0; i < 160; i++) splitter.push(chunk, out)
+      splitter.push(encode("\nnext\n"), out)
+      assert.deepStrictEqual(texts(out), [`<too long ${160 * 65_536}>`, "next"])
+    }))
+})

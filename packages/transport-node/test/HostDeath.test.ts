@@ -1,0 +1,105 @@
+/**
+ * What happens to a session's processes when its host dies. Each test runs a real host program
+ * (`fixtures/host.ts`, Node 24) as a child process and looks at /proc for the session's marker afterwards.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Data, Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { fakeClaudePath, marked, newMark, waitUntil } from "./utils.ts"
+
+const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
+
+// fake-claude + 2 sleeping grandchildren + setsid shell and its sleep + the daemon's sleep.
+const treeSize = 6
+
+class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
+
+const startHost = (runner: "runMain" | "runPromise", watchdog: boolean, mark: string) =>
+  Effect.acquireRelease(
+    Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
+      const host = ChildProcess.spawn(
+        process.execPath,
+        [hostScript, runner, watchdog ? "watchdog" : "no-watchdog", mark, fakeClaudePath],
+        { stdio: ["ignore", "pipe", "inherit"] }
+      )
+      host.stdout.setEncoding("utf8")
+      host.stdout.once("data", (data: string) =>
+        data.startsWith("ready") ? resume(Effect.succeed(host)) : resume(Effect.fail(new HostFailed({ reason: data }))))
+      host.once("error", (error) =>
+        resume(Effect.fail(new HostFailed({ reason: error.message }))))
+    }),
+    (host) =>
+      Effect.sync(() => host.kill("SIGKILL"))
+  )
+
+const exited = (host: ChildProcess.ChildProcess) =>
+  Effect.callback<number | null>((resume) => {
+    if (host.exitCode !== null || host.signalCode !== null) return resume(Effect.succeed(host.exitCode))
+    host.once("exit", (code) => resume(Effect.succeed(code)))
+  })
+
+/** Kills whatever a test deliberately left behind, so that nothing outlives the suite. */
+const cleanup = (mark: string) =>
+  Effect.sync(() => {
+    for (const proc of marked(mark)) {
+      try {
+        process.kill(proc.pid, "SIGKILL")
+      } catch {
+        // already gone
+      }
+    }
+  })
+
+describe("host death", () => {
+  it.live("a host under NodeRuntime.runMain that receives SIGTERM tears its whole tree down", () => {
+    const mark = newMark()
+    return Effect.gen(function*() {
+      // No watchdog: the finalizers alone must do it.
+      const host = yield* startHost("runMain", false, mark)
+      yield* waitUntil("the session's tree", () => marked(mark).length === treeSize)
+      host.kill("SIGTERM")
+      yield* exited(host).pipe(Effect.timeout("5 seconds"))
+      // The host exits only after its finalizers ran: nothing is left at that moment.
+      assert.deepStrictEqual(marked(mark), [])
+    }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
+  })
+
+  it.live("a host killed with SIGKILL: the watchdog tears the tree down", () => {
+    const mark = newMark()
+    return Effect.gen(function*() {
+      const host = yield* startHost("runPromise", true, mark)
+      yield* waitUntil("the session's tree", () => marked(mark).length === treeSize)
+      host.kill("SIGKILL")
+      yield* exited(host)
+      // termGrace (300 ms) after the watchdog sees the pipe close, then SIGKILL for what ignored SIGTERM.
+      yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 3_000)
+    }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
+  })
+
+  it.live("a host under Effect.runPromise that receives SIGTERM: the watchdog tears the tree down", () => {
+    const mark = newMark()
+    return Effect.gen(function*() {
+      const host = yield* startHost("runPromise", true, mark)
+      yield* waitUntil("the session's tree", () => marked(mark).length === treeSize)
+      host.kill("SIGTERM")
+      yield* exited(host)
+      yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 3_000)
+    }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
+  })
+
+  it.live("without the watchdog, a host under Effect.runPromise that receives SIGTERM leaves its tree running", () => {
+    const mark = newMark()
+    return Effect.gen(function*() {
+      const host = yield* startHost("runPromise", false, mark)
+      yield* waitUntil("the session's tree", () => marked(mark).length === treeSize)
+      host.kill("SIGTERM")
+      yield* exited(host)
+      yield* Effect.sleep("500 millis")
+      // This is the documented limit (capabilities: diesWithHost = false without the watchdog). The CLI itself
+      // exits on the stdin EOF its host's death causes; its descendants do not.
+      const sleepers = marked(mark).filter((proc) => proc.args.startsWith("sleep"))
+      assert.strictEqual(sleepers.length, 4)
+    }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
+  })
+})

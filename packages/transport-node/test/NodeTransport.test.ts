@@ -1,0 +1,292 @@
+import { assert, describe, it } from "@effect/vitest"
+import { TetherError, Transport } from "@tether/core"
+import { NodeTransport } from "@tether/transport-node"
+import { Duration, Effect, Exit, Fiber, Option, Redacted, Scope, Stream } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { fakeClaudePath, fakeSpec, initialize, isAlive, marked, newMark, userMessage, waitUntil } from "./utils.ts"
+
+const termGrace = { termGrace: Duration.millis(300) }
+
+const TransportLive = NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false })
+
+const open = (spec: Transport.LaunchSpec) =>
+  Effect.flatMap(Transport.Transport, (transport) => transport.open(spec, termGrace))
+
+const json = (line: Transport.Line): Record<string, unknown> => {
+  assert.strictEqual(line._tag, "Text")
+  return JSON.parse(line._tag === "Text" ? line.text : "null")
+}
+
+/** Reads frames until one satisfies `done` (inclusive). */
+const readUntil = (connection: Transport.Connection, done: (frame: Record<string, unknown>) => boolean) =>
+  connection.stdout.pipe(
+    Stream.map(json),
+    Stream.takeUntil(done),
+    Stream.runCollect
+  )
+
+const spawnErrorOf = <A>(effect: Effect.Effect<A, TetherError.SpawnError, Scope.Scope | Transport.Transport>) =>
+  effect.pipe(Effect.scoped, Effect.flip, Effect.provide(TransportLive))
+
+describe("NodeTransport", () => {
+  it.live("runs a turn over stream-json: frames arrive in order, as lines", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      const connection = yield* open(fakeSpec(mark, {}, {
+        args: ["--input-format", "stream-json", "--replay-user-messages", "--include-partial-messages"]
+      }))
+      assert.isTrue(Option.isSome(connection.pid))
+      yield* connection.write(initialize)
+      yield* connection.write(userMessage("Say hello", "uuid-1"))
+      const frames = yield* readUntil(connection, (frame) =>
+        frame.type === "command_lifecycle" && frame.state === "completed")
+      const kinds = frames.map((frame) =>
+        frame.subtype === undefined ? String(frame.type) : `${frame.type}/${frame.subtype}`
+      )
+      assert.deepStrictEqual(kinds.slice(0, 5), [
+        "control_response",
+        "command_lifecycle",
+        "command_lifecycle",
+        "system/init",
+        "system/status"
+      ])
+      assert.strictEqual(frames[1].command_uuid, "uuid-1")
+      const replay = frames.find((frame) =>
+        frame.type === "user"
+      )
+      assert.strictEqual(replay?.uuid, "uuid-1")
+      assert.strictEqual(replay?.isReplay, true)
+      assert.isTrue(kinds.includes("stream_event"))
+      const result = frames.find((frame) => frame.type === "result")
+      assert.strictEqual(result?.subtype, "success")
+      assert.strictEqual(result?.result, "Hello from fake-claude #1: Say hello")
+      // A result does not end the process.
+      assert.isTrue(Option.isNone(yield* connection.exitStatus))
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("keeps stdout until it is read: lines written before the consumer subscribes are not lost", () =>
+    Effect.gen(function*() {
+      const connection = yield* open(fakeSpec(newMark(), {}))
+      yield* connection.write(initialize)
+      yield* Effect.sleep(Duration.millis(200))
+      const first = yield* Stream.runHead(connection.stdout)
+      assert.strictEqual(Option.isSome(first) && json(first.value).type, "control_response")
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("stdin EOF: the CLI exits 0, stdout ends, and the exit status is kept", () =>
+    Effect.gen(function*() {
+      const connection = yield* open(fakeSpec(newMark(), {}))
+      yield* connection.write(initialize)
+      yield* connection.endInput
+      yield* connection.endInput
+      const lines = yield* Stream.runCollect(connection.stdout)
+      assert.strictEqual(lines.length, 1)
+      const status = yield* connection.exit
+      assert.deepStrictEqual(status, Transport.ExitStatus.Exited({ code: 0 }))
+      assert.deepStrictEqual(yield* connection.exitStatus, Option.some(status))
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("a crash mid-turn: exit code, stderr tail, and writes afterwards fail with TransportWriteError", () =>
+    Effect.gen(function*() {
+      const connection = yield* open(fakeSpec(newMark(), { modes: ["crash-mid-turn"], exitCode: 7 }))
+      yield* connection.write(userMessage("boom"))
+      const status = yield* connection.exit
+      assert.deepStrictEqual(status, Transport.ExitStatus.Exited({ code: 7 }))
+      assert.include(yield* connection.stderrTail, "crashing mid-turn")
+      const error = yield* Effect.flip(
+        Effect.gen(function*() {
+          // The first write after the exit may still reach the dead pipe's buffer; EPIPE follows at once.
+          for (let i = 0; i < 20; i++) {
+            yield* connection.write(userMessage("again"))
+            yield* Effect.sleep(Duration.millis(10))
+          }
+        })
+      )
+      assert.strictEqual(error._tag, "TransportWriteError")
+      assert.isTrue(error.deliveryUncertain)
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("a signal exit is reported as Signaled", () =>
+    Effect.gen(function*() {
+      const connection = yield* open(fakeSpec(newMark(), {}))
+      const pid = Option.getOrThrow(connection.pid)
+      process.kill(pid, "SIGKILL")
+      assert.deepStrictEqual(yield* connection.exit, Transport.ExitStatus.Signaled({ signal: "SIGKILL" }))
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("write waits for the CLI to take the bytes (backpressure)", () =>
+    Effect.gen(function*() {
+      // `sleep` never reads its stdin: once the pipe is full, a write cannot complete.
+      const connection = yield* open({
+        program: "sleep",
+        args: ["1000"],
+        cwd: Option.none(),
+        env: { mode: "inherit", set: {}, unset: [] }
+      })
+      const line = "x".repeat(1024 * 1024)
+      const first = yield* Effect.timeoutOption(connection.write(line), Duration.millis(500))
+      assert.isTrue(Option.isNone(first), "a 1 MiB write into a pipe nobody reads must stay pending")
+      // Teardown fails the pending write rather than leaving it hanging.
+      const pending = yield* Effect.forkChild(connection.write(line))
+      process.kill(Option.getOrThrow(connection.pid), "SIGKILL")
+      const exit = yield* Fiber.await(pending)
+      assert.isTrue(Exit.isFailure(exit))
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("stderr is always drained and only a bounded tail is kept", () =>
+    Effect.gen(function*() {
+      const connection = yield* open(fakeSpec(newMark(), { modes: ["stderr-flood"] }))
+      yield* Effect.sleep(Duration.millis(300))
+      // The CLI is not blocked on its stderr: a turn still completes.
+      yield* connection.write(userMessage("still there?"))
+      const frames = yield* readUntil(connection, (frame) => frame.type === "result")
+      assert.strictEqual(frames.at(-1)?.type, "result")
+      const tail = yield* connection.stderrTail
+      assert.isAtMost(Buffer.byteLength(tail), NodeTransport.defaultStderrTailBytes)
+      assert.isAbove(tail.length, 1024)
+      assert.match(tail, /x+\n$/)
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("a line of 3 MiB arrives whole under the default limit", () =>
+    Effect.gen(function*() {
+      const connection = yield* open(fakeSpec(newMark(), { modes: ["giant-line"], giantBytes: 3 * 1024 * 1024 }))
+      yield* connection.write(userMessage("big"))
+      const frames = yield* readUntil(connection, (frame) => frame.type === "result")
+      const giant = frames.find((frame) => frame.type === "assistant") as {
+        message: { content: Array<{ text: string }> }
+      }
+      assert.strictEqual(giant.message.content[0].text.length, 3 * 1024 * 1024)
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("a line past maxLineBytes becomes a TooLong marker and the stream goes on", () =>
+    Effect.gen(function*() {
+      const connection = yield* open(fakeSpec(newMark(), { modes: ["giant-line"], giantBytes: 2 * 1024 * 1024 }))
+      yield* connection.write(userMessage("big"))
+      const lines = yield* connection.stdout.pipe(
+        Stream.takeUntil((line) => line._tag === "Text" && line.text.includes("\"type\":\"result\"")),
+        Stream.runCollect
+      )
+      const markers = lines.filter((line) => line._tag === "TooLong")
+      assert.strictEqual(markers.length, 1)
+      const marker = markers[0]
+      if (marker._tag === "TooLong") {
+        assert.strictEqual(marker.limit, 1024 * 1024)
+        assert.isAbove(marker.length, 2 * 1024 * 1024)
+        assert.isTrue(marker.prefix.startsWith("{\"type\":\"assistant\""))
+      }
+      assert.isTrue(lines.at(-1)?._tag === "Text")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(NodeTransport.layer({ executables: { claude: fakeClaudePath }, maxLineBytes: 1024 * 1024 }))
+    ))
+
+  it.live("environment: inherit or clean, set (Redacted revealed to the child), unset, and the marker", () =>
+    Effect.gen(function*() {
+      const readEnv = (environment: Transport.Environment) =>
+        Effect.gen(function*() {
+          const connection = yield* open({ program: "env", args: [], cwd: Option.none(), env: environment })
+          const lines = yield* Stream.runCollect(connection.stdout)
+          return new Map(lines.map((line) => {
+            const text = line._tag === "Text" ? line.text : ""
+            const at = text.indexOf("=")
+            return [text.slice(0, at), text.slice(at + 1)] as const
+          }))
+        }).pipe(Effect.scoped)
+
+      process.env.TETHER_TEST_INHERITED = "from-host"
+      const inherited = yield* readEnv({
+        mode: "inherit",
+        set: { SECRET: Redacted.make("s3cret"), PLAIN: "plain" },
+        unset: ["TETHER_TEST_INHERITED_NOT_SET", "PLAIN"]
+      })
+      assert.strictEqual(inherited.get("TETHER_TEST_INHERITED"), "from-host")
+      assert.strictEqual(inherited.get("SECRET"), "s3cret")
+      assert.isFalse(inherited.has("PLAIN"))
+      assert.match(inherited.get(NodeTransport.markerVariable) ?? "", /^[0-9a-f-]{36}$/)
+
+      const clean = yield* readEnv({ mode: "clean", set: { ONLY: "this" }, unset: [] })
+      delete process.env.TETHER_TEST_INHERITED
+      const expected = ["ONLY", "PATH", NodeTransport.markerVariable]
+      if (process.env.HOME !== undefined) expected.push("HOME")
+      assert.deepStrictEqual([...clean.keys()].sort(), expected.sort())
+    }).pipe(Effect.provide(TransportLive)))
+
+  it.live("a missing executable is ExecutableNotFound, naming the places searched, safe to fall back", () =>
+    Effect.gen(function*() {
+      const error = yield* spawnErrorOf(open({
+        program: "tether-no-such-program",
+        args: [],
+        cwd: Option.none(),
+        env: { mode: "inherit", set: {}, unset: [] }
+      }))
+      assert.strictEqual(error._tag, "ExecutableNotFound")
+      assert.isTrue(error.safeToFallback)
+      assert.isTrue(error.safeToRequeue)
+      if (error._tag === "ExecutableNotFound") {
+        assert.isTrue(error.searched.some((place) => place.includes("TETHER_TETHER_NO_SUCH_PROGRAM_PATH")))
+        assert.isTrue(error.searched.some((place) => place.startsWith("PATH")))
+      }
+    }))
+
+  it.live("the OS refusing to start the process is SpawnFailed (safe to fall back)", () =>
+    Effect.gen(function*() {
+      // A single argument above the kernel's MAX_ARG_STRLEN: execve fails with E2BIG.
+      const error = yield* spawnErrorOf(open(fakeSpec(newMark(), {}, { args: ["x".repeat(200_000)] })))
+      assert.strictEqual(error._tag, "SpawnFailed")
+      assert.include(error.message, "E2BIG")
+      assert.isTrue(error.safeToFallback)
+
+      const missingCwd = yield* spawnErrorOf(open({ ...fakeSpec(newMark(), {}), cwd: Option.some("/no/such/dir") }))
+      assert.strictEqual(missingCwd._tag, "SpawnFailed")
+    }))
+
+  it.live("a Redacted value never reaches an error message", () =>
+    Effect.gen(function*() {
+      const error = yield* spawnErrorOf(open(fakeSpec(newMark(), {}, { set: { TOKEN: Redacted.make("top\0secret") } })))
+      assert.strictEqual(error._tag, "SpawnFailed")
+      assert.notInclude(error.message, "secret")
+      assert.include(error.message, "TOKEN")
+    }))
+
+  it.live("runs in the requested cwd", () =>
+    Effect.gen(function*() {
+      const dir = Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-cwd-")))
+      const connection = yield* open({
+        program: "pwd",
+        args: [],
+        cwd: Option.some(dir),
+        env: { mode: "clean", set: {}, unset: [] }
+      })
+      const lines = yield* Stream.runCollect(connection.stdout)
+      assert.deepStrictEqual(lines, [Transport.Line.Text({ text: dir })])
+      Fs.rmSync(dir, { recursive: true })
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("the pid is the CLI's, in its own session", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      const connection = yield* open(fakeSpec(mark, {}))
+      const pid = Option.getOrThrow(connection.pid)
+      yield* waitUntil("the CLI", () => marked(mark).length === 1)
+      const [proc] = marked(mark)
+      assert.strictEqual(proc.pid, pid)
+      assert.strictEqual(proc.sid, pid)
+      assert.isTrue(isAlive(pid))
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.effect("capabilities are reported for this platform", () =>
+    Effect.sync(() => {
+      const withWatchdog = NodeTransport.capabilitiesFor({ watchdog: true })
+      const without = NodeTransport.capabilitiesFor({ watchdog: false })
+      assert.strictEqual(withWatchdog.name, `node/${process.platform}`)
+      assert.isFalse(without.diesWithHost)
+      if (process.platform === "linux") {
+        assert.isTrue(withWatchdog.killsDetachedDescendants)
+        assert.isTrue(withWatchdog.killsOrphanedDescendants)
+        assert.isTrue(withWatchdog.diesWithHost)
+      }
+      assert.deepStrictEqual(NodeTransport.capabilities, withWatchdog)
+    }))
+})
