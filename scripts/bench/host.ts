@@ -9,6 +9,8 @@ export interface TurnStats {
   readonly deltas: number
   /** Every message the host delivered to its consumer during the turn. */
   readonly messages: number
+  /** Messages the host's consumer was told it missed (Tether's lag markers); absent where a host cannot skip. */
+  readonly missed?: number
 }
 
 /** One live session. */
@@ -21,6 +23,8 @@ export interface HostSession {
 
 export interface Host {
   readonly name: string
+  /** One-time set-up that belongs with loading the library (Tether builds its transport layer), before any figure. */
+  readonly init?: () => Promise<void>
   /** Spawns the CLI and resolves once the host considers the session usable. */
   readonly open: () => Promise<HostSession>
 }

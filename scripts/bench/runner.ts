@@ -5,6 +5,9 @@
  *
  * Prints one line `BENCH_RESULT <json>` on stdout and exits; anything else on stdout is ignored by bench.ts.
  */
+import * as Fs from "node:fs"
+import * as Inspector from "node:inspector/promises"
+import * as Path from "node:path"
 import { prompt } from "./fake.ts"
 import type { Host, HostSession } from "./host.ts"
 import { mean, percentile } from "./stats.ts"
@@ -24,6 +27,26 @@ watchdog.unref()
 
 const now = () => performance.now()
 
+/**
+ * With `profile` (a file path) in the params, V8's CPU profiler (the one behind `node --cpu-prof`) records only the
+ * measured stretch, so start-up and module loading stay out of the profile.
+ */
+const profiled = async <A>(measure: () => Promise<A>): Promise<A> => {
+  const file = params.profile
+  if (typeof file !== "string") return measure()
+  const inspector = new Inspector.Session()
+  inspector.connect()
+  await inspector.post("Profiler.enable")
+  await inspector.post("Profiler.setSamplingInterval", { interval: num("profileIntervalUs", 200) })
+  await inspector.post("Profiler.start")
+  const result = await measure()
+  const { profile } = await inspector.post("Profiler.stop")
+  Fs.mkdirSync(Path.dirname(file), { recursive: true })
+  Fs.writeFileSync(file, JSON.stringify(profile))
+  inspector.disconnect()
+  return result
+}
+
 const collect = async () => {
   for (let i = 0; i < 4; i++) {
     globalThis.gc?.()
@@ -35,12 +58,16 @@ const throughput = async (host: Host) => {
   const frames = num("frames", 100_000)
   const session = await host.open()
   await session.turn(prompt(num("warmupFrames", 2_000)))
-  const start = now()
-  const stats = await session.turn(prompt(frames))
-  const ms = now() - start
+  const { stats, ms } = await profiled(async () => {
+    const start = now()
+    const stats = await session.turn(prompt(frames))
+    return { stats, ms: now() - start }
+  })
   await session.close()
-  if (stats.deltas !== frames) throw new Error(`saw ${stats.deltas} of ${frames} deltas`)
-  return { framesPerSecond: (frames / ms) * 1000, ms, deltas: stats.deltas, messages: stats.messages }
+  if (stats.deltas !== frames) {
+    throw new Error(`saw ${stats.deltas} of ${frames} deltas (${stats.missed ?? 0} events skipped by lag)`)
+  }
+  return { framesPerSecond: (frames / ms) * 1000, ms, ...stats }
 }
 
 const rtt = async (host: Host) => {
@@ -48,14 +75,16 @@ const rtt = async (host: Host) => {
   const session = await host.open()
   for (let i = 0; i < num("warmupTurns", 50); i++) await session.turn(prompt(1))
   const samples: Array<number> = []
-  const start = now()
-  for (let i = 0; i < turns; i++) {
-    const t0 = now()
-    const stats = await session.turn(prompt(1))
-    samples.push((now() - t0) * 1000)
-    if (stats.deltas !== 1) throw new Error(`turn ${i}: saw ${stats.deltas} deltas`)
-  }
-  const totalMs = now() - start
+  const totalMs = await profiled(async () => {
+    const start = now()
+    for (let i = 0; i < turns; i++) {
+      const t0 = now()
+      const stats = await session.turn(prompt(1))
+      samples.push((now() - t0) * 1000)
+      if (stats.deltas !== 1) throw new Error(`turn ${i}: saw ${stats.deltas} deltas`)
+    }
+    return now() - start
+  })
   await session.close()
   return {
     meanUs: mean(samples),
@@ -121,23 +150,42 @@ const memory = async (host: Host) => {
       heapPerSession: (usage.heapUsed - base.heapUsed) / level
     })
   }
+  // What a session keeps after real work: one larger turn on `busySessions` of them, measured against just before.
+  const busyFrames = num("busyFrames", 5_000)
+  const busy = sessions.slice(0, num("busySessions", 10))
+  const before = process.memoryUsage()
+  for (const session of busy) await session.turn(prompt(busyFrames))
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  await collect()
+  const after = process.memoryUsage()
+  const busyTurn = {
+    sessions: busy.length,
+    frames: busyFrames,
+    rssPerSession: (after.rss - before.rss) / busy.length,
+    heapPerSession: (after.heapUsed - before.heapUsed) / busy.length
+  }
   const t0 = now()
   await Promise.all(sessions.map((session) => session.close()))
   const teardownAllMs = now() - t0
   return {
     base: { rss: base.rss, heapUsed: base.heapUsed },
     levels: perLevel,
+    busyTurn,
     teardownAllMs,
     sessions: sessions.length
   }
 }
 
-const figures: Record<string, (host: Host) => Promise<unknown>> = { throughput, rtt, lifecycle, memory }
+/** Loads the host only: bench.ts checks each host once before measuring it. */
+const probe = async (_host: Host) => ({ ok: true })
+
+const figures: Record<string, (host: Host) => Promise<unknown>> = { probe, throughput, rtt, lifecycle, memory }
 
 const main = async () => {
   const run = figures[figure ?? ""]
   if (run === undefined) throw new Error(`unknown figure ${figure}`)
   const { host } = (await import(`./hosts/${hostName}.ts`)) as { readonly host: Host }
+  await host.init?.()
   report(await run(host))
 }
 

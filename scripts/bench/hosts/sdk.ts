@@ -78,7 +78,7 @@ const open = async (): Promise<HostSession> => {
           message: { role: "user", content: [{ type: "text", text: prompt }] },
           parent_tool_use_id: null,
           session_id: "",
-          uuid: randomUUID() as SDKUserMessage["uuid"]
+          uuid: randomUUID()
         })
         wake?.()
       }),

@@ -1,0 +1,474 @@
+/**
+ * `pnpm bench`: Tether against the official SDK and a bare host, all driving the same fast fake CLI
+ * (packages/testing/bin/fast-claude.mjs), each measurement in its own child Node process (scripts/bench/runner.ts).
+ *
+ * Prints a markdown table (machine, Node, each figure's median and min–max over several runs, Tether's ratios to the
+ * SDK and to the bare host, and the targets) and writes .bench/bench.json and .bench/bench.md. Where Tether misses a
+ * throughput or round-trip target it profiles that figure once more and prints the top self-time functions. Then it
+ * runs scripts/bench-teardown.ts and scripts/bench-registry.ts, when they exist, and includes what they print.
+ *
+ * Knobs (environment):
+ *   BENCH_RUNS (5)           runs of the throughput, round-trip and lifecycle figures, per host
+ *   BENCH_MEM_RUNS (3)       runs of the memory figure, per host
+ *   BENCH_FRAMES (100000)    text deltas in the throughput turn
+ *   BENCH_TURNS (1000)       tiny sequential turns in the round-trip figure
+ *   BENCH_CYCLES (5)         spawn → first result → teardown cycles per lifecycle run (after one cold cycle)
+ *   BENCH_SESSIONS (1,10,100) live-session counts of the memory figure
+ *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
+ *   BENCH_HOSTS (bare,sdk,tether)
+ *   BENCH_PROFILE (auto)     auto: profile Tether's missed targets; 1: profile Tether's throughput and round trip; 0: never
+ *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts and bench-registry.ts
+ *   BENCH_EXTRA_TIMEOUT_MS (180000) per extra script
+ */
+import { spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { root } from "./bench/fake.ts"
+import { renderProfile, summarizeProfile } from "./bench/profile.ts"
+import type { ProfileSummary } from "./bench/profile.ts"
+import { summarize } from "./bench/stats.ts"
+import type { Summary } from "./bench/stats.ts"
+
+const env = process.env
+const int = (key: string, fallback: number): number => {
+  const value = env[key]
+  if (value === undefined || value === "") return fallback
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${key} must be a non-negative integer, got ${value}`)
+  return n
+}
+
+const config = {
+  runs: int("BENCH_RUNS", 5),
+  memRuns: int("BENCH_MEM_RUNS", 3),
+  frames: int("BENCH_FRAMES", 100_000),
+  turns: int("BENCH_TURNS", 1_000),
+  cycles: int("BENCH_CYCLES", 5),
+  busyFrames: int("BENCH_BUSY_FRAMES", 5_000),
+  levels: (env.BENCH_SESSIONS ?? "1,10,100").split(",").map((s) => Number(s.trim())).filter((n) => n > 0),
+  hosts: (env.BENCH_HOSTS ?? "bare,sdk,tether").split(",").map((s) => s.trim()).filter((s) => s.length > 0),
+  profile: env.BENCH_PROFILE ?? "auto",
+  extras: env.BENCH_EXTRAS !== "0",
+  extraTimeoutMs: int("BENCH_EXTRA_TIMEOUT_MS", 180_000)
+}
+
+const outDir = Path.join(root, ".bench")
+const runner = Path.join(root, "scripts/bench/runner.ts")
+const log = (line: string) => process.stderr.write(`${line}\n`)
+
+// --- child processes ---------------------------------------------------------------------------------------------
+
+type Outcome = { readonly ok: true; readonly value: any } | { readonly ok: false; readonly error: string }
+
+const runChild = (host: string, figure: string, params: object, nodeArgs: ReadonlyArray<string> = []) =>
+  new Promise<Outcome>((resolve) => {
+    const child = spawn(process.execPath, [...nodeArgs, runner, host, figure, JSON.stringify(params)], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-4000)))
+    child.on("close", (code) => {
+      const line = stdout.split("\n").find((l) => l.startsWith("BENCH_RESULT "))
+      if (code === 0 && line !== undefined) resolve({ ok: true, value: JSON.parse(line.slice("BENCH_RESULT ".length)) })
+      else {
+        // The runner's own line says what failed; otherwise the last lines of stderr.
+        const lines = stderr.trim().split("\n")
+        const own = lines.find((l) => l.startsWith("runner: "))
+        resolve({ ok: false, error: `exit ${code}: ${own ?? lines.slice(-3).join(" | ")}` })
+      }
+    })
+  })
+
+/** Runs a script of another bench (if present) and returns what it printed. */
+const runExtra = (file: string) =>
+  new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string; readonly ms: number }>(
+    (resolve) => {
+      const started = performance.now()
+      const child = spawn(process.execPath, [file], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+      child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-8000)))
+      const timer = setTimeout(() => {
+        stderr += `\nbench: ${Path.basename(file)} killed after ${config.extraTimeoutMs} ms`
+        child.kill("SIGTERM")
+        setTimeout(() => child.kill("SIGKILL"), 5_000).unref()
+      }, config.extraTimeoutMs)
+      child.on("close", (code) => {
+        clearTimeout(timer)
+        resolve({ code, stdout, stderr, ms: performance.now() - started })
+      })
+    }
+  )
+
+// --- figures -----------------------------------------------------------------------------------------------------
+
+type Better = "higher" | "lower"
+type Unit = "rate" | "us" | "ms" | "bytes"
+
+interface Target {
+  /** Tether's median over the reference host's median must satisfy this. */
+  readonly against: "sdk" | "bare"
+  readonly op: ">=" | "<="
+  readonly ratio: number
+}
+
+interface Figure {
+  readonly id: string
+  readonly label: string
+  readonly unit: Unit
+  readonly better: Better
+  readonly target?: Target
+  readonly samples: Map<string, Array<number>>
+  readonly errors: Map<string, Array<string>>
+}
+
+const figure = (id: string, label: string, unit: Unit, better: Better, target?: Target): Figure => ({
+  id,
+  label,
+  unit,
+  better,
+  ...(target ? { target } : {}),
+  samples: new Map(),
+  errors: new Map()
+})
+
+const figures = {
+  throughput: figure(
+    "throughput",
+    `throughput, one ${config.frames.toLocaleString("en")}-frame turn`,
+    "rate",
+    "higher",
+    { against: "sdk", op: ">=", ratio: 1.0 }
+  ),
+  rtt: figure(
+    "rtt",
+    `round trip, mean of ${config.turns.toLocaleString("en")} tiny sequential turns`,
+    "us",
+    "lower",
+    { against: "bare", op: "<=", ratio: 1.2 }
+  ),
+  rttP99: figure("rttP99", `round trip p99 (same ${config.turns.toLocaleString("en")} turns)`, "us", "lower"),
+  firstResult: figure("firstResult", "spawn → first result (warm host)", "ms", "lower"),
+  teardown: figure("teardown", "teardown, one idle session (close → process reaped)", "ms", "lower"),
+  ...Object.fromEntries(
+    config.levels.flatMap((level) => [
+      [
+        `rss${level}`,
+        figure(`rss${level}`, `RSS growth per session, ${level} live`, "bytes", "lower", {
+          against: "sdk",
+          op: "<=",
+          ratio: 1.0
+        })
+      ],
+      [
+        `heap${level}`,
+        figure(`heap${level}`, `heap growth per session, ${level} live`, "bytes", "lower", {
+          against: "sdk",
+          op: "<=",
+          ratio: 1.0
+        })
+      ]
+    ])
+  ),
+  busyHeap: figure(
+    "busyHeap",
+    `heap kept per session after one ${config.busyFrames.toLocaleString("en")}-frame turn (10 sessions)`,
+    "bytes",
+    "lower"
+  ),
+  teardownAll: figure(
+    "teardownAll",
+    `teardown, ${Math.max(...config.levels)} idle sessions at once`,
+    "ms",
+    "lower"
+  )
+} as Record<string, Figure>
+
+const add = (id: string, host: string, ...values: Array<number>) => {
+  const f = figures[id]!
+  f.samples.set(host, [...(f.samples.get(host) ?? []), ...values])
+}
+const addError = (ids: ReadonlyArray<string>, host: string, error: string) => {
+  for (const id of ids) {
+    const f = figures[id]!
+    f.errors.set(host, [...(f.errors.get(host) ?? []), error])
+  }
+}
+
+// --- formatting --------------------------------------------------------------------------------------------------
+
+const format = (unit: Unit, x: number): string => {
+  switch (unit) {
+    case "rate":
+      return x >= 1e6 ? `${(x / 1e6).toFixed(2)}M/s` : `${(x / 1e3).toFixed(0)}k/s`
+    case "us":
+      return `${x.toFixed(0)} µs`
+    case "ms":
+      return x >= 100 ? `${x.toFixed(0)} ms` : `${x.toFixed(1)} ms`
+    case "bytes": {
+      const abs = Math.abs(x)
+      if (abs >= 1024 * 1024) return `${(x / 1024 / 1024).toFixed(2)} MiB`
+      return `${(x / 1024).toFixed(abs >= 100 * 1024 ? 0 : 1)} KiB`
+    }
+  }
+}
+
+const cell = (f: Figure, host: string): string => {
+  const s = summarize(f.samples.get(host) ?? [])
+  const errors = f.errors.get(host)?.length ?? 0
+  if (s === undefined) return errors > 0 ? `failed (${errors})` : "—"
+  const spread = s.n > 1 ? ` (${format(f.unit, s.min)}–${format(f.unit, s.max)})` : ""
+  return `${format(f.unit, s.median)}${spread}${errors > 0 ? `, ${errors} failed` : ""}`
+}
+
+const ratio = (f: Figure, host: string, against: string): number | undefined => {
+  const a = summarize(f.samples.get(host) ?? [])
+  const b = summarize(f.samples.get(against) ?? [])
+  if (a === undefined || b === undefined || b.median === 0) return undefined
+  return a.median / b.median
+}
+
+const verdict = (f: Figure): { readonly text: string; readonly met: boolean | undefined } => {
+  const t = f.target
+  if (t === undefined) return { text: "", met: undefined }
+  const r = ratio(f, "tether", t.against)
+  const goal = `${t.op === ">=" ? "≥" : "≤"} ${t.ratio.toFixed(1)}x ${t.against === "sdk" ? "SDK" : "bare"}`
+  if (r === undefined) return { text: `${goal}: n/a`, met: undefined }
+  const met = t.op === ">=" ? r >= t.ratio : r <= t.ratio
+  return { text: `${goal}: ${met ? "met" : "**missed**"}`, met }
+}
+
+const hostLabel: Record<string, string> = { bare: "bare", sdk: "SDK", tether: "Tether" }
+
+const renderTable = (): string => {
+  const hosts = config.hosts
+  const header = [
+    "figure",
+    ...hosts.map((h) => `${hostLabel[h] ?? h} median (min–max)`),
+    "Tether/SDK",
+    "Tether/bare",
+    "target"
+  ]
+  const rows = Object.values(figures).map((f) => {
+    const r = (against: string) => {
+      const x = ratio(f, "tether", against)
+      return x === undefined ? "—" : `${x.toFixed(x >= 100 ? 0 : x >= 10 ? 1 : 2)}x`
+    }
+    return [
+      `${f.label} (${f.better} is better)`,
+      ...hosts.map((h) => cell(f, h)),
+      r("sdk"),
+      r("bare"),
+      verdict(f).text
+    ]
+  })
+  return [
+    `| ${header.join(" | ")} |`,
+    `| ${header.map((_, i) => (i === 0 ? "---" : i > hosts.length ? ":---:" : "---:")).join(" | ")} |`,
+    ...rows.map((row) => `| ${row.join(" | ")} |`)
+  ].join("\n")
+}
+
+const machine = () => {
+  const cpus = Os.cpus()
+  return {
+    cpu: cpus[0]?.model ?? "unknown",
+    cores: cpus.length,
+    memoryGiB: Math.round((Os.totalmem() / 1024 ** 3) * 10) / 10,
+    os: `${Os.type()} ${Os.release()} ${Os.arch()}`,
+    node: process.version
+  }
+}
+
+// --- main --------------------------------------------------------------------------------------------------------
+
+const rotate = <A>(xs: ReadonlyArray<A>, n: number): Array<A> => xs.map((_, i) => xs[(i + n) % xs.length]!)
+
+const main = async () => {
+  const started = performance.now()
+  const m = machine()
+  Fs.mkdirSync(outDir, { recursive: true })
+  log(`bench: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, Node ${m.node}; config ${JSON.stringify(config)}`)
+
+  // A host that cannot even load (e.g. a package not there yet) is reported once and left out.
+  const unavailable: Array<string> = []
+  for (const host of [...config.hosts]) {
+    const p = await runChild(host, "probe", {})
+    if (!p.ok) {
+      unavailable.push(`${host}: ${p.error}`)
+      log(`host ${host} unavailable: ${p.error}`)
+    }
+  }
+  const hosts = config.hosts.filter((h) => !unavailable.some((u) => u.startsWith(`${h}: `)))
+
+  // Hosts take turns in a rotating order, so drift over the run (thermal, page cache, other load) is spread evenly.
+  for (let run = 0; run < config.runs; run++) {
+    for (const host of rotate(hosts, run)) {
+      const t = await runChild(host, "throughput", { frames: config.frames })
+      if (t.ok) add("throughput", host, t.value.framesPerSecond)
+      else addError(["throughput"], host, t.error)
+      log(
+        `run ${run + 1}/${config.runs} ${host} throughput: ${t.ok ? format("rate", t.value.framesPerSecond) : t.error}`
+      )
+
+      const r = await runChild(host, "rtt", { turns: config.turns })
+      if (r.ok) {
+        add("rtt", host, r.value.meanUs)
+        add("rttP99", host, r.value.p99Us)
+      } else addError(["rtt", "rttP99"], host, r.error)
+      log(`run ${run + 1}/${config.runs} ${host} rtt: ${r.ok ? format("us", r.value.meanUs) : r.error}`)
+
+      const l = await runChild(host, "lifecycle", { cycles: config.cycles })
+      if (l.ok) {
+        add("firstResult", host, ...l.value.firstResultMs)
+        add("teardown", host, ...l.value.teardownMs)
+      } else addError(["firstResult", "teardown"], host, l.error)
+      log(
+        `run ${run + 1}/${config.runs} ${host} lifecycle: ${
+          l.ok ? `first result ${format("ms", summarize(l.value.firstResultMs)!.median)}` : l.error
+        }`
+      )
+    }
+  }
+  const memoryIds = [...config.levels.flatMap((level) => [`rss${level}`, `heap${level}`]), "busyHeap", "teardownAll"]
+  for (let run = 0; run < config.memRuns; run++) {
+    for (const host of rotate(hosts, run)) {
+      const r = await runChild(host, "memory", { levels: config.levels, busyFrames: config.busyFrames }, [
+        "--expose-gc"
+      ])
+      if (r.ok) {
+        for (const level of r.value.levels) {
+          add(`rss${level.sessions}`, host, level.rssPerSession)
+          add(`heap${level.sessions}`, host, level.heapPerSession)
+        }
+        add("busyHeap", host, r.value.busyTurn.heapPerSession)
+        add("teardownAll", host, r.value.teardownAllMs)
+      } else addError(memoryIds, host, r.error)
+      log(`memory run ${run + 1}/${config.memRuns} ${host}: ${r.ok ? "ok" : r.error}`)
+    }
+  }
+
+  // Profiles of Tether where it misses a speed target (memory misses are reported by their numbers).
+  const profiles: Array<{ readonly figure: string; readonly summary: ProfileSummary }> = []
+  if (hosts.includes("tether") && config.profile !== "0") {
+    const wanted = (["throughput", "rtt"] as const).filter((id) =>
+      config.profile === "1" || verdict(figures[id]!).met === false
+    )
+    for (const id of wanted) {
+      const file = Path.join(outDir, "profiles", `tether-${id}.cpuprofile`)
+      const params = id === "throughput"
+        ? { frames: config.frames, profile: file }
+        : { turns: config.turns, profile: file }
+      const r = await runChild("tether", id, params)
+      if (r.ok) profiles.push({ figure: id, summary: summarizeProfile(file) })
+      else log(`profile ${id} failed: ${r.error}`)
+    }
+  }
+  const benchMs = performance.now() - started
+
+  // The other benches, each in its own process, with their own output.
+  const extras: Array<
+    {
+      readonly script: string
+      readonly code: number | null
+      readonly ms: number
+      readonly stdout: string
+      readonly stderr: string
+    }
+  > = []
+  if (config.extras) {
+    for (const script of ["scripts/bench-teardown.ts", "scripts/bench-registry.ts"]) {
+      const file = Path.join(root, script)
+      if (!Fs.existsSync(file)) {
+        log(`${script}: not present, skipped`)
+        continue
+      }
+      log(`${script}: running`)
+      const r = await runExtra(file)
+      extras.push({ script, ...r })
+      log(`${script}: exit ${r.code} after ${(r.ms / 1000).toFixed(1)} s`)
+    }
+  }
+
+  const lines = [
+    "## Tether vs the official SDK vs a bare host",
+    "",
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB; ${m.os}; Node ${m.node}. ` +
+    `Fake CLI: packages/testing/bin/fast-claude.mjs. Runs per host: ${config.runs} ` +
+    `(lifecycle: ${config.runs} × ${config.cycles} cycles after a cold one), memory: ${config.memRuns}. ` +
+    `Each measurement in its own Node process; medians with min–max across runs.`,
+    "",
+    renderTable(),
+    "",
+    `Ratios are Tether's median over the other host's median (for rates, above 1 is better; for times and memory, below 1). ` +
+    `Bench time ${(benchMs / 1000).toFixed(0)} s.`,
+    ""
+  ]
+  const failed = new Map<string, Array<string>>()
+  for (const f of Object.values(figures)) {
+    for (const [host, errors] of f.errors) {
+      for (const error of new Set(errors)) {
+        const key = `${hostLabel[host] ?? host}: ${error}`
+        failed.set(key, [...(failed.get(key) ?? []), f.id])
+      }
+    }
+  }
+  const failures = [...failed].map(([key, ids]) => `- ${key} (${ids.join(", ")})`)
+  if (unavailable.length > 0) lines.push("Hosts left out:", "", ...unavailable.map((u) => `- ${u}`), "")
+  if (failures.length > 0) lines.push("Failures:", "", ...failures, "")
+  for (const p of profiles) {
+    lines.push(renderProfile(`Tether CPU profile: ${figures[p.figure]!.label}`, p.summary))
+  }
+  for (const extra of extras) {
+    lines.push(
+      `## ${extra.script} (exit ${extra.code}, ${(extra.ms / 1000).toFixed(1)} s)`,
+      "",
+      extra.stdout.trim(),
+      ""
+    )
+    if (extra.code !== 0) lines.push("```", extra.stderr.trim().split("\n").slice(-20).join("\n"), "```", "")
+  }
+  const markdown = lines.join("\n")
+  console.log(markdown)
+
+  const json = {
+    date: new Date().toISOString(),
+    machine: m,
+    config,
+    benchMs,
+    unavailable,
+    figures: Object.values(figures).map((f) => ({
+      id: f.id,
+      label: f.label,
+      unit: f.unit,
+      better: f.better,
+      target: f.target,
+      verdict: verdict(f),
+      hosts: Object.fromEntries(
+        config.hosts.map((
+          h
+        ) => [h, { summary: summarize(f.samples.get(h) ?? []) ?? null, errors: f.errors.get(h) ?? [] }])
+      ) as Record<string, { summary: Summary | null; errors: Array<string> }>,
+      ratios: {
+        tetherVsSdk: ratio(f, "tether", "sdk") ?? null,
+        tetherVsBare: ratio(f, "tether", "bare") ?? null,
+        sdkVsBare: ratio(f, "sdk", "bare") ?? null
+      }
+    })),
+    profiles,
+    extras
+  }
+  Fs.writeFileSync(Path.join(outDir, "bench.json"), JSON.stringify(json, null, 2) + "\n")
+  Fs.writeFileSync(Path.join(outDir, "bench.md"), markdown + "\n")
+  log(`bench: wrote .bench/bench.json and .bench/bench.md in ${((performance.now() - started) / 1000).toFixed(0)} s`)
+}
+
+main().catch((error: unknown) => {
+  console.error(error)
+  process.exit(1)
+})
