@@ -152,6 +152,21 @@ describe("ClaudeProtocol", () => {
       })
     }
 
+    it("decodes the startup-failure result the real 2.1.332 CLI prints for --resume of an unknown session", () => {
+      // Captured from `claude --output-format stream-json --verbose --input-format stream-json --resume=<unknown>`.
+      const line =
+        "{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"duration_ms\":0,\"duration_api_ms\":0,\"is_error\":true,\"num_turns\":0,\"stop_reason\":null,\"session_id\":\"e965fb50-5d14-4270-bf4c-e88d19c77449\",\"total_cost_usd\":0,\"usage\":{\"output_tokens_details\":{\"thinking_tokens\":0},\"input_tokens\":0,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":0,\"server_tool_use\":{\"web_search_requests\":0,\"web_fetch_requests\":0},\"service_tier\":\"standard\",\"cache_creation\":{\"ephemeral_1h_input_tokens\":0,\"ephemeral_5m_input_tokens\":0},\"inference_geo\":\"\",\"iterations\":[],\"speed\":\"standard\",\"fallback_credit\":null},\"modelUsage\":{},\"permission_denials\":[],\"uuid\":\"7f16dae3-394c-4e1c-bdb8-8599e1d83d76\",\"errors\":[\"No conversation found with session ID: e965fb50-5d14-4270-bf4c-e88d19c77449\"],\"result_index\":0}"
+      const frame = frameOf(line)
+      assert.strictEqual(frame.type, "result")
+      if (frame.type === "result") {
+        assert.strictEqual(frame.subtype, "error_during_execution")
+        assert.deepStrictEqual(frame.errors, [
+          "No conversation found with session ID: e965fb50-5d14-4270-bf4c-e88d19c77449"
+        ])
+        assert.isUndefined(frame.result)
+      }
+    })
+
     it("decodes the frames the session routes on with their fields typed", () => {
       const all = stdoutFiles.flatMap(readLines).map(frameOf)
       const result = all.find((frame): frame is ClaudeProtocol.ResultFrame =>

@@ -50,7 +50,10 @@ export interface Options {
   readonly model?: string | undefined
   /** `--fallback-model`; must differ from `model`. */
   readonly fallbackModel?: string | undefined
-  /** `--permission-mode`. */
+  /**
+   * `--permission-mode`. Gotcha: `bypassPermissions` makes the CLI exit at start when it runs as root, unless
+   * `IS_SANDBOX=1` is in its environment.
+   */
   readonly permissionMode?: PermissionMode | undefined
   /**
    * `--permission-prompt-tool`. Defaults to `"stdio"`: permission prompts reach the host as `can_use_tool`
@@ -84,7 +87,7 @@ export interface Options {
   readonly continue?: boolean | undefined
   /** `--fork-session`: resume into a new session id (with `resume` or `continue`). */
   readonly forkSession?: boolean | undefined
-  /** `--session-id`: a UUID for the new session. */
+  /** `--session-id`: a UUID for the new session (with `resume` or `continue`, the CLI also needs `forkSession`). */
   readonly sessionId?: string | undefined
   /** `--max-turns`: a positive integer. */
   readonly maxTurns?: number | undefined

@@ -76,6 +76,17 @@ const otherThan = (known: ReadonlyArray<string>): Schema.Codec<Unrecognized, str
     )
   ) as unknown as Schema.Codec<Unrecognized, string>
 
+/**
+ * A union of literal-discriminated members plus a catch-all. The known members are a union of their own so that
+ * Effect's union parser picks the candidate with one map lookup on the discriminant; a catch-all with a `string`
+ * discriminant in the same union makes it fall back to a slower per-value candidate search (measured: the guard of
+ * a `text_delta` line went from ~1.1 µs to ~0.4 µs).
+ */
+const withCatchAll = <const Known extends ReadonlyArray<Schema.Top>, Other extends Schema.Top>(
+  known: Known,
+  other: Other
+) => Schema.Union([Schema.Union(known), other])
+
 /** The same check for host input, where the value is written by the host and typed as a plain `string`. */
 const inputOtherThan = (known: ReadonlyArray<string>): Schema.Codec<string, string> =>
   otherThan(known) as unknown as Schema.Codec<string, string>
@@ -200,7 +211,7 @@ export type OtherContentBlock = typeof OtherContentBlock.Type
  * @category message parts
  * @since 0.1.0
  */
-export const ContentBlock = Schema.Union([TextBlock, ThinkingBlock, ToolUseBlock, ToolResultBlock, OtherContentBlock])
+export const ContentBlock = withCatchAll([TextBlock, ThinkingBlock, ToolUseBlock, ToolResultBlock], OtherContentBlock)
 
 /**
  * @category message parts
@@ -993,7 +1004,7 @@ export type OtherDelta = typeof OtherDelta.Type
  * @category stream events
  * @since 0.1.0
  */
-export const ContentDelta = Schema.Union([TextDelta, InputJsonDelta, ThinkingDelta, SignatureDelta, OtherDelta])
+export const ContentDelta = withCatchAll([TextDelta, InputJsonDelta, ThinkingDelta, SignatureDelta], OtherDelta)
 
 /**
  * @category stream events
@@ -1124,15 +1135,14 @@ export type OtherStreamEvent = typeof OtherStreamEvent.Type
  * @category stream events
  * @since 0.1.0
  */
-export const StreamEvent = Schema.Union([
+export const StreamEvent = withCatchAll([
   MessageStartEvent,
   ContentBlockStartEvent,
   ContentBlockDeltaEvent,
   ContentBlockStopEvent,
   MessageDeltaEvent,
-  MessageStopEvent,
-  OtherStreamEvent
-])
+  MessageStopEvent
+], OtherStreamEvent)
 
 /**
  * @category stream events
