@@ -160,6 +160,10 @@ const systemInit = (userUuid) => ({
   fast_mode_disabled_reason: "sdk_opt_in_required",
   per_turn_effort_active: true,
   view_mode: "default",
+  memory_paths: { auto: `${cwd}/.claude/memory/` },
+  messaging_socket_path: `/tmp/cc-socks/${process.pid}.sock`,
+  ultrathink_available: false,
+  ultrathink_typed_raises: false,
   user_message_uuids: [userUuid]
 })
 
@@ -409,13 +413,34 @@ const runTurn = async (message) => {
       subtype: "success",
       api_error_status: null,
       result: answer,
+      fast_mode_state: "off",
+      fast_mode_disabled_reason: "sdk_opt_in_required",
+      subagent_stats: {
+        spawned: 0,
+        requested: { background: 0, foreground: 0, unset: 0 },
+        started_in_background: 0,
+        max_depth: 0,
+        completed: 0,
+        failed: 0,
+        by_type: {}
+      },
+      safety_stops: 0,
+      ttft_ms: 1,
+      ttft_stream_ms: 1,
+      time_to_request_ms: 0,
+      first_content_frame_ms: 1,
+      request_sent_wall_ms: started,
+      first_request_input_tokens: 13392,
+      first_request_cache_read_input_tokens: 0,
+      begun_message_ids: [messageId],
       type: "result",
       duration_ms: Date.now() - started,
       uuid: nextUuid(),
       user_message_uuid: userUuid,
       user_message_uuids: uuids,
       queued_turn_count: queue.length,
-      result_index: turnCounter - 1
+      result_index: turnCounter - 1,
+      model_usage_since_last_result: {}
     })
     lifecycle(userUuid, "completed")
   }
@@ -440,9 +465,13 @@ const exit = () => {
 
 // --- input -------------------------------------------------------------------------------------------------------
 
-const controlSuccess = (requestId, response) => {
+const controlSuccess = (requestId, response, initialize = false) => {
   const inner = { subtype: "success", request_id: requestId }
   if (response !== undefined) inner.response = response
+  if (initialize) {
+    inner.pending_permission_requests = []
+    inner.pending_user_dialog_requests = []
+  }
   push({ type: "control_response", response: inner })
 }
 
@@ -451,7 +480,7 @@ const onControlRequest = (frame) => {
   const id = frame.request_id
   switch (request.subtype) {
     case "initialize":
-      return controlSuccess(id, initializeResponse())
+      return controlSuccess(id, initializeResponse(), true)
     case "interrupt": {
       const stillQueued = request.cancel_queued === true ? queue.splice(0).map((m) => m.uuid) : []
       if (active !== undefined) active.interrupted = true
