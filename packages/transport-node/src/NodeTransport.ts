@@ -192,12 +192,8 @@ export const capabilities: Transport.Capabilities = capabilitiesFor()
 const reveal = (value: string | Redacted.Redacted<string>): string =>
   Redacted.isRedacted(value) ? Redacted.value(value) : value
 
-/**
- * The environment a process starts with, with `Redacted` values revealed. Call it only to spawn.
- *
- * @internal
- */
-export const buildEnvironment = (
+/** The environment a process starts with, with `Redacted` values revealed: built only to spawn. */
+const buildEnvironment = (
   environment: Transport.Environment,
   host: Readonly<Record<string, string | undefined>> = process.env
 ): Record<string, string> => {
@@ -240,11 +236,13 @@ const describe = (error: unknown): string => {
 }
 
 /**
- * Starts the process. `node:child_process` directly rather than `effect/process`: the Effect spawner's release
- * kills the process group only, polls it with `kill(-pgid, 0)` (which counts zombies as alive, so it waits out
- * its whole bound) and adds a fixed second after SIGKILL; its exit code reports a signal only inside an error
- * message; and its stdin is a `Sink`, with no per-write completion to carry backpressure and EPIPE to `write`.
- * The transport needs all three, so it owns the `ChildProcess` and uses Effect's Node stream adapter for stdout.
+ * Starts the process. `node:child_process` directly rather than `effect/process`, because the Effect spawner
+ * cannot give three guarantees this transport owes: its release kills the process group only (a `setsid`
+ * descendant survives) and polls it with `kill(-pgid, 0)`, which counts zombies as alive, so a group of zombies
+ * re-parented to a slow PID 1 makes it wait out `forceKillAfter` and then one more second; its exit code reports a
+ * signal only inside an error message (no `Signaled` status); and its stdin is a `Sink`, with no per-write
+ * completion to carry backpressure and EPIPE back to `write`. So the transport owns the `ChildProcess`, and uses
+ * Effect's Node stream adapter (`NodeStream.fromReadable`) for stdout.
  */
 const spawnProcess = (
   program: string,
@@ -401,13 +399,8 @@ const makeConnection = (
 // teardown
 // ---------------------------------------------------------------------------------------------------------------
 
-/**
- * What a teardown did, for logs and benchmarks.
- *
- * @category models
- * @since 0.1.0
- */
-export interface TeardownReport {
+/** What a teardown did, for the logs. */
+interface TeardownReport {
   readonly millis: number
   /** Processes that received SIGTERM (the CLI included). */
   readonly terminated: number
@@ -446,16 +439,27 @@ const teardown = (handle: Handle, termGraceMillis: number, killGraceMillis: numb
       )
     }
 
+    const rootOnly = (): ReadonlyArray<ProcessTree.ProcessInfo> =>
+      handle.exited() ? [] : [{ pid: handle.pid, ppid: 0, pgid: handle.pid, sid: -1, zombie: false, start: "" }]
+
     const alive = (): ReadonlyArray<ProcessTree.ProcessInfo> => {
-      if (tree !== undefined) return tree.scan()
-      return handle.exited() ? [] : [{ pid: handle.pid, ppid: 0, pgid: 0, sid: -1, zombie: false, start: "" }]
+      if (tree === undefined) return rootOnly()
+      try {
+        return tree.scan()
+      } catch {
+        // The process table could not be read (no /proc, no ps): the CLI itself is all that is known.
+        return rootOnly()
+      }
     }
 
     const signal = (processes: ReadonlyArray<ProcessTree.ProcessInfo>, sig: NodeJS.Signals, sent: Set<string>) => {
-      const fresh = processes.filter((info) => !sent.has(`${info.pid}:${info.start}`) || sig === "SIGKILL")
+      // SIGTERM once per process; SIGKILL again at every poll (a process may have forked in between).
+      const fresh = sig === "SIGKILL" && tree !== undefined
+        ? processes
+        : processes.filter((info) => !sent.has(`${info.pid}:${info.start}`))
       for (const info of fresh) sent.add(`${info.pid}:${info.start}`)
-      if (tree !== undefined) return ProcessTree.signalAll(fresh, sig)
-      if (fresh.length > 0) windowsKill(handle.pid, sig === "SIGKILL")
+      if (tree !== undefined) ProcessTree.signalAll(fresh, sig)
+      else if (fresh.length > 0) windowsKill(handle.pid, sig === "SIGKILL")
     }
 
     const step = () => {
@@ -511,7 +515,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const stderrTailBytes = options?.stderrTailBytes ?? defaultStderrTailBytes
   const killGraceMillis = Duration.toMillis(options?.killGrace ?? defaultKillGrace)
   const useWatchdog = !isWindows && (options?.watchdog ?? true)
-  const backend = ProcessTree.defaultBackend
+  const backend = ProcessTree.defaultBackend()
   const watchdog = useWatchdog ? Watchdog.make() : undefined
   if (watchdog !== undefined) yield* Effect.addFinalizer(() => Effect.sync(watchdog.close))
 

@@ -3,10 +3,13 @@
  * (`fixtures/host.ts`, Node 24) as a child process and looks at /proc for the session's marker afterwards.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Data, Effect } from "effect"
+import { Transport } from "@tether/core"
+import { NodeTransport } from "@tether/transport-node"
+import { Data, Duration, Effect, Exit, Layer, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { fakeClaudePath, marked, newMark, waitUntil } from "./utils.ts"
+import { fakeClaudePath, fakeSpec, marked, newMark, waitUntil } from "./utils.ts"
 
 const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
 
@@ -102,4 +105,37 @@ describe("host death", () => {
       assert.strictEqual(sleepers.length, 4)
     }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
   })
+
+  it.live("the watchdog starts with the first session and stops when its layer is released", () =>
+    Effect.gen(function*() {
+      const watchdogs = () =>
+        new Set(
+          Fs.readdirSync("/proc").filter((name) => /^[0-9]+$/.test(name)).filter((name) => {
+            try {
+              const stat = Fs.readFileSync(`/proc/${name}/stat`, "latin1")
+              const cmdline = Fs.readFileSync(`/proc/${name}/cmdline`, "latin1")
+              return cmdline.startsWith("tether-watchdog") &&
+                Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === process.pid
+            } catch {
+              return false
+            }
+          })
+        )
+      const before = watchdogs()
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(
+        NodeTransport.layer({ executables: { claude: fakeClaudePath } }),
+        scope
+      )
+      const transport = yield* Effect.provide(Transport.Transport, context)
+      assert.deepStrictEqual(watchdogs(), before, "no watchdog before the first session")
+      const mark = newMark()
+      yield* Effect.scoped(
+        transport.open(fakeSpec(mark, {}), { termGrace: Duration.millis(300) }).pipe(Effect.map((c) => c.pid))
+      )
+      const started = [...watchdogs()].filter((pid) => !before.has(pid))
+      assert.strictEqual(started.length, 1)
+      yield* Scope.close(scope, Exit.void)
+      yield* waitUntil("the watchdog to exit", () => !watchdogs().has(started[0]), 3_000)
+    }))
 })

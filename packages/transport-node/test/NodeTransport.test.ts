@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { TetherError, Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
-import { Duration, Effect, Exit, Fiber, Option, Redacted, Scope, Stream } from "effect"
+import { Config, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, Scope, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -275,6 +275,41 @@ describe("NodeTransport", () => {
       assert.strictEqual(proc.sid, pid)
       assert.isTrue(isAlive(pid))
     }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("layerConfig reads the executable path and the bounds from Config", () =>
+    Effect.gen(function*() {
+      const connection = yield* open(fakeSpec(newMark(), { modes: ["giant-line"], giantBytes: 4096 }))
+      yield* connection.write(userMessage("configured"))
+      const lines = yield* connection.stdout.pipe(
+        Stream.takeUntil((line) => line._tag === "Text" && line.text.includes("\"type\":\"result\"")),
+        Stream.runCollect
+      )
+      // maxLineBytes came from the configuration: the 4 KiB line is over it.
+      assert.isTrue(lines.some((line) => line._tag === "TooLong" && line.limit === 2048))
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(
+        NodeTransport.layerConfig({
+          executables: { claude: Config.String("CLAUDE_BIN") },
+          maxLineBytes: Config.Int("MAX_LINE"),
+          killGrace: Config.Duration("KILL_GRACE")
+        }).pipe(
+          Layer.provide(ConfigProvider.layer(
+            ConfigProvider.fromUnknown({ CLAUDE_BIN: fakeClaudePath, MAX_LINE: "2048", KILL_GRACE: "500 millis" })
+          ))
+        )
+      )
+    ))
+
+  it.live("layerConfig fails with a ConfigError when a value is missing", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Layer.build(
+        NodeTransport.layerConfig({ executables: { claude: Config.String("CLAUDE_BIN") } }).pipe(
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({})))
+        )
+      ))
+      assert.isTrue(Exit.isFailure(exit))
+    }).pipe(Effect.scoped))
 
   it.effect("capabilities are reported for this platform", () =>
     Effect.sync(() => {

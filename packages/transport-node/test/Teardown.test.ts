@@ -32,7 +32,7 @@ interface Scenario {
 }
 
 /** Opens the fake in its own scope, waits for its tree, closes the scope, and checks /proc and the bound. */
-const scenario = (s: Scenario) =>
+const scenario = (s: Scenario, layer = TransportLive) =>
   Effect.gen(function*() {
     const mark = newMark()
     const transport = yield* Transport.Transport
@@ -54,7 +54,7 @@ const scenario = (s: Scenario) =>
     assert.deepStrictEqual(after, [], `survivors: ${JSON.stringify(after)}`)
     assert.isBelow(millis, termGrace + killGraceMillis + slackMillis, `teardown took ${millis} ms`)
     return { before, millis, connection, cliPid }
-  }).pipe(Effect.provide(TransportLive))
+  }).pipe(Effect.provide(layer))
 
 const handshake = (connection: Transport.Connection) =>
   Effect.gen(function*() {
@@ -123,6 +123,18 @@ describe("teardown", () => {
         knobs: { modes: ["ignore-sigterm", "grandchildren", "setsid-child", "double-fork-daemon"] },
         ready: (procs) => sleeping(procs).length === 4
       })
+      assert.strictEqual(before.length, 6)
+    }))
+
+  it.live("the same with the default options (the host-death watchdog on)", () =>
+    Effect.gen(function*() {
+      const { before } = yield* scenario(
+        {
+          knobs: { modes: ["ignore-sigterm", "grandchildren", "setsid-child", "double-fork-daemon"] },
+          ready: (procs) => sleeping(procs).length === 4
+        },
+        NodeTransport.layer({ executables: { claude: fakeClaudePath }, killGrace: Duration.millis(killGraceMillis) })
+      )
       assert.strictEqual(before.length, 6)
     }))
 
@@ -221,6 +233,27 @@ describe("teardown", () => {
       })
       assert.isBelow(millis, 3_000)
     }))
+
+  it.live("a tree that ignores SIGTERM and keeps forking, in and out of its session", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      const transport = yield* Transport.Transport
+      const scope = yield* Scope.make()
+      // A shell that ignores SIGTERM and forks a sleep every 10 ms, plus a setsid shell doing the same.
+      const loop = `trap '' TERM; while :; do sleep 1000 & sleep 0.01; done`
+      yield* transport.open({
+        program: "sh",
+        args: ["-c", `setsid sh -c "${loop}" & ${loop}`],
+        cwd: Option.none(),
+        env: { mode: "inherit", set: { TEST_MARK: mark }, unset: [] }
+      }, { termGrace: Duration.millis(termGraceMillis) }).pipe(Scope.provide(scope))
+      yield* waitUntil("a growing tree", () => marked(mark).length >= 12)
+      const started = Date.now()
+      yield* Scope.close(scope, Exit.void)
+      const millis = Date.now() - started
+      assert.deepStrictEqual(marked(mark), [])
+      assert.isBelow(millis, boundMillis)
+    }).pipe(Effect.provide(TransportLive)))
 
   it.live("the host fiber is interrupted mid-turn", () =>
     Effect.gen(function*() {

@@ -36,12 +36,12 @@ export interface ProcessInfo {
 /** @internal */
 export type Backend = "proc" | "ps"
 
-/** @internal */
-export const defaultBackend: Backend | undefined = process.platform === "linux"
-  ? "proc"
-  : process.platform === "win32"
-  ? undefined
-  : "ps"
+/** How this platform's process table is read: /proc where it is mounted, else ps (none on Windows). @internal */
+export const defaultBackend = (): Backend | undefined => {
+  if (process.platform === "win32") return undefined
+  if (process.platform === "linux" && Fs.existsSync("/proc/self/stat")) return "proc"
+  return "ps"
+}
 
 /** @internal */
 export const parseStat = (pid: number, stat: string): ProcessInfo | undefined => {

@@ -17,6 +17,7 @@ import * as ChildProcess from "node:child_process"
 
 const source = String.raw`
 "use strict"
+process.title = "tether-watchdog"
 const fs = require("node:fs")
 const entries = new Map()
 const proc = process.platform === "linux"
@@ -110,6 +111,13 @@ process.stdin.on("end", reap)
 process.stdin.on("error", reap)
 process.stdin.on("close", reap)
 `
+
+/**
+ * The watchdog's process title (what `ps` shows).
+ *
+ * @internal
+ */
+export const title = "tether-watchdog"
 
 /** @internal */
 export interface Watchdog {
