@@ -50,12 +50,20 @@ export type Decision = Data.TaggedEnum<{
 const DecisionEnum = Data.taggedEnum<Decision>()
 
 /**
+ * A final decision: allow or deny (what a deferred request is eventually answered with).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Verdict = Exclude<Decision, { readonly _tag: "Defer" }>
+
+/**
  * Allow a tool use, with the original input or a rewritten one.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const allow = (updatedInput?: { readonly [key: string]: unknown }): Decision =>
+export const allow = (updatedInput?: { readonly [key: string]: unknown }): Verdict =>
   DecisionEnum.Allow({ updatedInput })
 
 /**
@@ -64,7 +72,7 @@ export const allow = (updatedInput?: { readonly [key: string]: unknown }): Decis
  * @category constructors
  * @since 0.1.0
  */
-export const deny = (message: string, options?: { readonly interrupt?: boolean }): Decision =>
+export const deny = (message: string, options?: { readonly interrupt?: boolean }): Verdict =>
   DecisionEnum.Deny({ message, interrupt: options?.interrupt })
 
 /**
@@ -182,7 +190,7 @@ export const denyDetachedShell = (otherwise: Policy, shellTools: Iterable<string
  * @since 0.1.0
  */
 export type Resolution =
-  | { readonly _tag: "Decided"; readonly by: "policy" | "host"; readonly decision: Exclude<Decision, { _tag: "Defer" }> }
+  | { readonly _tag: "Decided"; readonly by: "policy" | "host"; readonly decision: Verdict }
   | { readonly _tag: "PolicyFailed"; readonly reason: string }
   | { readonly _tag: "Expired"; readonly why: "timeout" | "cancelled-by-cli" | "turn-ended" | "session-ended" }
 

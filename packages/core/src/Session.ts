@@ -36,6 +36,7 @@ import {
   DeliveryTimeout,
   HandshakeFailed,
   InterruptTimeout,
+  InvalidPrompt,
   type InterruptReason,
   ProtocolError,
   QueueFull,
@@ -158,7 +159,7 @@ export interface Protocol {
   /** The answer to a permission request. */
   readonly permissionReply: (
     request: Permission.PermissionRequest,
-    decision: Exclude<Permission.Decision, { _tag: "Defer" }>
+    decision: Permission.Verdict
   ) => Reply
   /** The control request that interrupts the running turn. */
   readonly interruptRequest: (turnId: string) => unknown
@@ -216,7 +217,7 @@ export type InterruptOutcome = "no-active-turn" | "interrupted" | "completed-fir
  * @category errors
  * @since 0.1.0
  */
-export type SendError = TurnInFlight | QueueFull | SessionUnavailable
+export type SendError = TurnInFlight | QueueFull | SessionUnavailable | InvalidPrompt
 
 /**
  * A live session.
@@ -241,7 +242,7 @@ export interface Session {
   /** Answers a deferred permission request, exactly once. */
   readonly answerPermission: (
     requestId: string,
-    decision: Exclude<Permission.Decision, { _tag: "Defer" }>
+    decision: Permission.Verdict
   ) => Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved>
   /** Permission requests waiting for a deferred answer. */
   readonly pendingPermissions: Effect.Effect<ReadonlyArray<Permission.PermissionRequest>>
@@ -287,7 +288,8 @@ export interface Options {
 
 interface TurnState {
   readonly id: string
-  readonly prompt: Prompt
+  /** The encoded prompt frame. */
+  readonly line: string
   readonly interruptOnCancel: boolean
   readonly done: Deferred.Deferred<TurnResult, TurnError>
   phase: Phase
@@ -482,7 +484,18 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
     })
 
   const reply = (requestId: string, answer: Reply) =>
-    write(protocol.encodeReply(requestId, answer)).pipe(
+    Effect.try({
+      try: () => protocol.encodeReply(requestId, answer),
+      // A host answer the protocol refuses to encode (e.g. a rewritten input that is not JSON) must not reach the
+      // CLI: one unparsable stdin line kills it. The CLI gets an error answer instead.
+      catch: (cause) => new InvalidPrompt({ reason: cause instanceof Error ? cause.message : String(cause) })
+    }).pipe(
+      Effect.catch((cause) =>
+        Effect.logWarning(`refusing to send an invalid answer to CLI request ${requestId}: ${cause.reason}`).pipe(
+          Effect.as(protocol.encodeReply(requestId, { _tag: "Error", message: "the host's answer was invalid" }))
+        )
+      ),
+      Effect.flatMap(write),
       Effect.catch((error) => Effect.logWarning(`could not answer CLI request ${requestId}: ${error.message}`))
     )
 
@@ -491,7 +504,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
   const resolvePermission = (
     pending: PendingPermission,
     resolution: Permission.Resolution,
-    answer: Exclude<Permission.Decision, { _tag: "Defer" }> | undefined
+    answer: Permission.Verdict | undefined
   ): Effect.Effect<void> =>
     Effect.gen(function*() {
       if (pending.state === "resolved") return
@@ -551,10 +564,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
             return resolvePermission(
               pending,
               { _tag: "PolicyFailed", reason: "the host's permission policy failed" },
-              Permission.deny("the host's permission policy failed") as Exclude<
-                Permission.Decision,
-                { _tag: "Defer" }
-              >
+              Permission.deny("the host's permission policy failed")
             )
           }
           if (decision._tag === "Defer") {
@@ -565,10 +575,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
                 resolvePermission(
                   pending,
                   { _tag: "Expired", why: "timeout" },
-                  Permission.deny("the permission request timed out") as Exclude<
-                    Permission.Decision,
-                    { _tag: "Defer" }
-                  >
+                  Permission.deny("the permission request timed out")
                 )
               ),
               fork,
@@ -585,7 +592,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
 
   const answerPermission = (
     requestId: string,
-    decision: Exclude<Permission.Decision, { _tag: "Defer" }>
+    decision: Permission.Verdict
   ): Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved> =>
     Effect.suspend((): Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved> => {
       const pending = permissions.get(requestId)
@@ -679,7 +686,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
       yield* setStatus("running")
       yield* publish(SessionEvent.TurnStarted({ turnId: turn.id, raw: undefined }))
       yield* startTimers(turn)
-      const written = yield* Effect.exit(write(protocol.encodePrompt(turn.id, turn.prompt)))
+      const written = yield* Effect.exit(write(turn.line))
       if (Exit.isFailure(written)) {
         // write() already retired the session and failed the active turn with the delivery error.
         return
@@ -768,9 +775,14 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
       if (status === "closed" || status === "failed" || closing || retired) {
         return yield* new SessionUnavailable({ status, reason: "the session no longer accepts prompts" })
       }
+      const id = makeId()
+      const line = yield* Effect.try({
+        try: () => protocol.encodePrompt(id, prompt),
+        catch: (cause) => new InvalidPrompt({ reason: cause instanceof Error ? cause.message : String(cause) })
+      })
       const turn: TurnState = {
-        id: makeId(),
-        prompt,
+        id,
+        line,
         interruptOnCancel: sendOptions?.interruptOnCancel ?? true,
         done: Deferred.makeUnsafe(),
         phase: "queued",

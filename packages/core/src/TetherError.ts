@@ -210,6 +210,30 @@ export class SessionUnavailable extends Schema.TaggedError<SessionUnavailable>()
   }
 }
 
+/**
+ * The prompt could not be encoded as a valid frame (for example a content block that is not JSON). Nothing was
+ * written: Tether never writes a line the CLI cannot parse.
+ *
+ * @category admission
+ * @since 0.1.0
+ */
+export class InvalidPrompt extends Schema.TaggedError<InvalidPrompt>()("InvalidPrompt", {
+  reason: Schema.String
+}) {
+  get safeToFallback() {
+    return true
+  }
+  get safeToRequeue() {
+    return false
+  }
+  get deliveryUncertain() {
+    return false
+  }
+  override get message() {
+    return `the prompt is not a valid frame: ${this.reason}`
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Delivery and turn outcome. `acknowledged` says whether the CLI confirmed receipt of the prompt: before the
 // acknowledgement, delivery is uncertain and the session is retired.

@@ -16,9 +16,44 @@ export * as EventLog from "./EventLog.ts"
 /**
  * @since 0.1.0
  */
+export * as Timeouts from "./Timeouts.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as Permission from "./Permission.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as SessionEvent from "./SessionEvent.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as Turn from "./Turn.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as Session from "./Session.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as ClaudeSession from "./claude/ClaudeSession.ts"
+
+/**
+ * @since 0.1.0
+ */
 export * as ClaudeProtocol from "./claude/ClaudeProtocol.ts"
 
 /**
  * @since 0.1.0
  */
 export * as ClaudeOptions from "./claude/ClaudeOptions.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as SessionRegistry from "./SessionRegistry.ts"
