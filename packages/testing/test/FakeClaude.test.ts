@@ -1,0 +1,100 @@
+/**
+ * The fake CLI against the real one: fed what the host sent in a recorded 2.1.332 transcript, it answers with the
+ * same sequence of frames, each carrying only fields the real frame of that kind carries.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { FakeClaude } from "@tether/testing"
+import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+const fixtures = "/work/shared/fixtures/claude"
+
+type Frame = Record<string, unknown>
+
+const kind = (frame: Frame): string => {
+  const event = frame.event as Frame | undefined
+  const parts = [frame.type, frame.subtype, frame.state, event?.type].filter((part) => typeof part === "string")
+  return parts.join("/")
+}
+
+const hostFrames = (name: string): Array<Frame> =>
+  Fs.readFileSync(Path.join(fixtures, `${name}.ndjson`), "utf8").split("\n").filter((line) => line.length > 0)
+    .map((line) => JSON.parse(line) as { dir: string; msg: Frame }).filter((entry) => entry.dir === ">")
+    .map((entry) => entry.msg)
+
+const cliFrames = (name: string): Array<Frame> =>
+  Fs.readFileSync(Path.join(fixtures, `${name}.stdout.jsonl`), "utf8").split("\n").filter((line) => line.length > 0)
+    .map((line) => JSON.parse(line) as Frame)
+
+/** Runs the fake with the host's frames on stdin (then EOF) and collects its stdout frames. */
+const runFake = (input: ReadonlyArray<Frame>, args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.callback<{ frames: Array<Frame>; code: number | null }>((resume) => {
+    const child = ChildProcess.spawn(FakeClaude.path, args, {
+      env: { ...process.env, ...env },
+      stdio: ["pipe", "pipe", "ignore"]
+    })
+    let out = ""
+    child.stdout.setEncoding("utf8")
+    child.stdout.on("data", (chunk: string) => {
+      out += chunk
+    })
+    child.on("close", (code) =>
+      resume(Effect.succeed({
+        frames: out.split("\n").filter((line) => line.length > 0).map((line) => JSON.parse(line) as Frame),
+        code
+      })))
+    child.stdin.end(input.map((frame) => JSON.stringify(frame) + "\n").join(""))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+const extraKeys = (fake: Frame, real: Frame): Array<string> => Object.keys(fake).filter((key) => !(key in real))
+
+describe.skipIf(!Fs.existsSync(fixtures))("FakeClaude", () => {
+  it.live("a plain turn: the same frame sequence as claude 2.1.332, with field names the real frames use", () =>
+    Effect.gen(function*() {
+      const real = cliFrames("v332-plain")
+      const { frames, code } = yield* runFake(
+        hostFrames("v332-plain"),
+        ["--input-format", "stream-json", "--replay-user-messages", "--include-partial-messages"],
+        { CLAUDE_CODE_SDK_READS_SESSION_STATE: "1", ...FakeClaude.env({ deltas: 1 }) }
+      )
+      assert.strictEqual(code, 0)
+      assert.deepStrictEqual(frames.map(kind), real.map(kind))
+      frames.forEach((frame, i) => {
+        assert.deepStrictEqual(extraKeys(frame, real[i]), [], `frame ${i} (${kind(frame)})`)
+        const message = frame.message as Frame | undefined
+        const realMessage = real[i].message as Frame | undefined
+        if (message !== undefined && realMessage !== undefined) {
+          assert.deepStrictEqual(extraKeys(message, realMessage), [], `frame ${i} (${kind(frame)}).message`)
+        }
+      })
+      // The acknowledgements carry the host's uuid.
+      const uuid = hostFrames("v332-plain")[1].uuid
+      assert.strictEqual(frames.find((frame) => kind(frame) === "command_lifecycle/queued")?.command_uuid, uuid)
+      assert.strictEqual(frames.find((frame) => frame.isReplay === true)?.uuid, uuid)
+      assert.strictEqual(frames.find((frame) => frame.type === "result")?.user_message_uuid, uuid)
+    }))
+
+  it.live("an interrupt while idle is answered with {still_queued: []}", () =>
+    Effect.gen(function*() {
+      const real = cliFrames("v332-interruptIdle").find((frame) => JSON.stringify(frame).includes("still_queued"))
+      const { frames } = yield* runFake(
+        [{ type: "control_request", request_id: "req_2", request: { subtype: "interrupt" } }],
+        ["--input-format", "stream-json"],
+        {}
+      )
+      assert.deepStrictEqual(frames, [{ ...real, response: { ...(real?.response as Frame), request_id: "req_2" } }])
+    }))
+
+  it.live("without a uuid on the user message there are no lifecycle frames (as in the real CLI)", () =>
+    Effect.gen(function*() {
+      const { frames } = yield* runFake(
+        [{ type: "user", message: { role: "user", content: "hi" }, parent_tool_use_id: null, session_id: "" }],
+        ["--input-format", "stream-json"],
+        {}
+      )
+      assert.deepStrictEqual(frames.map(kind), ["system/init", "assistant", "result/success"])
+    }))
+})
