@@ -1,5 +1,5 @@
 /**
- * Executable discovery: where the transport finds the program a {@link Transport.LaunchSpec} names.
+ * Executable discovery: where the transport finds the program a `LaunchSpec` names.
  *
  * In order: an explicit path from the transport's options, the environment variable `TETHER_<PROGRAM>_PATH`
  * (`TETHER_CLAUDE_PATH` for `claude`), the directories of `PATH`, and for `claude` the native binary of an installed
@@ -12,7 +12,6 @@
  * @since 0.1.0
  */
 import { ExecutableNotFound } from "@tether/core/TetherError"
-import type * as Transport from "@tether/core/Transport"
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -57,10 +56,16 @@ const isExecutable = (file: string): boolean => {
   }
 }
 
+let musl: boolean | undefined
 const isMusl = (): boolean => {
-  if (process.platform !== "linux") return false
-  const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined
-  return report?.header?.glibcVersionRuntime === undefined
+  if (musl === undefined) {
+    // A process report is slow to build: ask once. glibc reports its version; musl does not.
+    const report = process.platform === "linux"
+      ? process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined
+      : undefined
+    musl = report !== undefined && report.header?.glibcVersionRuntime === undefined
+  }
+  return musl
 }
 
 /**
@@ -178,14 +183,3 @@ export const resolve = (search: Search): Effect.Effect<string, ExecutableNotFoun
     const packaged = fromPackages(program, roots, searched)
     return packaged !== undefined ? Effect.succeed(packaged) : notFound(searched)
   })
-
-/**
- * The spec's program resolved with the transport's explicit paths.
- *
- * @category resolution
- * @since 0.1.0
- */
-export const resolveSpec = (
-  spec: Transport.LaunchSpec,
-  paths: Readonly<Record<string, string>> | undefined
-): Effect.Effect<string, ExecutableNotFound> => resolve({ program: spec.program, path: paths?.[spec.program] })
