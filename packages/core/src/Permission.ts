@@ -140,10 +140,11 @@ export const denyTools = (tools: Iterable<string>, otherwise: Policy = allowAll)
     denied.has(request.toolName) ? Effect.succeed(deny(`tool ${request.toolName} is denied`)) : otherwise(request)
 }
 
-// A command that would detach work from the session: background flags, a trailing `&` (not `&&`), or a
+// A command that would detach work from the session: background flags, a background `&`, or a
 // detaching program at the start of a command (after `;`, `&&`, `||`, `|`, `(`, a newline, or `sudo`/`exec`).
 const detachingProgram = /(^|[;&|(\n]|\bexec\s+|\bsudo\s+)\s*(nohup|setsid|disown|daemonize|start-stop-daemon)\b/
-const trailingAmpersand = /(^|[^&])&\s*($|[;\n)])/
+// A lone `&` (not `&&`, `>&`, `&>`, `|&`) sends the command before it to the background.
+const backgroundAmpersand = /(^|[^&><|])&(?![&>])/
 const disownAnywhere = /\bdisown\b/
 
 /**
@@ -157,7 +158,7 @@ export const detachesWork = (input: { readonly [key: string]: unknown }): boolea
   if (input["run_in_background"] === true) return true
   const command = input["command"]
   if (!Predicate.isString(command)) return false
-  return detachingProgram.test(command) || trailingAmpersand.test(command) || disownAnywhere.test(command)
+  return detachingProgram.test(command) || backgroundAmpersand.test(command) || disownAnywhere.test(command)
 }
 
 /**
@@ -179,7 +180,9 @@ export const denyDetachedShell = (otherwise: Policy, shellTools: Iterable<string
   const shells = new Set(shellTools)
   return (request) =>
     shells.has(request.toolName) && detachesWork(request.input)
-      ? Effect.succeed(deny("commands that detach from the session (background, nohup, setsid, disown) are not allowed"))
+      ? Effect.succeed(
+        deny("commands that detach from the session (background, nohup, setsid, disown) are not allowed")
+      )
       : otherwise(request)
 }
 

@@ -35,9 +35,9 @@ import {
   ControlTimeout,
   DeliveryTimeout,
   HandshakeFailed,
+  type InterruptReason,
   InterruptTimeout,
   InvalidPrompt,
-  type InterruptReason,
   ProtocolError,
   QueueFull,
   SessionUnavailable,
@@ -294,6 +294,7 @@ interface TurnState {
   readonly done: Deferred.Deferred<TurnResult, TurnError>
   phase: Phase
   acknowledged: boolean
+  finished: boolean
   startSeq: number
   lastProgress: number
   interruptReason: InterruptReason | undefined
@@ -367,8 +368,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
       const stderrTail = yield* connection.stderrTail
       const exit = yield* connection.exitStatus
       return Option.match(exit, {
-        onNone: () =>
-          new CliExited({ exit: "still running", code: null, signal: null, stderrTail, acknowledged }),
+        onNone: () => new CliExited({ exit: "still running", code: null, signal: null, stderrTail, acknowledged }),
         onSome: (status) =>
           new CliExited({
             exit: Transport.formatExitStatus(status),
@@ -384,20 +384,18 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
 
   const expirePermissions = (turnId: string | undefined, why: "turn-ended" | "session-ended") =>
     Effect.forEach(
-      [...permissions.values()].filter((p) => p.state !== "resolved" && (turnId === undefined || p.request.turnId === turnId)),
+      [...permissions.values()].filter((p) =>
+        p.state !== "resolved" && (turnId === undefined || p.request.turnId === turnId)
+      ),
       (pending) => resolvePermission(pending, { _tag: "Expired", why }, undefined),
       { discard: true }
     )
 
   const finishTurn = (turn: TurnState, exit: Exit.Exit<TurnResult, TurnError>) =>
     Effect.gen(function*() {
-      if (Deferred.isDoneUnsafe(turn.done)) return
-      yield* Deferred.done(turn.done, exit)
-      turn.phase = Exit.isSuccess(exit)
-        ? "completed"
-        : (Exit.isFailure(exit) && Cause.hasFails(exit.cause) && !turn.acknowledged && turn.phase === "queued")
-        ? "cancelled"
-        : "failed"
+      if (turn.finished) return
+      turn.finished = true
+      turn.phase = Exit.isSuccess(exit) ? "completed" : turn.phase === "queued" ? "cancelled" : "failed"
       const timers = turn.timers
       turn.timers = []
       yield* expirePermissions(turn.id, "turn-ended")
@@ -413,6 +411,9 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
         active = undefined
         if (!closing) yield* setStatus("idle")
       }
+      // Complete the turn only once the session reflects its end, so that a host that sends again as soon as
+      // the result arrives finds the session idle.
+      yield* Deferred.done(turn.done, exit)
       // Interrupt the turn's timers last: this fiber may be one of them.
       yield* fork(Effect.forEach(timers, Fiber.interrupt, { discard: true }))
       yield* startNext
@@ -667,7 +668,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
       })
       const ack = Effect.sleep(timeouts.ack).pipe(
         Effect.andThen(Effect.suspend(() =>
-          turn.acknowledged || Deferred.isDoneUnsafe(turn.done)
+          turn.acknowledged || turn.finished
             ? Effect.void
             : Effect.logWarning(
               `turn ${turn.id} was not acknowledged by the CLI within ${Duration.format(timeouts.ack)}`
@@ -683,8 +684,8 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
       turn.phase = "started"
       turn.lastProgress = yield* Clock.currentTimeMillis
       turn.startSeq = yield* log.latestSeq
-      yield* setStatus("running")
       yield* publish(SessionEvent.TurnStarted({ turnId: turn.id, raw: undefined }))
+      yield* setStatus("running")
       yield* startTimers(turn)
       const written = yield* Effect.exit(write(turn.line))
       if (Exit.isFailure(written)) {
@@ -702,7 +703,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
   const awaitTurn = (turn: TurnState): Effect.Effect<TurnResult, TurnError> =>
     Deferred.await(turn.done).pipe(
       Effect.onInterrupt(() =>
-        turn.interruptOnCancel && !Deferred.isDoneUnsafe(turn.done)
+        turn.interruptOnCancel && !turn.finished
           ? fork(interruptTurn(turn, "host"))
           : Effect.void
       )
@@ -710,7 +711,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
 
   const interruptTurn = (turn: TurnState, reason: InterruptReason): Effect.Effect<InterruptOutcome> =>
     Effect.suspend(() => {
-      if (Deferred.isDoneUnsafe(turn.done)) return Effect.succeed<InterruptOutcome>("completed-first")
+      if (turn.finished) return Effect.succeed<InterruptOutcome>("completed-first")
       if (turn.interrupting !== undefined) return turn.interrupting
       if (turn.phase === "queued") {
         const index = queue.indexOf(turn)
@@ -787,6 +788,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
         done: Deferred.makeUnsafe(),
         phase: "queued",
         acknowledged: false,
+        finished: false,
         startSeq: yield* log.latestSeq,
         lastProgress: 0,
         interruptReason: undefined,

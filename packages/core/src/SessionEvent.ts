@@ -77,5 +77,7 @@ export const SessionEvent = Data.taggedEnum<SessionEvent>()
  * @category guards
  * @since 0.1.0
  */
-export const isTerminal = (event: SessionEvent): event is Extract<SessionEvent, { _tag: "TurnCompleted" | "TurnFailed" }> =>
+export const isTerminal = (
+  event: SessionEvent
+): event is Extract<SessionEvent, { _tag: "TurnCompleted" | "TurnFailed" }> =>
   event._tag === "TurnCompleted" || event._tag === "TurnFailed"

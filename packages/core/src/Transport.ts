@@ -94,8 +94,8 @@ export interface LaunchSpec {
  * - `write` sends one line (the transport appends the newline). Writes are not serialized by the transport:
  *   the session serializes them.
  * - `stdout` is the stream of complete lines (without the newline). It has a single consumer; it ends when the
- *   process closes stdout. A line longer than the transport's limit fails the stream with
- *   `LineTooLong` in `lineErrors` rather than buffering without bound; the stream goes on with the next line.
+ *   process closes stdout. A line longer than the transport's limit is dropped, never buffered without bound, and
+ *   arrives as a `Line.TooLong` marker; the stream goes on with the next line.
  * - `exit` waits for the process to end.
  *
  * @category models

@@ -148,7 +148,9 @@ export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
     return false
   }
   override get message() {
-    return `the model API failed for turn ${this.turnId}${this.status === null ? "" : ` (${this.status})`}: ${this.detail}`
+    return `the model API failed for turn ${this.turnId}${
+      this.status === null ? "" : ` (${this.status})`
+    }: ${this.detail}`
   }
 }
 

@@ -23,12 +23,14 @@ const problemsOf = (options: ClaudeOptions.Options): ReadonlyArray<string> => {
 
 describe("ClaudeOptions", () => {
   describe("toArgs", () => {
-    it("starts with the protocol flags and defaults to stdio permission prompts and user message replay", () => {
+    it("starts with the protocol flags and defaults to stdio permission prompts, partial messages and replay", () => {
       assert.deepStrictEqual(argsOf({}), [
         ...protocol,
         "--permission-prompt-tool=stdio",
+        "--include-partial-messages",
         "--replay-user-messages"
       ])
+      assert.notInclude(argsOf({ includePartialMessages: false }), "--include-partial-messages")
     })
 
     it("renders every option as one --flag=value element", () => {
@@ -85,11 +87,13 @@ describe("ClaudeOptions", () => {
     it("lets the host name another permission prompt tool, or none, and turn replay off", () => {
       assert.deepStrictEqual(argsOf({ permissionPromptTool: "mcp__host__approve", replayUserMessages: false }), [
         ...protocol,
-        "--permission-prompt-tool=mcp__host__approve"
+        "--permission-prompt-tool=mcp__host__approve",
+        "--include-partial-messages"
       ])
       assert.deepStrictEqual(argsOf({ permissionPromptTool: false, continue: true }), [
         ...protocol,
         "--continue",
+        "--include-partial-messages",
         "--replay-user-messages"
       ])
     })
@@ -99,6 +103,7 @@ describe("ClaudeOptions", () => {
         ...protocol,
         "--permission-prompt-tool=stdio",
         "--mcp-config=/etc/mcp.json",
+        "--include-partial-messages",
         "--replay-user-messages"
       ])
     })

@@ -93,7 +93,10 @@ export interface Options {
   readonly maxTurns?: number | undefined
   /** `--max-budget-usd`: a positive amount. */
   readonly maxBudgetUsd?: number | undefined
-  /** `--include-partial-messages`: `stream_event` frames. */
+  /**
+   * `--include-partial-messages`, on by default: `stream_event` frames (text deltas). Without them the CLI emits
+   * nothing until a content block is complete, so the stall watchdog sees no progress while the model streams.
+   */
   readonly includePartialMessages?: boolean | undefined
   /**
    * `--replay-user-messages`, on by default: the session's delivery fence waits for the replay of the prompt's
@@ -292,7 +295,7 @@ const buildArgs = (options: Options): ReadonlyArray<string> => {
   if (options.sessionId !== undefined) flag("session-id", options.sessionId)
   if (options.maxTurns !== undefined) flag("max-turns", String(options.maxTurns))
   if (options.maxBudgetUsd !== undefined) flag("max-budget-usd", String(options.maxBudgetUsd))
-  if (options.includePartialMessages === true) flag("include-partial-messages")
+  if (options.includePartialMessages !== false) flag("include-partial-messages")
   if (options.replayUserMessages !== false) flag("replay-user-messages")
   if (options.noSessionPersistence === true) flag("no-session-persistence")
   for (const [name, value] of Object.entries(options.extraArgs ?? {})) flag(name, value ?? undefined)

@@ -365,8 +365,7 @@ export const protocol = (options: {
   readonly maxLineLength?: number | undefined
 }): Session.Protocol => {
   const callbacks = new Map<string, HookCallback>()
-  const hookConfig: Record<string, Array<{ matcher?: string; hookCallbackIds: Array<string>; timeout?: number }>> =
-    {}
+  const hookConfig: Record<string, Array<{ matcher?: string; hookCallbackIds: Array<string>; timeout?: number }>> = {}
   let counter = 0
   for (const [event, list] of Object.entries(options.hooks ?? {})) {
     hookConfig[event] = list.map((hook) => {

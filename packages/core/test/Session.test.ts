@@ -1,0 +1,833 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ClaudeSession, EventLog, Permission, SessionEvent, TetherError, Timeouts, Transport } from "@tether/core"
+import { MockClaude, MockTransport } from "@tether/testing"
+import { Duration, Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
+
+// Every test here runs on TestClock through MockTransport: the simulated CLI's own timing (startup 300 ms, first
+// token 60 ms, chunks 25 ms, …) and every session deadline move only when the test moves the clock.
+
+type Frame = { readonly [key: string]: any }
+
+/** Runs an effect to completion while moving the TestClock in 5 ms steps, up to `budget`. */
+const settle = <A, E, R>(effect: Effect.Effect<A, E, R>, budget: Duration.Input = "20 seconds") =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.forkChild(effect)
+    const limit = Duration.toMillis(Duration.fromInputUnsafe(budget))
+    let elapsed = 0
+    while (fiber.pollUnsafe() === undefined && elapsed < limit) {
+      yield* TestClock.adjust("5 millis")
+      elapsed += 5
+    }
+    return yield* Fiber.join(fiber)
+  })
+
+/** Moves the clock by `duration` in 5 ms steps (so that chains of sleeps all run). */
+const advance = (duration: Duration.Input) =>
+  Effect.gen(function*() {
+    const limit = Duration.toMillis(Duration.fromInputUnsafe(duration))
+    for (let elapsed = 0; elapsed < limit; elapsed += 5) yield* TestClock.adjust("5 millis")
+  })
+
+const now = Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe()))
+
+const timeouts = (overrides: Partial<{ readonly [K in keyof Timeouts.Timeouts]: Duration.Input }>) =>
+  Effect.runSync(Timeouts.make(overrides))
+
+/** Starts a session in its own scope, runs `body`, then closes the session on TestClock. */
+const withSession = <A, E, R>(
+  options: ClaudeSession.Options,
+  body: (session: ClaudeSession.ClaudeSession, cli: MockTransport.MockConnection) => Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const session = yield* settle(ClaudeSession.make(options).pipe(Scope.provide(scope)))
+    const cli = yield* (yield* MockTransport.MockTransport).latest
+    const exit = yield* Effect.exit(body(session, cli))
+    yield* settle(Scope.close(scope, Exit.void))
+    return yield* exit
+  })
+
+const mock = (script: MockClaude.Script = MockClaude.defaultScript, options?: MockTransport.LayerOptions) =>
+  Effect.provide(MockTransport.layer(script, options))
+
+const script = (...turns: ReadonlyArray<MockClaude.Turn>) => MockClaude.make(turns)
+
+const writtenFrames = (cli: MockTransport.MockConnection) =>
+  Effect.map(cli.written, (all) => all as ReadonlyArray<Frame>)
+
+/** Collects every event a subscription delivers until the session's log ends or `take` events arrived. */
+const collectEvents = (session: ClaudeSession.ClaudeSession, from: EventLog.From = "start") =>
+  Effect.map(
+    Effect.scoped(Effect.flatMap(session.subscribe(from), (s) => Stream.runCollect(Stream.take(s, 10_000)))),
+    (all) => Array.from(all)
+  )
+
+const snapshotEvents = (session: ClaudeSession.ClaudeSession) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const stream = yield* session.subscribe("start")
+      const latest = yield* session.latestSeq
+      const deliveries = yield* Stream.runCollect(
+        Stream.takeUntil(stream, (d) => d._tag === "Event" && d.seq >= latest)
+      )
+      return Array.from(deliveries).flatMap((d) => (d._tag === "Event" ? [d.event] : []))
+    })
+  )
+
+const tagsOf = (events: ReadonlyArray<SessionEvent.SessionEvent>) => events.map((e) => e._tag)
+
+const bash = (command: string, extra: Partial<Parameters<typeof MockClaude.tool>[0]> = {}) =>
+  MockClaude.tool({
+    name: "Bash",
+    input: { command, description: "test" },
+    output: (i) => `ran: ${i.command}`,
+    ...extra
+  })
+
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("Session lifecycle", () => {
+  it.effect("writes initialize first, without waiting for output, and becomes idle", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const written = yield* writtenFrames(cli)
+        assert.strictEqual(written[0].type, "control_request")
+        assert.strictEqual(written[0].request.subtype, "initialize")
+        assert.strictEqual(yield* session.status, "idle")
+        assert.strictEqual(session.initializeResponse.claude_code_version, "2.1.332")
+        assert.isTrue(yield* session.isAlive)
+        // The command line the session asked for: stream-json both ways, prompts over stdio, replays.
+        assert.includeMembers([...cli.spec.args], ["--replay-user-messages", "--permission-prompt-tool=stdio"])
+      })).pipe(mock()))
+
+  it.effect("a CLI that never answers initialize fails with StartupTimeout, safe to fall back, and is torn down", () =>
+    Effect.gen(function*() {
+      const started = yield* now
+      const exit = yield* settle(
+        Effect.scoped(
+          ClaudeSession.make({
+            timeouts: timeouts({ startup: "2 seconds", control: "1 second", delivery: "1 second" })
+          })
+        ).pipe(
+          Effect.exit
+        )
+      )
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Exit.isFailure(exit) ? Option.getOrThrow(Exit.findErrorOption(exit)) : undefined
+      assert.strictEqual(error?._tag, "HandshakeFailed") // the control timeout (1 s) fires inside the startup budget
+      assert.isTrue(error?.safeToFallback)
+      assert.isTrue(error?.safeToRequeue)
+      assert.isFalse(error?.deliveryUncertain)
+      assert.isAtMost((yield* now) - started, 2_100)
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      assert.isFalse(yield* cli.isAlive)
+    }).pipe(mock(MockClaude.make([], { faults: [MockClaude.neverAnswer("initialize")] }))))
+
+  it.effect("the startup timeout bounds the whole handshake", () =>
+    Effect.gen(function*() {
+      const exit = yield* settle(
+        Effect.scoped(
+          ClaudeSession.make({
+            timeouts: timeouts({ startup: "200 millis", control: "100 millis", delivery: "100 millis" })
+          })
+        ).pipe(
+          Effect.exit
+        )
+      )
+      const error = Exit.isFailure(exit) ? Option.getOrThrow(Exit.findErrorOption(exit)) : undefined
+      // The mock CLI takes 300 ms to start: the 100 ms control budget would fire first, inside startup.
+      assert.oneOf(error?._tag, ["StartupTimeout", "HandshakeFailed"])
+      assert.isTrue(error?.safeToFallback)
+    }).pipe(mock()))
+
+  it.effect("a missing executable is a typed, safe-to-fallback error", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Effect.scoped(ClaudeSession.make({})))
+      const error = Exit.isFailure(exit) ? Option.getOrThrow(Exit.findErrorOption(exit)) : undefined
+      assert.strictEqual(error?._tag, "ExecutableNotFound")
+      assert.isTrue(error?.safeToFallback)
+    }).pipe(
+      mock(MockClaude.defaultScript, {
+        spawnError: () => new TetherError.ExecutableNotFound({ program: "claude", searched: ["PATH"] })
+      })
+    ))
+
+  it.effect("a CLI that exits during the handshake fails with HandshakeFailed carrying stderr", () =>
+    Effect.gen(function*() {
+      const exit = yield* settle(Effect.scoped(ClaudeSession.make({})).pipe(Effect.exit))
+      const error = Exit.isFailure(exit) ? Option.getOrThrow(Exit.findErrorOption(exit)) : undefined
+      assert.strictEqual(error?._tag, "HandshakeFailed")
+      assert.include(error?._tag === "HandshakeFailed" ? error.reason : "", "bad flag")
+    }).pipe(mock(MockClaude.make([], { faults: [MockClaude.crash({ code: 2, stderr: "error: bad flag\n" })] }))))
+
+  it.effect("invalid timeouts are rejected when built", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Timeouts.make({ stall: "2 hours", turn: "1 hour" }))
+      assert.strictEqual(error._tag, "InvalidConfig")
+      assert.include(error.problems[0], "stall")
+      const zero = yield* Effect.flip(Timeouts.make({ control: 0 }))
+      assert.include(zero.problems[0], "control")
+      const startError = yield* Effect.flip(
+        Effect.scoped(ClaudeSession.make({ timeouts: { ...Timeouts.defaults, interrupt: Duration.hours(2) } }))
+      )
+      assert.strictEqual(startError._tag, "InvalidConfig")
+    }).pipe(mock()))
+
+  it.effect("release ends stdin, the CLI exits cleanly, and the session is closed", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const session = yield* settle(ClaudeSession.make({}).pipe(Scope.provide(scope)))
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      yield* settle(session.run("hi"))
+      yield* settle(Scope.close(scope, Exit.void))
+      assert.isTrue(yield* cli.stdinEnded)
+      assert.isFalse(yield* cli.isAlive)
+      assert.strictEqual(yield* session.status, "closed")
+      const state = yield* session.process
+      assert.strictEqual(state._tag, "Completed")
+      assert.deepStrictEqual(yield* cli.exitStatus, Option.some(Transport.ExitStatus.Exited({ code: 0 })))
+    }).pipe(mock()))
+
+  it.effect("release never hangs past closeGrace + termGrace, even for a CLI that ignores EOF and SIGTERM", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const session = yield* settle(
+        ClaudeSession.make({ timeouts: timeouts({ closeGrace: "1 second", termGrace: "2 seconds" }) }).pipe(
+          Scope.provide(scope)
+        )
+      )
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      yield* cli.trigger(MockClaude.hang)
+      const started = yield* now
+      yield* settle(Scope.close(scope, Exit.void))
+      const took = (yield* now) - started
+      assert.isAtMost(took, 3_050)
+      assert.isAtLeast(took, 3_000)
+      assert.isFalse(yield* cli.isAlive)
+      assert.strictEqual(yield* session.status, "closed")
+    }).pipe(mock(MockClaude.make([], { faults: [MockClaude.ignoreSigterm] }))))
+})
+
+describe("Turns", () => {
+  it.effect("a plain turn: the turn id is the uuid written, events in order, the process stays alive", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("hello there")
+        const result = yield* settle(turn.result)
+        assert.include(result.text, "hello there")
+        assert.strictEqual(result.turnId, turn.id)
+        assert.isFalse(result.isError)
+        assert.isAbove(result.usage.outputTokens, 0)
+        assert.isDefined(result.totalCostUsd)
+        assert.isTrue(Option.isSome(yield* session.sessionId))
+        assert.strictEqual(result.sessionId, Option.getOrThrow(yield* session.sessionId))
+        const userFrames = (yield* writtenFrames(cli)).filter((f) => f.type === "user")
+        assert.strictEqual(userFrames.length, 1)
+        assert.strictEqual(userFrames[0].uuid, turn.id)
+        // A result ends the turn, not the process.
+        assert.isTrue(yield* session.isAlive)
+        assert.strictEqual(yield* session.status, "idle")
+
+        const events = (yield* snapshotEvents(session)).filter((e) => e.turnId === turn.id && e._tag !== "Status")
+        const tags = tagsOf(events)
+        assert.strictEqual(tags[0], "TurnStarted")
+        assert.strictEqual(tags[1], "TurnAcknowledged")
+        assert.include(tags, "TextDelta")
+        assert.include(tags, "AssistantMessage")
+        assert.strictEqual(tags.at(-1), "TurnCompleted")
+        const text = events.flatMap((e) => (e._tag === "TextDelta" ? [e.text] : [])).join("")
+        assert.include(text, "hello there")
+
+        // The turn's own stream replays from its start and ends with its terminal event.
+        const own = yield* Effect.map(Stream.runCollect(turn.events), (all) => Array.from(all))
+        const ownEvents = own.flatMap((d) => (d._tag === "Event" ? [d.event] : []))
+        assert.strictEqual(ownEvents.at(-1)?._tag, "TurnCompleted")
+        assert.isTrue(ownEvents.every((e) => e.turnId === turn.id))
+      })).pipe(mock()))
+
+  it.effect("every event gets a strictly increasing seq", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        yield* settle(session.run("one"))
+        yield* settle(session.run("two"))
+        const seqs = yield* Effect.scoped(
+          Effect.gen(function*() {
+            const stream = yield* session.subscribe("start")
+            const latest = yield* session.latestSeq
+            const all = yield* Stream.runCollect(Stream.takeUntil(stream, (d) => d._tag === "Event" && d.seq >= latest))
+            return Array.from(all).flatMap((d) => (d._tag === "Event" ? [d.seq] : []))
+          })
+        )
+        assert.isAbove(seqs.length, 10)
+        for (let i = 1; i < seqs.length; i++) assert.strictEqual(seqs[i], seqs[i - 1] + 1)
+      })).pipe(mock()))
+
+  it.effect("a second send while a turn runs is refused with TurnInFlight (safe to requeue) and writes nothing", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const first = yield* session.send("first")
+        const error = yield* Effect.flip(session.send("second"))
+        assert.strictEqual(error._tag, "TurnInFlight")
+        assert.isTrue(error.safeToRequeue)
+        assert.isFalse(error.deliveryUncertain)
+        yield* settle(first.result)
+        const userFrames = (yield* writtenFrames(cli)).filter((f) => f.type === "user")
+        assert.strictEqual(userFrames.length, 1)
+        // Once idle, the next send goes through.
+        const again = yield* settle(session.run("second"))
+        assert.include(again.text, "second")
+      })).pipe(mock()))
+
+  it.effect("with a queue, queued prompts have a visible lifecycle and run in order", () =>
+    withSession({ queue: true }, (session) =>
+      Effect.gen(function*() {
+        const a = yield* session.send("alpha")
+        const b = yield* session.send("beta")
+        assert.strictEqual(yield* b.phase, "queued")
+        const [ra, rb] = yield* settle(Effect.all([a.result, b.result]))
+        assert.include(ra.text, "alpha")
+        assert.include(rb.text, "beta")
+        assert.strictEqual(yield* b.phase, "completed")
+        const tags = tagsOf((yield* snapshotEvents(session)).filter((e) => e.turnId === b.id && e._tag !== "Status"))
+        assert.deepStrictEqual(tags.slice(0, 3), ["TurnQueued", "TurnStarted", "TurnAcknowledged"])
+        assert.strictEqual(tags.at(-1), "TurnCompleted")
+      })).pipe(mock()))
+
+  it.effect("a full queue refuses with QueueFull (safe to requeue)", () =>
+    withSession({ queue: true, queueCapacity: 1 }, (session) =>
+      Effect.gen(function*() {
+        const a = yield* session.send("a")
+        yield* session.send("b")
+        const error = yield* Effect.flip(session.send("c"))
+        assert.strictEqual(error._tag, "QueueFull")
+        assert.isTrue(error.safeToRequeue)
+        yield* settle(a.result)
+      })).pipe(mock()))
+
+  it.effect("a CLI that dies mid-turn fails the turn with its exit code and stderr; the session is failed", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const error = yield* settle(Effect.flip(session.run("crash please")))
+        assert.strictEqual(error._tag, "CliExited")
+        if (error._tag !== "CliExited") return
+        assert.strictEqual(error.code, 3)
+        assert.include(error.stderrTail, "segfault")
+        assert.isTrue(error.acknowledged)
+        assert.isFalse(error.deliveryUncertain)
+        assert.strictEqual(yield* session.status, "failed")
+        const refused = yield* Effect.flip(session.send("again"))
+        assert.strictEqual(refused._tag, "SessionUnavailable")
+        assert.isTrue(refused.safeToFallback)
+        const state = yield* session.process
+        assert.strictEqual(state._tag, "Failed")
+      })).pipe(
+        mock(script(
+          MockClaude.when(
+            "crash",
+            MockClaude.text(["partial ", "answer"]),
+            MockClaude.crash({ code: 3, stderr: "segfault in tool\n" })
+          )
+        ))
+      ))
+
+  it.effect("death before the acknowledgement makes delivery uncertain", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("hello")
+        yield* cli.trigger(MockClaude.crash({ code: 1, stderr: "boom\n" }))
+        const error = yield* settle(Effect.flip(turn.result))
+        assert.strictEqual(error._tag, "CliExited")
+        assert.isTrue(error.deliveryUncertain)
+      })).pipe(mock(MockClaude.make([], { timing: { receipt: "1 second" } }))))
+
+  it.effect("a stdin write that does not finish within the delivery timeout retires the session (uncertain)", () =>
+    Effect.gen(function*() {
+      // A transport whose writes block once the handshake is done, like a CLI that stopped reading stdin.
+      const blocking = Layer.effect(
+        Transport.Transport,
+        Effect.gen(function*() {
+          const inner = yield* Transport.Transport
+          return Transport.Transport.of({
+            capabilities: inner.capabilities,
+            open: (spec, options) =>
+              Effect.map(inner.open(spec, options), (connection) => {
+                let writes = 0
+                return { ...connection, write: (line) => ++writes > 1 ? Effect.never : connection.write(line) }
+              })
+          })
+        })
+      ).pipe(Layer.provideMerge(MockTransport.layer()))
+      yield* Effect.gen(function*() {
+        yield* withSession({ timeouts: timeouts({ delivery: "1 second" }) }, (session) =>
+          Effect.gen(function*() {
+            // send returns once the prompt is written: here, once the delivery timeout gave up on the write.
+            const turn = yield* settle(session.send("hello"))
+            const error = yield* settle(Effect.flip(turn.result))
+            assert.strictEqual(error._tag, "DeliveryTimeout")
+            assert.isTrue(error.deliveryUncertain)
+            assert.strictEqual(yield* session.status, "failed")
+          }))
+      }).pipe(Effect.provide(blocking))
+    }))
+
+  it.effect("a malformed or oversized line becomes a ProtocolError event and the session keeps running", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        yield* cli.trigger(MockClaude.malformed())
+        yield* cli.trigger(MockClaude.oversized())
+        yield* cli.inject(`{"type":"result","subtype":"success","is_error":"yes"}`)
+        yield* advance("100 millis")
+        const errors = (yield* snapshotEvents(session)).flatMap((e) => e._tag === "ProtocolError" ? [e.error] : [])
+        assert.sameMembers(errors.map((e) => e.reason), ["not-json", "too-long", "malformed"])
+        const result = yield* settle(session.run("still there?"))
+        assert.include(result.text, "still there?")
+      })).pipe(mock()))
+
+  it.effect("result errors map to typed errors: max turns and budget carry the session id to resume", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const maxTurns = yield* settle(Effect.flip(session.run("loop forever")))
+        assert.strictEqual(maxTurns._tag, "MaxTurnsExceeded")
+        if (maxTurns._tag === "MaxTurnsExceeded") assert.isNotNull(maxTurns.sessionId)
+        const budget = yield* settle(Effect.flip(session.run("spend it all")))
+        assert.strictEqual(budget._tag, "BudgetExceeded")
+        if (budget._tag === "BudgetExceeded") assert.isNotNull(budget.sessionId)
+        const api = yield* settle(Effect.flip(session.run("api down")))
+        assert.strictEqual(api._tag, "ApiError")
+        if (api._tag === "ApiError") assert.strictEqual(api.status, 529)
+        assert.isFalse(api.deliveryUncertain)
+        // The session goes on after an API error.
+        const ok = yield* settle(session.run("fine now"))
+        assert.include(ok.text, "fine now")
+      })).pipe(mock(script(
+        MockClaude.when("loop", MockClaude.maxTurns(3)),
+        MockClaude.when("spend", MockClaude.maxBudget(0.5)),
+        MockClaude.when("api down", MockClaude.apiError({ status: 529 }))
+      ))))
+})
+
+describe("Permissions", () => {
+  const toolScript = script(MockClaude.when("touch", bash("touch perm.txt")))
+
+  it.effect("allow sends updatedInput = the original input; requests and resolutions are events", () =>
+    withSession({ policy: Permission.allowAll }, (session, cli) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("touch it")
+        const result = yield* settle(turn.result)
+        assert.include(result.text, "ran: touch perm.txt")
+        const answer = (yield* writtenFrames(cli)).find((f) => f.type === "control_response")
+        assert.strictEqual(answer?.response.response.behavior, "allow")
+        assert.deepStrictEqual(answer?.response.response.updatedInput, {
+          command: "touch perm.txt",
+          description: "test"
+        })
+        const events = yield* snapshotEvents(session)
+        const requested = events.find((e) => e._tag === "PermissionRequested")
+        const resolved = events.find((e) => e._tag === "PermissionResolved")
+        assert.strictEqual(requested?._tag === "PermissionRequested" ? requested.request.toolName : "", "Bash")
+        assert.strictEqual(requested?.turnId, turn.id)
+        assert.deepStrictEqual(
+          resolved?._tag === "PermissionResolved" ? resolved.resolution : undefined,
+          { _tag: "Decided", by: "policy", decision: Permission.allow() }
+        )
+      })).pipe(mock(toolScript)))
+
+  it.effect("allow with a rewritten input runs the rewritten input", () =>
+    withSession({
+      policy: (request) => Effect.succeed(Permission.allow({ ...request.input, command: "echo rewritten" }))
+    }, (session) =>
+      Effect.gen(function*() {
+        const result = yield* settle(session.run("touch it"))
+        assert.include(result.text, "ran: echo rewritten")
+      })).pipe(mock(toolScript)))
+
+  it.effect("deny: the turn goes on and the result lists the denial", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        // The default policy denies everything.
+        const result = yield* settle(session.run("touch it"))
+        assert.isFalse(result.isError)
+        assert.strictEqual(result.permissionDenials.length, 1)
+        assert.strictEqual(result.permissionDenials[0].toolName, "Bash")
+      })).pipe(mock(toolScript)))
+
+  it.effect("deny with interrupt ends the turn as interrupted by the permission decision", () =>
+    withSession(
+      { policy: () => Effect.succeed(Permission.deny("no", { interrupt: true })) },
+      (session) =>
+        Effect.gen(function*() {
+          const error = yield* settle(Effect.flip(session.run("touch it")))
+          assert.strictEqual(error._tag, "TurnInterrupted")
+          if (error._tag !== "TurnInterrupted") return
+          assert.strictEqual(error.reason, "permission")
+          assert.isTrue(error.acknowledged)
+          assert.isFalse(error.deliveryUncertain)
+          assert.strictEqual(yield* session.status, "idle")
+        })
+    ).pipe(mock(toolScript)))
+
+  it.effect("defer: answered later, exactly once; unknown ids are typed errors; waiting is not a stall", () =>
+    withSession({
+      policy: () => Effect.succeed(Permission.defer),
+      timeouts: timeouts({ stall: "1 second", permission: "1 minute" })
+    }, (session) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("touch it")
+        yield* advance("500 millis")
+        const [pending] = yield* session.pendingPermissions
+        assert.strictEqual(pending.toolName, "Bash")
+        assert.strictEqual(yield* session.status, "awaiting-permission")
+        // Much longer than the stall timeout: waiting on a decision is not a stall.
+        yield* advance("5 seconds")
+        assert.strictEqual(yield* session.status, "awaiting-permission")
+        yield* session.answerPermission(pending.requestId, Permission.allow())
+        const again = yield* Effect.flip(session.answerPermission(pending.requestId, Permission.allow()))
+        assert.strictEqual(again._tag, "PermissionAlreadyResolved")
+        const unknown = yield* Effect.flip(session.answerPermission("nope", Permission.allow()))
+        assert.strictEqual(unknown._tag, "PermissionNotFound")
+        const result = yield* settle(turn.result)
+        assert.include(result.text, "ran: touch perm.txt")
+      })).pipe(mock(toolScript)))
+
+  it.effect("a deferred request expires after the permission timeout with a deny", () =>
+    withSession({ policy: () => Effect.succeed(Permission.defer), timeouts: timeouts({ permission: "2 seconds" }) }, (
+      session,
+      cli
+    ) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("touch it")
+        yield* advance("500 millis")
+        const [pending] = yield* session.pendingPermissions
+        const result = yield* settle(turn.result)
+        assert.strictEqual(result.permissionDenials.length, 1)
+        const answer = (yield* writtenFrames(cli)).find((f) => f.type === "control_response")
+        assert.strictEqual(answer?.response.response.behavior, "deny")
+        const late = yield* Effect.flip(session.answerPermission(pending.requestId, Permission.allow()))
+        assert.strictEqual(late._tag, "PermissionAlreadyResolved")
+      })).pipe(mock(toolScript)))
+
+  it.effect("a policy that fails or dies never wedges the turn: the CLI receives a deny", () =>
+    Effect.gen(function*() {
+      for (
+        const policy of [
+          () => Effect.fail({ _tag: "PolicyExploded" }),
+          () => Effect.die("policy died")
+        ] satisfies ReadonlyArray<Permission.Policy>
+      ) {
+        yield* withSession({ policy }, (session) =>
+          Effect.gen(function*() {
+            const result = yield* settle(session.run("touch it"))
+            assert.strictEqual(result.permissionDenials.length, 1)
+            const resolved = (yield* snapshotEvents(session)).find((e) => e._tag === "PermissionResolved")
+            assert.strictEqual(resolved?._tag === "PermissionResolved" ? resolved.resolution._tag : "", "PolicyFailed")
+          }))
+      }
+    }).pipe(mock(toolScript)))
+
+  it.effect("an interrupt during a pending permission: the CLI cancels it, and a late answer is refused", () =>
+    withSession({ policy: () => Effect.succeed(Permission.defer) }, (session) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("touch it")
+        yield* advance("500 millis")
+        const [pending] = yield* session.pendingPermissions
+        const outcome = yield* settle(session.interrupt)
+        assert.strictEqual(outcome, "interrupted")
+        const error = yield* Effect.flip(turn.result)
+        assert.strictEqual(error._tag, "TurnInterrupted")
+        const late = yield* Effect.flip(session.answerPermission(pending.requestId, Permission.allow()))
+        assert.strictEqual(late._tag, "PermissionAlreadyResolved")
+        const resolved = (yield* snapshotEvents(session)).find((e) => e._tag === "PermissionResolved")
+        assert.deepStrictEqual(
+          resolved?._tag === "PermissionResolved" ? resolved.resolution : undefined,
+          { _tag: "Expired", why: "cancelled-by-cli" }
+        )
+      })).pipe(mock(toolScript)))
+
+  it.effect("hook callbacks are registered at initialize and answered with the host's output", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      yield* withSession({
+        hooks: {
+          PreToolUse: [{
+            matcher: "Bash",
+            callback: (input) =>
+              Effect.sync(() => {
+                seen.push(input["tool_name"])
+                return { hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "allow" } }
+              })
+          }]
+        }
+      }, (session, cli) =>
+        Effect.gen(function*() {
+          const init = (yield* writtenFrames(cli))[0]
+          assert.deepStrictEqual(Object.keys(init.request.hooks), ["PreToolUse"])
+          // A PreToolUse allow skips the permission prompt: the default deny-all policy is never asked.
+          const result = yield* settle(session.run("touch it"))
+          assert.include(result.text, "ran: touch perm.txt")
+          assert.strictEqual(result.permissionDenials.length, 0)
+          assert.deepStrictEqual(seen, ["Bash"])
+        }))
+    }).pipe(mock(toolScript)))
+
+  it.effect("ready-made policies: allow-list, deny-list, and detached shell commands", () =>
+    Effect.gen(function*() {
+      const request = (toolName: string, input: Record<string, unknown>): Permission.PermissionRequest => ({
+        requestId: "r",
+        turnId: "t",
+        toolName,
+        toolUseId: undefined,
+        input,
+        description: undefined,
+        raw: undefined
+      })
+      const allowRead = Permission.allowTools(["Read"])
+      assert.strictEqual((yield* allowRead(request("Read", {})))._tag, "Allow")
+      assert.strictEqual((yield* allowRead(request("Bash", {})))._tag, "Deny")
+      assert.strictEqual((yield* Permission.denyTools(["Bash"])(request("Bash", {})))._tag, "Deny")
+      assert.strictEqual((yield* Permission.denyTools(["Bash"])(request("Read", {})))._tag, "Allow")
+      const guard = Permission.denyDetachedShell(Permission.allowAll)
+      for (
+        const command of [
+          "sleep 100 &",
+          "nohup server",
+          "setsid sleep 1",
+          "make build && (worker &)",
+          "sleep 1 & disown",
+          "cd x; nohup ./run.sh > log"
+        ]
+      ) {
+        assert.strictEqual((yield* guard(request("Bash", { command })))._tag, "Deny", command)
+      }
+      assert.strictEqual((yield* guard(request("Bash", { command: "sleep 1", run_in_background: true })))._tag, "Deny")
+      for (const command of ["make && make test", "echo a & b", "grep nohup README.md", "ls -la"]) {
+        const expected = command === "echo a & b" ? "Deny" : "Allow"
+        assert.strictEqual((yield* guard(request("Bash", { command })))._tag, expected, command)
+      }
+      assert.strictEqual((yield* Permission.denyAll(request("Read", {})))._tag, "Deny")
+    }))
+})
+
+describe("Controls", () => {
+  it.effect("controls are typed operations with decoded responses", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        assert.deepStrictEqual(yield* settle(session.setPermissionMode("acceptEdits")), { mode: "acceptEdits" })
+        assert.deepStrictEqual(yield* settle(session.setModel("claude-haiku")), { model: "claude-haiku" })
+        yield* settle(session.setMaxThinkingTokens(1024))
+        assert.deepStrictEqual(yield* settle(session.mcpStatus), { mcpServers: [] })
+        const usage = yield* settle(session.getContextUsage)
+        assert.isTrue(Array.isArray(usage["categories"]))
+        const failed = yield* settle(Effect.flip(Effect.asVoid(session.control({ subtype: "no_such_subtype" }))))
+        assert.strictEqual(failed._tag, "ControlFailed")
+        assert.strictEqual(yield* session.status, "idle")
+      })).pipe(mock()))
+
+  it.effect("a control left unanswered past its deadline retires the session with ControlTimeout", () =>
+    withSession({ timeouts: timeouts({ control: "2 seconds" }) }, (session, cli) =>
+      Effect.gen(function*() {
+        const started = yield* now
+        const error = yield* settle(Effect.flip(session.setModel("x")))
+        assert.strictEqual(error._tag, "ControlTimeout")
+        assert.isTrue(error.deliveryUncertain)
+        assert.strictEqual((yield* now) - started, 2_000)
+        assert.strictEqual(yield* session.status, "failed")
+        yield* advance("10 seconds")
+        assert.isFalse(yield* cli.isAlive)
+      })).pipe(mock(MockClaude.make([], { faults: [MockClaude.neverAnswer("set_model")] }))))
+
+  it.effect("control responses for ids this host did not send are ignored", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        yield* cli.inject(
+          `{"type":"control_response","response":{"subtype":"success","request_id":"not-ours","response":{}}}`
+        )
+        yield* advance("50 millis")
+        const result = yield* settle(session.run("fine"))
+        assert.include(result.text, "fine")
+        assert.strictEqual(yield* session.status, "idle")
+      })).pipe(mock()))
+})
+
+describe("Interrupts, stalls, deadlines", () => {
+  const slow = script(MockClaude.when(
+    "slow",
+    MockClaude.text(Array.from({ length: 40 }, (_, i) => `w${i} `), {
+      delay: "100 millis"
+    })
+  ))
+
+  it.effect("interrupt mid-stream settles the turn as interrupted; the session stays usable", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("slow please")
+        yield* advance("500 millis")
+        const outcome = yield* settle(turn.interrupt.pipe(Effect.andThen(session.status)))
+        assert.strictEqual(outcome, "idle")
+        const error = yield* Effect.flip(turn.result)
+        assert.strictEqual(error._tag, "TurnInterrupted")
+        if (error._tag !== "TurnInterrupted") return
+        assert.strictEqual(error.reason, "host")
+        assert.isTrue(error.acknowledged)
+        assert.isFalse(error.deliveryUncertain)
+        const next = yield* settle(session.run("after"))
+        assert.include(next.text, "after")
+      })).pipe(mock(slow)))
+
+  it.effect("an interrupt that does not settle within the interrupt timeout retires the session and its process", () =>
+    withSession({ timeouts: timeouts({ interrupt: "3 seconds" }) }, (session, cli) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("slow please")
+        yield* advance("300 millis")
+        const outcome = yield* settle(session.interrupt)
+        assert.strictEqual(outcome, "retired")
+        const error = yield* Effect.flip(turn.result)
+        assert.strictEqual(error._tag, "InterruptTimeout")
+        assert.isTrue(error.deliveryUncertain)
+        assert.strictEqual(yield* session.status, "failed")
+        yield* advance("6 seconds")
+        assert.isFalse(yield* cli.isAlive)
+      })).pipe(mock(MockClaude.make(slow.turns, { faults: [MockClaude.ignoreInterrupts] }))))
+
+  it.effect("an interrupt before the CLI acknowledged the prompt makes delivery uncertain and retires the session", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("hello")
+        const outcome = yield* settle(session.interrupt)
+        assert.strictEqual(outcome, "retired")
+        const error = yield* Effect.flip(turn.result)
+        assert.strictEqual(error._tag, "TurnInterrupted")
+        assert.isTrue(error.deliveryUncertain)
+        assert.strictEqual(yield* session.status, "failed")
+      })).pipe(mock(MockClaude.make([], { timing: { receipt: "2 seconds" } }))))
+
+  it.effect("an interrupt with no active turn is reported, not silently dropped", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        assert.strictEqual(yield* session.interrupt, "no-active-turn")
+      })).pipe(mock()))
+
+  it.effect("interrupting the fiber that waits on a turn interrupts the turn in the CLI", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("slow please")
+        const waiter = yield* Effect.forkChild(turn.result)
+        yield* advance("500 millis")
+        yield* Fiber.interrupt(waiter)
+        yield* advance("500 millis")
+        const interrupts = (yield* writtenFrames(cli)).filter((f) => f.request?.subtype === "interrupt")
+        assert.strictEqual(interrupts.length, 1)
+        const error = yield* Effect.flip(turn.result)
+        assert.strictEqual(error._tag, "TurnInterrupted")
+      })).pipe(mock(slow)))
+
+  it.effect("with interruptOnCancel: false, a host that stops waiting lets the turn finish", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("slow please", { interruptOnCancel: false })
+        const waiter = yield* Effect.forkChild(turn.result)
+        yield* advance("500 millis")
+        yield* Fiber.interrupt(waiter)
+        const result = yield* settle(turn.result)
+        assert.include(result.text, "w39")
+        const interrupts = (yield* writtenFrames(cli)).filter((f) => f.request?.subtype === "interrupt")
+        assert.strictEqual(interrupts.length, 0)
+      })).pipe(mock(slow)))
+
+  it.effect("a stalled stream is interrupted after the stall timeout", () =>
+    withSession({ timeouts: timeouts({ stall: "2 seconds" }) }, (session) =>
+      Effect.gen(function*() {
+        const started = yield* now
+        const error = yield* settle(Effect.flip(session.run("stall please")))
+        assert.strictEqual(error._tag, "TurnInterrupted")
+        if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "stall")
+        assert.isAtLeast((yield* now) - started, 2_000)
+        assert.strictEqual(yield* session.status, "idle")
+      })).pipe(mock(script(MockClaude.when("stall", MockClaude.text("partial"), MockClaude.stall())))))
+
+  it.effect("the turn deadline interrupts a turn that keeps streaming", () =>
+    withSession({
+      timeouts: timeouts({
+        turn: "2 seconds",
+        stall: "1 second",
+        ack: "1 second",
+        interrupt: "1 second",
+        permission: "1 second",
+        control: "1 second",
+        delivery: "1 second"
+      })
+    }, (session) =>
+      Effect.gen(function*() {
+        const started = yield* now
+        const error = yield* settle(Effect.flip(session.run("slow please")))
+        assert.strictEqual(error._tag, "TurnInterrupted")
+        if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "turn-timeout")
+        const took = (yield* now) - started
+        assert.isAtLeast(took, 2_000)
+        assert.isAtMost(took, 2_200)
+      })).pipe(mock(slow)))
+})
+
+describe("Events", () => {
+  it.effect("subscribe from latest, from start, after a seq; replay unavailable once the seq left the ring", () =>
+    withSession({ eventRing: 8 }, (session) =>
+      Effect.gen(function*() {
+        yield* settle(session.run("one"))
+        const latest = yield* session.latestSeq
+        assert.isAbove(latest, 8)
+        const unavailable = yield* Effect.flip(Effect.scoped(session.subscribe({ after: 1 })))
+        assert.strictEqual(unavailable._tag, "ReplayUnavailable")
+        const replay = yield* Effect.scoped(
+          Effect.flatMap(session.subscribe({ after: latest - 3 }), (s) => Stream.runCollect(Stream.take(s, 3)))
+        )
+        assert.deepStrictEqual(Array.from(replay).map((d) => d._tag === "Event" ? d.seq : -1), [
+          latest - 2,
+          latest - 1,
+          latest
+        ])
+        // "latest" sees only what comes next.
+        const next = yield* Effect.scoped(
+          Effect.gen(function*() {
+            const stream = yield* session.subscribe("latest")
+            const fiber = yield* Effect.forkChild(Stream.runCollect(Stream.take(stream, 1)))
+            yield* settle(session.run("two"))
+            return yield* Fiber.join(fiber)
+          })
+        )
+        const first = Array.from(next)[0]
+        assert.strictEqual(first._tag === "Event" ? first.seq : 0, latest + 1)
+      })).pipe(mock()))
+
+  it.effect("a subscriber that falls behind sees an explicit lag marker, never a silent gap", () =>
+    withSession({ eventRing: 64, subscriberBuffer: 4 }, (session) =>
+      Effect.gen(function*() {
+        const deliveries = yield* Effect.scoped(
+          Effect.gen(function*() {
+            const stream = yield* session.subscribe("latest")
+            // Nobody reads while the turn runs: the subscriber falls behind.
+            yield* settle(session.run("a long answer to fill the buffer"))
+            const latest = yield* session.latestSeq
+            return Array.from(
+              yield* Stream.runCollect(Stream.takeUntil(stream, (d) => d._tag === "Event" && d.seq >= latest))
+            )
+          })
+        )
+        assert.strictEqual(deliveries[0]._tag, "Lag")
+        const lag = deliveries[0] as EventLog.Lag
+        const events = deliveries.slice(1).flatMap((d) => (d._tag === "Event" ? [d.seq] : []))
+        assert.strictEqual(events[0], lag.resumeSeq)
+        assert.strictEqual(lag.missed, lag.resumeSeq - 1 - (lag.resumeSeq - 1 - lag.missed))
+        for (let i = 1; i < events.length; i++) assert.strictEqual(events[i], events[i - 1] + 1)
+      })).pipe(mock()))
+
+  it.effect("the session ends every subscription with an Exit event when the CLI is gone", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(collectEvents(session, "latest"))
+        yield* advance("20 millis")
+        yield* cli.trigger(MockClaude.crash({ code: 9, stderr: "gone\n" }))
+        const events = yield* settle(Fiber.join(fiber))
+        const last = events.at(-1)
+        assert.strictEqual(last?._tag === "Event" ? last.event._tag : "", "Exit")
+      })).pipe(mock()))
+})
