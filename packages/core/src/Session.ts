@@ -332,8 +332,8 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
   const fibers = yield* Scope.fork(sessionScope, "parallel")
   const connectionScope = yield* Scope.fork(sessionScope, "sequential")
   const log = yield* EventLog.make<SessionEvent>({
-    ringSize: options.eventRing ?? 4096,
-    subscriberBuffer: options.subscriberBuffer ?? 1024
+    ringSize: options.eventRing ?? 1024,
+    subscriberBuffer: options.subscriberBuffer ?? 512
   }).pipe(Scope.provide(fibers))
 
   const connection = yield* transport.open(options.launch, { termGrace: timeouts.termGrace }).pipe(
@@ -354,7 +354,13 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
 
   const fork = <A, E>(effect: Effect.Effect<A, E>) => Effect.forkIn(effect, fibers)
 
-  const publish = (event: SessionEvent) => log.publish(event)
+  // Publishing after the log ended (the CLI is gone) is dropped rather than a defect: late fibers (a policy
+  // deciding after exit) have nothing left to tell.
+  let logEnded = false
+  const publish = (event: SessionEvent): Effect.Effect<void> =>
+    logEnded ? Effect.void : Effect.asVoid(log.publish(event))
+  const publishAll = (events: ReadonlyArray<SessionEvent>): Effect.Effect<void> =>
+    logEnded ? Effect.void : Effect.asVoid(log.publishAll(events))
 
   const setStatus = (next: Status) =>
     Effect.suspend(() => {
@@ -651,31 +657,40 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
       yield* publish(SessionEvent.TurnAcknowledged({ turnId: turn.id, raw }))
     })
 
-  const startTimers = (turn: TurnState) =>
+  /**
+   * One watchdog fiber per turn: the turn deadline, the stall timeout (suspended while a permission decision is
+   * awaited) and the diagnostic acknowledgement timeout.
+   */
+  const watchdog = (turn: TurnState) =>
     Effect.gen(function*() {
-      const deadline = Effect.sleep(timeouts.turn).pipe(Effect.andThen(interruptTurn(turn, "turn-timeout")))
+      const started = yield* Clock.currentTimeMillis
+      const deadline = started + millis(timeouts.turn)
+      const ackAt = started + millis(timeouts.ack)
       const stallMillis = millis(timeouts.stall)
-      const stall = Effect.gen(function*() {
-        while (true) {
-          const now = yield* Clock.currentTimeMillis
-          const idle = now - turn.lastProgress
-          if (status !== "awaiting-permission" && idle >= stallMillis) {
-            return yield* interruptTurn(turn, "stall")
-          }
-          const wait = status === "awaiting-permission" ? stallMillis : stallMillis - idle
-          yield* Effect.sleep(Duration.millis(Math.max(1, wait)))
+      let ackWarned = false
+      while (!turn.finished) {
+        const now = yield* Clock.currentTimeMillis
+        if (now >= deadline) {
+          yield* interruptTurn(turn, "turn-timeout")
+          return
         }
-      })
-      const ack = Effect.sleep(timeouts.ack).pipe(
-        Effect.andThen(Effect.suspend(() =>
-          turn.acknowledged || turn.finished
-            ? Effect.void
-            : Effect.logWarning(
-              `turn ${turn.id} was not acknowledged by the CLI within ${Duration.format(timeouts.ack)}`
-            )
-        ))
-      )
-      turn.timers.push(yield* fork(deadline), yield* fork(stall), yield* fork(ack))
+        const awaiting = status === "awaiting-permission"
+        // Waiting on a permission decision is not a stall: the clock restarts when the decision is made.
+        if (awaiting) turn.lastProgress = now
+        else if (now - turn.lastProgress >= stallMillis) {
+          yield* interruptTurn(turn, "stall")
+          return
+        }
+        if (!ackWarned && !turn.acknowledged && now >= ackAt) {
+          ackWarned = true
+          yield* Effect.logWarning(
+            `turn ${turn.id} was not acknowledged by the CLI within ${Duration.format(timeouts.ack)}`
+          )
+        }
+        let next = Math.min(deadline, turn.lastProgress + stallMillis)
+        if (!ackWarned && !turn.acknowledged) next = Math.min(next, ackAt)
+        yield* Effect.sleep(Duration.millis(Math.max(1, next - now)))
+      }
     })
 
   const startTurn = (turn: TurnState): Effect.Effect<void> =>
@@ -686,7 +701,7 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
       turn.startSeq = yield* log.latestSeq
       yield* publish(SessionEvent.TurnStarted({ turnId: turn.id, raw: undefined }))
       yield* setStatus("running")
-      yield* startTimers(turn)
+      turn.timers.push(yield* fork(watchdog(turn)))
       const written = yield* Effect.exit(write(turn.line))
       if (Exit.isFailure(written)) {
         // write() already retired the session and failed the active turn with the delivery error.
@@ -813,54 +828,68 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
   const attribute = (turnId: string | undefined): string | undefined =>
     turnId ?? (active !== undefined && active.acknowledged ? active.id : undefined)
 
-  const handle = (item: Inbound): Effect.Effect<void> => {
+  // The reader handles a chunk of lines at a time. Most frames only become events: those are handled
+  // synchronously and published in one batch; a frame that needs effects (a turn's end, a permission request, a
+  // CLI request) first flushes the batch, so events keep their order.
+  let batch: Array<SessionEvent> = []
+  let progressed = false
+
+  const flush: Effect.Effect<void> = Effect.suspend(() => {
+    if (batch.length === 0) return Effect.void
+    const events = batch
+    batch = []
+    return Effect.asVoid(publishAll(events))
+  })
+
+  /** Handles an inbound item synchronously where it can; returns the effect to run otherwise. */
+  const handle = (item: Inbound): Effect.Effect<void> | undefined => {
     switch (item._tag) {
       case "Event": {
         const turnId = attribute(item.event.turnId)
-        const event = publish({ ...item.event, turnId } as SessionEvent)
-        const turn = active
-        if (turnId === undefined || turn === undefined || turnId !== turn.id) return Effect.asVoid(event)
-        return Effect.clockWith((clock) => {
-          turn.lastProgress = clock.currentTimeMillisUnsafe()
-          return Effect.asVoid(event)
-        })
+        if (turnId !== undefined && active !== undefined && turnId === active.id) progressed = true
+        batch.push({ ...item.event, turnId } as SessionEvent)
+        return undefined
       }
       case "Ack": {
         const turn = active
-        if (turn === undefined || turn.id !== item.turnId) return Effect.void
-        return acknowledge(turn, undefined)
+        if (turn === undefined || turn.id !== item.turnId || turn.acknowledged) return undefined
+        turn.acknowledged = true
+        turn.phase = "acknowledged"
+        progressed = true
+        batch.push(SessionEvent.TurnAcknowledged({ turnId: turn.id, raw: undefined }))
+        return undefined
+      }
+      case "SessionId":
+        sessionId = item.sessionId
+        return undefined
+      case "ControlResponse": {
+        const deferred = controls.get(item.requestId)
+        if (deferred === undefined) return undefined
+        controls.delete(item.requestId)
+        const response = item.response
+        Deferred.doneUnsafe(
+          deferred,
+          response._tag === "Success"
+            ? Exit.succeed(response.payload)
+            : Exit.fail(new ControlFailed({ subtype: "control", reason: response.message, code: response.code }))
+        )
+        return undefined
       }
       case "TurnEnd": {
         const turn = active
-        if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) return Effect.void
+        if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) return undefined
         return Effect.gen(function*() {
           // A CLI that never acknowledged (no lifecycle frames, no replay) acknowledges with its result.
           yield* acknowledge(turn, undefined)
           const result: TurnResult = { ...item.result, turnId: turn.id }
-          if (result.usage !== undefined) {
-            yield* publish(SessionEvent.Usage({
-              turnId: turn.id,
-              raw: undefined,
-              usage: result.usage,
-              totalCostUsd: result.totalCostUsd
-            }))
-          }
+          yield* publish(SessionEvent.Usage({
+            turnId: turn.id,
+            raw: undefined,
+            usage: result.usage,
+            totalCostUsd: result.totalCostUsd
+          }))
           yield* finishTurn(turn, turnOutcomeToExit(turn, item.outcome, result))
         })
-      }
-      case "ControlResponse": {
-        const deferred = controls.get(item.requestId)
-        if (deferred === undefined) return Effect.void
-        controls.delete(item.requestId)
-        const response = item.response
-        return Effect.asVoid(
-          response._tag === "Success"
-            ? Deferred.succeed(deferred, response.payload)
-            : Deferred.fail(
-              deferred,
-              new ControlFailed({ subtype: "control", reason: response.message, code: response.code })
-            )
-        )
       }
       case "PermissionRequest":
         return onPermissionRequest(item.request)
@@ -876,38 +905,55 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
         ).pipe(Effect.asVoid)
       case "Cancel": {
         const pending = permissions.get(item.requestId)
-        if (pending === undefined) return Effect.void
+        if (pending === undefined) return undefined
         return resolvePermission(pending, { _tag: "Expired", why: "cancelled-by-cli" }, undefined)
       }
-      case "SessionId":
-        return Effect.sync(() => {
-          sessionId = item.sessionId
-        })
     }
   }
 
-  const onLine = (line: Transport.Line): Effect.Effect<void> => {
+  const protocolError = (error: ProtocolError, raw: unknown) => {
+    batch.push(SessionEvent.ProtocolError({ turnId: undefined, raw, error }))
+    return Effect.logWarning(error.message)
+  }
+
+  const decodeLine = (line: Transport.Line): ReadonlyArray<Inbound> | Effect.Effect<void> => {
     if (line._tag === "TooLong") {
-      const error = new ProtocolError({
-        reason: "too-long",
-        detail: `line of ${line.length} characters exceeds the limit of ${line.limit}`,
-        linePrefix: line.prefix
-      })
-      return Effect.logWarning(error.message).pipe(
-        Effect.andThen(publish(SessionEvent.ProtocolError({ turnId: undefined, raw: undefined, error })))
+      return protocolError(
+        new ProtocolError({
+          reason: "too-long",
+          detail: `line of ${line.length} characters exceeds the limit of ${line.limit}`,
+          linePrefix: line.prefix
+        }),
+        undefined
       )
     }
     const decoded = protocol.decode(line.text)
-    if (!Array.isArray(decoded)) {
-      const error = decoded as ProtocolError
-      return Effect.logWarning(error.message).pipe(
-        Effect.andThen(publish(SessionEvent.ProtocolError({ turnId: undefined, raw: line.text, error })))
-      )
-    }
-    const items = decoded as ReadonlyArray<Inbound>
-    if (items.length === 1) return handle(items[0])
-    return Effect.forEach(items, handle, { discard: true })
+    return Array.isArray(decoded) ? decoded : protocolError(decoded as ProtocolError, line.text)
   }
+
+  const onLines = (lines: ReadonlyArray<Transport.Line>): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      for (const line of lines) {
+        const items = decodeLine(line)
+        if (!Array.isArray(items)) {
+          yield* items as Effect.Effect<void>
+          continue
+        }
+        for (const item of items as ReadonlyArray<Inbound>) {
+          const effect = handle(item)
+          if (effect !== undefined) {
+            yield* flush
+            yield* effect
+          }
+        }
+      }
+      yield* flush
+      if (progressed) {
+        progressed = false
+        const turn = active
+        if (turn !== undefined) turn.lastProgress = yield* Clock.currentTimeMillis
+      }
+    })
 
   const onExit = Effect.gen(function*() {
     const exitStatus = yield* connection.exit
@@ -925,10 +971,11 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
       controls.clear()
     }
     yield* publish(SessionEvent.Exit({ turnId: undefined, raw: undefined, status: exitStatus, stderrTail }))
+    logEnded = true
     yield* log.end
   })
 
-  yield* fork(Stream.runForEach(connection.stdout, onLine).pipe(Effect.andThen(onExit)))
+  yield* fork(Stream.runForEachArray(connection.stdout, onLines).pipe(Effect.andThen(onExit)))
 
   // --- release -------------------------------------------------------------------------------------------------
 
