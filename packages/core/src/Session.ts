@@ -332,8 +332,8 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
   const fibers = yield* Scope.fork(sessionScope, "parallel")
   const connectionScope = yield* Scope.fork(sessionScope, "sequential")
   const log = yield* EventLog.make<SessionEvent>({
-    ringSize: options.eventRing ?? 1024,
-    subscriberBuffer: options.subscriberBuffer ?? 512
+    ringSize: options.eventRing ?? 2048,
+    subscriberBuffer: options.subscriberBuffer ?? 2048
   }).pipe(Scope.provide(fibers))
 
   const connection = yield* transport.open(options.launch, { termGrace: timeouts.termGrace }).pipe(
