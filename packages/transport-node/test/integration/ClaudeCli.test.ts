@@ -1,0 +1,419 @@
+/**
+ * The real `claude` CLI (the version pinned by packages/testing) driven through Tether's public API: ClaudeSession
+ * over NodeTransport, against MockAnthropic on 127.0.0.1, with an isolated home per test and
+ * CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 always. The vitest project runs it inside a loopback-only network
+ * namespace when the machine allows it (see vitest.config.ts).
+ *
+ * Scenarios that can share one CLI process share one session; whether a process survived is read from /proc
+ * (the marker variable every process of a test inherits), not from Tether's bookkeeping.
+ */
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { ClaudeSession, Permission, Transport } from "@tether/core"
+import { Duration, Effect, Exit, Fiber, Option, Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import {
+  claudePath,
+  claudeVersion,
+  environOf,
+  eventsOf,
+  firstEvent,
+  isAlive,
+  isTag,
+  makeWorld,
+  marked,
+  markedAny,
+  networkInterfaces,
+  releaseBoundMillis,
+  sleeping,
+  TransportLive,
+  waitUntil,
+  type World
+} from "./harness.ts"
+
+const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** The test's body with a world and the transport; the world (home, mock) is released after the sessions. */
+const inWorld = <A, E>(body: (world: World) => Effect.Effect<A, E, Scope.Scope | Transport.Transport>) =>
+  Effect.gen(function*() {
+    const world = yield* makeWorld()
+    return yield* body(world)
+  }).pipe(Effect.provide(TransportLive))
+
+beforeAll(() => {
+  const interfaces = networkInterfaces()
+  const isolated = interfaces.length === 1 && interfaces[0] === "lo"
+  console.log(
+    [
+      `claude CLI: ${claudeVersion} (${claudePath})`,
+      isolated
+        ? "network: isolated namespace, loopback only (scripts/netns.sh)"
+        : `network: NOT ISOLATED (interfaces: ${interfaces.join(", ")}): no namespace could be made; ` +
+          "offline only by CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 and the local base URL"
+    ].join("\n")
+  )
+  if (!isolated && process.env.TETHER_NETNS_REQUIRED === "1") {
+    throw new Error("TETHER_NETNS_REQUIRED=1 but the suite is not running in a loopback-only network namespace")
+  }
+})
+
+afterAll(() => {
+  // Every session of this file was released: no process of any of its worlds may be left on the machine.
+  const left = markedAny()
+  assert.deepStrictEqual(left, [], `processes left behind by the suite: ${JSON.stringify(left)}`)
+})
+
+describe("the real claude CLI, offline", () => {
+  it.live(
+    "handshake, session id, streamed text deltas, two turns in one process",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const session = yield* ClaudeSession.make(world.options({ includePartialMessages: true }))
+          assert.strictEqual(`${session.initializeResponse.claude_code_version} (Claude Code)`, claudeVersion)
+          const pid = Option.getOrThrow(session.pid)
+          const env = environOf(pid)
+          assert.strictEqual(env.CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC, "1")
+          assert.strictEqual(env.ANTHROPIC_BASE_URL, world.mock.url)
+          assert.strictEqual(yield* session.status, "idle")
+
+          const first = yield* session.send("Say hello")
+          const events = yield* eventsOf(first)
+          const result = yield* first.result
+          assert.strictEqual(result.text, "Hello from the mock: Say hello")
+          assert.isFalse(result.isError)
+          const deltas = events.filter(isTag("TextDelta"))
+          assert.strictEqual(deltas.length, 3, "three streamed text deltas")
+          assert.strictEqual(deltas.map((delta) => delta.text).join(""), result.text)
+          assert.deepStrictEqual(
+            [events[0]._tag, events.at(-1)?._tag],
+            ["TurnStarted", "TurnCompleted"],
+            "the turn's events run from its start to its completion"
+          )
+          assert.isTrue(events.some(isTag("TurnAcknowledged")))
+          assert.isTrue(deltas.every((delta) => delta.turnId === first.id))
+
+          const sessionId = Option.getOrThrow(yield* session.sessionId)
+          assert.match(sessionId, uuid)
+          assert.strictEqual(result.sessionId, sessionId)
+
+          const second = yield* session.run("Say hello again")
+          assert.strictEqual(second.text, "Hello from the mock: Say hello again")
+          assert.strictEqual(second.sessionId, sessionId, "the same conversation")
+          assert.deepStrictEqual(session.pid, Option.some(pid), "the same process")
+          assert.isTrue(isAlive(pid))
+
+          const log = yield* world.mock.requests
+          assert.deepStrictEqual(log.map((entry) => `${entry.method} ${entry.path}`), [
+            "POST /v1/messages",
+            "POST /v1/messages"
+          ])
+          const history = JSON.stringify(Option.getOrThrow(log[1].messages).body)
+          assert.include(history, "Say hello", "the second turn carries the first one")
+          assert.include(history, "Hello from the mock: Say hello")
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "a tool use under each permission decision: allow, rewritten input, deny, deferred, deny + interrupt",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const file = (name: string) => Path.join(world.cwd, name)
+          const policy: Permission.Policy = (request) => {
+            const command = String(request.input["command"])
+            if (command === "touch allowed.txt") return Effect.succeed(Permission.allow())
+            if (command === "touch asked.txt") {
+              return Effect.succeed(Permission.allow({ ...request.input, command: "touch rewritten.txt" }))
+            }
+            if (command === "touch denied.txt") return Effect.succeed(Permission.deny("the host says no"))
+            if (command === "touch stopped.txt") {
+              return Effect.succeed(Permission.deny("the host says stop", { interrupt: true }))
+            }
+            return Effect.succeed(Permission.defer)
+          }
+          const session = yield* ClaudeSession.make(world.options({ policy }))
+
+          // allow: the tool runs, its result goes back to the model.
+          const allowed = yield* session.run("[bash] touch allowed.txt")
+          assert.isTrue(Fs.existsSync(file("allowed.txt")), "allow: the command ran")
+          assert.strictEqual(allowed.text, "Tool said: (Bash completed with no output)")
+          assert.strictEqual(allowed.numTurns, 2)
+          assert.deepStrictEqual(allowed.permissionDenials, [])
+
+          // allow with a rewritten input: the rewritten command runs, not the one the model asked for.
+          const rewritten = yield* session.send("[bash] touch asked.txt")
+          const rewrittenEvents = yield* eventsOf(rewritten)
+          yield* rewritten.result
+          assert.isTrue(Fs.existsSync(file("rewritten.txt")), "rewrite: the rewritten command ran")
+          assert.isFalse(Fs.existsSync(file("asked.txt")), "rewrite: the original command did not run")
+          const asked = rewrittenEvents.find(isTag("PermissionRequested"))
+          assert.strictEqual(asked?.request.toolName, "Bash")
+          assert.strictEqual(asked?.request.input["command"], "touch asked.txt")
+
+          // deny: the tool does not run, the model sees the reason, the turn goes on and lists the denial.
+          const denied = yield* session.send("[bash] touch denied.txt")
+          const deniedEvents = yield* eventsOf(denied)
+          const deniedResult = yield* denied.result
+          assert.isFalse(Fs.existsSync(file("denied.txt")), "deny: the command did not run")
+          assert.deepStrictEqual(deniedResult.permissionDenials.map((denial) => denial.toolName), ["Bash"])
+          const refusal = deniedEvents.find(isTag("ToolResult"))
+          assert.isTrue(refusal?.isError, "deny: the tool result is an error")
+          assert.include(JSON.stringify(refusal?.content), "the host says no")
+          assert.include(deniedResult.text, "the host says no", "deny: the model saw the reason")
+
+          // defer: the host answers later, through the session, exactly once.
+          const deferred = yield* session.send("[bash] touch deferred.txt")
+          const requested = yield* firstEvent(deferred, isTag("PermissionRequested"), "the deferred permission request")
+          const pending = yield* session.pendingPermissions
+          assert.deepStrictEqual(pending.map((request) => request.requestId), [requested.request.requestId])
+          assert.strictEqual(pending[0].turnId, deferred.id)
+          assert.strictEqual(yield* session.status, "awaiting-permission")
+          assert.isFalse(Fs.existsSync(file("deferred.txt")), "defer: nothing runs before the answer")
+          yield* session.answerPermission(requested.request.requestId, Permission.allow())
+          const deferredResult = yield* deferred.result
+          assert.isTrue(Fs.existsSync(file("deferred.txt")), "defer: the command ran after the host's answer")
+          assert.strictEqual(deferredResult.numTurns, 2)
+          const again = yield* Effect.flip(session.answerPermission(requested.request.requestId, Permission.allow()))
+          assert.strictEqual(again._tag, "PermissionAlreadyResolved")
+          const unknown = yield* Effect.flip(session.answerPermission("no-such-request", Permission.allow()))
+          assert.strictEqual(unknown._tag, "PermissionNotFound")
+
+          // deny + interrupt: the turn ends, interrupted by the permission decision.
+          const stopped = yield* session.send("[bash] touch stopped.txt")
+          const stoppedError = yield* Effect.flip(stopped.result)
+          assert.isFalse(Fs.existsSync(file("stopped.txt")), "deny + interrupt: the command did not run")
+          assert.strictEqual(stoppedError._tag, "TurnInterrupted")
+          if (stoppedError._tag === "TurnInterrupted") {
+            assert.strictEqual(stoppedError.reason, "permission")
+            assert.isTrue(stoppedError.acknowledged)
+            assert.isFalse(stoppedError.deliveryUncertain)
+          }
+
+          // The process served every decision and still works.
+          const after = yield* session.run("Still there?")
+          assert.strictEqual(after.text, "Hello from the mock: Still there?")
+          assert.strictEqual(yield* session.status, "idle")
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "interrupts mid-stream, mid-permission and mid-tool; the session goes on",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const policy: Permission.Policy = (request) =>
+            Effect.succeed(request.input["command"] === "sleep 20" ? Permission.allow() : Permission.defer)
+          const session = yield* ClaudeSession.make(world.options({ policy, includePartialMessages: true }))
+          const pid = Option.getOrThrow(session.pid)
+
+          // Mid-stream, through the session: the CLI stops the model's stream.
+          const streaming = yield* session.send("[slow] take your time")
+          yield* firstEvent(streaming, isTag("TextDelta"), "the first streamed delta")
+          assert.strictEqual(yield* session.interrupt, "interrupted")
+          const streamError = yield* Effect.flip(streaming.result)
+          assert.strictEqual(streamError._tag, "TurnInterrupted")
+          if (streamError._tag === "TurnInterrupted") {
+            assert.strictEqual(streamError.reason, "host")
+            assert.isTrue(streamError.acknowledged)
+          }
+          const log = yield* world.mock.awaitRequests((log) => log.at(-1)?.outcome === "client-closed").pipe(
+            Effect.timeoutOption(Duration.seconds(5))
+          )
+          assert.isTrue(Option.isSome(log), "the mock saw the CLI close the stream")
+          if (Option.isSome(log)) assert.isBelow(log.value.at(-1)!.deltasSent, 400, "the stream was cut short")
+
+          // Mid-permission, through the turn: the CLI withdraws its request; a late answer is refused.
+          const asking = yield* session.send("[bash] touch never.txt")
+          const requested = yield* firstEvent(asking, isTag("PermissionRequested"), "the permission request")
+          yield* asking.interrupt
+          const askingError = yield* Effect.flip(asking.result)
+          const resolutions = (yield* eventsOf(asking)).filter(isTag("PermissionResolved"))
+          assert.deepStrictEqual(resolutions.map((event) => event.resolution), [{
+            _tag: "Expired",
+            why: "cancelled-by-cli"
+          }], "the CLI withdrew its request")
+          assert.strictEqual(askingError._tag, "TurnInterrupted")
+          assert.deepStrictEqual(yield* session.pendingPermissions, [])
+          const late = yield* Effect.flip(session.answerPermission(requested.request.requestId, Permission.allow()))
+          assert.strictEqual(late._tag, "PermissionAlreadyResolved")
+          assert.isFalse(Fs.existsSync(Path.join(world.cwd, "never.txt")))
+
+          // Mid-tool, by interrupting the fiber that waits for the result: the CLI kills the running command.
+          const running = yield* session.send("[bash] sleep 20")
+          const waiting = yield* Effect.forkChild(running.result)
+          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(world.mark).length > 0)
+          yield* Fiber.interrupt(waiting)
+          const toolError = yield* Effect.flip(running.result)
+          assert.strictEqual(toolError._tag, "TurnInterrupted")
+          yield* waitUntil("the interrupted tool's sleep to be gone", () => sleeping(world.mark).length === 0, 5_000)
+          assert.isTrue(isAlive(pid), "the CLI itself is still running")
+
+          const after = yield* session.run("Are you still there?")
+          assert.strictEqual(after.text, "Hello from the mock: Are you still there?")
+          assert.deepStrictEqual(session.pid, Option.some(pid), "the same process served every turn")
+        })
+      ),
+    60_000
+  )
+
+  it.live("an API error is a typed ApiError, and the next turn works", () =>
+    inWorld((world) =>
+      Effect.gen(function*() {
+        const session = yield* ClaudeSession.make(world.options())
+        const error = yield* Effect.flip(session.run("[error 529] overloaded, please"))
+        assert.strictEqual(error._tag, "ApiError")
+        if (error._tag === "ApiError") {
+          assert.strictEqual(error.status, 529)
+          assert.include(error.detail, "529")
+          assert.isFalse(error.deliveryUncertain)
+        }
+        const next = yield* session.run("And now?")
+        assert.strictEqual(next.text, "Hello from the mock: And now?")
+        assert.strictEqual(yield* session.status, "idle")
+      })
+    ), 60_000)
+
+  it.live(
+    "resume: a new process continues a previous session by id, and the model sees the old history",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const first = yield* Effect.scoped(
+            Effect.gen(function*() {
+              const session = yield* ClaudeSession.make(world.options())
+              const result = yield* session.run("Remember the word pelican")
+              return { result, pid: Option.getOrThrow(session.pid) }
+            })
+          )
+          const sessionId = first.result.sessionId!
+          assert.match(sessionId, uuid)
+          assert.isFalse(isAlive(first.pid), "the first process is gone")
+
+          const resumed = yield* ClaudeSession.make(world.options({ resume: sessionId }))
+          assert.notStrictEqual(Option.getOrThrow(resumed.pid), first.pid, "a new process")
+          const result = yield* resumed.run("Which word?")
+          assert.strictEqual(result.sessionId, sessionId, "the same conversation")
+          const log = yield* world.mock.requests
+          const last = Option.getOrThrow(log.at(-1)!.messages)
+          const history = JSON.stringify(last.body)
+          assert.include(history, "Remember the word pelican", "the old prompt reached the model")
+          assert.include(history, "Hello from the mock: Remember the word pelican", "the old answer reached the model")
+          assert.strictEqual(last.prompt, "Which word?")
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "a Bash tool's process still running when the session is closed: nothing survives",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const scope = yield* Scope.make()
+          const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll })).pipe(
+            Scope.provide(scope)
+          )
+          const turn = yield* session.send("[bash] sleep 20")
+          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(world.mark).length > 0)
+          const pid = Option.getOrThrow(session.pid)
+          const tool = sleeping(world.mark)[0]
+          assert.notStrictEqual(tool.sid, pid, "the tool runs in a session of its own: a group kill cannot reach it")
+
+          const started = Date.now()
+          yield* Scope.close(scope, Exit.void)
+          const millis = Date.now() - started
+
+          const survivors = marked(world.mark)
+          assert.deepStrictEqual(survivors, [], `survivors: ${JSON.stringify(survivors)}`)
+          assert.isBelow(millis, releaseBoundMillis, `release took ${millis} ms`)
+          const error = yield* Effect.flip(turn.result)
+          assert.strictEqual(error._tag, "TurnInterrupted")
+          if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "closed")
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "a Bash tool's process still running when the CLI is SIGKILLed: a typed CliExited, nothing survives",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll }))
+          const pid = Option.getOrThrow(session.pid)
+          const turn = yield* session.send("[bash] sleep 20")
+          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(world.mark).length > 0)
+          const tools = sleeping(world.mark)
+          assert.notStrictEqual(tools[0].sid, pid, "the tool runs in a session of its own")
+
+          process.kill(pid, "SIGKILL")
+          const error = yield* Effect.flip(turn.result)
+          assert.strictEqual(error._tag, "CliExited")
+          if (error._tag === "CliExited") {
+            assert.strictEqual(error.signal, "SIGKILL")
+            assert.isTrue(error.acknowledged)
+            assert.isFalse(error.deliveryUncertain)
+          }
+          // The CLI's death orphans its tool (a session leader); the retired session's teardown finds it.
+          yield* waitUntil(
+            "every process of the session to be gone",
+            () => marked(world.mark).length === 0,
+            releaseBoundMillis
+          )
+          assert.isFalse(tools.some((tool) => isAlive(tool.pid)))
+          assert.strictEqual(yield* session.status, "failed")
+          const state = yield* session.process
+          assert.strictEqual(state._tag, "Failed")
+          if (state._tag === "Failed") {
+            assert.deepStrictEqual(state.status, Transport.ExitStatus.Signaled({ signal: "SIGKILL" }))
+          }
+          const refused = yield* Effect.flip(session.send("Anyone?"))
+          assert.strictEqual(refused._tag, "SessionUnavailable")
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "a CLI that exits non-zero at start (an unknown flag): its stderr is in the typed error",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(
+            Effect.scoped(ClaudeSession.make(world.options({ extraArgs: { "no-such-flag": null } })))
+          )
+          assert.strictEqual(error._tag, "HandshakeFailed")
+          if (error._tag === "HandshakeFailed") {
+            assert.include(error.stderrTail, "unknown option '--no-such-flag'")
+            assert.include(error.reason, "exit code 1")
+            assert.isTrue(error.safeToFallback)
+          }
+          assert.deepStrictEqual(marked(world.mark), [])
+        })
+      ),
+    60_000
+  )
+
+  it.live.runIf(process.getuid?.() === 0)(
+    "bypassPermissions as root without IS_SANDBOX: the CLI refuses to start, and says why",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(
+            Effect.scoped(ClaudeSession.make(world.options({ permissionMode: "bypassPermissions" })))
+          )
+          assert.strictEqual(error._tag, "HandshakeFailed")
+          if (error._tag === "HandshakeFailed") {
+            assert.include(error.stderrTail, "cannot be used with root/sudo privileges")
+          }
+          assert.deepStrictEqual(marked(world.mark), [])
+        })
+      ),
+    60_000
+  )
+})

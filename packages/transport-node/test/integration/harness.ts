@@ -1,0 +1,282 @@
+/**
+ * What every real-CLI test needs: the pinned `claude` binary, an isolated world per test (a temporary home that
+ * holds the CLI's config, tmp and runtime dirs, and a working directory; a MockAnthropic on 127.0.0.1; a marker
+ * variable in the CLI's environment), and helpers that look at /proc, never at Tether's bookkeeping.
+ */
+import { type ClaudeSession, type EventLog, type SessionEvent, Timeouts, type Turn } from "@tether/core"
+import { MockAnthropic } from "@tether/testing"
+import { Executable, NodeTransport } from "@tether/transport-node"
+import { Data, Duration, Effect, Option, Stream } from "effect"
+import { execFileSync } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+
+// ---------------------------------------------------------------------------------------------------------------
+// The CLI
+// ---------------------------------------------------------------------------------------------------------------
+
+/** `packages/testing`, whose devDependency `@anthropic-ai/claude-code` pins the CLI these tests run. */
+const testingPackage = Path.resolve(Path.dirname(new URL(import.meta.resolve("@tether/testing")).pathname), "..")
+
+/**
+ * The pinned CLI: `TETHER_CLAUDE_PATH` when set, else the native binary of packages/testing's devDependency. `PATH`
+ * is deliberately not searched, so that a `claude` installed on the machine cannot stand in for the pinned one.
+ */
+export const claudePath: string = Effect.runSync(
+  Executable.resolve({
+    program: "claude",
+    env: { TETHER_CLAUDE_PATH: process.env.TETHER_CLAUDE_PATH },
+    roots: [testingPackage]
+  }).pipe(Effect.orDie)
+)
+
+/** `claude --version`, e.g. `2.1.332 (Claude Code)`. */
+export const claudeVersion: string = execFileSync(claudePath, ["--version"], {
+  encoding: "utf8",
+  env: { PATH: process.env.PATH ?? "/usr/bin:/bin", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1" },
+  timeout: 30_000
+}).trim()
+
+/** The Node transport with its default options (watchdog included), pointed at the pinned CLI. */
+export const TransportLive = NodeTransport.layer({ executables: { claude: claudePath } })
+
+// ---------------------------------------------------------------------------------------------------------------
+// The network
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * The interfaces of this process's network namespace (`/proc/self/net/dev` follows the namespace; `/sys/class/net`
+ * does not). In the namespace scripts/netns.sh makes, there is only `lo`.
+ */
+export const networkInterfaces = (): ReadonlyArray<string> =>
+  Fs.readFileSync("/proc/self/net/dev", "utf8")
+    .split("\n")
+    .slice(2)
+    .map((line) => line.split(":")[0].trim())
+    .filter((name) => name.length > 0)
+
+// ---------------------------------------------------------------------------------------------------------------
+// The mock model
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * What the mock model does, chosen by a tag at the start of the prompt:
+ * `[bash] <command>` asks for a Bash tool use, `[slow]` streams 400 deltas 50 ms apart, `[error <status>]` fails
+ * with that HTTP status; anything else is `Hello from the mock: <prompt>` in three deltas. After a tool_result
+ * the model says `Tool said: <result>`.
+ */
+export const script: MockAnthropic.Script = (request) => {
+  if (Option.isSome(request.toolResult)) return MockAnthropic.echo
+  const prompt = request.prompt
+  const bash = /^\[bash\] (.+)$/s.exec(prompt)
+  if (bash !== null) return MockAnthropic.bash(bash[1], { description: "integration test command" })
+  if (prompt.startsWith("[slow]")) return MockAnthropic.slow({ deltas: 400, interval: "50 millis" })
+  const error = /^\[error (\d{3})\]/.exec(prompt)
+  if (error !== null) return MockAnthropic.apiError(Number(error[1]))
+  return MockAnthropic.text(`Hello from the mock: ${prompt}`, { chunks: 3 })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A world per test
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The name of the variable that marks every process of a test's sessions (the CLI and its tools). */
+export const markVariable = "TETHER_IT_MARK"
+
+/**
+ * Deadlines for a real CLI on a loaded 2-core machine: generous where the CLI works (startup, turns), short where
+ * the test waits on purpose (closeGrace: a CLI busy with a tool ignores stdin EOF until the tool ends).
+ */
+export const timeouts: Timeouts.Timeouts = {
+  ...Timeouts.defaults,
+  startup: Duration.seconds(30),
+  control: Duration.seconds(10),
+  delivery: Duration.seconds(5),
+  ack: Duration.seconds(10),
+  turn: Duration.seconds(60),
+  stall: Duration.seconds(30),
+  interrupt: Duration.seconds(10),
+  permission: Duration.seconds(30),
+  closeGrace: Duration.seconds(1),
+  termGrace: Duration.seconds(2)
+}
+
+/** How long teardown may take at most: closeGrace + termGrace + the transport's killGrace, plus slack. */
+export const releaseBoundMillis = Duration.toMillis(timeouts.closeGrace) + Duration.toMillis(timeouts.termGrace) +
+  Duration.toMillis(NodeTransport.defaultKillGrace) + 1_000
+
+export interface World {
+  readonly mock: MockAnthropic.MockAnthropic
+  /** HOME, with `.claude` (CLAUDE_CONFIG_DIR), `tmp` (TMPDIR, CLAUDE_CODE_TMPDIR) and `run` (XDG_RUNTIME_DIR). */
+  readonly home: string
+  /** The CLI's working directory: where Bash commands create their files. */
+  readonly cwd: string
+  /** The value of {@link markVariable} in the environment of every process of this world. */
+  readonly mark: string
+  /** Session options for this world: offline environment, cwd, timeouts, plus `extra`. */
+  readonly options: (extra?: ClaudeSession.Options) => ClaudeSession.Options
+}
+
+/** A fresh world, removed (directories included) when the scope closes. */
+export const makeWorld = Effect.fnUntraced(function*() {
+  const home = yield* Effect.acquireRelease(
+    Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-it-"))),
+    (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true }))
+  )
+  for (const dir of [".claude", "tmp", "run", "work"]) Fs.mkdirSync(Path.join(home, dir), { recursive: true })
+  const cwd = Path.join(home, "work")
+  const mock = yield* MockAnthropic.make(script)
+  const mark = randomUUID()
+  const world: World = {
+    mock,
+    home,
+    cwd,
+    mark,
+    options: (extra) => ({
+      cwd,
+      timeouts,
+      ...extra,
+      env: {
+        // Nothing from the host but PATH and HOME (and HOME is replaced): the CLI sees only the offline world.
+        mode: "clean",
+        ...extra?.env,
+        set: {
+          ...MockAnthropic.offlineEnv({ baseUrl: mock.url, home }),
+          [markVariable]: mark,
+          ...extra?.env?.set
+        }
+      }
+    })
+  }
+  return world
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// /proc
+// ---------------------------------------------------------------------------------------------------------------
+
+export interface Proc {
+  readonly pid: number
+  /** The session id: Claude Code's Bash tool runs commands in a session of their own. */
+  readonly sid: number
+  readonly state: string
+  readonly args: string
+}
+
+const procInfo = (pid: number): Proc | undefined => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    const args = Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").join(" ").trim()
+    return { pid, sid: Number(fields[3]), state: fields[0], args }
+  } catch {
+    return undefined
+  }
+}
+
+/** The environment of a process, from /proc (empty when it is gone). */
+export const environOf = (pid: number): Record<string, string> => {
+  try {
+    const env: Record<string, string> = {}
+    for (const entry of Fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
+      const at = entry.indexOf("=")
+      if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1)
+    }
+    return env
+  } catch {
+    return {}
+  }
+}
+
+/** Live (non-zombie) processes, other than this one, whose environment has an entry that starts with `entry`. */
+const withEnvironment = (entry: string): Array<Proc> => {
+  const needle = Buffer.from(entry)
+  const found: Array<Proc> = []
+  for (const name of Fs.readdirSync("/proc")) {
+    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue
+    let environ: Buffer
+    try {
+      environ = Fs.readFileSync(`/proc/${name}/environ`)
+    } catch {
+      continue
+    }
+    const at = environ.indexOf(needle)
+    if (at === -1 || (at > 0 && environ[at - 1] !== 0)) continue
+    const info = procInfo(Number(name))
+    if (info !== undefined && info.state !== "Z" && info.state !== "X") found.push(info)
+  }
+  return found
+}
+
+/** Live processes whose environment carries `TETHER_IT_MARK=<mark>`: the CLI of a world and everything it started. */
+export const marked = (mark: string): Array<Proc> => withEnvironment(`${markVariable}=${mark}\0`)
+
+/**
+ * Live processes that carry {@link markVariable} with any value: what any world of this suite left running (the
+ * processes of other suites, which may run at the same time, do not carry it).
+ */
+export const markedAny = (): Array<Proc> => withEnvironment(`${markVariable}=`)
+
+/** Marked processes that run `sleep`. */
+export const sleeping = (mark: string): Array<Proc> => marked(mark).filter((proc) => /^(\S*\/)?sleep /.test(proc.args))
+
+/** True while the process exists and is not a zombie. */
+export const isAlive = (pid: number): boolean => {
+  const info = procInfo(pid)
+  return info !== undefined && info.state !== "Z" && info.state !== "X"
+}
+
+export class WaitTimeout extends Data.TaggedError("WaitTimeout")<{ readonly what: string }> {}
+
+/** Polls (real time) until `f` holds, failing after `timeoutMillis`. */
+export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 10_000) =>
+  Effect.callback<void, WaitTimeout>((resume) => {
+    const deadline = Date.now() + timeoutMillis
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const poll = () => {
+      if (f()) return resume(Effect.void)
+      if (Date.now() > deadline) return resume(Effect.fail(new WaitTimeout({ what })))
+      timer = setTimeout(poll, 20)
+    }
+    poll()
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+// ---------------------------------------------------------------------------------------------------------------
+// Turns
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The events of a turn's deliveries (a subscriber that fell behind would see a Lag: the tests do not). */
+const eventsStream = (turn: Turn.Turn) =>
+  turn.events.pipe(
+    Stream.filter((delivery) => delivery._tag === "Event"),
+    Stream.map((delivery) => delivery._tag === "Event" ? delivery.event : undefined as never)
+  )
+
+/** The turn's events from its start to its terminal event (the turn must end). */
+export const eventsOf = (turn: Turn.Turn) => Stream.runCollect(eventsStream(turn))
+
+/** The first event of the turn that satisfies `predicate`, within 15 seconds. */
+export const firstEvent = <E extends SessionEvent.SessionEvent>(
+  turn: Turn.Turn,
+  predicate: (event: SessionEvent.SessionEvent) => event is E,
+  what: string
+): Effect.Effect<E, WaitTimeout | EventLog.ReplayUnavailable> =>
+  eventsStream(turn).pipe(
+    Stream.filter(predicate),
+    Stream.runHead,
+    Effect.timeoutOption(Duration.seconds(15)),
+    Effect.flatMap((found) =>
+      Option.isSome(found) && Option.isSome(found.value)
+        ? Effect.succeed(found.value.value)
+        : Effect.fail(new WaitTimeout({ what }))
+    )
+  )
+
+/** A guard on the event's tag. */
+export const isTag =
+  <T extends SessionEvent.SessionEvent["_tag"]>(tag: T) =>
+  (event: SessionEvent.SessionEvent): event is Extract<SessionEvent.SessionEvent, { readonly _tag: T }> =>
+    event._tag === tag
