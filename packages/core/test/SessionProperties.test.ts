@@ -1,0 +1,243 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ClaudeSession, type EventLog, Permission, type SessionEvent, Timeouts } from "@tether/core"
+import { MockClaude, MockTransport } from "@tether/testing"
+import { Effect, Exit, Fiber, Layer, References, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
+
+// Random interleavings of CLI frames (text, tools, stalls, API errors, crashes), permission decisions (including
+// deferred answers that come late or never), interrupts at random moments, and subscribers of random speeds.
+// Properties: every turn reaches a terminal outcome within its deadline (turn + interrupt timeouts), and no
+// subscriber ever sees an event twice or out of order; a subscriber that fell behind is told so with a Lag.
+
+const STEP = 10
+
+const stepArb: fc.Arbitrary<MockClaude.Step> = fc.oneof(
+  {
+    weight: 5,
+    arbitrary: fc.record({ chunks: fc.integer({ min: 1, max: 6 }), delay: fc.integer({ min: 0, max: 400 }) })
+      .map(({ chunks, delay }) =>
+        MockClaude.text(Array.from({ length: chunks }, (_, i) => `c${i} `), { delay: `${delay} millis` })
+      )
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({ permission: fc.boolean(), duration: fc.integer({ min: 0, max: 600 }) }).map((
+      { permission, duration }
+    ) =>
+      MockClaude.tool({
+        name: "Bash",
+        input: { command: "touch x" },
+        permission,
+        duration: `${duration} millis`
+      })
+    )
+  },
+  { weight: 2, arbitrary: fc.integer({ min: 100, max: 4000 }).map((ms) => MockClaude.stall(`${ms} millis`)) },
+  { weight: 1, arbitrary: fc.constant(MockClaude.stall()) },
+  { weight: 1, arbitrary: fc.constantFrom(500, 529).map((status) => MockClaude.apiError({ status })) },
+  { weight: 1, arbitrary: fc.constant(MockClaude.crash({ code: 7, stderr: "random crash\n" })) }
+)
+
+type PolicyChoice =
+  | { readonly _tag: "allow" }
+  | { readonly _tag: "deny"; readonly interrupt: boolean }
+  | { readonly _tag: "fail" }
+  | { readonly _tag: "defer"; readonly answerAfter: number | null; readonly allow: boolean }
+
+const policyArb: fc.Arbitrary<PolicyChoice> = fc.oneof(
+  fc.constant({ _tag: "allow" as const }),
+  fc.boolean().map((interrupt) => ({ _tag: "deny" as const, interrupt })),
+  fc.constant({ _tag: "fail" as const }),
+  fc.record({
+    _tag: fc.constant("defer" as const),
+    answerAfter: fc.option(fc.integer({ min: 0, max: 3000 }), { nil: null }),
+    allow: fc.boolean()
+  })
+)
+
+const scenarioArb = fc.record({
+  turns: fc.array(fc.array(stepArb, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 3 }),
+  policy: policyArb,
+  interrupts: fc.array(
+    fc.record({ turn: fc.integer({ min: 0, max: 2 }), at: fc.integer({ min: 0, max: 1500 }) }),
+    { maxLength: 2 }
+  ),
+  subscribers: fc.array(
+    fc.record({ delay: fc.integer({ min: 0, max: 40 }), from: fc.constantFrom("latest" as const, "start" as const) }),
+    { minLength: 1, maxLength: 3 }
+  ),
+  ignoreInterrupts: fc.boolean(),
+  slowReceipt: fc.option(fc.integer({ min: 20, max: 400 }), { nil: null }),
+  turnMillis: fc.integer({ min: 1500, max: 4000 }),
+  stallMillis: fc.integer({ min: 300, max: 1400 }),
+  subscriberBuffer: fc.integer({ min: 4, max: 64 })
+})
+
+type Scenario = typeof scenarioArb extends fc.Arbitrary<infer A> ? A : never
+
+const makePolicy = (choice: PolicyChoice): Permission.Policy => {
+  switch (choice._tag) {
+    case "allow":
+      return Permission.allowAll
+    case "deny":
+      return () => Effect.succeed(Permission.deny("no", { interrupt: choice.interrupt }))
+    case "fail":
+      return () => Effect.fail({ _tag: "PolicyBroke" })
+    case "defer":
+      return () => Effect.succeed(Permission.defer)
+  }
+}
+
+/** Checks one subscriber's deliveries: contiguous, increasing seqs, with every gap announced by a Lag. */
+const checkDeliveries = (deliveries: ReadonlyArray<EventLog.Delivery<SessionEvent.SessionEvent>>) => {
+  let expected: number | undefined
+  for (const delivery of deliveries) {
+    if (delivery._tag === "Lag") {
+      assert.isAbove(delivery.missed, 0, "a lag marker announces a real gap")
+      if (expected !== undefined) assert.strictEqual(delivery.resumeSeq, expected + delivery.missed, "lag arithmetic")
+      expected = delivery.resumeSeq
+    } else {
+      if (expected !== undefined) assert.strictEqual(delivery.seq, expected, "no gap, no duplicate, no reordering")
+      expected = delivery.seq + 1
+    }
+  }
+}
+
+const scriptOf = (scenario: Scenario) =>
+  MockClaude.make(
+    scenario.turns.map((steps, i) => MockClaude.when(`turn-${i} `, ...steps)),
+    {
+      faults: [
+        ...(scenario.ignoreInterrupts ? [MockClaude.ignoreInterrupts] : []),
+        ...(scenario.slowReceipt === null ? [] : [MockClaude.slowReceipt(`${scenario.slowReceipt} millis`)])
+      ]
+    }
+  )
+
+const runScenario = (scenario: Scenario) =>
+  Effect.gen(function*() {
+    const timeouts = yield* Timeouts.make({
+      turn: `${scenario.turnMillis} millis`,
+      stall: `${scenario.stallMillis} millis`,
+      interrupt: "600 millis",
+      control: "500 millis",
+      delivery: "500 millis",
+      ack: "1 second",
+      permission: "1 second",
+      closeGrace: "200 millis",
+      termGrace: "200 millis",
+      startup: "2 seconds"
+    })
+    const tick = TestClock.adjust(`${STEP} millis`)
+    const sessionScope = yield* Scope.make()
+    const startFiber = yield* Effect.forkChild(
+      ClaudeSession.make({
+        timeouts,
+        policy: makePolicy(scenario.policy),
+        subscriberBuffer: scenario.subscriberBuffer,
+        eventRing: 256
+      }).pipe(Scope.provide(sessionScope))
+    )
+    while (startFiber.pollUnsafe() === undefined) yield* tick
+    const session = yield* Fiber.join(startFiber)
+
+    // Subscribers of random speeds, reading until the session's log ends.
+    const subscriberScope = yield* Scope.make()
+    const collected: Array<Array<EventLog.Delivery<SessionEvent.SessionEvent>>> = []
+    const readers: Array<Fiber.Fiber<void>> = []
+    for (const spec of scenario.subscribers) {
+      const sink: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+      collected.push(sink)
+      const stream = yield* session.subscribe(spec.from).pipe(Scope.provide(subscriberScope), Effect.orDie)
+      readers.push(
+        yield* Effect.forkChild(
+          Stream.runForEach(stream, (delivery) =>
+            Effect.andThen(
+              Effect.sync(() => sink.push(delivery)),
+              spec.delay > 0 ? Effect.sleep(`${spec.delay} millis`) : Effect.void
+            ))
+        )
+      )
+    }
+
+    const deferredAnswers = scenario.policy._tag === "defer" ? scenario.policy : undefined
+    const bound = scenario.turnMillis + 600 + 2 * STEP
+
+    for (let i = 0; i < scenario.turns.length; i++) {
+      const sent = yield* Effect.exit(session.send(`turn-${i} go`))
+      if (Exit.isFailure(sent)) {
+        // Only a retired or dead session may refuse a prompt.
+        assert.oneOf(yield* session.status, ["failed", "closed"])
+        break
+      }
+      const turn = sent.value
+      const started = yield* Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe()))
+      const pendingInterrupts = scenario.interrupts.filter((x) => x.turn === i)
+      const answered = new Set<string>()
+      const waiter = yield* Effect.forkChild(Effect.exit(turn.result))
+      while (waiter.pollUnsafe() === undefined) {
+        const now = yield* Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe()))
+        const elapsed = now - started
+        assert.isAtMost(elapsed, bound, "a turn always reaches a terminal outcome within turn + interrupt timeouts")
+        for (const x of pendingInterrupts) {
+          if (x.at <= elapsed) {
+            pendingInterrupts.splice(pendingInterrupts.indexOf(x), 1)
+            yield* Effect.forkChild(turn.interrupt)
+          }
+        }
+        if (deferredAnswers !== undefined && deferredAnswers.answerAfter !== null) {
+          for (const request of yield* session.pendingPermissions) {
+            if (!answered.has(request.requestId) && elapsed >= deferredAnswers.answerAfter) {
+              answered.add(request.requestId)
+              yield* Effect.ignore(
+                session.answerPermission(
+                  request.requestId,
+                  deferredAnswers.allow ? Permission.allow() : Permission.deny("later no")
+                )
+              )
+            }
+          }
+        }
+        yield* tick
+      }
+      const outcome = yield* Fiber.join(waiter)
+      if (Exit.isFailure(outcome)) {
+        // Every failure is typed: a defect here would be a bug.
+        assert.isTrue(outcome.cause.reasons.every((r) => r._tag === "Fail"), "turn failures are typed errors")
+      }
+      // After a terminal outcome the session is idle (reusable) or retired, never stuck mid-turn.
+      assert.oneOf(yield* session.status, ["idle", "failed", "closed"])
+    }
+
+    const closing = yield* Effect.forkChild(Scope.close(sessionScope, Exit.void))
+    while (closing.pollUnsafe() === undefined) yield* tick
+    for (const reader of readers) {
+      while (reader.pollUnsafe() === undefined) yield* tick
+    }
+    yield* Scope.close(subscriberScope, Exit.void)
+    for (const deliveries of collected) checkDeliveries(deliveries)
+    const cli = yield* (yield* MockTransport.MockTransport).latest
+    assert.isFalse(yield* cli.isAlive, "release leaves no process behind")
+  })
+
+describe("Session properties", () => {
+  it.live(
+    "random interleavings never leave a turn without a terminal outcome, and subscribers never see a silent gap",
+    () =>
+      Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(scenarioArb, (scenario) =>
+            Effect.runPromise(
+              Effect.scoped(runScenario(scenario)).pipe(
+                Effect.provide(Layer.merge(MockTransport.layer(scriptOf(scenario)), TestClock.layer())),
+                // Retirements are expected here; their warnings would drown the output.
+                Effect.provideService(References.MinimumLogLevel, "Error")
+              )
+            ).then(() => true)),
+          { numRuns: 60, seed: 20261129, endOnFailure: true }
+        )
+      ),
+    120_000
+  )
+})
