@@ -1,0 +1,65 @@
+/**
+ * The README's host program: a Claude session provided as a Layer, one turn streamed to the console, and every
+ * failure handled by what its type says the host may do.
+ *
+ * Run it against the real API with `ANTHROPIC_API_KEY=… pnpm --filter @tether/examples host "your prompt"`
+ * (`./run demo` runs the offline version, against an embedded mock model server).
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { ClaudeSession, Permission, TetherError } from "@tether/core"
+import { NodeTransport } from "@tether/transport-node"
+import { Console, Context, Effect, Layer, Stream } from "effect"
+
+// The session is a service of the host: acquired when the layer is built, released (stdin EOF, grace, SIGTERM
+// to the whole process tree, SIGKILL) when the program ends — including on Ctrl-C under NodeRuntime.runMain.
+class Assistant extends Context.Service<Assistant, ClaudeSession.ClaudeSession>()("examples/Assistant") {
+  static readonly layer = Layer.effect(
+    Assistant,
+    ClaudeSession.make({
+      // Read-only tools are fine; shell commands that would escape the session's teardown are not.
+      policy: Permission.denyDetachedShell(Permission.allowTools(["Read", "Glob", "Grep", "Bash"])),
+      permissionMode: "default"
+    })
+  ).pipe(Layer.provide(NodeTransport.layer()))
+}
+
+const ask = (prompt: string) =>
+  Effect.gen(function*() {
+    const session = yield* Assistant
+    const turn = yield* session.send(prompt)
+    // Stream the turn's text as it arrives; the turn's own stream ends with its terminal event.
+    yield* turn.events.pipe(
+      Stream.runForEach((delivery) =>
+        delivery._tag === "Event" && delivery.event._tag === "TextDelta"
+          ? Effect.sync(() => process.stdout.write(delivery.event._tag === "TextDelta" ? delivery.event.text : ""))
+          : Effect.void
+      ),
+      Effect.ignore
+    )
+    const result = yield* turn.result
+    yield* Console.log(
+      `\n\n${result.usage.inputTokens} tokens in, ${result.usage.outputTokens} out, $${result.totalCostUsd ?? 0}`
+    )
+  })
+
+const program = ask(process.argv[2] ?? "In one sentence, what is a scoped resource?").pipe(
+  // Expected failures are values with a disposition, not exceptions.
+  Effect.catchTags({
+    TurnInFlight: (e) => Console.error(`busy, try again later: ${e.message}`),
+    ApiError: (e) => Console.error(`the model API failed (${e.status}); the session is still usable`),
+    TurnInterrupted: (e) =>
+      Console.error(e.deliveryUncertain ? "interrupted before the CLI confirmed the prompt" : "interrupted")
+  }),
+  Effect.catch((error) =>
+    Console.error(
+      TetherError.hasDisposition(error) && error.safeToFallback
+        ? `nothing reached the CLI, fall back: ${error.message}`
+        : TetherError.hasDisposition(error) && error.deliveryUncertain
+        ? `the CLI may have run it; do not resend blindly: ${error.message}`
+        : `failed: ${error.message}`
+    )
+  ),
+  Effect.provide(Assistant.layer)
+)
+
+NodeRuntime.runMain(program)
