@@ -321,12 +321,20 @@ const millis = (duration: Duration.Duration): number => Duration.toMillis(durati
  * @since 0.1.0
  */
 export const make = Effect.fn("Session.make")(function*(options: Options) {
+  // The session owns a child of the caller's scope, so that a session that fails to start is torn down at once
+  // instead of living until the caller's scope closes.
+  const sessionScope = yield* Scope.fork(yield* Effect.scope, "sequential")
+  return yield* makeIn(options, sessionScope).pipe(
+    Effect.onError((cause) => Scope.close(sessionScope, Exit.failCause(cause)))
+  )
+})
+
+const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope.Closeable) {
   const { protocol, timeouts } = options
   const policy = options.policy ?? Permission.denyAll
   const makeId = options.makeId ?? randomId
   const queueCapacity = options.queueCapacity ?? 64
   const transport = yield* Transport.Transport
-  const sessionScope = yield* Effect.scope
   // Background fibers and the connection live in child scopes so that release can order them: graceful close
   // first, then the transport's teardown, then the fibers.
   const fibers = yield* Scope.fork(sessionScope, "parallel")

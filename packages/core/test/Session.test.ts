@@ -831,3 +831,20 @@ describe("Events", () => {
         assert.strictEqual(last?._tag === "Event" ? last.event._tag : "", "Exit")
       })).pipe(mock()))
 })
+
+describe("Startup failures", () => {
+  it.effect("a session that fails to start is torn down at once, not when the caller's scope closes", () =>
+    Effect.gen(function*() {
+      // The caller's scope stays open: the failed session must not keep its process until then.
+      const exit = yield* settle(
+        Effect.exit(
+          ClaudeSession.make({ timeouts: timeouts({ startup: "1 second", control: "1 second", delivery: "1 second" }) })
+        )
+      )
+      assert.isTrue(Exit.isFailure(exit))
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      yield* advance("100 millis")
+      assert.isFalse(yield* cli.isAlive)
+      assert.isTrue(yield* cli.stdinEnded)
+    }).pipe(mock(MockClaude.make([], { faults: [MockClaude.neverAnswer("initialize")] }))))
+})
