@@ -835,16 +835,20 @@ describe("Events", () => {
 describe("Startup failures", () => {
   it.effect("a session that fails to start is torn down at once, not when the caller's scope closes", () =>
     Effect.gen(function*() {
-      // The caller's scope stays open: the failed session must not keep its process until then.
-      const exit = yield* settle(
-        Effect.exit(
-          ClaudeSession.make({ timeouts: timeouts({ startup: "1 second", control: "1 second", delivery: "1 second" }) })
-        )
+      // The caller's scope stays open: the failed session must not keep its process until then. The handshake
+      // fails on a malformed initialize answer (nothing retires the session on that path).
+      const starting = yield* Effect.forkChild(
+        Effect.exit(ClaudeSession.make({ makeId: () => "aaaaaaaa-0000-4000-8000-000000000000" }))
       )
-      assert.isTrue(Exit.isFailure(exit))
       const cli = yield* (yield* MockTransport.MockTransport).latest
+      yield* cli.inject(
+        `{"type":"control_response","response":{"subtype":"success","request_id":"tether_1_aaaaaaaa","response":{"pid":"not a pid"}}}`
+      )
+      const exit = yield* settle(Fiber.join(starting))
+      const error = Exit.isFailure(exit) ? Option.getOrThrow(Exit.findErrorOption(exit)) : undefined
+      assert.strictEqual(error?._tag, "HandshakeFailed")
       yield* advance("100 millis")
-      assert.isFalse(yield* cli.isAlive)
       assert.isTrue(yield* cli.stdinEnded)
-    }).pipe(mock(MockClaude.make([], { faults: [MockClaude.neverAnswer("initialize")] }))))
+      assert.isFalse(yield* cli.isAlive)
+    }).pipe(mock()))
 })
