@@ -83,7 +83,7 @@ const TransportLive: Layer.Layer<Transport.Transport> = real
 const deferToClient: Permission.Policy = () => Effect.succeed(Permission.defer)
 
 /** What every conversation's session starts with (here: the environment of the offline real CLI, if any). */
-class SessionDefaults extends Context.Service<SessionDefaults, Pick<ClaudeSession.Options, "env">>()(
+class SessionDefaults extends Context.Service<SessionDefaults, Pick<ClaudeSession.Options, "env" | "cwd">>()(
   "examples/chat-server/SessionDefaults"
 ) {}
 
@@ -104,7 +104,11 @@ const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
     }),
     (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
   )
-  return { env: { mode: "clean" as const, set: MockAnthropic.offlineEnv({ baseUrl: api.url, home }) } }
+  // Tools run in the throwaway home too.
+  return {
+    cwd: Path.join(home, "work"),
+    env: { mode: "clean" as const, set: MockAnthropic.offlineEnv({ baseUrl: api.url, home }) }
+  }
 }))
 
 const SessionDefaultsLive = real && process.env.TETHER_MOCK_API === "1"
