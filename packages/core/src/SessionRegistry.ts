@@ -803,9 +803,17 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
         }),
         Effect.ignore
       )
-      yield* Effect.exit(turn.result)
+      const exit = yield* Effect.exit(turn.result)
       yield* Metric.update(metrics.turnDuration, Duration.millis(now() - start))
+      yield* Effect.annotateCurrentSpan("tether.turn.outcome", Exit.isSuccess(exit) ? "completed" : "failed")
     }).pipe(
+      Effect.withSpan("SessionRegistry.turn", {
+        attributes: {
+          "tether.session.id": entry.id,
+          "tether.session.generation": entry.generation,
+          "tether.turn.id": turn.id
+        }
+      }),
       Effect.ensuring(
         Effect.suspend(() => {
           entry.turns--
@@ -1332,8 +1340,18 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
 /**
  * Reads {@link Settings} from Effect `Config`: `capacity`, `idleTimeToLive`, `onConflict`, `admissionTimeout`,
- * `shutdownConcurrency`, each optional. Nest it to read prefixed names, e.g. `Config.nested(config,
- * "registry")` with `ConfigProvider.constantCase` reads `REGISTRY_CAPACITY`, `REGISTRY_IDLE_TIME_TO_LIVE`, ….
+ * `shutdownConcurrency`, each optional. Nest it to read prefixed names.
+ *
+ * @example
+ * ```ts
+ * import { Config, ConfigProvider, Layer } from "effect"
+ * import { SessionRegistry } from "@tether/core"
+ *
+ * // TETHER_REGISTRY_CAPACITY=32 TETHER_REGISTRY_IDLE_TIME_TO_LIVE="20 minutes"
+ * const Registry = SessionRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
+ *   Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)))
+ * )
+ * ```
  *
  * @category configuration
  * @since 0.1.0
