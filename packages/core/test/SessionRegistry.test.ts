@@ -506,6 +506,27 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         yield* assertEnded(yield* mock.connection(1))
       })))
 
+  it.effect("interrupts the running turn by id; the session stays live for the next turn", () =>
+    withRegistry({ capacity: 4 }, (registry, mock) =>
+      Effect.gen(function*() {
+        assert.strictEqual(
+          yield* registry.interrupt("a").pipe(Effect.flip, Effect.map((e) => e._tag)),
+          "SessionNotFound"
+        )
+        const handle = yield* touch(registry, "a")
+        assert.strictEqual(yield* settle(registry.interrupt("a")), "no-active-turn")
+        const turn = yield* settle(handle.send("slow"))
+        yield* advanceUntil(Effect.map(turn.phase, (phase) => phase === "acknowledged"))
+        const waiter = yield* Effect.forkChild(turn.result)
+        assert.strictEqual(yield* settle(registry.interrupt("a")), "interrupted")
+        const error = yield* Fiber.join(waiter).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "TurnInterrupted")
+        if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "host")
+        assert.strictEqual((yield* registry.snapshot("a")).status, "idle")
+        assert.strictEqual((yield* settle(handle.run("hello"))).text, "hello")
+        yield* assertAlive(yield* mock.connection(0))
+      })))
+
   it.effect("graceful evict refuses new turns, waits for the running one, then closes", () =>
     withRegistry({ capacity: 4 }, (registry, mock) =>
       Effect.gen(function*() {
