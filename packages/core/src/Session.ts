@@ -780,6 +780,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   const makeTurnHandle = (turn: TurnState): Turn => ({
     id: turn.id,
     result: awaitTurn(turn),
+    settled: Effect.exit(Deferred.await(turn.done)),
     phase: Effect.sync(() => turn.phase),
     interrupt: Effect.asVoid(interruptTurn(turn, "host")),
     events: Stream.unwrap(

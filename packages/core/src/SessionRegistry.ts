@@ -803,7 +803,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
         }),
         Effect.ignore
       )
-      const exit = yield* Effect.exit(turn.result)
+      const exit = yield* turn.settled
       yield* Metric.update(metrics.turnDuration, Duration.millis(now() - start))
       yield* Effect.annotateCurrentSpan("tether.turn.outcome", Exit.isSuccess(exit) ? "completed" : "failed")
     }).pipe(
@@ -829,20 +829,21 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
    * replacement), the session reports reason `"closed"`; the caller learns it was `"evicted"`. The disposition
    * (acknowledged or not) is the session's.
    */
-  const wrapTurn = (entry: Entry<E>, turn: Turn): Turn => ({
-    id: turn.id,
-    events: turn.events,
-    phase: turn.phase,
-    interrupt: turn.interrupt,
-    result: Effect.mapError(
-      turn.result,
-      (error): TurnError =>
-        error._tag === "TurnInterrupted" && error.reason === "closed" && entry.closeReason !== undefined &&
-          entry.closeReason !== "shutdown"
-          ? new TurnInterrupted({ turnId: error.turnId, reason: "evicted", acknowledged: error.acknowledged })
-          : error
-    )
-  })
+  const wrapTurn = (entry: Entry<E>, turn: Turn): Turn => {
+    const remap = (error: TurnError): TurnError =>
+      error._tag === "TurnInterrupted" && error.reason === "closed" && entry.closeReason !== undefined &&
+        entry.closeReason !== "shutdown"
+        ? new TurnInterrupted({ turnId: error.turnId, reason: "evicted", acknowledged: error.acknowledged })
+        : error
+    return {
+      id: turn.id,
+      events: turn.events,
+      phase: turn.phase,
+      interrupt: turn.interrupt,
+      result: Effect.mapError(turn.result, remap),
+      settled: Effect.map(turn.settled, Exit.mapError(remap))
+    }
+  }
 
   // --- starting --------------------------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import type * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
@@ -223,6 +224,8 @@ export interface Turn {
   /** The id written to the CLI (the user message's uuid); the CLI's acknowledgement carries it back. */
   readonly id: string
   readonly result: Effect.Effect<TurnResult, TurnError>
+  /** Waits for the terminal outcome without ever interrupting the turn (for observers and supervisors). */
+  readonly settled: Effect.Effect<Exit.Exit<TurnResult, TurnError>>
   readonly events: Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable>
   readonly phase: Effect.Effect<Phase>
   /** Interrupts this turn (bounded by the interrupt timeout) and waits for it to settle. */
