@@ -20,9 +20,9 @@ import {
   firstEvent,
   isAlive,
   isTag,
+  leftBehind,
   makeWorld,
   marked,
-  markedAny,
   networkInterfaces,
   releaseBoundMillis,
   sleeping,
@@ -59,7 +59,7 @@ beforeAll(() => {
 
 afterAll(() => {
   // Every session of this file was released: no process of any of its worlds may be left on the machine.
-  const left = markedAny()
+  const left = leftBehind()
   assert.deepStrictEqual(left, [], `processes left behind by the suite: ${JSON.stringify(left)}`)
 })
 
@@ -78,10 +78,17 @@ describe("the real claude CLI, offline", () => {
           assert.strictEqual(yield* session.status, "idle")
 
           const first = yield* session.send("Say hello")
+          const busy = yield* Effect.flip(session.send("Not now"))
+          assert.strictEqual(busy._tag, "TurnInFlight", "one turn at a time: a second prompt is refused")
+          assert.isTrue(busy.safeToRequeue)
           const events = yield* eventsOf(first)
           const result = yield* first.result
           assert.strictEqual(result.text, "Hello from the mock: Say hello")
           assert.isFalse(result.isError)
+          assert.isAbove(result.usage.inputTokens, 0)
+          assert.isAbove(result.usage.outputTokens, 0)
+          assert.isAbove(result.totalCostUsd ?? 0, 0)
+          assert.deepStrictEqual(events.find(isTag("Usage"))?.usage, result.usage)
           const deltas = events.filter(isTag("TextDelta"))
           assert.strictEqual(deltas.length, 3, "three streamed text deltas")
           assert.strictEqual(deltas.map((delta) => delta.text).join(""), result.text)

@@ -119,6 +119,9 @@ export interface World {
   readonly options: (extra?: ClaudeSession.Options) => ClaudeSession.Options
 }
 
+/** The marks of every world made in this process. */
+const marks = new Set<string>()
+
 /** A fresh world, removed (directories included) when the scope closes. */
 export const makeWorld = Effect.fnUntraced(function*() {
   const home = yield* Effect.acquireRelease(
@@ -129,6 +132,7 @@ export const makeWorld = Effect.fnUntraced(function*() {
   const cwd = Path.join(home, "work")
   const mock = yield* MockAnthropic.make(script)
   const mark = randomUUID()
+  marks.add(mark)
   const world: World = {
     mock,
     home,
@@ -214,10 +218,10 @@ const withEnvironment = (entry: string): Array<Proc> => {
 export const marked = (mark: string): Array<Proc> => withEnvironment(`${markVariable}=${mark}\0`)
 
 /**
- * Live processes that carry {@link markVariable} with any value: what any world of this suite left running (the
- * processes of other suites, which may run at the same time, do not carry it).
+ * Live processes of any world this test file made: what the file left running. (Other runs of the suite, which
+ * may share the machine, have marks of their own.)
  */
-export const markedAny = (): Array<Proc> => withEnvironment(`${markVariable}=`)
+export const leftBehind = (): Array<Proc> => [...marks].flatMap(marked)
 
 /** Marked processes that run `sleep`. */
 export const sleeping = (mark: string): Array<Proc> => marked(mark).filter((proc) => /^(\S*\/)?sleep /.test(proc.args))
