@@ -64,6 +64,9 @@ export interface LineSplitter {
 
 const NEWLINE = 10
 
+// The same object `Transport.Line.Text` builds, without the constructor's Proxy lookup and spread: one per line.
+const textLine = (text: string): Transport.Line => ({ text, _tag: "Text" })
+
 const toBuffer = (chunk: Uint8Array): Buffer =>
   Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
 
@@ -132,7 +135,7 @@ export const makeSplitter = (options?: Options): LineSplitter => {
       if (length > limit) {
         out.push(tooLong(length, prefixOf([chunk.subarray(start, end)])))
       } else if (length > 0) {
-        out.push(Transport.Line.Text({ text: chunk.toString("utf8", start, end) }))
+        out.push(textLine(chunk.toString("utf8", start, end)))
       }
       return
     }
@@ -142,7 +145,7 @@ export const makeSplitter = (options?: Options): LineSplitter => {
       out.push(tooLong(total, prefixOf(pending)))
     } else {
       pending.push(chunk.subarray(start, end))
-      out.push(Transport.Line.Text({ text: Buffer.concat(pending, total).toString("utf8") }))
+      out.push(textLine(Buffer.concat(pending, total).toString("utf8")))
     }
     pending = []
     pendingBytes = 0

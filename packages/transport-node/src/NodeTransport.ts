@@ -39,7 +39,6 @@
  *
  * @since 0.1.0
  */
-import * as NodeStream from "@effect/platform-node/NodeStream"
 import { SpawnFailed, TransportWriteError } from "@tether/core/TetherError"
 import type { SpawnError } from "@tether/core/TetherError"
 import * as Transport from "@tether/core/Transport"
@@ -60,6 +59,7 @@ import * as NodeChildProcess from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import type { Readable } from "node:stream"
 import * as Executable from "./Executable.ts"
 import * as Framing from "./Framing.ts"
 import * as ProcessTree from "./internal/processTree.ts"
@@ -241,8 +241,8 @@ const describe = (error: unknown): string => {
  * descendant survives) and polls it with `kill(-pgid, 0)`, which counts zombies as alive, so a group of zombies
  * re-parented to a slow PID 1 makes it wait out `forceKillAfter` and then one more second; its exit code reports a
  * signal only inside an error message (no `Signaled` status); and its stdin is a `Sink`, with no per-write
- * completion to carry backpressure and EPIPE back to `write`. So the transport owns the `ChildProcess`, and uses
- * Effect's Node stream adapter (`NodeStream.fromReadable`) for stdout.
+ * completion to carry backpressure and EPIPE back to `write`. So the transport owns the `ChildProcess` and reads
+ * its pipes itself (stdout: {@link readLines}).
  */
 const spawnProcess = (
   program: string,
@@ -291,6 +291,83 @@ const makeTail = (limit: number) => {
   }
 }
 
+/**
+ * How many bytes of stdout are read ahead of the consumer before the pipe is paused. Past it the CLI blocks on its
+ * writes (backpressure); it also bounds how many lines one pull hands over (about one 64 KiB pipe read).
+ */
+const stdoutHighWaterBytes = 64 * 1024
+
+/**
+ * Stdout as a stream of lines, read in flowing mode straight into the splitter: each pipe read becomes the lines it
+ * completes, and a pull hands over every line read since the last pull as one chunk, without a copy. When the
+ * consumer falls `stdoutHighWaterBytes` behind, the pipe is paused until the next pull (so memory stays bounded by
+ * that, Node's own buffer of the paused socket, and the splitter's `maxLineBytes`). A read error ends the stream like
+ * EOF: the pipe is gone. The stream has one consumer at a time; a consumer that stops early leaves the pipe open,
+ * and the next run continues with the lines not yet handed over.
+ */
+const readLines = (readable: Readable, splitter: Framing.LineSplitter): Stream.Stream<Transport.Line> => {
+  let lines: Array<Transport.Line> = []
+  let unread = 0
+  let paused = false
+  let ended = false
+  let wake: ((effect: Effect.Effect<void>) => void) | undefined
+
+  const notify = () => {
+    const resume = wake
+    if (resume !== undefined) {
+      wake = undefined
+      resume(Effect.void)
+    }
+  }
+  readable.on("data", (chunk: Buffer) => {
+    splitter.push(chunk, lines)
+    unread += chunk.length
+    if (lines.length > 0) {
+      // Only complete lines wait for the consumer: the bytes of a partial line are bounded by the splitter.
+      if (unread >= stdoutHighWaterBytes && !paused) {
+        paused = true
+        readable.pause()
+      }
+      notify()
+    }
+  })
+  const finish = () => {
+    if (ended) return
+    ended = true
+    splitter.end(lines)
+    notify()
+  }
+  readable.on("end", finish)
+  readable.on("close", finish)
+  readable.on("error", finish)
+
+  const take = (): Arr.NonEmptyReadonlyArray<Transport.Line> => {
+    const out = lines as unknown as Arr.NonEmptyReadonlyArray<Transport.Line>
+    lines = []
+    unread = 0
+    if (paused) {
+      paused = false
+      readable.resume()
+    }
+    return out
+  }
+  const wait = Effect.callback<void>((resume) => {
+    if (lines.length > 0 || ended) return resume(Effect.void)
+    if (wake !== undefined) {
+      return resume(Effect.die(new Error("NodeTransport: stdout was read from two fibers at once")))
+    }
+    wake = resume
+    return Effect.sync(() => {
+      if (wake === resume) wake = undefined
+    })
+  })
+  const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Transport.Line>> = Effect.suspend(() =>
+    lines.length > 0 ? Effect.succeed(take()) : ended ? Cause.done() : waitThenPull
+  )
+  const waitThenPull = Effect.flatMap(wait, () => pull)
+  return Stream.fromPull(Effect.succeed(pull))
+}
+
 const toExitStatus = (code: number | null, signal: NodeJS.Signals | null): Transport.ExitStatus =>
   code !== null
     ? Transport.ExitStatus.Exited({ code })
@@ -333,13 +410,22 @@ const makeConnection = (
       }
       // Completes when the kernel took the bytes: a CLI that does not read keeps the write pending, which is what
       // gives a delivery timeout its meaning.
+      let settled = false
       stdin.write(line + "\n", (error) => {
+        if (settled) return
+        settled = true
         resume(
           error === null || error === undefined
             ? Effect.void
             : Effect.fail(new TransportWriteError({ reason: inputError ?? describe(error) }))
         )
       })
+      // Usually the pipe takes the line at once: nothing is left in the stream's buffer and nothing failed. Then the
+      // bytes are in the kernel already, and the write completes now rather than on the next tick.
+      if (!settled && stdin.writableLength === 0 && stdin.errored === null) {
+        settled = true
+        resume(Effect.void)
+      }
     })
   const endInput = Effect.sync(() => {
     if (inputEnded) return
@@ -351,37 +437,7 @@ const makeConnection = (
   child.stderr!.on("data", tail.push)
   child.stderr!.on("error", () => {})
 
-  const stdoutReadable = child.stdout!
-  stdoutReadable.on("error", () => {})
-  const splitter = Framing.makeSplitter({ maxLineBytes: options.maxLineBytes })
-  const bytes = NodeStream.fromReadable<Uint8Array, "stdout-error">({
-    evaluate: () => stdoutReadable,
-    onError: () => "stdout-error",
-    // The readable belongs to the connection: a consumer that stops early must not destroy it.
-    closeOnDone: false
-  })
-  const stdout: Stream.Stream<Transport.Line> = Stream.transformPull(bytes, (pull) => {
-    let ended = false
-    const finish = (): Pull.Pull<Arr.NonEmptyReadonlyArray<Transport.Line>> => {
-      ended = true
-      const out: Array<Transport.Line> = []
-      splitter.end(out)
-      return Arr.isArrayNonEmpty(out) ? Effect.succeed(out) : Cause.done()
-    }
-    const next: Pull.Pull<Arr.NonEmptyReadonlyArray<Transport.Line>> = Effect.suspend(() =>
-      ended ? Cause.done() : Pull.matchEffect(pull, {
-        onSuccess: (chunks) => {
-          const out: Array<Transport.Line> = []
-          for (const chunk of chunks) splitter.push(chunk, out)
-          return Arr.isArrayNonEmpty(out) ? Effect.succeed(out) : next
-        },
-        // A read error on a pipe means it is gone: the stream ends like at EOF.
-        onFailure: (cause) => Cause.hasInterrupts(cause) ? Effect.interrupt : finish(),
-        onDone: finish
-      })
-    )
-    return Effect.succeed(next)
-  })
+  const stdout = readLines(child.stdout!, Framing.makeSplitter({ maxLineBytes: options.maxLineBytes }))
 
   const connection: Transport.Connection = {
     pid: Option.some(pid),

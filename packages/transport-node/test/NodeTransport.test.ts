@@ -14,6 +14,8 @@ const TransportLive = NodeTransport.layer({ executables: { claude: fakeClaudePat
 const open = (spec: Transport.LaunchSpec) =>
   Effect.flatMap(Transport.Transport, (transport) => transport.open(spec, termGrace))
 
+const inheritEnv: Transport.Environment = { mode: "inherit", set: {}, unset: [] }
+
 const json = (line: Transport.Line): Record<string, unknown> => {
   assert.strictEqual(line._tag, "Text")
   return JSON.parse(line._tag === "Text" ? line.text : "null")
@@ -133,6 +135,30 @@ describe("NodeTransport", () => {
       process.kill(Option.getOrThrow(connection.pid), "SIGKILL")
       const exit = yield* Fiber.await(pending)
       assert.isTrue(Exit.isFailure(exit))
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("stdout backpressure: a CLI whose output is not read is held back, and no line is lost", () =>
+    Effect.gen(function*() {
+      // 4,000 lines of 1 KiB with blocking writes (a shell, not Node: Node's stdout on a socket buffers without bound
+      // in the writer), each followed by its count on stderr, which is always drained.
+      const script = "pad=$(printf '%01017d' 0); i=0; while [ $i -lt 4000 ]; do i=$((i+1)); " +
+        "printf '%06d%s\\n' $i \"$pad\"; echo $i >&2; done"
+      const connection = yield* open({ program: "sh", args: ["-c", script], cwd: Option.none(), env: inheritEnv })
+      yield* Effect.sleep(Duration.millis(500))
+      const written = Effect.map(connection.stderrTail, (tail) => Number(/(\d+)\n$/.exec(tail)?.[1] ?? 0))
+      const before = yield* written
+      assert.isAbove(before, 0)
+      // Held back by the pipe and bounded read-ahead buffers (a few hundred KiB), not by the 4 MiB of output.
+      assert.isBelow(before, 1000, `the CLI wrote ${before} lines with nobody reading`)
+      yield* Effect.sleep(Duration.millis(200))
+      assert.strictEqual(yield* written, before, "still held back")
+      const lines = yield* Stream.runCollect(connection.stdout)
+      assert.strictEqual(lines.length, 4000)
+      lines.forEach((line, i) => {
+        assert.strictEqual(line._tag === "Text" ? line.text.slice(0, 6) : line._tag, String(i + 1).padStart(6, "0"))
+        assert.strictEqual(line._tag === "Text" ? line.text.length : 0, 1023)
+      })
+      assert.deepStrictEqual(yield* connection.exit, Transport.ExitStatus.Exited({ code: 0 }))
     }).pipe(Effect.scoped, Effect.provide(TransportLive)))
 
   it.live("stderr is always drained and only a bounded tail is kept", () =>
