@@ -58,16 +58,18 @@ const throughput = async (host: Host) => {
   const frames = num("frames", 100_000)
   const session = await host.open()
   await session.turn(prompt(num("warmupFrames", 2_000)))
-  const { stats, ms } = await profiled(async () => {
+  const { stats, ms, cpu } = await profiled(async () => {
+    const cpu0 = process.cpuUsage()
     const start = now()
     const stats = await session.turn(prompt(frames))
-    return { stats, ms: now() - start }
+    return { stats, ms: now() - start, cpu: process.cpuUsage(cpu0) }
   })
   await session.close()
   if (stats.deltas !== frames) {
     throw new Error(`saw ${stats.deltas} of ${frames} deltas (${stats.missed ?? 0} events skipped by lag)`)
   }
-  return { framesPerSecond: (frames / ms) * 1000, ms, ...stats }
+  // The host's own CPU time per frame: less sensitive than the rate to other load on the machine.
+  return { framesPerSecond: (frames / ms) * 1000, ms, cpuUsPerFrame: (cpu.user + cpu.system) / frames, ...stats }
 }
 
 const rtt = async (host: Host) => {
@@ -75,7 +77,8 @@ const rtt = async (host: Host) => {
   const session = await host.open()
   for (let i = 0; i < num("warmupTurns", 50); i++) await session.turn(prompt(1))
   const samples: Array<number> = []
-  const totalMs = await profiled(async () => {
+  const { totalMs, cpu } = await profiled(async () => {
+    const cpu0 = process.cpuUsage()
     const start = now()
     for (let i = 0; i < turns; i++) {
       const t0 = now()
@@ -83,14 +86,16 @@ const rtt = async (host: Host) => {
       samples.push((now() - t0) * 1000)
       if (stats.deltas !== 1) throw new Error(`turn ${i}: saw ${stats.deltas} deltas`)
     }
-    return now() - start
+    return { totalMs: now() - start, cpu: process.cpuUsage(cpu0) }
   })
   await session.close()
   return {
     meanUs: mean(samples),
     p50Us: percentile(samples, 0.5),
     p99Us: percentile(samples, 0.99),
-    totalMs
+    totalMs,
+    // The host's own CPU time per turn: less sensitive than the round trip to other load on the machine.
+    cpuUsPerTurn: (cpu.user + cpu.system) / turns
   }
 }
 
