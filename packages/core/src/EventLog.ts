@@ -11,7 +11,8 @@
  * Two sizes bound the memory:
  *
  * - `ringSize`: how many entries the log keeps for replay (`subscribe("start")`, `subscribe({ after })`,
- *   `snapshot`). It is the only storage the log has; subscribers hold no copies.
+ *   `snapshot`). It is the only storage the log has (it grows with the events up to that size); subscribers hold no
+ *   copies.
  * - `subscriberBuffer`: how far a subscriber may fall behind the events published after it subscribed before it
  *   lags (at most `ringSize`; a larger value is clamped). When it lags it skips ahead to the newest
  *   `subscriberBuffer` events, like a broadcast channel. Entries that were already in the ring when it subscribed
@@ -37,8 +38,8 @@
 import type * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
-import type * as Fiber from "effect/Fiber"
 import type * as Pull from "effect/Pull"
+import * as Scheduler from "effect/Scheduler"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -192,6 +193,18 @@ export interface EventLog<A> {
   /** Appends several events in order, waking subscribers once. */
   readonly publishAll: (events: Iterable<A>) => Effect.Effect<ReadonlyArray<Entry<A>>>
   /**
+   * {@link EventLog.publish} as a plain function, for code that already runs inside an effect (a reader fiber
+   * publishing what it decoded) and must not pay for one effect per event. The subscribers are woken in a
+   * scheduled task, never on the caller's stack. After {@link EventLog.end} it publishes nothing and returns
+   * `undefined`.
+   */
+  readonly publishUnsafe: (event: A) => Entry<A> | undefined
+  /**
+   * {@link EventLog.publishAll} as a plain function (see {@link EventLog.publishUnsafe}): appends the events in
+   * order and wakes the subscribers once. Returns `false`, having published nothing, after {@link EventLog.end}.
+   */
+  readonly publishAllUnsafe: (events: Iterable<A>) => boolean
+  /**
    * Subscribes from the given point, atomically with respect to publishing. The subscription lasts until the
    * scope closes or the log ends; the stream then ends (after the events published before `end`). The stream
    * holds one cursor: run it from one fiber at a time (running it again continues where the last run stopped).
@@ -245,12 +258,19 @@ export const make = <A>(options: {
         new RangeError(`EventLog.make: subscriberBuffer must be a positive integer, got ${options.subscriberBuffer}`)
       )
     }
-    const log = makeUnsafe<A>(ringSize, Math.min(options.subscriberBuffer, ringSize))
-    return Effect.as(Effect.addFinalizer(() => log.end), log)
+    return Effect.flatMap(Effect.service(Scheduler.Scheduler), (scheduler) => {
+      const log = makeUnsafe<A>(ringSize, Math.min(options.subscriberBuffer, ringSize), scheduler.makeDispatcher())
+      return Effect.as(Effect.addFinalizer(() => log.end), log)
+    })
   })
 
-const makeUnsafe = <A>(ringSize: number, subscriberBuffer: number): EventLog<A> => {
-  const ring: Array<Event<A> | undefined> = new Array(ringSize)
+const makeUnsafe = <A>(
+  ringSize: number,
+  subscriberBuffer: number,
+  dispatcher: Scheduler.SchedulerDispatcher
+): EventLog<A> => {
+  // Grows to `ringSize` as events arrive, then wraps: a quiet log costs only what it holds.
+  const ring: Array<Event<A>> = []
   let latest = 0
   let isEnded = false
   const subscribers = new Set<Subscriber>()
@@ -261,7 +281,8 @@ const makeUnsafe = <A>(ringSize: number, subscriberBuffer: number): EventLog<A> 
 
   const append = (event: A): Event<A> => {
     const entry: Event<A> = { _tag: "Event", seq: ++latest, event }
-    ring[(entry.seq - 1) % ringSize] = entry
+    if (latest <= ringSize) ring.push(entry)
+    else ring[(latest - 1) % ringSize] = entry
     return entry
   }
 
@@ -282,34 +303,43 @@ const makeUnsafe = <A>(ringSize: number, subscriberBuffer: number): EventLog<A> 
     }
   }
 
-  const scheduleFlush = (fiber: Fiber.Fiber<unknown, unknown>) => {
+  const scheduleFlush = () => {
     if (waiting.length > 0 && !flushScheduled) {
       flushScheduled = true
-      fiber.currentDispatcher.scheduleTask(flush, 0)
+      dispatcher.scheduleTask(flush, 0)
     }
   }
 
-  const wake = Effect.withFiber<void>((fiber) => {
-    scheduleFlush(fiber)
-    return Effect.void
-  })
+  const wake = Effect.sync(scheduleFlush)
+
+  const publishUnsafe = (event: A): Entry<A> | undefined => {
+    if (isEnded) return undefined
+    const entry = append(event)
+    scheduleFlush()
+    return entry
+  }
+
+  const publishAllUnsafe = (events: Iterable<A>): boolean => {
+    if (isEnded) return false
+    for (const event of events) append(event)
+    scheduleFlush()
+    return true
+  }
 
   const publish = (event: A): Effect.Effect<Entry<A>> =>
-    Effect.withFiber((fiber) => {
-      if (isEnded) return publishedAfterEnd
-      const entry = append(event)
-      scheduleFlush(fiber)
-      return Effect.succeed(entry)
+    Effect.suspend(() => {
+      const entry = publishUnsafe(event)
+      return entry === undefined ? publishedAfterEnd : Effect.succeed(entry)
     })
 
   const publishAll = (events: Iterable<A>): Effect.Effect<ReadonlyArray<Entry<A>>> =>
-    Effect.withFiber((fiber) => {
+    Effect.suspend(() => {
       if (isEnded) return publishedAfterEnd
       const entries: Array<Entry<A>> = []
       for (const event of events) {
         entries.push(append(event))
       }
-      scheduleFlush(fiber)
+      scheduleFlush()
       return Effect.succeed(entries)
     })
 
@@ -409,6 +439,8 @@ const makeUnsafe = <A>(ringSize: number, subscriberBuffer: number): EventLog<A> 
   return {
     publish,
     publishAll,
+    publishUnsafe,
+    publishAllUnsafe,
     subscribe,
     latestSeq: Effect.sync(() => latest),
     snapshot: Effect.sync(() => {

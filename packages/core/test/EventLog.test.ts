@@ -266,6 +266,43 @@ describe("EventLog", () => {
       assert.strictEqual(yield* log.latestSeq, 0)
     }))
 
+  it.effect("publishUnsafe and publishAllUnsafe: same seqs and wake-ups as publish, and a no-op after end", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<number>({ ringSize: 8, subscriberBuffer: 8 })
+      const waiting = yield* Effect.forkChild(
+        Stream.runCollect(Stream.take(yield* log.subscribe("latest"), 4))
+      )
+      yield* yieldTimes(3)
+      assert.strictEqual((yield* log.diagnostics).waiting, 1)
+      // Published from plain code: the parked subscriber is woken in a scheduled task, not on this stack.
+      const entry = log.publishUnsafe(1)
+      assert.deepStrictEqual(entry && [entry.seq, entry.event], [1, 1])
+      assert.strictEqual((yield* log.diagnostics).waiting, 1)
+      assert.isTrue(log.publishAllUnsafe([2, 3]))
+      yield* log.publish(4)
+      assert.deepStrictEqual((yield* Fiber.join(waiting)).map(describeDelivery), ["1", "2", "3", "4"])
+      yield* log.end
+      assert.isUndefined(log.publishUnsafe(5))
+      assert.isFalse(log.publishAllUnsafe([5, 6]))
+      assert.strictEqual(yield* log.latestSeq, 4)
+    }))
+
+  it.effect("the ring holds what was published, up to ringSize, before and after it wraps", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<number>({ ringSize: 4, subscriberBuffer: 4 })
+      assert.deepStrictEqual(yield* log.snapshot, [])
+      assert.strictEqual((yield* log.diagnostics).retained, 0)
+      for (let i = 1; i <= 9; i++) {
+        log.publishUnsafe(i)
+        const held = (yield* log.snapshot).map((e) => e.seq)
+        assert.deepStrictEqual(held, range(Math.max(1, i - 3), i))
+        assert.strictEqual((yield* log.diagnostics).retained, held.length)
+      }
+      const replay = yield* log.subscribe({ after: 6 })
+      yield* log.end
+      assert.deepStrictEqual(seqs(yield* Stream.runCollect(replay)), [7, 8, 9])
+    }))
+
   it.effect("closing the log's scope ends its subscribers", () =>
     Effect.gen(function*() {
       const logScope = yield* Scope.make()
