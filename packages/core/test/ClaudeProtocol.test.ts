@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClaudeProtocol } from "@tether/core"
-import { Result } from "effect"
+import { Result, Schema } from "effect"
+import * as fc from "fast-check"
 import * as fs from "node:fs"
 
 // shared/ is the sibling of the repository root, wherever the repository is cloned.
@@ -366,6 +367,85 @@ describe("ClaudeProtocol", () => {
       const big = withField(assistantLine, (json) => (json.message.content[0].text = "y".repeat(2 * 1024 * 1024)))
       assert.strictEqual(frameOf(big).type, "assistant")
       assert.strictEqual(ClaudeProtocol.defaultMaxLineLength, 16 * 1024 * 1024)
+    })
+  })
+
+  describe("stream_event fast path", () => {
+    const deltaTypes = ["text_delta", "input_json_delta", "thinking_delta", "signature_delta"] as const
+    const deltaFields = ["text", "partial_json", "thinking", "signature"] as const
+    const isStreamEventFrame = Schema.is(ClaudeProtocol.StreamEventFrame)
+    // "__INF__" becomes 1e400 in the line, which JSON.parse reads as Infinity.
+    const odd = fc.oneof(
+      fc.string({ maxLength: 4 }),
+      fc.integer(),
+      fc.double({ noNaN: true }),
+      fc.boolean(),
+      fc.constantFrom(null, "__INF__", "content_block_delta", "toString", "__proto__", ...deltaTypes),
+      fc.array(fc.oneof(fc.string({ maxLength: 2 }), fc.integer()), { maxLength: 2 }),
+      fc.jsonValue({ maxDepth: 2 })
+    )
+    const paths: ReadonlyArray<ReadonlyArray<string | number>> = [
+      ["event"],
+      ["event", "type"],
+      ["event", "index"],
+      ["event", "delta"],
+      ["event", "delta", "type"],
+      ...deltaFields.map((field) => ["event", "delta", field]),
+      ["parent_tool_use_id"],
+      ["session_id"],
+      ["uuid"],
+      ["api_message_id"],
+      ["ttft_ms"],
+      ["user_message_uuid"],
+      ["user_message_uuids"],
+      ["user_message_uuids", 0],
+      ["extra_field"]
+    ]
+    const mutation = fc.record({
+      path: fc.constantFrom(...paths),
+      value: fc.option(odd, { nil: undefined }) // undefined: delete the key
+    })
+    const frame = fc.record({
+      kind: fc.integer({ min: 0, max: 3 }),
+      optionals: fc.boolean(),
+      mutations: fc.array(mutation, { maxLength: 3 })
+    }).map(({ kind, mutations, optionals }) => {
+      const json: Record<string, any> = {
+        type: "stream_event",
+        event: { type: "content_block_delta", index: 0, delta: { type: deltaTypes[kind], [deltaFields[kind]]: "x" } },
+        parent_tool_use_id: null,
+        session_id: "s",
+        uuid: "u",
+        ...(optionals
+          ? { api_message_id: "m", ttft_ms: 1.5, user_message_uuid: "t", user_message_uuids: ["t"] }
+          : {})
+      }
+      for (const { path, value } of mutations) {
+        let target: any = json
+        for (const key of path.slice(0, -1)) {
+          target = target !== null && typeof target === "object"
+            ? target[key]
+            : undefined
+        }
+        if (target === null || typeof target !== "object") continue
+        const last = path[path.length - 1]
+        if (value === undefined) delete target[last]
+        else target[last] = value
+      }
+      return JSON.stringify(json).replaceAll("\"__INF__\"", "1e400")
+    })
+
+    it("accepts exactly the frames the StreamEventFrame schema accepts", () => {
+      fc.assert(
+        fc.property(frame, (line) => {
+          const decoded = ClaudeProtocol.decodeLine(line)
+          assert.strictEqual(Result.isSuccess(decoded), isStreamEventFrame(JSON.parse(line)), line)
+          if (Result.isSuccess(decoded) && decoded.success._tag === "Frame") {
+            assert.deepStrictEqual(decoded.success.frame, JSON.parse(line))
+          }
+        }),
+        { numRuns: 3000 }
+      )
     })
   })
 
