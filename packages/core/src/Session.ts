@@ -37,9 +37,11 @@ import {
   HandshakeFailed,
   type InterruptReason,
   InterruptTimeout,
+  InvalidConfig,
   InvalidPrompt,
   ProtocolError,
   QueueFull,
+  SessionRetired,
   SessionUnavailable,
   type SpawnError,
   StartupTimeout,
@@ -47,7 +49,7 @@ import {
   TurnInFlight,
   TurnInterrupted
 } from "./TetherError.ts"
-import type { Timeouts } from "./Timeouts.ts"
+import { type Timeouts, validate as validateTimeouts } from "./Timeouts.ts"
 import * as Transport from "./Transport.ts"
 import {
   ApiError,
@@ -294,7 +296,11 @@ interface TurnState {
   readonly done: Deferred.Deferred<TurnResult, TurnError>
   phase: Phase
   acknowledged: boolean
+  /** Whether the prompt was (or was being) written to the CLI. */
+  written: boolean
   finished: boolean
+  /** The seq of the turn's terminal event, once published. */
+  terminalSeq: number | undefined
   startSeq: number
   lastProgress: number
   interruptReason: InterruptReason | undefined
@@ -331,6 +337,8 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
 
 const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope.Closeable) {
   const { protocol, timeouts } = options
+  const problems = validateTimeouts(timeouts)
+  if (problems.length > 0) return yield* new InvalidConfig({ problems })
   const policy = options.policy ?? Permission.denyAll
   const makeId = options.makeId ?? randomId
   const queueCapacity = options.queueCapacity ?? 64
@@ -405,7 +413,9 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       { discard: true }
     )
 
-  const finishTurn = (turn: TurnState, exit: Exit.Exit<TurnResult, TurnError>) =>
+  // State transitions run uninterruptibly: they are often run by a fiber they end (the turn's watchdog), and a
+  // transition cut in half would leave turns that never settle.
+  const finishTurn = (turn: TurnState, exit: Exit.Exit<TurnResult, TurnError>): Effect.Effect<void> =>
     Effect.gen(function*() {
       if (turn.finished) return
       turn.finished = true
@@ -421,6 +431,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           yield* publish(SessionEvent.TurnFailed({ turnId: turn.id, raw: undefined, error: error.value }))
         }
       }
+      turn.terminalSeq = yield* log.latestSeq
       if (active === turn) {
         active = undefined
         if (!closing) yield* setStatus("idle")
@@ -428,16 +439,18 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       // Complete the turn only once the session reflects its end, so that a host that sends again as soon as
       // the result arrives finds the session idle.
       yield* Deferred.done(turn.done, exit)
-      // Interrupt the turn's timers last: this fiber may be one of them.
-      yield* fork(Effect.forEach(timers, Fiber.interrupt, { discard: true }))
+      // Interrupt the turn's timers, except the fiber running this (it ends by itself).
+      yield* Effect.withFiber((self) => {
+        const others = timers.filter((timer) => timer !== self)
+        return others.length === 0 ? Effect.void : fork(Effect.forEach(others, Fiber.interrupt, { discard: true }))
+      })
       yield* startNext
-    })
+    }).pipe(Effect.uninterruptible)
 
   const failQueued = (reason: string) =>
     Effect.gen(function*() {
       const pending = queue.splice(0)
       for (const turn of pending) {
-        turn.phase = "cancelled"
         yield* finishTurn(turn, Exit.fail(new SessionUnavailable({ status, reason })))
       }
     })
@@ -445,7 +458,15 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   // --- retire / teardown -------------------------------------------------------------------------------------
 
   let retired = false
-  const retireWith = (reason: string, turnError: TurnError | undefined) =>
+  /** The turn error for a session that is retired under it: the CLI's exit if it exited, else the retirement. */
+  const retirementError = (reason: string, acknowledged: boolean): Effect.Effect<TurnError> =>
+    Effect.flatMap(
+      connection.exitStatus,
+      (exit): Effect.Effect<TurnError> =>
+        Option.isSome(exit) ? currentError(acknowledged) : Effect.succeed(new SessionRetired({ reason, acknowledged }))
+    )
+
+  const retireWith = (reason: string, turnError: TurnError | undefined): Effect.Effect<void> =>
     Effect.gen(function*() {
       if (retired) return
       retired = true
@@ -456,7 +477,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       yield* Effect.logWarning(`session retired: ${reason}`)
       const turn = active
       if (turn !== undefined) {
-        yield* finishTurn(turn, Exit.fail(turnError ?? (yield* currentError(turn.acknowledged))))
+        yield* finishTurn(turn, Exit.fail(turnError ?? (yield* retirementError(reason, turn.acknowledged))))
       }
       yield* failQueued(`the session was retired: ${reason}`)
       for (const [, deferred] of controls) yield* Deferred.fail(deferred, yield* currentError(true))
@@ -465,7 +486,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       // Tear the process tree down in the background (the caller may be the reader fiber itself); release waits
       // for it because the connection scope is closed again, idempotently, at release.
       yield* Effect.forkIn(Scope.close(connectionScope, Exit.void), sessionScope)
-    })
+    }).pipe(Effect.uninterruptible)
 
   // --- writes ------------------------------------------------------------------------------------------------
 
@@ -479,24 +500,46 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       Effect.tapError((error) => retireWith(error.message, error))
     )
 
-  const control = (request: unknown): Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited> =>
+  /**
+   * Sends a control request and waits for its answer. With a deadline (the control timeout, except during the
+   * handshake, which the startup timeout bounds as a whole), an unanswered request retires the session.
+   */
+  const controlWithin = (
+    request: unknown,
+    deadline: Duration.Duration | undefined
+  ): Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited> =>
     Effect.gen(function*() {
       if (processState._tag !== "Running" || retired) return yield* currentError(true)
       const subtype = subtypeOf(request)
       const requestId = `tether_${++controlCounter}_${makeId().slice(0, 8)}`
+      const line = yield* Effect.try({
+        try: () => protocol.encodeControl(requestId, request),
+        catch: (cause) =>
+          new ControlFailed({
+            subtype,
+            reason: `not sent, the request is not a valid frame: ${cause instanceof Error ? cause.message : cause}`,
+            code: "invalid_request"
+          })
+      })
       const deferred = Deferred.makeUnsafe<unknown, ControlFailed | CliExited>()
       controls.set(requestId, deferred)
-      const timeout = new ControlTimeout({ subtype, timeoutMillis: millis(timeouts.control) })
-      return yield* write(protocol.encodeControl(requestId, request)).pipe(
+      const answer = write(line).pipe(
         Effect.catch(() => currentError(false).pipe(Effect.flatMap(Effect.fail))),
         Effect.andThen(Deferred.await(deferred)),
-        Effect.timeoutOrElse({
-          duration: timeouts.control,
-          orElse: () => retireWith(timeout.message, undefined).pipe(Effect.andThen(Effect.fail(timeout)))
-        }),
+        Effect.mapError((error) => error._tag === "ControlFailed" ? new ControlFailed({ ...error, subtype }) : error),
         Effect.ensuring(Effect.sync(() => controls.delete(requestId)))
       )
+      if (deadline === undefined) return yield* answer
+      const timeout = new ControlTimeout({ subtype, timeoutMillis: millis(deadline) })
+      return yield* answer.pipe(
+        Effect.timeoutOrElse({
+          duration: deadline,
+          orElse: () => retireWith(timeout.message, undefined).pipe(Effect.andThen(Effect.fail(timeout)))
+        })
+      )
     })
+
+  const control = (request: unknown) => controlWithin(request, timeouts.control)
 
   const reply = (requestId: string, answer: Reply) =>
     Effect.try({
@@ -634,7 +677,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           new TurnInterrupted({
             turnId: turn.id,
             reason: turn.interruptReason ?? "host",
-            acknowledged: turn.acknowledged
+            acknowledged: turn.acknowledged,
+            written: true
           })
         )
       case "MaxTurns":
@@ -702,20 +746,29 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     })
 
   const startTurn = (turn: TurnState): Effect.Effect<void> =>
-    Effect.gen(function*() {
-      active = turn
-      turn.phase = "started"
-      turn.lastProgress = yield* Clock.currentTimeMillis
-      turn.startSeq = yield* log.latestSeq
-      yield* publish(SessionEvent.TurnStarted({ turnId: turn.id, raw: undefined }))
-      yield* setStatus("running")
-      turn.timers.push(yield* fork(watchdog(turn)))
-      const written = yield* Effect.exit(write(turn.line))
-      if (Exit.isFailure(written)) {
-        // write() already retired the session and failed the active turn with the delivery error.
-        return
-      }
-    })
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function*() {
+        active = turn
+        turn.phase = "started"
+        turn.written = true
+        turn.lastProgress = yield* Clock.currentTimeMillis
+        turn.startSeq = yield* log.latestSeq
+        yield* publish(SessionEvent.TurnStarted({ turnId: turn.id, raw: undefined }))
+        yield* setStatus("running")
+        turn.timers.push(yield* fork(watchdog(turn)))
+        // The write is the one interruptible step. A caller interrupted mid-write cannot know whether the CLI read
+        // the prompt: delivery is uncertain and the session is retired. A failed write already retired it.
+        yield* restore(write(turn.line)).pipe(
+          Effect.onInterrupt(() =>
+            retireWith(
+              `the prompt of turn ${turn.id} was being written when its sender was interrupted`,
+              new TurnInterrupted({ turnId: turn.id, reason: "host", acknowledged: false, written: true })
+            )
+          ),
+          Effect.ignore
+        )
+      })
+    )
 
   const startNext: Effect.Effect<void> = Effect.suspend(() => {
     if (active !== undefined || closing || retired) return Effect.void
@@ -739,18 +792,24 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       if (turn.phase === "queued") {
         const index = queue.indexOf(turn)
         if (index >= 0) queue.splice(index, 1)
-        return finishTurn(turn, Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false })))
+        return finishTurn(
+          turn,
+          Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false, written: false }))
+        )
           .pipe(Effect.as<InterruptOutcome>("interrupted"))
       }
       turn.interruptReason = reason
       if (!turn.acknowledged) {
         // The CLI may or may not have the prompt: delivery is uncertain, and the session is not reused.
-        const error = new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false })
+        const error = new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false, written: true })
         return retireWith(`turn ${turn.id} was interrupted before the CLI acknowledged it`, error).pipe(
           Effect.as<InterruptOutcome>("retired")
         )
       }
       const settle = Effect.gen(function*() {
+        // The turn may have ended between the request and this fiber's start: nothing to interrupt then (an
+        // interrupt now could abort the next turn).
+        if (turn.finished || active !== turn) return "completed-first" as const
         yield* setStatus("cancelling")
         yield* fork(control(protocol.interruptRequest(turn.id)))
         const settled = yield* Deferred.await(turn.done).pipe(
@@ -789,7 +848,12 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         (deliveries) =>
           deliveries.pipe(
             Stream.filter((d) => d._tag === "Lag" || d.event.turnId === turn.id),
-            Stream.takeUntil((d) => d._tag === "Event" && isTerminal(d.event))
+            Stream.takeUntil((d) =>
+              d._tag === "Event"
+                ? isTerminal(d.event)
+                // A lag that skipped the terminal event still ends the turn's stream.
+                : turn.terminalSeq !== undefined && d.resumeSeq > turn.terminalSeq
+            )
           )
       )
     )
@@ -812,7 +876,9 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         done: Deferred.makeUnsafe(),
         phase: "queued",
         acknowledged: false,
+        written: false,
         finished: false,
+        terminalSeq: undefined,
         startSeq: yield* log.latestSeq,
         lastProgress: 0,
         interruptReason: undefined,
@@ -886,7 +952,13 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       }
       case "TurnEnd": {
         const turn = active
-        if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) return undefined
+        if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) {
+          // A result for no turn of ours (a stale turn already failed, or a prompt the CLI ran on its own).
+          batch.push(
+            SessionEvent.Frame({ turnId: item.turnId, raw: item.result.raw, type: "result", subtype: undefined })
+          )
+          return undefined
+        }
         return Effect.gen(function*() {
           // A CLI that never acknowledged (no lifecycle frames, no replay) acknowledges with its result.
           yield* acknowledge(turn, undefined)
@@ -984,7 +1056,18 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     yield* log.end
   })
 
-  yield* fork(Stream.runForEachArray(connection.stdout, onLines).pipe(Effect.andThen(onExit)))
+  yield* fork(
+    Stream.runForEachArray(connection.stdout, onLines).pipe(
+      // A defect in the reader (a protocol's decoder that throws) must not leave a session that looks alive but
+      // reads nothing: it is retired like any other failure.
+      Effect.catchDefect((defect) =>
+        Effect.logError("the session's reader failed", defect).pipe(
+          Effect.andThen(retireWith("the session's reader failed", undefined))
+        )
+      ),
+      Effect.andThen(onExit)
+    )
+  )
 
   // --- release -------------------------------------------------------------------------------------------------
 
@@ -996,7 +1079,14 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       if (turn !== undefined) {
         yield* finishTurn(
           turn,
-          Exit.fail(new TurnInterrupted({ turnId: turn.id, reason: "closed", acknowledged: turn.acknowledged }))
+          Exit.fail(
+            new TurnInterrupted({
+              turnId: turn.id,
+              reason: "closed",
+              acknowledged: turn.acknowledged,
+              written: turn.written
+            })
+          )
         )
       }
       yield* failQueued("the session was closed")
@@ -1011,7 +1101,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   // --- handshake -----------------------------------------------------------------------------------------------
 
-  const handshake = yield* protocol.handshake(control).pipe(
+  const handshake = yield* protocol.handshake((request) => controlWithin(request, undefined)).pipe(
     Effect.timeoutOrElse({
       duration: timeouts.startup,
       orElse: () =>
@@ -1070,4 +1160,4 @@ const subtypeOf = (request: unknown): string =>
  * @category errors
  * @since 0.1.0
  */
-export type StartError = SpawnError | StartupTimeout | HandshakeFailed
+export type StartError = SpawnError | StartupTimeout | HandshakeFailed | InvalidConfig

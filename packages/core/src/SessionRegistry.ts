@@ -833,7 +833,12 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     const remap = (error: TurnError): TurnError =>
       error._tag === "TurnInterrupted" && error.reason === "closed" && entry.closeReason !== undefined &&
         entry.closeReason !== "shutdown"
-        ? new TurnInterrupted({ turnId: error.turnId, reason: "evicted", acknowledged: error.acknowledged })
+        ? new TurnInterrupted({
+          turnId: error.turnId,
+          reason: "evicted",
+          acknowledged: error.acknowledged,
+          written: error.written
+        })
         : error
     return {
       id: turn.id,

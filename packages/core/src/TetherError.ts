@@ -331,8 +331,12 @@ export type InterruptReason = typeof InterruptReason.Type
 
 /**
  * The turn ended because it was interrupted (by the host, by the stall watchdog, by the turn deadline, by a
- * deny-and-interrupt permission decision, or by eviction). If the interrupt came before the CLI acknowledged
- * the prompt, delivery is uncertain.
+ * deny-and-interrupt permission decision, by eviction, or because the session was closed under it).
+ *
+ * - `written: false`: the prompt was still queued in the session and never reached the CLI (safe to requeue).
+ * - `written: true, acknowledged: false`: the CLI may or may not have the prompt: delivery is uncertain and the
+ *   session was retired.
+ * - `acknowledged: true`: the CLI had the prompt and stopped working on it.
  *
  * @category delivery
  * @since 0.1.0
@@ -340,6 +344,32 @@ export type InterruptReason = typeof InterruptReason.Type
 export class TurnInterrupted extends Schema.TaggedError<TurnInterrupted>()("TurnInterrupted", {
   turnId: Schema.String,
   reason: InterruptReason,
+  acknowledged: Schema.Boolean,
+  written: Schema.Boolean
+}) {
+  get safeToFallback() {
+    return !this.written
+  }
+  get safeToRequeue() {
+    return !this.written
+  }
+  get deliveryUncertain() {
+    return this.written && !this.acknowledged
+  }
+  override get message() {
+    return `turn ${this.turnId} was interrupted (${this.reason})`
+  }
+}
+
+/**
+ * The session was retired while the turn ran (a control request went unanswered, the host retired it, a reader
+ * failure): the process tree is torn down. Before the acknowledgement, delivery is uncertain.
+ *
+ * @category delivery
+ * @since 0.1.0
+ */
+export class SessionRetired extends Schema.TaggedError<SessionRetired>()("SessionRetired", {
+  reason: Schema.String,
   acknowledged: Schema.Boolean
 }) {
   get safeToFallback() {
@@ -352,7 +382,7 @@ export class TurnInterrupted extends Schema.TaggedError<TurnInterrupted>()("Turn
     return !this.acknowledged
   }
   override get message() {
-    return `turn ${this.turnId} was interrupted (${this.reason})`
+    return `the session was retired: ${this.reason}`
   }
 }
 
@@ -376,7 +406,7 @@ export class InterruptTimeout extends Schema.TaggedError<InterruptTimeout>()("In
     return false
   }
   get deliveryUncertain() {
-    return true
+    return !this.acknowledged
   }
   override get message() {
     return `turn ${this.turnId} did not settle within ${this.timeoutMillis} ms of its interrupt (${this.reason}); the session was retired`

@@ -13,6 +13,7 @@ import type {
   CliExited,
   DeliveryTimeout,
   InterruptTimeout,
+  SessionRetired,
   SessionUnavailable,
   TransportWriteError,
   TurnInterrupted
@@ -200,6 +201,7 @@ export type TurnError =
   | DeliveryTimeout
   | TransportWriteError
   | SessionUnavailable
+  | SessionRetired
 
 /**
  * Where a queued or running turn is in its life.

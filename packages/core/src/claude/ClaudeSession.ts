@@ -257,8 +257,11 @@ export const route = (
       ]
     case "command_lifecycle":
       return frame.state === "queued"
-        ? [{ _tag: "Ack", turnId: frame.command_uuid }, frameEvent("command_lifecycle", "queued", frame)]
-        : [frameEvent("command_lifecycle", frame.state, frame)]
+        ? [
+          { _tag: "Ack", turnId: frame.command_uuid },
+          frameEvent("command_lifecycle", "queued", frame, frame.command_uuid)
+        ]
+        : [frameEvent("command_lifecycle", frame.state, frame, frame.command_uuid)]
     case "system": {
       switch (frame.subtype) {
         case "init":
@@ -294,7 +297,7 @@ export const route = (
     }
     case "control_response": {
       const response = frame.response
-      return [{
+      return [frameEvent("control_response", response.subtype, frame), {
         _tag: "ControlResponse",
         requestId: response.request_id,
         response: response.subtype === "success"
@@ -335,15 +338,18 @@ export const route = (
             handle
           }]
         }
-        default:
-          return [frameEvent("control_request", String(request.subtype), frame), {
+        default: {
+          const subtype = String(request.subtype)
+          // Elicitations (an MCP server asking the user) are declined, as the official SDK does without a handler.
+          const answer: Session.Reply = subtype === "elicitation"
+            ? { _tag: "Success", payload: { action: "decline" } }
+            : { _tag: "Error", message: `Unsupported control request subtype: ${subtype}` }
+          return [frameEvent("control_request", subtype, frame), {
             _tag: "Request",
             requestId: frame.request_id,
-            handle: Effect.succeed({
-              _tag: "Error",
-              message: `Unsupported control request subtype: ${String(request.subtype)}`
-            })
+            handle: Effect.succeed(answer)
           }]
+        }
       }
     }
     case "control_cancel_request":
@@ -443,10 +449,6 @@ export const protocol = (options: {
  */
 export const make = Effect.fn("ClaudeSession.make")(function*(options: Options = {}) {
   const timeouts = options.timeouts ?? Timeouts.defaults
-  const problems = Timeouts.validate(timeouts)
-  if (problems.length > 0) {
-    return yield* new InvalidConfig({ problems })
-  }
   const launch = yield* ClaudeOptions.toLaunchSpec(options)
   const session = yield* Session.make({
     protocol: protocol(options),
