@@ -71,7 +71,9 @@ const scenarioArb = fc.record({
   slowReceipt: fc.option(fc.integer({ min: 20, max: 400 }), { nil: null }),
   turnMillis: fc.integer({ min: 1500, max: 4000 }),
   stallMillis: fc.integer({ min: 300, max: 1400 }),
-  subscriberBuffer: fc.integer({ min: 4, max: 64 })
+  subscriberBuffer: fc.integer({ min: 4, max: 64 }),
+  // The host stops waiting on the turn at this moment (host cancellation interrupts the turn in the CLI).
+  cancelWaiterAt: fc.option(fc.integer({ min: 0, max: 1500 }), { nil: null })
 })
 
 type Scenario = typeof scenarioArb extends fc.Arbitrary<infer A> ? A : never
@@ -172,13 +174,21 @@ const runScenario = (scenario: Scenario) =>
         break
       }
       const turn = sent.value
+      // The turn's own stream must end with the turn, whatever happens.
+      const turnEvents = yield* Effect.forkChild(Stream.runCollect(turn.events))
+      let cancelled = false
       const started = yield* Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe()))
       const pendingInterrupts = scenario.interrupts.filter((x) => x.turn === i)
       const answered = new Set<string>()
       const waiter = yield* Effect.forkChild(Effect.exit(turn.result))
-      while (waiter.pollUnsafe() === undefined) {
+      const settled = yield* Effect.forkChild(turn.settled)
+      while (settled.pollUnsafe() === undefined) {
         const now = yield* Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe()))
         const elapsed = now - started
+        if (!cancelled && scenario.cancelWaiterAt !== null && elapsed >= scenario.cancelWaiterAt) {
+          cancelled = true
+          yield* Effect.forkChild(Fiber.interrupt(waiter))
+        }
         assert.isAtMost(elapsed, bound, "a turn always reaches a terminal outcome within turn + interrupt timeouts")
         for (const x of pendingInterrupts) {
           if (x.at <= elapsed) {
@@ -201,19 +211,28 @@ const runScenario = (scenario: Scenario) =>
         }
         yield* tick
       }
-      const outcome = yield* Fiber.join(waiter)
+      const outcome = yield* Fiber.join(settled)
       if (Exit.isFailure(outcome)) {
         // Every failure is typed: a defect here would be a bug.
         assert.isTrue(outcome.cause.reasons.every((r) => r._tag === "Fail"), "turn failures are typed errors")
       }
       // After a terminal outcome the session is idle (reusable) or retired, never stuck mid-turn.
       assert.oneOf(yield* session.status, ["idle", "failed", "closed"])
+      for (let n = 0; turnEvents.pollUnsafe() === undefined; n++) {
+        assert.isBelow(n, 500, "a turn's event stream ends with its turn")
+        yield* tick
+      }
+      const own = Array.from(yield* Fiber.join(turnEvents))
+      assert.isTrue(own.every((d) => d._tag === "Lag" || d.event.turnId === turn.id), "a turn's stream is its own")
     }
 
     const closing = yield* Effect.forkChild(Scope.close(sessionScope, Exit.void))
     while (closing.pollUnsafe() === undefined) yield* tick
     for (const reader of readers) {
-      while (reader.pollUnsafe() === undefined) yield* tick
+      for (let n = 0; reader.pollUnsafe() === undefined; n++) {
+        assert.isBelow(n, 2_000, "subscriptions end when the session is released")
+        yield* tick
+      }
     }
     yield* Scope.close(subscriberScope, Exit.void)
     for (const deliveries of collected) checkDeliveries(deliveries)
