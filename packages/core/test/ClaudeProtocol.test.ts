@@ -620,6 +620,88 @@ describe("ClaudeProtocol", () => {
     })
   })
 
+  describe("user message fast path", () => {
+    const isHostUserMessage = Schema.is(ClaudeProtocol.HostUserMessage)
+    // Not JSON for the schema, though their own keys look right.
+    class TextBlockLike {
+      readonly type = "text"
+      readonly text = "t"
+    }
+    class MessageLike {
+      readonly role = "user"
+      readonly content = "hi"
+    }
+    const odd = fc.oneof(
+      fc.string({ maxLength: 3 }),
+      fc.integer(),
+      fc.constantFrom(null, undefined, Number.NaN, "user", "text", "assistant", [], {}),
+      fc.constantFrom(new TextBlockLike(), [new TextBlockLike()], new MessageLike()),
+      fc.constant([{ type: "text", text: "t" }]),
+      fc.constant([{ type: "text", text: "t", extra: 1 }]),
+      fc.constant([{ type: "image", source: {} }]),
+      fc.jsonValue({ maxDepth: 2 })
+    )
+    const paths: ReadonlyArray<ReadonlyArray<string | number>> = [
+      ["type"],
+      ["message"],
+      ["message", "role"],
+      ["message", "content"],
+      ["message", "content", 0],
+      ["message", "content", 0, "type"],
+      ["message", "content", 0, "text"],
+      ["message", "extra"],
+      ["parent_tool_use_id"],
+      ["session_id"],
+      ["uuid"],
+      ["priority"],
+      ["shouldQuery"],
+      ["extra"]
+    ]
+    const message = fc.record({
+      blocks: fc.boolean(),
+      uuid: fc.boolean(),
+      mutations: fc.array(fc.record({ path: fc.constantFrom(...paths), value: odd, remove: fc.boolean() }), {
+        maxLength: 3
+      })
+    }).map(({ blocks, mutations, uuid }) => {
+      const value: Record<string, any> = {
+        type: "user",
+        message: { role: "user", content: blocks ? [{ type: "text", text: "hi" }, { type: "text", text: "" }] : "hi" },
+        parent_tool_use_id: null,
+        session_id: "",
+        ...(uuid ? { uuid: "u" } : {})
+      }
+      for (const { path, remove, value: v } of mutations) {
+        let target: any = value
+        for (const key of path.slice(0, -1)) {
+          target = target !== null && typeof target === "object"
+            ? target[key]
+            : undefined
+        }
+        if (target === null || typeof target !== "object") continue
+        if (remove) delete target[path[path.length - 1]]
+        else target[path[path.length - 1]] = v
+      }
+      return value as ClaudeProtocol.UserMessageInput
+    })
+
+    it("writes exactly the messages the HostUserMessage schema accepts, as their JSON", () => {
+      fc.assert(
+        fc.property(message, (value) => {
+          let line: string | undefined
+          try {
+            line = ClaudeProtocol.encodeUserMessage(value)
+          } catch {
+            line = undefined
+          }
+          assert.strictEqual(line !== undefined, isHostUserMessage(value), JSON.stringify(value))
+          if (line !== undefined) assert.strictEqual(line, JSON.stringify(value))
+        }),
+        { numRuns: 3000 }
+      )
+    })
+  })
+
   describe("control response payloads", () => {
     it("decodes the initialize response of the transcripts", () => {
       for (const file of stdoutFiles) {

@@ -2198,7 +2198,37 @@ const encoderFor = <S extends Schema.Codec<unknown, unknown>>(schema: S, name: s
 }
 
 const writeHostFrame = encoderFor(HostFrame, "encodeHostFrame")
-const writeUserMessage = encoderFor(HostUserMessage, "encodeUserMessage")
+const checkedUserMessage = encoderFor(HostUserMessage, "encodeUserMessage")
+
+const isPlainObject = (u: unknown): u is { readonly [k: string]: unknown } =>
+  typeof u === "object" && u !== null && Object.getPrototypeOf(u) === Object.prototype
+
+const isTextBlock = (u: unknown): boolean =>
+  isPlainObject(u) && u.type === "text" && typeof u.text === "string" && Object.keys(u).length === 2
+
+/**
+ * The prompt a session sends every turn, `{ type: "user", message: { role: "user", content }, parent_tool_use_id,
+ * session_id, uuid? }` with text content and no other keys, checked by hand (plain objects and strings are JSON by
+ * construction). It accepts only what {@link HostUserMessage} accepts (a property test holds it to that); any other
+ * message goes through the schema check.
+ */
+const isPlainUserMessage = (value: UserMessageInput): boolean => {
+  if (!isPlainObject(value) || value.type !== "user") return false
+  const parent = value.parent_tool_use_id
+  if ((parent !== null && typeof parent !== "string") || typeof value.session_id !== "string") return false
+  const keys = Object.keys(value).length
+  if ("uuid" in value ? typeof value.uuid !== "string" || keys !== 5 : keys !== 4) return false
+  const message = value.message
+  if (!isPlainObject(message) || message.role !== "user" || Object.keys(message).length !== 2) return false
+  const content = message.content
+  if (typeof content === "string") return true
+  if (!Array.isArray(content) || Object.getPrototypeOf(content) !== Array.prototype) return false
+  for (let i = 0; i < content.length; i++) if (!isTextBlock(content[i])) return false
+  return true
+}
+
+const writeUserMessage = (message: UserMessageInput): string =>
+  isPlainUserMessage(message) ? JSON.stringify(message) : checkedUserMessage(message)
 const writeControlRequest = encoderFor(HostControlRequest, "encodeControlRequest")
 const writeControlResponse = encoderFor(HostControlResponse, "encodeControlSuccess")
 const writeControlCancel = encoderFor(HostControlCancelRequest, "encodeControlCancel")
