@@ -248,12 +248,16 @@ const spawnProcess = (
   program: string,
   file: string,
   args: ReadonlyArray<string>,
-  options: NodeChildProcess.SpawnOptions
-): Effect.Effect<NodeChildProcess.ChildProcess, SpawnFailed> =>
-  Effect.callback<NodeChildProcess.ChildProcess, SpawnFailed>((resume) => {
+  options: NodeChildProcess.SpawnOptions,
+  backend: ProcessTree.Backend | undefined
+): Effect.Effect<{ readonly child: NodeChildProcess.ChildProcess; readonly start: string | undefined }, SpawnFailed> =>
+  Effect.callback((resume) => {
     let child: NodeChildProcess.ChildProcess
+    let start: string | undefined
     try {
       child = NodeChildProcess.spawn(file, args, options)
+      // Read before control returns to the event loop, so the child cannot have been reaped and its pid reused.
+      if (backend === "proc" && child.pid !== undefined) start = ProcessTree.readStat(child.pid)?.start
     } catch (error) {
       resume(Effect.fail(new SpawnFailed({ program, reason: describe(error) })))
       return
@@ -264,7 +268,7 @@ const spawnProcess = (
     }
     const onSpawn = () => {
       child.off("error", onError)
-      resume(Effect.succeed(child))
+      resume(Effect.succeed({ child, start }))
     }
     child.once("error", onError)
     child.once("spawn", onSpawn)
@@ -591,7 +595,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (nul !== undefined) return yield* Effect.fail(new SpawnFailed({ program, reason: nul }))
       // Registered before the spawn: there is no moment where the CLI runs and the watchdog does not know it.
       watchdog?.register(marker, termGraceMillis)
-      const child = yield* spawnProcess(program, file, spec.args, {
+      const { child, start } = yield* spawnProcess(program, file, spec.args, {
         cwd,
         env,
         stdio: ["pipe", "pipe", "pipe"],
@@ -599,13 +603,13 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         // session id names the tree.
         detached: !isWindows,
         windowsHide: true
-      }).pipe(Effect.tapError(() => Effect.sync(() => watchdog?.unregister(marker))))
+      }, backend).pipe(Effect.tapError(() => Effect.sync(() => watchdog?.unregister(marker))))
       const pid = child.pid!
       watchdog?.setGroup(marker, pid)
       const { connection, exited } = makeConnection(child, { maxLineBytes, stderrTailBytes })
       const tree = backend === undefined
         ? undefined
-        : ProcessTree.make({ backend, rootPid: pid, rootReaped: exited, marker })
+        : ProcessTree.make({ backend, rootPid: pid, rootStart: start, rootReaped: exited, marker })
       return { child, pid, marker, tree, exited, connection }
     })
 

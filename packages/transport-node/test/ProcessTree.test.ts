@@ -51,6 +51,35 @@ describe("ProcessTree", () => {
       assert.deepStrictEqual(pids(tree.scan()), pids(marked(mark)))
     }).pipe(Effect.scoped))
 
+  it.live("/proc with the root's start time: a process older than the root is never a member, marker or not", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      // Same marker, own session, started before the root: it cannot descend from it.
+      const older = ChildProcess.spawn("sleep", ["1000"], {
+        detached: true,
+        stdio: "ignore",
+        env: { ...process.env, TEST_MARK: mark }
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(() => older.kill("SIGKILL")))
+      yield* waitUntil("the older process", () => marked(mark).length === 1)
+      // Start times are in clock ticks (usually 10 ms): let one pass.
+      yield* Effect.sleep("50 millis")
+      const root = yield* spawnTree(mark)
+      yield* waitUntil("the tree", () => marked(mark).filter((proc) => proc.args.startsWith("sleep")).length === 4)
+      const options = {
+        backend: "proc" as const,
+        rootPid: root.pid!,
+        rootReaped: () => root.exitCode !== null || root.signalCode !== null,
+        marker: `TEST_MARK=${mark}`
+      }
+      const rootStart = ProcessTree.readStat(root.pid!)?.start
+      assert.isDefined(rootStart)
+      const found = pids(ProcessTree.make({ ...options, rootStart }).scan())
+      // The orphaned daemon is still found through the marker; the older process is not.
+      assert.deepStrictEqual(found, pids(marked(mark).filter((proc) => proc.pid !== older.pid)))
+      assert.include(pids(ProcessTree.make(options).scan()), older.pid!)
+    }).pipe(Effect.scoped))
+
   it.live("/proc without the marker: found through parent links and sessions while the parents live", () =>
     Effect.gen(function*() {
       const mark = newMark()

@@ -60,12 +60,23 @@ export const parseStat = (pid: number, stat: string): ProcessInfo | undefined =>
   }
 }
 
+// A stat line is a few hundred bytes: one buffer serves every read (open, read, close: no fstat, no allocation).
+const statBuffer = Buffer.alloc(4096)
+
 /** @internal */
 export const readStat = (pid: number): ProcessInfo | undefined => {
+  let fd: number | undefined
   try {
-    return parseStat(pid, Fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
+    fd = Fs.openSync(`/proc/${pid}/stat`, "r")
+    const length = Fs.readSync(fd, statBuffer, 0, statBuffer.length, 0)
+    const stat = length < statBuffer.length
+      ? statBuffer.toString("latin1", 0, length)
+      : Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+    return parseStat(pid, stat)
   } catch {
     return undefined
+  } finally {
+    if (fd !== undefined) Fs.closeSync(fd)
   }
 }
 
@@ -134,6 +145,11 @@ export interface Tree {
 export const make = (options: {
   readonly backend: Backend
   readonly rootPid: number
+  /**
+   * The root's start time, read while it could not have been reaped (right after the spawn): a descendant starts
+   * no earlier, so the environment of older processes is not read. Unknown: every environment is read.
+   */
+  readonly rootStart?: string | undefined
   /** True once Node has reaped the root: from then on its pid may be reused. */
   readonly rootReaped: () => boolean
   /** `NAME=value` of the marker variable injected into the root's environment (Linux). */
@@ -149,8 +165,12 @@ export const make = (options: {
   // `${pid}:${start}` -> whether the marker is in the environment; the environment of a process is read once.
   const marked = new Map<string, boolean>()
 
+  const rootStart = backend === "proc" && options.rootStart !== undefined ? Number(options.rootStart) : Number.NaN
+
   const hasMarker = (info: ProcessInfo): boolean => {
     if (entry === undefined || backend !== "proc") return false
+    // Started before the root (in clock ticks since boot): not a descendant, whatever its environment says.
+    if (Number(info.start) < rootStart) return false
     const key = `${info.pid}:${info.start}`
     let found = marked.get(key)
     if (found === undefined) {
