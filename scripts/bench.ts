@@ -153,6 +153,10 @@ const figures = {
     { against: "bare", op: "<=", ratio: 1.2 }
   ),
   rttP99: figure("rttP99", `round trip p99 (same ${config.turns.toLocaleString("en")} turns)`, "us", "lower"),
+  // The host process's CPU time (all its threads) over the measured stretch: less sensitive than wall time to other
+  // load on the machine, and what a host pays per frame and per turn.
+  cpuPerFrame: figure("cpuPerFrame", "host CPU per frame (same throughput turn)", "us", "lower"),
+  cpuPerTurn: figure("cpuPerTurn", "host CPU per turn (same round-trip turns)", "us", "lower"),
   firstResult: figure("firstResult", "spawn → first result (warm host)", "ms", "lower"),
   teardown: figure("teardown", "teardown, one idle session (close → process reaped)", "ms", "lower"),
   ...Object.fromEntries(
@@ -207,7 +211,7 @@ const format = (unit: Unit, x: number): string => {
     case "rate":
       return x >= 1e6 ? `${(x / 1e6).toFixed(2)}M/s` : `${(x / 1e3).toFixed(0)}k/s`
     case "us":
-      return `${x.toFixed(0)} µs`
+      return `${x.toFixed(x < 10 ? 2 : 0)} µs`
     case "ms":
       return x >= 100 ? `${x.toFixed(0)} ms` : `${x.toFixed(1)} ms`
     case "bytes": {
@@ -310,8 +314,10 @@ const main = async () => {
   for (let run = 0; run < config.runs; run++) {
     for (const host of rotate(hosts, run)) {
       const t = await runChild(host, "throughput", { frames: config.frames })
-      if (t.ok) add("throughput", host, t.value.framesPerSecond)
-      else addError(["throughput"], host, t.error)
+      if (t.ok) {
+        add("throughput", host, t.value.framesPerSecond)
+        add("cpuPerFrame", host, t.value.cpuUsPerFrame)
+      } else addError(["throughput", "cpuPerFrame"], host, t.error)
       log(
         `run ${run + 1}/${config.runs} ${host} throughput: ${t.ok ? format("rate", t.value.framesPerSecond) : t.error}`
       )
@@ -320,7 +326,8 @@ const main = async () => {
       if (r.ok) {
         add("rtt", host, r.value.meanUs)
         add("rttP99", host, r.value.p99Us)
-      } else addError(["rtt", "rttP99"], host, r.error)
+        add("cpuPerTurn", host, r.value.cpuUsPerTurn)
+      } else addError(["rtt", "rttP99", "cpuPerTurn"], host, r.error)
       log(`run ${run + 1}/${config.runs} ${host} rtt: ${r.ok ? format("us", r.value.meanUs) : r.error}`)
 
       const l = await runChild(host, "lifecycle", { cycles: config.cycles })
