@@ -43,6 +43,8 @@ import * as Scheduler from "effect/Scheduler"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { fixDisposition } from "./internal/disposition.ts"
+import type * as TetherError from "./TetherError.ts"
 
 /**
  * One published event and its sequence number.
@@ -102,6 +104,9 @@ export type Delivery<A> = Event<A> | Lag
  */
 export type From = "latest" | "start" | { readonly after: number }
 
+// The disposition flags of ReplayUnavailable, set once on its prototype.
+export interface ReplayUnavailable extends TetherError.Disposition {}
+
 /**
  * A subscription asked for a replay the log cannot give: the entries after `requestedAfter` have left the ring, or
  * `requestedAfter` is not a seq this log has reached. `oldestAvailable` is the seq of the oldest entry the ring
@@ -118,14 +123,8 @@ export class ReplayUnavailable extends Schema.TaggedError<ReplayUnavailable>()("
   oldestAvailable: Schema.Finite,
   latestSeq: Schema.Finite
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return this.requestedAfter > this.latestSeq || this.requestedAfter < 0 ||
@@ -134,6 +133,9 @@ export class ReplayUnavailable extends Schema.TaggedError<ReplayUnavailable>()("
       : `cannot replay after seq ${this.requestedAfter}: the oldest retained seq is ${this.oldestAvailable}`
   }
 }
+
+// The disposition flags of Lagged, set once on its prototype.
+export interface Lagged extends TetherError.Disposition {}
 
 /**
  * Raised by {@link failOnLag} when the subscriber lagged.
@@ -145,14 +147,8 @@ export class Lagged extends Schema.TaggedError<Lagged>()("Lagged", {
   missed: Schema.Finite,
   resumeSeq: Schema.Finite
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `the subscriber fell behind and missed ${this.missed} events (resuming at seq ${this.resumeSeq})`

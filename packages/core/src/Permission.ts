@@ -11,6 +11,8 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import { fixDisposition } from "./internal/disposition.ts"
+import type * as TetherError from "./TetherError.ts"
 
 /**
  * A tool-use permission request from the CLI.
@@ -197,6 +199,9 @@ export type Resolution =
   | { readonly _tag: "PolicyFailed"; readonly reason: string }
   | { readonly _tag: "Expired"; readonly why: "timeout" | "cancelled-by-cli" | "turn-ended" | "session-ended" }
 
+// The disposition flags of PermissionAlreadyResolved, set once on its prototype.
+export interface PermissionAlreadyResolved extends TetherError.Disposition {}
+
 /**
  * A deferred permission request was already answered (or expired).
  *
@@ -209,19 +214,16 @@ export class PermissionAlreadyResolved
     how: Schema.String
   })
 {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `permission request ${this.requestId} was already resolved (${this.how})`
   }
 }
+
+// The disposition flags of PermissionNotFound, set once on its prototype.
+export interface PermissionNotFound extends TetherError.Disposition {}
 
 /**
  * No deferred permission request with this id is known to the session.
@@ -232,14 +234,8 @@ export class PermissionAlreadyResolved
 export class PermissionNotFound extends Schema.TaggedError<PermissionNotFound>()("PermissionNotFound", {
   requestId: Schema.String
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `no pending permission request ${this.requestId}`

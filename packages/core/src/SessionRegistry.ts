@@ -62,6 +62,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as ClaudeSession from "./claude/ClaudeSession.ts"
 import type * as EventLog from "./EventLog.ts"
+import { fixDisposition } from "./internal/disposition.ts"
 import type * as Permission from "./Permission.ts"
 import type * as Session from "./Session.ts"
 import type { SessionEvent, Status } from "./SessionEvent.ts"
@@ -73,12 +74,16 @@ import {
   SessionUnavailable,
   TurnInterrupted
 } from "./TetherError.ts"
+import type * as TetherError from "./TetherError.ts"
 import type * as Transport from "./Transport.ts"
 import type { Prompt, Turn, TurnError, TurnResult } from "./Turn.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------------------------------
+
+// The disposition flags of SessionConflict, set once on its prototype.
+export interface SessionConflict extends TetherError.Disposition {}
 
 /**
  * The id has a live session started with a different configuration. Nothing was started and nothing was sent:
@@ -94,19 +99,16 @@ export class SessionConflict extends Schema.TaggedError<SessionConflict>()("Sess
   liveFingerprint: Schema.String,
   requestedFingerprint: Schema.String
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `session ${this.id} (generation ${this.generation}) is live with a different configuration`
   }
 }
+
+// The disposition flags of CapacityExceeded, set once on its prototype.
+export interface CapacityExceeded extends TetherError.Disposition {}
 
 /**
  * The registry is at capacity and no session could be evicted (every one is pinned or running a turn), or a
@@ -120,20 +122,17 @@ export class CapacityExceeded extends Schema.TaggedError<CapacityExceeded>()("Ca
   capacity: Schema.Finite,
   waitedMillis: Schema.Finite
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `no room for session ${this.id}: all ${this.capacity} sessions are pinned or busy` +
       (this.waitedMillis > 0 ? ` (waited ${this.waitedMillis} ms)` : "")
   }
 }
+
+// The disposition flags of GenerationChanged, set once on its prototype.
+export interface GenerationChanged extends TetherError.Disposition {}
 
 /**
  * A handle (or a call that named a generation) refers to an incarnation of the id that is gone. Nothing was sent
@@ -147,20 +146,17 @@ export class GenerationChanged extends Schema.TaggedError<GenerationChanged>()("
   expected: Schema.Finite,
   current: Schema.NullOr(Schema.Finite)
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `session ${this.id} is no longer generation ${this.expected}` +
       (this.current === null ? " (it has no live session)" : ` (it is generation ${this.current})`)
   }
 }
+
+// The disposition flags of SessionNotFound, set once on its prototype.
+export interface SessionNotFound extends TetherError.Disposition {}
 
 /**
  * No session is registered under the id. Nothing was sent.
@@ -171,19 +167,16 @@ export class GenerationChanged extends Schema.TaggedError<GenerationChanged>()("
 export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("SessionNotFound", {
   id: Schema.String
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `no session ${this.id}`
   }
 }
+
+// The disposition flags of RegistryClosed, set once on its prototype.
+export interface RegistryClosed extends TetherError.Disposition {}
 
 /**
  * The registry is shutting down (its layer is being released). Nothing was started or sent.
@@ -192,14 +185,8 @@ export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("Sess
  * @since 0.1.0
  */
 export class RegistryClosed extends Schema.TaggedError<RegistryClosed>()("RegistryClosed", {}) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return "the session registry is closed"

@@ -13,6 +13,7 @@
  */
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import { fixDisposition } from "./internal/disposition.ts"
 
 /**
  * The three flags every Tether error carries.
@@ -30,6 +31,9 @@ export interface Disposition {
 // Startup: nothing reached the CLI, so the host may fall back and requeue.
 // ---------------------------------------------------------------------------------------------------------------
 
+// The disposition flags of ExecutableNotFound, set once on its prototype.
+export interface ExecutableNotFound extends Disposition {}
+
 /**
  * The CLI executable was not found. Names every place that was searched.
  *
@@ -40,19 +44,16 @@ export class ExecutableNotFound extends Schema.TaggedError<ExecutableNotFound>()
   program: Schema.String,
   searched: Schema.Array(Schema.String)
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `${this.program} executable not found (searched: ${this.searched.join(", ")})`
   }
 }
+
+// The disposition flags of SpawnFailed, set once on its prototype.
+export interface SpawnFailed extends Disposition {}
 
 /**
  * The operating system refused to start the process.
@@ -64,14 +65,8 @@ export class SpawnFailed extends Schema.TaggedError<SpawnFailed>()("SpawnFailed"
   program: Schema.String,
   reason: Schema.String
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `failed to start ${this.program}: ${this.reason}`
@@ -86,6 +81,9 @@ export class SpawnFailed extends Schema.TaggedError<SpawnFailed>()("SpawnFailed"
  */
 export type SpawnError = ExecutableNotFound | SpawnFailed
 
+// The disposition flags of StartupTimeout, set once on its prototype.
+export interface StartupTimeout extends Disposition {}
+
 /**
  * The CLI did not complete its handshake within the startup timeout. The process is torn down.
  *
@@ -96,19 +94,16 @@ export class StartupTimeout extends Schema.TaggedError<StartupTimeout>()("Startu
   timeoutMillis: Schema.Finite,
   stderrTail: Schema.String
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `the CLI did not complete its handshake within ${this.timeoutMillis} ms`
   }
 }
+
+// The disposition flags of HandshakeFailed, set once on its prototype.
+export interface HandshakeFailed extends Disposition {}
 
 /**
  * The CLI refused the handshake, or exited before completing it.
@@ -120,14 +115,8 @@ export class HandshakeFailed extends Schema.TaggedError<HandshakeFailed>()("Hand
   reason: Schema.String,
   stderrTail: Schema.String
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `handshake failed: ${this.reason}`
@@ -137,6 +126,9 @@ export class HandshakeFailed extends Schema.TaggedError<HandshakeFailed>()("Hand
 // ---------------------------------------------------------------------------------------------------------------
 // Admission: the request was refused before anything was written.
 // ---------------------------------------------------------------------------------------------------------------
+
+// The disposition flags of TurnInFlight, set once on its prototype.
+export interface TurnInFlight extends Disposition {}
 
 /**
  * A turn is already running and the session was not asked to queue: the prompt was not written. Send it again
@@ -148,19 +140,16 @@ export class HandshakeFailed extends Schema.TaggedError<HandshakeFailed>()("Hand
 export class TurnInFlight extends Schema.TaggedError<TurnInFlight>()("TurnInFlight", {
   activeTurnId: Schema.String
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, true, false)
   }
   override get message() {
     return `turn ${this.activeTurnId} is still running`
   }
 }
+
+// The disposition flags of QueueFull, set once on its prototype.
+export interface QueueFull extends Disposition {}
 
 /**
  * The session's queue of pending prompts is full: the prompt was not accepted.
@@ -171,19 +160,16 @@ export class TurnInFlight extends Schema.TaggedError<TurnInFlight>()("TurnInFlig
 export class QueueFull extends Schema.TaggedError<QueueFull>()("QueueFull", {
   capacity: Schema.Finite
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, true, false)
   }
   override get message() {
     return `the session's queue is full (${this.capacity} prompts)`
   }
 }
+
+// The disposition flags of SessionUnavailable, set once on its prototype.
+export interface SessionUnavailable extends Disposition {}
 
 /**
  * The session can no longer take requests (closed, failed or retired). Nothing was written: the host may use
@@ -196,19 +182,16 @@ export class SessionUnavailable extends Schema.TaggedError<SessionUnavailable>()
   status: Schema.String,
   reason: Schema.String
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return true
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, true, false)
   }
   override get message() {
     return `the session is ${this.status}: ${this.reason}`
   }
 }
+
+// The disposition flags of InvalidPrompt, set once on its prototype.
+export interface InvalidPrompt extends Disposition {}
 
 /**
  * The prompt could not be encoded as a valid frame (for example a content block that is not JSON). Nothing was
@@ -220,14 +203,8 @@ export class SessionUnavailable extends Schema.TaggedError<SessionUnavailable>()
 export class InvalidPrompt extends Schema.TaggedError<InvalidPrompt>()("InvalidPrompt", {
   reason: Schema.String
 }) {
-  get safeToFallback() {
-    return true
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, true, false, false)
   }
   override get message() {
     return `the prompt is not a valid frame: ${this.reason}`
@@ -239,6 +216,9 @@ export class InvalidPrompt extends Schema.TaggedError<InvalidPrompt>()("InvalidP
 // acknowledgement, delivery is uncertain and the session is retired.
 // ---------------------------------------------------------------------------------------------------------------
 
+// The disposition flags of TransportWriteError, set once on its prototype.
+export interface TransportWriteError extends Disposition {}
+
 /**
  * Writing to the CLI's stdin failed (the pipe closed).
  *
@@ -248,19 +228,16 @@ export class InvalidPrompt extends Schema.TaggedError<InvalidPrompt>()("InvalidP
 export class TransportWriteError extends Schema.TaggedError<TransportWriteError>()("TransportWriteError", {
   reason: Schema.String
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return true
+  static {
+    fixDisposition(this, false, false, true)
   }
   override get message() {
     return `write to the CLI failed: ${this.reason}`
   }
 }
+
+// The disposition flags of DeliveryTimeout, set once on its prototype.
+export interface DeliveryTimeout extends Disposition {}
 
 /**
  * Writing a frame to the CLI's stdin did not finish within the delivery timeout. The CLI may have read part or
@@ -272,14 +249,8 @@ export class TransportWriteError extends Schema.TaggedError<TransportWriteError>
 export class DeliveryTimeout extends Schema.TaggedError<DeliveryTimeout>()("DeliveryTimeout", {
   timeoutMillis: Schema.Finite
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return true
+  static {
+    fixDisposition(this, false, false, true)
   }
   override get message() {
     return `writing to the CLI did not finish within ${this.timeoutMillis} ms`
@@ -417,6 +388,9 @@ export class InterruptTimeout extends Schema.TaggedError<InterruptTimeout>()("In
 // Controls
 // ---------------------------------------------------------------------------------------------------------------
 
+// The disposition flags of ControlTimeout, set once on its prototype.
+export interface ControlTimeout extends Disposition {}
+
 /**
  * A control request was not answered within the control timeout. The CLI may or may not have applied it, so the
  * session is retired.
@@ -428,19 +402,16 @@ export class ControlTimeout extends Schema.TaggedError<ControlTimeout>()("Contro
   subtype: Schema.String,
   timeoutMillis: Schema.Finite
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return true
+  static {
+    fixDisposition(this, false, false, true)
   }
   override get message() {
     return `control request ${this.subtype} was not answered within ${this.timeoutMillis} ms; the session was retired`
   }
 }
+
+// The disposition flags of ControlFailed, set once on its prototype.
+export interface ControlFailed extends Disposition {}
 
 /**
  * The CLI answered a control request with an error: nothing was applied.
@@ -453,14 +424,8 @@ export class ControlFailed extends Schema.TaggedError<ControlFailed>()("ControlF
   reason: Schema.String,
   code: Schema.NullOr(Schema.String)
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `control request ${this.subtype} failed: ${this.reason}`
@@ -470,6 +435,9 @@ export class ControlFailed extends Schema.TaggedError<ControlFailed>()("ControlF
 // ---------------------------------------------------------------------------------------------------------------
 // Protocol
 // ---------------------------------------------------------------------------------------------------------------
+
+// The disposition flags of ProtocolError, set once on its prototype.
+export interface ProtocolError extends Disposition {}
 
 /**
  * A line from the CLI could not be decoded: not JSON, too long, or a known frame type with a malformed body.
@@ -485,14 +453,8 @@ export class ProtocolError extends Schema.TaggedError<ProtocolError>()("Protocol
   /** The first characters of the offending line. */
   linePrefix: Schema.String
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `protocol error (${this.reason}): ${this.detail}`
@@ -503,6 +465,9 @@ export class ProtocolError extends Schema.TaggedError<ProtocolError>()("Protocol
 // Configuration
 // ---------------------------------------------------------------------------------------------------------------
 
+// The disposition flags of InvalidConfig, set once on its prototype.
+export interface InvalidConfig extends Disposition {}
+
 /**
  * A configuration was rejected when it was built (for example a nested timeout longer than its parent).
  *
@@ -512,14 +477,8 @@ export class ProtocolError extends Schema.TaggedError<ProtocolError>()("Protocol
 export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidConfig", {
   problems: Schema.Array(Schema.String)
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `invalid configuration: ${this.problems.join("; ")}`

@@ -8,6 +8,7 @@ import type * as Exit from "effect/Exit"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
+import { fixDisposition } from "./internal/disposition.ts"
 import type { SessionEvent } from "./SessionEvent.ts"
 import type {
   CliExited,
@@ -18,6 +19,7 @@ import type {
   TransportWriteError,
   TurnInterrupted
 } from "./TetherError.ts"
+import type * as TetherError from "./TetherError.ts"
 
 /**
  * A prompt: plain text, or provider content blocks (passed through the codec's schemas before writing).
@@ -78,6 +80,9 @@ export interface TurnResult {
   readonly raw: unknown
 }
 
+// The disposition flags of MaxTurnsExceeded, set once on its prototype.
+export interface MaxTurnsExceeded extends TetherError.Disposition {}
+
 /**
  * The turn stopped because it reached the maximum number of model round trips. The conversation can be resumed
  * with `sessionId`.
@@ -89,19 +94,16 @@ export class MaxTurnsExceeded extends Schema.TaggedError<MaxTurnsExceeded>()("Ma
   turnId: Schema.String,
   sessionId: Schema.NullOr(Schema.String)
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `turn ${this.turnId} reached its maximum number of model turns`
   }
 }
+
+// The disposition flags of BudgetExceeded, set once on its prototype.
+export interface BudgetExceeded extends TetherError.Disposition {}
 
 /**
  * The turn stopped because it reached the spending budget. The conversation can be resumed with `sessionId`.
@@ -114,19 +116,16 @@ export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("Budget
   sessionId: Schema.NullOr(Schema.String),
   totalCostUsd: Schema.NullOr(Schema.Finite)
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `turn ${this.turnId} reached its budget`
   }
 }
+
+// The disposition flags of ApiError, set once on its prototype.
+export interface ApiError extends TetherError.Disposition {}
 
 /**
  * The model API failed for this turn (after the CLI's own retries). The prompt was received and recorded: the
@@ -140,14 +139,8 @@ export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
   status: Schema.NullOr(Schema.Finite),
   detail: Schema.String
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `the model API failed for turn ${this.turnId}${
@@ -155,6 +148,9 @@ export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
     }: ${this.detail}`
   }
 }
+
+// The disposition flags of TurnFailed, set once on its prototype.
+export interface TurnFailed extends TetherError.Disposition {}
 
 /**
  * The CLI ended the turn with an error result of another kind.
@@ -168,14 +164,8 @@ export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
   terminalReason: Schema.NullOr(Schema.String),
   errors: Schema.Array(Schema.String)
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return false
+  static {
+    fixDisposition(this, false, false, false)
   }
   override get message() {
     return `turn ${this.turnId} failed (${this.subtype}${this.terminalReason ? `, ${this.terminalReason}` : ""})${
