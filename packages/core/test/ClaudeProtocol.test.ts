@@ -631,6 +631,18 @@ describe("ClaudeProtocol", () => {
       readonly role = "user"
       readonly content = "hi"
     }
+    // A copy of a generated value for each insertion: the constants are shared between runs and must never be
+    // mutated (or inserted into themselves).
+    const fresh = (v: unknown): unknown =>
+      v instanceof TextBlockLike
+        ? new TextBlockLike()
+        : v instanceof MessageLike
+        ? new MessageLike()
+        : Array.isArray(v)
+        ? v.map(fresh)
+        : typeof v === "object" && v !== null
+        ? Object.fromEntries(Object.entries(v).map(([key, value]) => [key, fresh(value)]))
+        : v
     const odd = fc.oneof(
       fc.string({ maxLength: 3 }),
       fc.integer(),
@@ -680,7 +692,7 @@ describe("ClaudeProtocol", () => {
         }
         if (target === null || typeof target !== "object") continue
         if (remove) delete target[path[path.length - 1]]
-        else target[path[path.length - 1]] = v
+        else target[path[path.length - 1]] = fresh(v)
       }
       return value as ClaudeProtocol.UserMessageInput
     })
