@@ -18,6 +18,7 @@ import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaJITCompiler from "effect/schema/SchemaJITCompiler"
+import * as SchemaGuard from "../internal/schemaGuard.ts"
 import { ProtocolError } from "../TetherError.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1470,10 +1471,10 @@ const malformed = (line: string, detail: string): Result.Result<never, ProtocolE
   Result.fail(new ProtocolError({ reason: "malformed", detail: truncate(detail), linePrefix: prefixOf(line) }))
 
 /**
- * Validates one frame type. The fast path is a compiled type guard (Effect's schema JIT compiler, enabled for the
- * frame schemas only; it falls back to the interpreter where `new Function` is blocked): it allocates nothing and
- * the frame is the parsed object itself, so every unknown field is kept by construction. Only a failing frame pays
- * for the detailed decoder, to say what is wrong.
+ * Validates one frame type. The fast path is a type guard (built from the schema as closures, else Effect's, compiled
+ * by its schema JIT where `new Function` is allowed): it allocates nothing and the frame is the parsed object
+ * itself, so every unknown field is kept by construction. Only a failing frame pays for the detailed decoder, to say
+ * what is wrong.
  */
 type FrameCheck = (input: object) => string | undefined
 
@@ -1481,8 +1482,12 @@ const checkFor = (schema: Schema.Codec<unknown, unknown>): FrameCheck => {
   SchemaJITCompiler.enable(schema.ast)
   const is = Schema.is(schema)
   const decode = Schema.decodeUnknownResult(schema)
+  // Built at the first frame of its type: a guard of closures with Effect's answer (see internal/schemaGuard.ts),
+  // or Effect's own where the schema uses more than those handle (the host frames, with their JSON-checked rest).
+  let guard: SchemaGuard.Guard | undefined
   return (input) => {
-    if (is(input)) return undefined
+    guard ??= SchemaGuard.make(schema.ast) ?? is
+    if (guard(input)) return undefined
     const result = decode(input)
     return Result.isFailure(result) ? result.failure.message : undefined
   }

@@ -1,0 +1,144 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Schema } from "effect"
+import * as fc from "fast-check"
+import * as fs from "node:fs"
+import * as ClaudeProtocol from "../src/claude/ClaudeProtocol.ts"
+import * as SchemaGuard from "../src/internal/schemaGuard.ts"
+
+// shared/ is the sibling of the repository root, wherever the repository is cloned.
+const fixtures = new URL("../../../../shared/fixtures/claude/", import.meta.url)
+
+/** Every frame of the recorded transcripts, both directions. */
+const frames: ReadonlyArray<unknown> = fs.readdirSync(fixtures).filter((name) => name.endsWith(".ndjson")).flatMap(
+  (name) =>
+    fs.readFileSync(new URL(name, fixtures), "utf8").split("\n").filter((line) => line.length > 0).flatMap((line) => {
+      const entry = JSON.parse(line) as { readonly dir: string; readonly msg?: unknown }
+      return (entry.dir === "<" || entry.dir === ">") && entry.msg !== undefined ? [entry.msg] : []
+    })
+)
+
+const schemas = Object.entries(ClaudeProtocol).flatMap(([name, value]) =>
+  Schema.isSchema(value) ? [{ name, is: Schema.is(value), guard: SchemaGuard.make(value.ast) }] : []
+)
+
+class Instance {
+  readonly type = "text"
+  readonly text = "t"
+}
+
+// Fresh values for each use: mutations must not reach into a shared one.
+const odd: ReadonlyArray<() => unknown> = [
+  () => null,
+  () => undefined,
+  () => true,
+  () => 0,
+  () => -0,
+  () => 1.5,
+  () => Number.NaN,
+  () => Number.POSITIVE_INFINITY,
+  () => 1n,
+  () => "",
+  () => "x",
+  () => "text",
+  () => "user",
+  () => "assistant",
+  () => "success",
+  () => "init",
+  () => "stream_event",
+  () => "content_block_delta",
+  () => "text_delta",
+  () => "control_request",
+  () => "can_use_tool",
+  () => [],
+  () => [1],
+  () => ["a"],
+  () => [null],
+  () => ({}),
+  () => ({ type: "text", text: "t" }),
+  () => ({ type: "tool_use", id: "i", name: "n", input: {} }),
+  () => new Instance(),
+  () => Object.assign(Object.create(null), { type: "text", text: "t" })
+]
+
+type Path = ReadonlyArray<string | number>
+
+const pathsOf = (value: unknown, prefix: Path = [], out: Array<Path> = []): Array<Path> => {
+  if (typeof value !== "object" || value === null || prefix.length > 5) return out
+  const keys: ReadonlyArray<string | number> = Array.isArray(value) ? value.map((_, i) => i) : Object.keys(value)
+  for (const key of keys) {
+    const path = [...prefix, key]
+    out.push(path)
+    pathsOf((value as Record<string | number, unknown>)[key], path, out)
+  }
+  return out
+}
+
+const mutate = (
+  frame: unknown,
+  mutations: ReadonlyArray<{ readonly pick: number; readonly action: number; readonly value: () => unknown }>
+): unknown => {
+  const root = structuredClone(frame) as Record<string, unknown>
+  for (const { action, pick, value } of mutations) {
+    const paths = pathsOf(root)
+    if (paths.length === 0) break
+    const path = paths[pick % paths.length]
+    let target: any = root
+    for (const key of path.slice(0, -1)) target = target[key]
+    const last = path[path.length - 1]
+    if (action === 0) {
+      if (Array.isArray(target)) target.splice(Number(last), 1)
+      else delete target[last]
+    } else if (action === 1) target[last] = value()
+    else if (Array.isArray(target[last])) target[last].push(value())
+    else if (Array.isArray(target)) target.push(value())
+    else target[`extra_${String(last)}`] = value()
+  }
+  return root
+}
+
+describe("SchemaGuard", () => {
+  it("builds a guard for every schema of the protocol", () => {
+    assert.deepStrictEqual(schemas.filter((s) => s.guard === undefined).map((s) => s.name), [])
+  })
+
+  it("answers like Schema.is for every recorded frame against every schema", () => {
+    assert.isAbove(frames.length, 100)
+    for (const frame of frames) {
+      for (const { guard, is, name } of schemas) {
+        assert.strictEqual(guard?.(frame), is(frame), `${name}: ${JSON.stringify(frame).slice(0, 200)}`)
+      }
+    }
+  })
+
+  it("answers like Schema.is for mutated frames against every schema", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...frames),
+        fc.array(
+          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
+          { minLength: 1, maxLength: 3 }
+        ),
+        (frame, mutations) => {
+          const value = mutate(frame, mutations)
+          for (const { guard, is, name } of schemas) {
+            if (guard?.(value) !== is(value)) {
+              assert.fail(`${name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
+            }
+          }
+        }
+      ),
+      { numRuns: 1500 }
+    )
+  })
+
+  it("answers like Schema.is for arbitrary JSON-like values", () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.anything({ maxDepth: 2 })), (value) => {
+        for (const { guard, is, name } of schemas) {
+          if (guard?.(value) !== is(value)) assert.fail(`${name} disagrees`)
+        }
+      }),
+      { numRuns: 500 }
+    )
+  })
+})
