@@ -3,6 +3,6 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     projects: ["packages/*", "packages/transport-node/test/integration"],
-    reporters: ["default"]
+    reporters: ["default", "./scripts/summary-reporter.ts"]
   }
 })
