@@ -22,6 +22,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Latch from "effect/Latch"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
@@ -305,7 +306,8 @@ interface TurnState {
   lastProgress: number
   interruptReason: InterruptReason | undefined
   interrupting: Effect.Effect<InterruptOutcome> | undefined
-  timers: Array<Fiber.Fiber<unknown, unknown>>
+  startedAt: number
+  ackWarned: boolean
 }
 
 interface PendingPermission {
@@ -372,18 +374,17 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   // Publishing after the log ended (the CLI is gone) is dropped rather than a defect: late fibers (a policy
   // deciding after exit) have nothing left to tell.
+  // Events are published synchronously from inside the session's fibers (the log wakes subscribers itself).
   let logEnded = false
-  const publish = (event: SessionEvent): Effect.Effect<void> =>
-    logEnded ? Effect.void : Effect.asVoid(log.publish(event))
-  const publishAll = (events: ReadonlyArray<SessionEvent>): Effect.Effect<void> =>
-    logEnded ? Effect.void : Effect.asVoid(log.publishAll(events))
+  const emit = (event: SessionEvent): void => {
+    if (!logEnded) log.publishUnsafe(event)
+  }
 
-  const setStatus = (next: Status) =>
-    Effect.suspend(() => {
-      if (status === next || status === "closed" || status === "failed") return Effect.void
-      status = next
-      return Effect.asVoid(publish(SessionEvent.Status({ turnId: active?.id, raw: undefined, status: next })))
-    })
+  const setStatus = (next: Status): void => {
+    if (status === next || status === "closed" || status === "failed") return
+    status = next
+    emit({ _tag: "Status", turnId: active?.id, raw: undefined, status: next })
+  }
 
   const currentError = (acknowledged: boolean) =>
     Effect.gen(function*() {
@@ -405,7 +406,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   // --- turn endings ------------------------------------------------------------------------------------------
 
   const expirePermissions = (turnId: string | undefined, why: "turn-ended" | "session-ended") =>
-    Effect.forEach(
+    permissions.size === 0 ? Effect.void : Effect.forEach(
       [...permissions.values()].filter((p) =>
         p.state !== "resolved" && (turnId === undefined || p.request.turnId === turnId)
       ),
@@ -420,30 +421,23 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       if (turn.finished) return
       turn.finished = true
       turn.phase = Exit.isSuccess(exit) ? "completed" : turn.phase === "queued" ? "cancelled" : "failed"
-      const timers = turn.timers
-      turn.timers = []
       yield* expirePermissions(turn.id, "turn-ended")
       if (Exit.isSuccess(exit)) {
-        yield* publish(SessionEvent.TurnCompleted({ turnId: turn.id, raw: exit.value.raw, result: exit.value }))
+        emit({ _tag: "TurnCompleted", turnId: turn.id, raw: exit.value.raw, result: exit.value })
       } else {
         const error = Cause.findErrorOption(exit.cause)
         if (Option.isSome(error)) {
-          yield* publish(SessionEvent.TurnFailed({ turnId: turn.id, raw: undefined, error: error.value }))
+          emit({ _tag: "TurnFailed", turnId: turn.id, raw: undefined, error: error.value })
         }
       }
       turn.terminalSeq = yield* log.latestSeq
       if (active === turn) {
         active = undefined
-        if (!closing) yield* setStatus("idle")
+        if (!closing) setStatus("idle")
       }
       // Complete the turn only once the session reflects its end, so that a host that sends again as soon as
       // the result arrives finds the session idle.
       yield* Deferred.done(turn.done, exit)
-      // Interrupt the turn's timers, except the fiber running this (it ends by itself).
-      yield* Effect.withFiber((self) => {
-        const others = timers.filter((timer) => timer !== self)
-        return others.length === 0 ? Effect.void : fork(Effect.forEach(others, Fiber.interrupt, { discard: true }))
-      })
       yield* startNext
     }).pipe(Effect.uninterruptible)
 
@@ -472,7 +466,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       retired = true
       if (status !== "closed") {
         status = "failed"
-        yield* publish(SessionEvent.Status({ turnId: active?.id, raw: undefined, status: "failed" }))
+        emit({ _tag: "Status", turnId: active?.id, raw: undefined, status: "failed" })
       }
       yield* Effect.logWarning(`session retired: ${reason}`)
       const turn = active
@@ -576,16 +570,17 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         }
         yield* reply(pending.request.requestId, protocol.permissionReply(pending.request, answer))
       }
-      yield* publish(SessionEvent.PermissionResolved({
+      emit({
+        _tag: "PermissionResolved",
         turnId: pending.request.turnId,
         raw: undefined,
         requestId: pending.request.requestId,
         resolution
-      }))
+      })
       const stillWaiting = [...permissions.values()].some((p) => p.state !== "resolved")
       if (!stillWaiting && active !== undefined && status === "awaiting-permission") {
         active.lastProgress = yield* Clock.currentTimeMillis
-        yield* setStatus("running")
+        setStatus("running")
       }
       pruneResolved()
       if (timer !== undefined) yield* fork(Fiber.interrupt(timer))
@@ -605,8 +600,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       const request: Permission.PermissionRequest = { ...raw, turnId }
       const pending: PendingPermission = { request, state: "deciding", how: "", timer: undefined }
       permissions.set(request.requestId, pending)
-      if (active !== undefined) yield* setStatus("awaiting-permission")
-      yield* publish(SessionEvent.PermissionRequested({ turnId: request.turnId, raw: request.raw, request }))
+      if (active !== undefined) setStatus("awaiting-permission")
+      emit({ _tag: "PermissionRequested", turnId: request.turnId, raw: request.raw, request })
       const decide = policy(request).pipe(
         Effect.timeoutOrElse({
           duration: timeouts.permission,
@@ -706,44 +701,50 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       if (turn.acknowledged) return
       turn.acknowledged = true
       turn.phase = "acknowledged"
-      yield* publish(SessionEvent.TurnAcknowledged({ turnId: turn.id, raw }))
+      emit({ _tag: "TurnAcknowledged", turnId: turn.id, raw })
     })
 
   /**
-   * One watchdog fiber per turn: the turn deadline, the stall timeout (suspended while a permission decision is
-   * awaited) and the diagnostic acknowledgement timeout.
+   * One watchdog fiber per session enforces the running turn's deadline, its stall timeout (suspended while a
+   * permission decision is awaited) and the diagnostic acknowledgement timeout. It sleeps while no turn runs and
+   * is woken when one starts. A later turn's deadlines are never earlier than an earlier turn's, so a wake-up
+   * computed for a turn that has since ended is only early, never late.
    */
-  const watchdog = (turn: TurnState) =>
-    Effect.gen(function*() {
-      const started = yield* Clock.currentTimeMillis
-      const deadline = started + millis(timeouts.turn)
-      const ackAt = started + millis(timeouts.ack)
-      const stallMillis = millis(timeouts.stall)
-      let ackWarned = false
-      while (!turn.finished) {
-        const now = yield* Clock.currentTimeMillis
-        if (now >= deadline) {
-          yield* interruptTurn(turn, "turn-timeout")
-          return
-        }
-        const awaiting = status === "awaiting-permission"
-        // Waiting on a permission decision is not a stall: the clock restarts when the decision is made.
-        if (awaiting) turn.lastProgress = now
-        else if (now - turn.lastProgress >= stallMillis) {
-          yield* interruptTurn(turn, "stall")
-          return
-        }
-        if (!ackWarned && !turn.acknowledged && now >= ackAt) {
-          ackWarned = true
-          yield* Effect.logWarning(
-            `turn ${turn.id} was not acknowledged by the CLI within ${Duration.format(timeouts.ack)}`
-          )
-        }
-        let next = Math.min(deadline, turn.lastProgress + stallMillis)
-        if (!ackWarned && !turn.acknowledged) next = Math.min(next, ackAt)
-        yield* Effect.sleep(Duration.millis(Math.max(1, next - now)))
+  const turnStarted = Latch.makeUnsafe(false)
+  const watchdog = Effect.gen(function*() {
+    const turnMillis = millis(timeouts.turn)
+    const ackMillis = millis(timeouts.ack)
+    const stallMillis = millis(timeouts.stall)
+    while (true) {
+      const turn = active
+      if (turn === undefined || turn.finished) {
+        turnStarted.closeUnsafe()
+        if (active === undefined) yield* turnStarted.await
+        continue
       }
-    })
+      const now = yield* Clock.currentTimeMillis
+      if (now >= turn.startedAt + turnMillis) {
+        yield* interruptTurn(turn, "turn-timeout")
+        continue
+      }
+      // Waiting on a permission decision is not a stall: the clock restarts when the decision is made.
+      if (status === "awaiting-permission") turn.lastProgress = now
+      else if (now - turn.lastProgress >= stallMillis) {
+        yield* interruptTurn(turn, "stall")
+        continue
+      }
+      const ackAt = turn.startedAt + ackMillis
+      if (!turn.ackWarned && !turn.acknowledged && now >= ackAt) {
+        turn.ackWarned = true
+        yield* Effect.logWarning(
+          `turn ${turn.id} was not acknowledged by the CLI within ${Duration.format(timeouts.ack)}`
+        )
+      }
+      let next = Math.min(turn.startedAt + turnMillis, turn.lastProgress + stallMillis)
+      if (!turn.ackWarned && !turn.acknowledged) next = Math.min(next, ackAt)
+      yield* Effect.sleep(Duration.millis(Math.max(1, next - now)))
+    }
+  })
 
   const startTurn = (turn: TurnState): Effect.Effect<void> =>
     Effect.uninterruptibleMask((restore) =>
@@ -752,10 +753,11 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         turn.phase = "started"
         turn.written = true
         turn.lastProgress = yield* Clock.currentTimeMillis
+        turn.startedAt = turn.lastProgress
         turn.startSeq = yield* log.latestSeq
-        yield* publish(SessionEvent.TurnStarted({ turnId: turn.id, raw: undefined }))
-        yield* setStatus("running")
-        turn.timers.push(yield* fork(watchdog(turn)))
+        emit({ _tag: "TurnStarted", turnId: turn.id, raw: undefined })
+        setStatus("running")
+        turnStarted.openUnsafe()
         // The write is the one interruptible step. A caller interrupted mid-write cannot know whether the CLI read
         // the prompt: delivery is uncertain and the session is retired. A failed write already retired it.
         yield* restore(write(turn.line)).pipe(
@@ -810,7 +812,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         // The turn may have ended between the request and this fiber's start: nothing to interrupt then (an
         // interrupt now could abort the next turn).
         if (turn.finished || active !== turn) return "completed-first" as const
-        yield* setStatus("cancelling")
+        setStatus("cancelling")
         yield* fork(control(protocol.interruptRequest(turn.id)))
         const settled = yield* Deferred.await(turn.done).pipe(
           Effect.exit,
@@ -883,7 +885,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         lastProgress: 0,
         interruptReason: undefined,
         interrupting: undefined,
-        timers: []
+        startedAt: 0,
+        ackWarned: false
       }
       if (active !== undefined || queue.length > 0) {
         if (!(sendOptions?.queue ?? options.queue ?? false)) {
@@ -891,7 +894,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         }
         if (queue.length >= queueCapacity) return yield* new QueueFull({ capacity: queueCapacity })
         queue.push(turn)
-        yield* publish(SessionEvent.TurnQueued({ turnId: turn.id, raw: undefined }))
+        emit({ _tag: "TurnQueued", turnId: turn.id, raw: undefined })
         return makeTurnHandle(turn)
       }
       yield* startTurn(turn)
@@ -909,12 +912,12 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   let batch: Array<SessionEvent> = []
   let progressed = false
 
-  const flush: Effect.Effect<void> = Effect.suspend(() => {
-    if (batch.length === 0) return Effect.void
+  const flush = (): void => {
+    if (batch.length === 0) return
     const events = batch
     batch = []
-    return Effect.asVoid(publishAll(events))
-  })
+    if (!logEnded) log.publishAllUnsafe(events)
+  }
 
   /** Handles an inbound item synchronously where it can; returns the effect to run otherwise. */
   const handle = (item: Inbound): Effect.Effect<void> | undefined => {
@@ -922,7 +925,10 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       case "Event": {
         const turnId = attribute(item.event.turnId)
         if (turnId !== undefined && active !== undefined && turnId === active.id) progressed = true
-        batch.push({ ...item.event, turnId } as SessionEvent)
+        // The protocol built this event for this line alone: the session completes it in place.
+        const event = item.event as { turnId: string | undefined }
+        event.turnId = turnId
+        batch.push(item.event as SessionEvent)
         return undefined
       }
       case "Ack": {
@@ -931,7 +937,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         turn.acknowledged = true
         turn.phase = "acknowledged"
         progressed = true
-        batch.push(SessionEvent.TurnAcknowledged({ turnId: turn.id, raw: undefined }))
+        batch.push({ _tag: "TurnAcknowledged", turnId: turn.id, raw: undefined })
         return undefined
       }
       case "SessionId":
@@ -955,7 +961,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) {
           // A result for no turn of ours (a stale turn already failed, or a prompt the CLI ran on its own).
           batch.push(
-            SessionEvent.Frame({ turnId: item.turnId, raw: item.result.raw, type: "result", subtype: undefined })
+            { _tag: "Frame", turnId: item.turnId, raw: item.result.raw, type: "result", subtype: undefined }
           )
           return undefined
         }
@@ -963,12 +969,13 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           // A CLI that never acknowledged (no lifecycle frames, no replay) acknowledges with its result.
           yield* acknowledge(turn, undefined)
           const result: TurnResult = { ...item.result, turnId: turn.id }
-          yield* publish(SessionEvent.Usage({
+          emit({
+            _tag: "Usage",
             turnId: turn.id,
             raw: undefined,
             usage: result.usage,
             totalCostUsd: result.totalCostUsd
-          }))
+          })
           yield* finishTurn(turn, turnOutcomeToExit(turn, item.outcome, result))
         })
       }
@@ -993,7 +1000,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   }
 
   const protocolError = (error: ProtocolError, raw: unknown) => {
-    batch.push(SessionEvent.ProtocolError({ turnId: undefined, raw, error }))
+    batch.push({ _tag: "ProtocolError", turnId: undefined, raw, error })
     return Effect.logWarning(error.message)
   }
 
@@ -1023,12 +1030,12 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         for (const item of items as ReadonlyArray<Inbound>) {
           const effect = handle(item)
           if (effect !== undefined) {
-            yield* flush
+            flush()
             yield* effect
           }
         }
       }
-      yield* flush
+      flush()
       if (progressed) {
         progressed = false
         const turn = active
@@ -1051,11 +1058,12 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       for (const [, deferred] of controls) yield* Deferred.fail(deferred, yield* currentError(true))
       controls.clear()
     }
-    yield* publish(SessionEvent.Exit({ turnId: undefined, raw: undefined, status: exitStatus, stderrTail }))
+    emit({ _tag: "Exit", turnId: undefined, raw: undefined, status: exitStatus, stderrTail })
     logEnded = true
     yield* log.end
   })
 
+  yield* fork(watchdog)
   yield* fork(
     Stream.runForEachArray(connection.stdout, onLines).pipe(
       // A defect in the reader (a protocol's decoder that throws) must not leave a session that looks alive but
@@ -1118,7 +1126,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     })
   )
   status = "idle"
-  yield* publish(SessionEvent.Status({ turnId: undefined, raw: undefined, status: "idle" }))
+  emit({ _tag: "Status", turnId: undefined, raw: undefined, status: "idle" })
 
   const session: Session = {
     protocol: protocol.name,

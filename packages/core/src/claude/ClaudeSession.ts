@@ -22,7 +22,6 @@ import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Permission from "../Permission.ts"
 import * as Session from "../Session.ts"
-import { SessionEvent } from "../SessionEvent.ts"
 import type { CliExited, ControlFailed, ControlTimeout } from "../TetherError.ts"
 import { HandshakeFailed, InvalidConfig } from "../TetherError.ts"
 import * as Timeouts from "../Timeouts.ts"
@@ -158,7 +157,7 @@ const frameEvent = (
   subtype: string | undefined,
   raw: unknown,
   turnId?: string | undefined
-): Session.Inbound => ({ _tag: "Event", event: SessionEvent.Frame({ type, subtype, raw, turnId }) })
+): Session.Inbound => ({ _tag: "Event", event: { _tag: "Frame", type, subtype, raw, turnId } })
 
 const blockText = (content: unknown): string =>
   Array.isArray(content)
@@ -186,7 +185,7 @@ export const route = (
         if (delta["type"] === "text_delta") {
           return [{
             _tag: "Event",
-            event: SessionEvent.TextDelta({ turnId, raw: frame, text: str(delta["text"]) ?? "" })
+            event: { _tag: "TextDelta", turnId, raw: frame, text: str(delta["text"]) ?? "" }
           }]
         }
       }
@@ -202,20 +201,21 @@ export const route = (
           if (b["type"] === "tool_use") {
             out.push({
               _tag: "Event",
-              event: SessionEvent.ToolUse({
+              event: {
+                _tag: "ToolUse",
                 turnId,
                 raw: frame,
                 toolUseId: str(b["id"]) ?? "",
                 name: str(b["name"]) ?? "",
                 input: b["input"]
-              })
+              }
             })
           }
         }
       }
       const text = blockText(content)
       if (out.length === 0 || text.length > 0) {
-        out.push({ _tag: "Event", event: SessionEvent.AssistantMessage({ turnId, raw: frame, text }) })
+        out.push({ _tag: "Event", event: { _tag: "AssistantMessage", turnId, raw: frame, text } })
       }
       return out
     }
@@ -231,13 +231,14 @@ export const route = (
           if (b["type"] === "tool_result") {
             out.push({
               _tag: "Event",
-              event: SessionEvent.ToolResult({
+              event: {
+                _tag: "ToolResult",
                 turnId: undefined,
                 raw: frame,
                 toolUseId: str(b["tool_use_id"]) ?? "",
                 isError: b["is_error"] === true,
                 content: b["content"]
-              })
+              }
             })
           }
         }
@@ -269,14 +270,15 @@ export const route = (
         case "api_retry":
           return [{
             _tag: "Event",
-            event: SessionEvent.ApiRetry({
+            event: {
+              _tag: "ApiRetry",
               turnId: undefined,
               raw: frame,
               attempt: num(frame.attempt),
               maxRetries: num(frame.max_retries),
               delayMs: num(frame.retry_delay_ms),
               errorStatus: num(frame.error_status)
-            })
+            }
           }]
         case "task_started":
         case "task_progress":
@@ -284,12 +286,13 @@ export const route = (
         case "task_updated":
           return [{
             _tag: "Event",
-            event: SessionEvent.Task({
+            event: {
+              _tag: "Task",
               turnId: undefined,
               raw: frame,
               subtype: frame.subtype,
               taskId: str(asRecord(frame)["task_id"])
-            })
+            }
           }]
         default:
           return [frameEvent("system", frame.subtype, frame)]
