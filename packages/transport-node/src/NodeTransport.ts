@@ -393,10 +393,15 @@ const makeConnection = (
   const pid = child.pid!
   const exitDeferred = Deferred.makeUnsafe<Transport.ExitStatus>()
   let status: Transport.ExitStatus | undefined
-  child.on("exit", (code, signal) => {
+  const settle = (code: number | null, signal: NodeJS.Signals | null) => {
+    if (status !== undefined) return
     status = toExitStatus(code, signal)
     Deferred.doneUnsafe(exitDeferred, Exit.succeed(status))
-  })
+  }
+  child.on("exit", settle)
+  // A CLI that exited before this listener was attached (the fiber may yield between the spawn and here) has
+  // already emitted `exit`: read its status from the handle.
+  if (child.exitCode !== null || child.signalCode !== null) settle(child.exitCode, child.signalCode)
   // Errors after the spawn (a failed kill, for instance) must not crash the host.
   child.on("error", () => {})
 
@@ -491,9 +496,12 @@ const teardown = (handle: Handle, termGraceMillis: number, killGraceMillis: numb
     const finish = (survivors: ReadonlyArray<number>) => {
       clearTimeout(timer)
       child.off("exit", wake)
+      // Always release the pipes: a reader that stopped while stdout was paused would otherwise never see its
+      // end (leaking the descriptor and its buffered lines), and a descendant that could not be found would keep
+      // stderr, and with it the host's event loop, alive.
       child.stdin?.destroy()
-      // Something unkillable may hold the pipes open: do not leave a consumer of stdout waiting on it.
-      if (survivors.length > 0) child.stdout?.destroy()
+      child.stdout?.destroy()
+      child.stderr?.destroy()
       resume(
         Effect.succeed({ millis: Date.now() - started, terminated: terminated.size, killed: killed.size, survivors })
       )
@@ -534,6 +542,9 @@ const teardown = (handle: Handle, termGraceMillis: number, killGraceMillis: numb
       } else if (now < hardDeadline) {
         signal(processes, "SIGKILL", killed)
       } else {
+        // Past the hard deadline (a stalled event loop may have skipped the SIGKILL window entirely): one last
+        // SIGKILL, then give up waiting.
+        signal(processes, "SIGKILL", killed)
         return finish(processes.map((info) => info.pid))
       }
       polls++
@@ -592,7 +603,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const env = buildEnvironment(spec.env)
       env[markerVariable] = token
       const nul = findNul(file, spec.args, env)
-      if (nul !== undefined) return yield* Effect.fail(new SpawnFailed({ program, reason: nul }))
+      if (nul !== undefined) return yield* new SpawnFailed({ program, reason: nul })
       // Registered before the spawn: there is no moment where the CLI runs and the watchdog does not know it.
       watchdog?.register(marker, termGraceMillis)
       const { child, start } = yield* spawnProcess(program, file, spec.args, {
@@ -632,7 +643,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     const file = yield* Executable.resolve({ program: spec.program, path: options?.executables?.[spec.program] })
     const cwd = Option.getOrUndefined(spec.cwd)
     if (cwd !== undefined && !isDirectory(cwd)) {
-      return yield* Effect.fail(new SpawnFailed({ program: spec.program, reason: `cwd ${cwd} is not a directory` }))
+      return yield* new SpawnFailed({ program: spec.program, reason: `cwd ${cwd} is not a directory` })
     }
     const termGraceMillis = Duration.toMillis(teardownOptions.termGrace)
     const handle = yield* Effect.acquireRelease(

@@ -87,6 +87,19 @@ describe("teardown", () => {
       )
     }))
 
+  it.live("with no kill grace at all, a CLI that ignores SIGTERM is still SIGKILLed (the last poll kills)", () =>
+    Effect.gen(function*() {
+      const { connection } = yield* scenario(
+        { knobs: { modes: ["ignore-sigterm"] }, act: handshake, ready: count(1) },
+        NodeTransport.layer({ executables: { claude: fakeClaudePath }, killGrace: 0, watchdog: false })
+      )
+      yield* connection.exit
+      assert.deepStrictEqual(
+        yield* connection.exitStatus,
+        Option.some(Transport.ExitStatus.Signaled({ signal: "SIGKILL" }))
+      )
+    }))
+
   it.live("grandchildren in the CLI's process group", () =>
     Effect.gen(function*() {
       const { before } = yield* scenario({

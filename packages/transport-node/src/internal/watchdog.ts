@@ -186,6 +186,9 @@ export const make = (): Watchdog => {
     },
     close: () => {
       closed = true
+      // Connections that outlive the layer are still torn down by their own scopes: the watchdog must not kill
+      // them when its input ends.
+      for (const marker of registered.keys()) send(`- ${marker}`)
       registered.clear()
       child?.stdin?.end()
       child = undefined
