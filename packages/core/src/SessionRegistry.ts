@@ -941,7 +941,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     })
 
   const pin = (entry: Entry<E>, callerScope: Scope.Scope) =>
-    Effect.suspend(() => {
+    Effect.uninterruptible(Effect.suspend(() => {
       entry.pins++
       touch(entry)
       return Scope.addFinalizer(
@@ -952,7 +952,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
           notify()
         })
       )
-    })
+    }))
 
   // --- operations --------------------------------------------------------------------------------------------------
 
@@ -1175,7 +1175,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
       const signal = changed
       // Decided in one synchronous step, so that the check for the id, the capacity check and the insertion
       // cannot interleave with another caller.
-      const step = yield* Effect.sync((): Step => {
+      const decide = Effect.sync((): Step => {
         if (closed) return { _tag: "Closed" }
         const existing = entries.get(id)
         if (existing !== undefined) {
@@ -1188,6 +1188,17 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
         if (entries.size >= capacity) return { _tag: "Full" }
         return { _tag: "Created", entry: createEntry(id, fp) }
       })
+      // An entry is created together with the fiber that starts it: a caller interrupted in between would leave
+      // an entry "starting" forever, holding a slot.
+      const step = yield* Effect.uninterruptible(
+        Effect.flatMap(decide, (step): Effect.Effect<Step> =>
+          step._tag === "Created"
+            ? Effect.map(Effect.forkIn(startEntry(step.entry, config), fibers), (fiber): Step => {
+              step.entry.startFiber = fiber
+              return step
+            })
+            : Effect.succeed(step))
+      )
       switch (step._tag) {
         case "Closed":
           return yield* new RegistryClosed()
@@ -1207,9 +1218,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
           continue
         }
         case "Created": {
-          const entry = step.entry
-          yield* Effect.annotateCurrentSpan("tether.session.generation", entry.generation)
-          entry.startFiber = yield* Effect.forkIn(startEntry(entry, config), fibers)
+          yield* Effect.annotateCurrentSpan("tether.session.generation", step.entry.generation)
           continue
         }
         case "Starting": {
@@ -1225,21 +1234,24 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
             yield* closeEntry(entry, "failed")
             continue
           }
-          const pinned = yield* Effect.sync(() => {
-            if (entry.phase !== "live") return false
+          // The pin and its release are registered together: an interruption in between would leak the pin.
+          const pinned = yield* Effect.uninterruptible(Effect.suspend(() => {
+            if (entry.phase !== "live") return Effect.succeed(false)
             entry.pins++
             touch(entry)
-            return true
-          })
+            return Effect.as(
+              Scope.addFinalizer(
+                callerScope,
+                Effect.sync(() => {
+                  entry.pins--
+                  touch(entry)
+                  notify()
+                })
+              ),
+              true
+            )
+          }))
           if (!pinned) continue
-          yield* Scope.addFinalizer(
-            callerScope,
-            Effect.sync(() => {
-              entry.pins--
-              touch(entry)
-              notify()
-            })
-          )
           yield* Effect.annotateCurrentSpan("tether.session.generation", entry.generation)
           return handleOf(entry)
         }
