@@ -350,8 +350,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   const fibers = yield* Scope.fork(sessionScope, "parallel")
   const connectionScope = yield* Scope.fork(sessionScope, "sequential")
   const log = yield* EventLog.make<SessionEvent>({
-    ringSize: options.eventRing ?? 2048,
-    subscriberBuffer: options.subscriberBuffer ?? 2048
+    ringSize: options.eventRing ?? 512,
+    subscriberBuffer: options.subscriberBuffer ?? 512
   }).pipe(Scope.provide(fibers))
 
   const connection = yield* transport.open(options.launch, { termGrace: timeouts.termGrace }).pipe(
@@ -1036,6 +1036,9 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         }
       }
       flush()
+      // Let subscribers read before the next chunk: a burst of chunks must not push a reader that keeps up out of
+      // its window (it would see a Lag although it is not slow).
+      yield* Effect.yieldNow
       if (progressed) {
         progressed = false
         const turn = active
