@@ -85,6 +85,26 @@ const bash = (command: string, extra: Partial<Parameters<typeof MockClaude.tool>
     ...extra
   })
 
+/**
+ * MockTransport whose writes never complete after the first `n` (the handshake), like a CLI that stopped reading
+ * its stdin.
+ */
+const blockWritesAfter = (n: number) =>
+  Layer.effect(
+    Transport.Transport,
+    Effect.gen(function*() {
+      const inner = yield* Transport.Transport
+      return Transport.Transport.of({
+        capabilities: inner.capabilities,
+        open: (spec, options) =>
+          Effect.map(inner.open(spec, options), (connection) => {
+            let writes = 0
+            return { ...connection, write: (line) => ++writes > n ? Effect.never : connection.write(line) }
+          })
+      })
+    })
+  ).pipe(Layer.provideMerge(MockTransport.layer()))
+
 // ---------------------------------------------------------------------------------------------------------------
 
 describe("Session lifecycle", () => {
@@ -349,20 +369,7 @@ describe("Turns", () => {
   it.effect("a stdin write that does not finish within the delivery timeout retires the session (uncertain)", () =>
     Effect.gen(function*() {
       // A transport whose writes block once the handshake is done, like a CLI that stopped reading stdin.
-      const blocking = Layer.effect(
-        Transport.Transport,
-        Effect.gen(function*() {
-          const inner = yield* Transport.Transport
-          return Transport.Transport.of({
-            capabilities: inner.capabilities,
-            open: (spec, options) =>
-              Effect.map(inner.open(spec, options), (connection) => {
-                let writes = 0
-                return { ...connection, write: (line) => ++writes > 1 ? Effect.never : connection.write(line) }
-              })
-          })
-        })
-      ).pipe(Layer.provideMerge(MockTransport.layer()))
+      const blocking = blockWritesAfter(1)
       yield* Effect.gen(function*() {
         yield* withSession({ timeouts: timeouts({ delivery: "1 second" }) }, (session) =>
           Effect.gen(function*() {
@@ -903,20 +910,7 @@ describe("Races and dispositions", () => {
 
   it.effect("a send interrupted while its prompt is being written retires the session (delivery uncertain)", () =>
     Effect.gen(function*() {
-      const blocking = Layer.effect(
-        Transport.Transport,
-        Effect.gen(function*() {
-          const inner = yield* Transport.Transport
-          return Transport.Transport.of({
-            capabilities: inner.capabilities,
-            open: (spec, options) =>
-              Effect.map(inner.open(spec, options), (connection) => {
-                let writes = 0
-                return { ...connection, write: (line) => ++writes === 2 ? Effect.never : connection.write(line) }
-              })
-          })
-        })
-      ).pipe(Layer.provideMerge(MockTransport.layer()))
+      const blocking = blockWritesAfter(1)
       yield* withSession(
         { timeouts: timeouts({ delivery: "5 seconds", stall: "60 seconds" }) },
         (session) =>
