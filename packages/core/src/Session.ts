@@ -719,18 +719,23 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       const turn = active
       if (turn === undefined || turn.finished) {
         turnStarted.closeUnsafe()
+        // A turn that is finished but still active is in the middle of its ending (another fiber is running it):
+        // give way instead of spinning.
         if (active === undefined) yield* turnStarted.await
+        else yield* Effect.yieldNow
         continue
       }
       const now = yield* Clock.currentTimeMillis
       if (now >= turn.startedAt + turnMillis) {
         yield* interruptTurn(turn, "turn-timeout")
+        if (!turn.finished) yield* Effect.sleep(Duration.millis(1))
         continue
       }
       // Waiting on a permission decision is not a stall: the clock restarts when the decision is made.
       if (status === "awaiting-permission") turn.lastProgress = now
       else if (now - turn.lastProgress >= stallMillis) {
         yield* interruptTurn(turn, "stall")
+        if (!turn.finished) yield* Effect.sleep(Duration.millis(1))
         continue
       }
       const ackAt = turn.startedAt + ackMillis
