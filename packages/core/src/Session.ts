@@ -263,6 +263,12 @@ export interface Session {
   readonly stderrTail: Effect.Effect<string>
   /** Retires the session now: fails the active turn, tears down the process tree. */
   readonly retire: (reason: string) => Effect.Effect<void>
+  /**
+   * Releases the session now, as closing its scope would (stdin EOF, close grace, teardown), without waiting for
+   * the scope. A running turn fails with `TurnInterrupted` carrying `reason` (default `"closed"`; a registry says
+   * `"evicted"`).
+   */
+  readonly close: (reason?: InterruptReason) => Effect.Effect<void>
 }
 
 /**
@@ -361,6 +367,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   // --- state -----------------------------------------------------------------------------------------------
   let status: Status = "starting"
   let closing = false
+  let releaseReason: InterruptReason = "closed"
   let sessionId: string | undefined
   let active: TurnState | undefined
   const queue: Array<TurnState> = []
@@ -1098,7 +1105,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           Exit.fail(
             new TurnInterrupted({
               turnId: turn.id,
-              reason: "closed",
+              reason: releaseReason,
               acknowledged: turn.acknowledged,
               written: turn.written
             })
@@ -1158,7 +1165,12 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     isAlive: Effect.map(connection.exitStatus, Option.isNone),
     awaitExit: connection.exit,
     stderrTail: connection.stderrTail,
-    retire: (reason) => retireWith(reason, undefined)
+    retire: (reason) => retireWith(reason, undefined),
+    close: (reason = "closed") =>
+      Effect.suspend(() => {
+        if (!closing) releaseReason = reason
+        return Scope.close(sessionScope, Exit.void)
+      })
   }
   return session
 })

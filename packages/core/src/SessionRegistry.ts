@@ -743,6 +743,8 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
           )
         }
         const t0 = now()
+        // The session itself says why its running turn ended: evicted, or closed with the registry.
+        if (entry.session !== undefined) yield* entry.session.close(reason === "shutdown" ? "closed" : "evicted")
         yield* Scope.close(entry.scope, Exit.void)
         yield* Metric.update(metrics.teardownDuration, Duration.millis(now() - t0))
         if (wasLive) yield* Metric.modify(metrics.sessions, -1)

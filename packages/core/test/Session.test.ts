@@ -1094,3 +1094,40 @@ describe("Prompts, events and statuses", () => {
         assert.isFalse(yield* session.isAlive)
       })).pipe(mock()))
 })
+
+describe("Early close", () => {
+  it.effect("close(reason) releases the session now; the running turn and its event carry the reason", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const session = yield* settle(ClaudeSession.make({}).pipe(Scope.provide(scope)))
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      const turn = yield* session.send("slow please")
+      yield* advance("300 millis")
+      const failed = yield* Effect.forkChild(
+        Effect.scoped(
+          Effect.flatMap(
+            session.subscribe("latest"),
+            (s) => Stream.runHead(Stream.filter(s, (d) => d._tag === "Event" && d.event._tag === "TurnFailed"))
+          )
+        )
+      )
+      yield* advance("10 millis")
+      yield* settle(session.close("evicted"))
+      const error = yield* Effect.flip(turn.result)
+      assert.strictEqual(error._tag, "TurnInterrupted")
+      if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "evicted")
+      const event = Option.getOrThrow(yield* settle(Fiber.join(failed)))
+      assert.strictEqual(
+        event._tag === "Event" && event.event._tag === "TurnFailed" && event.event.error._tag === "TurnInterrupted"
+          ? event.event.error.reason
+          : "",
+        "evicted"
+      )
+      assert.strictEqual(yield* session.status, "closed")
+      assert.isFalse(yield* cli.isAlive)
+      // Closing the caller's scope afterwards is a no-op.
+      yield* settle(Scope.close(scope, Exit.void))
+    }).pipe(mock(script(
+      MockClaude.when("slow", MockClaude.text(Array.from({ length: 40 }, (_, i) => `w${i} `), { delay: "100 millis" }))
+    ))))
+})

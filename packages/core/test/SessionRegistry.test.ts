@@ -59,7 +59,9 @@ const stubSession = (id: string, exited: Deferred.Deferred<Transport.ExitStatus>
     retire: () =>
       Effect.sync(() => {
         status = "failed"
-      })
+      }),
+    // The registry closes the session's scope anyway; the stub has nothing of its own to release early.
+    close: () => Effect.void
   }
 }
 
