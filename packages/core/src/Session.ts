@@ -154,8 +154,11 @@ export type Inbound =
  */
 export interface Protocol {
   readonly name: string
-  /** Decodes one stdout line. A line that cannot be decoded yields a `ProtocolError`. */
-  readonly decode: (line: string) => ReadonlyArray<Inbound> | ProtocolError
+  /**
+   * Decodes one stdout line into what the session does with it: one item, or several in order (one item needs no
+   * array: this runs for every line). A line that cannot be decoded yields a `ProtocolError`.
+   */
+  readonly decode: (line: string) => Inbound | ReadonlyArray<Inbound> | ProtocolError
   readonly encodePrompt: (turnId: string, prompt: Prompt) => string
   readonly encodeControl: (requestId: string, request: unknown) => string
   readonly encodeReply: (requestId: string, reply: Reply) => string
@@ -1016,7 +1019,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     return Effect.logWarning(error.message)
   }
 
-  const decodeLine = (line: Transport.Line): ReadonlyArray<Inbound> | Effect.Effect<void> => {
+  const decodeLine = (line: Transport.Line): Inbound | ReadonlyArray<Inbound> | Effect.Effect<void> => {
     if (line._tag === "TooLong") {
       return protocolError(
         new ProtocolError({
@@ -1028,19 +1031,25 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       )
     }
     const decoded = protocol.decode(line.text)
-    return Array.isArray(decoded) ? decoded : protocolError(decoded as ProtocolError, line.text)
+    return decoded instanceof ProtocolError ? protocolError(decoded, line.text) : decoded
   }
 
   const onLines = (lines: ReadonlyArray<Transport.Line>): Effect.Effect<void> =>
     Effect.gen(function*() {
       for (const line of lines) {
         const items = decodeLine(line)
-        if (!Array.isArray(items)) {
-          yield* items as Effect.Effect<void>
-          continue
-        }
-        for (const item of items as ReadonlyArray<Inbound>) {
-          const effect = handle(item)
+        if (Array.isArray(items)) {
+          for (const item of items as ReadonlyArray<Inbound>) {
+            const effect = handle(item)
+            if (effect !== undefined) {
+              flush()
+              yield* effect
+            }
+          }
+        } else if (Effect.isEffect(items)) {
+          yield* items
+        } else {
+          const effect = handle(items as Inbound)
           if (effect !== undefined) {
             flush()
             yield* effect

@@ -175,7 +175,7 @@ const blockText = (content: unknown): string =>
 export const route = (
   frame: ClaudeProtocol.Frame,
   hooks: ReadonlyMap<string, HookCallback>
-): ReadonlyArray<Session.Inbound> => {
+): Session.Inbound | ReadonlyArray<Session.Inbound> => {
   switch (frame.type) {
     case "stream_event": {
       const event = asRecord(frame.event)
@@ -183,13 +183,13 @@ export const route = (
       if (event["type"] === "content_block_delta") {
         const delta = asRecord(event["delta"])
         if (delta["type"] === "text_delta") {
-          return [{
+          return {
             _tag: "Event",
             event: { _tag: "TextDelta", turnId, raw: frame, text: str(delta["text"]) ?? "" }
-          }]
+          }
         }
       }
-      return [frameEvent("stream_event", str(event["type"]), frame, turnId)]
+      return frameEvent("stream_event", str(event["type"]), frame, turnId)
     }
     case "assistant": {
       const turnId = str(frame.user_message_uuid)
@@ -394,7 +394,7 @@ export const protocol = (options: {
       const decoded = ClaudeProtocol.decodeLine(line, decodeOptions)
       if (Result.isFailure(decoded)) return decoded.failure
       const value = decoded.success
-      if (value._tag === "Unknown") return [frameEvent(value.type, value.subtype, value.raw)]
+      if (value._tag === "Unknown") return frameEvent(value.type, value.subtype, value.raw)
       return route(value.frame, callbacks)
     },
     encodePrompt: (turnId, prompt) =>
