@@ -116,8 +116,11 @@ export type FrameEvent = SessionEvent extends infer E ? E extends { readonly tur
  * @since 0.1.0
  */
 export type Inbound =
-  /** Publish an event (attributed to the active, acknowledged turn when `turnId` is absent). */
-  | { readonly _tag: "Event"; readonly event: FrameEvent }
+  /**
+   * An event to publish (attributed to the active, acknowledged turn when `turnId` is absent). The protocol builds
+   * a fresh object per line: the session completes its `turnId` in place.
+   */
+  | FrameEvent
   /** The CLI acknowledged receipt of the prompt with this id. */
   | { readonly _tag: "Ack"; readonly turnId: string }
   /** The CLI ended a turn. `turnId` absent means "the active turn". */
@@ -937,15 +940,6 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   /** Handles an inbound item synchronously where it can; returns the effect to run otherwise. */
   const handle = (item: Inbound): Effect.Effect<void> | undefined => {
     switch (item._tag) {
-      case "Event": {
-        const turnId = attribute(item.event.turnId)
-        if (turnId !== undefined && active !== undefined && turnId === active.id) progressed = true
-        // The protocol built this event for this line alone: the session completes it in place.
-        const event = item.event as { turnId: string | undefined }
-        event.turnId = turnId
-        batch.push(item.event as SessionEvent)
-        return undefined
-      }
       case "Ack": {
         const turn = active
         if (turn === undefined || turn.id !== item.turnId || turn.acknowledged) return undefined
@@ -1010,6 +1004,13 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         const pending = permissions.get(item.requestId)
         if (pending === undefined) return undefined
         return resolvePermission(pending, { _tag: "Expired", why: "cancelled-by-cli" }, undefined)
+      }
+      default: {
+        const turnId = attribute(item.turnId)
+        if (turnId !== undefined && active !== undefined && turnId === active.id) progressed = true // The protocol built this event for this line alone: the session completes it in place.
+        ;(item as { turnId: string | undefined }).turnId = turnId
+        batch.push(item as SessionEvent)
+        return undefined
       }
     }
   }

@@ -157,7 +157,7 @@ const frameEvent = (
   subtype: string | undefined,
   raw: unknown,
   turnId?: string | undefined
-): Session.Inbound => ({ _tag: "Event", event: { _tag: "Frame", type, subtype, raw, turnId } })
+): Session.Inbound => ({ _tag: "Frame", type, subtype, raw, turnId })
 
 const blockText = (content: unknown): string =>
   Array.isArray(content)
@@ -183,10 +183,7 @@ export const route = (
       if (event["type"] === "content_block_delta") {
         const delta = asRecord(event["delta"])
         if (delta["type"] === "text_delta") {
-          return {
-            _tag: "Event",
-            event: { _tag: "TextDelta", turnId, raw: frame, text: str(delta["text"]) ?? "" }
-          }
+          return { _tag: "TextDelta", turnId, raw: frame, text: str(delta["text"]) ?? "" }
         }
       }
       return frameEvent("stream_event", str(event["type"]), frame, turnId)
@@ -200,22 +197,19 @@ export const route = (
           const b = asRecord(block)
           if (b["type"] === "tool_use") {
             out.push({
-              _tag: "Event",
-              event: {
-                _tag: "ToolUse",
-                turnId,
-                raw: frame,
-                toolUseId: str(b["id"]) ?? "",
-                name: str(b["name"]) ?? "",
-                input: b["input"]
-              }
+              _tag: "ToolUse",
+              turnId,
+              raw: frame,
+              toolUseId: str(b["id"]) ?? "",
+              name: str(b["name"]) ?? "",
+              input: b["input"]
             })
           }
         }
       }
       const text = blockText(content)
       if (out.length === 0 || text.length > 0) {
-        out.push({ _tag: "Event", event: { _tag: "AssistantMessage", turnId, raw: frame, text } })
+        out.push({ _tag: "AssistantMessage", turnId, raw: frame, text })
       }
       return out
     }
@@ -230,15 +224,12 @@ export const route = (
           const b = asRecord(block)
           if (b["type"] === "tool_result") {
             out.push({
-              _tag: "Event",
-              event: {
-                _tag: "ToolResult",
-                turnId: undefined,
-                raw: frame,
-                toolUseId: str(b["tool_use_id"]) ?? "",
-                isError: b["is_error"] === true,
-                content: b["content"]
-              }
+              _tag: "ToolResult",
+              turnId: undefined,
+              raw: frame,
+              toolUseId: str(b["tool_use_id"]) ?? "",
+              isError: b["is_error"] === true,
+              content: b["content"]
             })
           }
         }
@@ -269,30 +260,24 @@ export const route = (
           return [{ _tag: "SessionId", sessionId: frame.session_id }, frameEvent("system", "init", frame)]
         case "api_retry":
           return [{
-            _tag: "Event",
-            event: {
-              _tag: "ApiRetry",
-              turnId: undefined,
-              raw: frame,
-              attempt: num(frame.attempt),
-              maxRetries: num(frame.max_retries),
-              delayMs: num(frame.retry_delay_ms),
-              errorStatus: num(frame.error_status)
-            }
+            _tag: "ApiRetry",
+            turnId: undefined,
+            raw: frame,
+            attempt: num(frame.attempt),
+            maxRetries: num(frame.max_retries),
+            delayMs: num(frame.retry_delay_ms),
+            errorStatus: num(frame.error_status)
           }]
         case "task_started":
         case "task_progress":
         case "task_notification":
         case "task_updated":
           return [{
-            _tag: "Event",
-            event: {
-              _tag: "Task",
-              turnId: undefined,
-              raw: frame,
-              subtype: frame.subtype,
-              taskId: str(asRecord(frame)["task_id"])
-            }
+            _tag: "Task",
+            turnId: undefined,
+            raw: frame,
+            subtype: frame.subtype,
+            taskId: str(asRecord(frame)["task_id"])
           }]
         default:
           return [frameEvent("system", frame.subtype, frame)]
