@@ -85,25 +85,25 @@ const bash = (command: string, extra: Partial<Parameters<typeof MockClaude.tool>
     ...extra
   })
 
-/**
- * MockTransport whose writes never complete after the first `n` (the handshake), like a CLI that stopped reading
- * its stdin.
- */
-const blockWritesAfter = (n: number) =>
+/** MockTransport whose connections are altered by `wrap` (to simulate a misbehaving pipe). */
+const wrapConnections = (wrap: (connection: Transport.Connection) => Transport.Connection) =>
   Layer.effect(
     Transport.Transport,
     Effect.gen(function*() {
       const inner = yield* Transport.Transport
       return Transport.Transport.of({
         capabilities: inner.capabilities,
-        open: (spec, options) =>
-          Effect.map(inner.open(spec, options), (connection) => {
-            let writes = 0
-            return { ...connection, write: (line) => ++writes > n ? Effect.never : connection.write(line) }
-          })
+        open: (spec, options) => Effect.map(inner.open(spec, options), wrap)
       })
     })
   ).pipe(Layer.provideMerge(MockTransport.layer()))
+
+/** Writes never complete after the first `n` (the handshake), like a CLI that stopped reading its stdin. */
+const blockWritesAfter = (n: number) =>
+  wrapConnections((connection) => {
+    let writes = 0
+    return { ...connection, write: (line) => ++writes > n ? Effect.never : connection.write(line) }
+  })
 
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -960,23 +960,16 @@ describe("Races and dispositions", () => {
     Effect.gen(function*() {
       // Interrupt the turn at the moment its result line is read.
       const target: { turn: Turn.Turn | undefined } = { turn: undefined }
-      const racing = Layer.effect(
-        Transport.Transport,
-        Effect.gen(function*() {
-          const inner = yield* Transport.Transport
-          return Transport.Transport.of({
-            capabilities: inner.capabilities,
-            open: (spec, options) =>
-              Effect.map(inner.open(spec, options), (connection) => ({
-                ...connection,
-                stdout: Stream.tap(connection.stdout, (line) =>
-                  line._tag === "Text" && target.turn !== undefined && line.text.includes(`"type":"result"`)
-                    ? Effect.andThen(Effect.forkDetach(target.turn.interrupt), Effect.yieldNow)
-                    : Effect.void)
-              }))
-          })
-        })
-      ).pipe(Layer.provideMerge(MockTransport.layer()))
+      const racing = wrapConnections((connection) => ({
+        ...connection,
+        stdout: Stream.tap(
+          connection.stdout,
+          (line) =>
+            line._tag === "Text" && target.turn !== undefined && line.text.includes(`"type":"result"`)
+              ? Effect.andThen(Effect.forkDetach(target.turn.interrupt), Effect.yieldNow)
+              : Effect.void
+        )
+      }))
       yield* withSession({}, (session, cli) =>
         Effect.gen(function*() {
           const turn = yield* session.send("alpha")
