@@ -26,12 +26,15 @@ const stat = (pid: number): Proc | undefined => {
   }
 }
 
-/** Live (non-zombie) processes whose environment carries `TEST_MARK=<mark>`, read from /proc. */
-export const marked = (mark: string): Array<Proc> => {
-  const needle = Buffer.from(`TEST_MARK=${mark}\0`)
+/**
+ * Live (non-zombie) processes, other than this one, whose environment has an entry starting with `entry` (pass
+ * `"NAME=value\0"` for an exact match), read from /proc.
+ */
+export const withEnvironment = (entry: string): Array<Proc> => {
+  const needle = Buffer.from(entry)
   const found: Array<Proc> = []
   for (const name of Fs.readdirSync("/proc")) {
-    if (!/^[0-9]+$/.test(name)) continue
+    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue
     let environ: Buffer
     try {
       environ = Fs.readFileSync(`/proc/${name}/environ`)
@@ -46,6 +49,9 @@ export const marked = (mark: string): Array<Proc> => {
   return found
 }
 
+/** Live (non-zombie) processes whose environment carries `TEST_MARK=<mark>`, read from /proc. */
+export const marked = (mark: string): Array<Proc> => withEnvironment(`TEST_MARK=${mark}\0`)
+
 /** True while the process exists and is not a zombie. */
 export const isAlive = (pid: number): boolean => {
   const info = stat(pid)
@@ -54,16 +60,18 @@ export const isAlive = (pid: number): boolean => {
 
 export class WaitTimeout extends Data.TaggedError("WaitTimeout")<{ readonly what: string }> {}
 
-/** Polls (real time) until `f` holds, failing the test after `timeoutMillis`. */
+/** Polls (real time: these tests watch real processes) until `f` holds, failing after `timeoutMillis`. */
 export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 5_000) =>
   Effect.callback<void, WaitTimeout>((resume) => {
     const deadline = Date.now() + timeoutMillis
+    let timer: ReturnType<typeof setTimeout> | undefined
     const poll = () => {
       if (f()) return resume(Effect.void)
       if (Date.now() > deadline) return resume(Effect.fail(new WaitTimeout({ what })))
-      setTimeout(poll, 10)
+      timer = setTimeout(poll, 10)
     }
     poll()
+    return Effect.sync(() => clearTimeout(timer))
   })
 
 export const newMark = () => randomUUID()

@@ -6,12 +6,15 @@
 import { type ClaudeSession, type EventLog, type SessionEvent, Timeouts, type Turn } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
 import { Executable, NodeTransport } from "@tether/transport-node"
-import { Data, Duration, Effect, Option, Stream } from "effect"
+import { Duration, Effect, Option, Stream } from "effect"
 import { execFileSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { isAlive, type Proc, WaitTimeout, waitUntil as waitUntilWithin, withEnvironment } from "../utils.ts"
+
+export { isAlive, type Proc, WaitTimeout }
 
 // ---------------------------------------------------------------------------------------------------------------
 // The CLI
@@ -161,25 +164,6 @@ export const makeWorld = Effect.fnUntraced(function*() {
 // /proc
 // ---------------------------------------------------------------------------------------------------------------
 
-export interface Proc {
-  readonly pid: number
-  /** The session id: Claude Code's Bash tool runs commands in a session of their own. */
-  readonly sid: number
-  readonly state: string
-  readonly args: string
-}
-
-const procInfo = (pid: number): Proc | undefined => {
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    const args = Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").join(" ").trim()
-    return { pid, sid: Number(fields[3]), state: fields[0], args }
-  } catch {
-    return undefined
-  }
-}
-
 /** The environment of a process, from /proc (empty when it is gone). */
 export const environOf = (pid: number): Record<string, string> => {
   try {
@@ -194,26 +178,6 @@ export const environOf = (pid: number): Record<string, string> => {
   }
 }
 
-/** Live (non-zombie) processes, other than this one, whose environment has an entry that starts with `entry`. */
-const withEnvironment = (entry: string): Array<Proc> => {
-  const needle = Buffer.from(entry)
-  const found: Array<Proc> = []
-  for (const name of Fs.readdirSync("/proc")) {
-    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue
-    let environ: Buffer
-    try {
-      environ = Fs.readFileSync(`/proc/${name}/environ`)
-    } catch {
-      continue
-    }
-    const at = environ.indexOf(needle)
-    if (at === -1 || (at > 0 && environ[at - 1] !== 0)) continue
-    const info = procInfo(Number(name))
-    if (info !== undefined && info.state !== "Z" && info.state !== "X") found.push(info)
-  }
-  return found
-}
-
 /** Live processes whose environment carries `TETHER_IT_MARK=<mark>`: the CLI of a world and everything it started. */
 export const marked = (mark: string): Array<Proc> => withEnvironment(`${markVariable}=${mark}\0`)
 
@@ -226,27 +190,9 @@ export const leftBehind = (): Array<Proc> => [...marks].flatMap(marked)
 /** Marked processes that run `sleep`. */
 export const sleeping = (mark: string): Array<Proc> => marked(mark).filter((proc) => /^(\S*\/)?sleep /.test(proc.args))
 
-/** True while the process exists and is not a zombie. */
-export const isAlive = (pid: number): boolean => {
-  const info = procInfo(pid)
-  return info !== undefined && info.state !== "Z" && info.state !== "X"
-}
-
-export class WaitTimeout extends Data.TaggedError("WaitTimeout")<{ readonly what: string }> {}
-
-/** Polls (real time) until `f` holds, failing after `timeoutMillis`. */
+/** Polls (real time) until `f` holds, failing after `timeoutMillis` (longer than the unit tests': a real CLI). */
 export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 10_000) =>
-  Effect.callback<void, WaitTimeout>((resume) => {
-    const deadline = Date.now() + timeoutMillis
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const poll = () => {
-      if (f()) return resume(Effect.void)
-      if (Date.now() > deadline) return resume(Effect.fail(new WaitTimeout({ what })))
-      timer = setTimeout(poll, 20)
-    }
-    poll()
-    return Effect.sync(() => clearTimeout(timer))
-  })
+  waitUntilWithin(what, f, timeoutMillis)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Turns
