@@ -43,6 +43,7 @@ import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as Path from "node:path"
+import { apiErrorType } from "./internal/apiError.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Replies
@@ -204,7 +205,7 @@ export const apiError = (
 ): Reply =>
   Reply.ApiError({
     status,
-    errorType: options?.errorType ?? errorTypeFor(status),
+    errorType: options?.errorType ?? apiErrorType(status),
     message: options?.message ?? `mock ${status}`,
     shouldRetry: Option.fromUndefinedOr(options?.shouldRetry),
     attempts: Math.max(1, options?.attempts ?? Infinity)
@@ -218,27 +219,6 @@ export const apiError = (
  * @since 0.1.0
  */
 export const echo: Reply = Reply.Echo()
-
-const errorTypeFor = (status: number): string => {
-  switch (status) {
-    case 400:
-      return "invalid_request_error"
-    case 401:
-      return "authentication_error"
-    case 403:
-      return "permission_error"
-    case 404:
-      return "not_found_error"
-    case 413:
-      return "request_too_large"
-    case 429:
-      return "rate_limit_error"
-    case 529:
-      return "overloaded_error"
-    default:
-      return "api_error"
-  }
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Requests, scripts and the log

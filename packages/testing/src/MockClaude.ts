@@ -46,6 +46,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
+import { apiErrorType } from "./internal/apiError.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Timing
@@ -1943,27 +1944,6 @@ const apiErrorMessage = (status: number): string => {
       return "Overloaded"
     default:
       return `HTTP ${status}`
-  }
-}
-
-const apiErrorType = (status: number): string => {
-  switch (status) {
-    case 400:
-      return "invalid_request_error"
-    case 401:
-      return "authentication_error"
-    case 403:
-      return "permission_error"
-    case 404:
-      return "not_found_error"
-    case 413:
-      return "request_too_large"
-    case 429:
-      return "rate_limit_error"
-    case 529:
-      return "overloaded_error"
-    default:
-      return "api_error"
   }
 }
 
