@@ -23,6 +23,7 @@
 // (`ignore` | `inherit`: descendants that hold the CLI's stdout open), FAKE_CLAUDE_DELTAS (3).
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
+import { answerControl, controlSuccess as controlResponse } from "./controls.mjs"
 
 const env = process.env
 const argv = process.argv.slice(2)
@@ -144,11 +145,8 @@ let eof = false
 let active = undefined // { uuid, interrupted }
 const queue = []
 
-const controlSuccess = (requestId, response) => {
-  const inner = { subtype: "success", request_id: requestId }
-  if (response !== undefined) inner.response = response
-  emit({ type: "control_response", response: inner })
-}
+const controlSuccess = (requestId, response, initialize = false) =>
+  emit(controlResponse(requestId, response, initialize))
 
 const initializeResponse = () => ({
   commands: [],
@@ -173,7 +171,7 @@ const onControlRequest = (frame) => {
   const id = frame.request_id
   switch (request.subtype) {
     case "initialize":
-      return controlSuccess(id, initializeResponse())
+      return controlSuccess(id, initializeResponse(), true)
     case "interrupt": {
       const stillQueued = []
       if (request.cancel_queued === true) {
@@ -182,24 +180,8 @@ const onControlRequest = (frame) => {
       if (active !== undefined) active.interrupted = true
       return controlSuccess(id, { still_queued: stillQueued })
     }
-    case "set_permission_mode":
-      return controlSuccess(id, { mode: request.mode })
-    case "set_model":
-      return controlSuccess(id, { model: request.model ?? model })
-    case "set_max_thinking_tokens":
-      return controlSuccess(id, undefined)
-    case "mcp_status":
-      return controlSuccess(id, { mcpServers: [] })
     default:
-      return emit({
-        type: "control_response",
-        response: {
-          subtype: "error",
-          request_id: id,
-          error: `Unsupported control request subtype: ${request.subtype}`,
-          error_code: "unsupported_request"
-        }
-      })
+      return emit(answerControl(request, id, model))
   }
 }
 

@@ -20,6 +20,7 @@
 // N: the prompt text `FRAMES:<n>` when present, else FAST_CLAUDE_FRAMES (default 3).
 // Output is batched into large writes (FAST_CLAUDE_BATCH_BYTES, default 256 KiB) that wait for `drain`.
 import { randomUUID } from "node:crypto"
+import { answerControl, controlSuccess as controlResponse } from "./controls.mjs"
 
 const argv = process.argv.slice(2)
 const env = process.env
@@ -465,15 +466,8 @@ const exit = () => {
 
 // --- input -------------------------------------------------------------------------------------------------------
 
-const controlSuccess = (requestId, response, initialize = false) => {
-  const inner = { subtype: "success", request_id: requestId }
-  if (response !== undefined) inner.response = response
-  if (initialize) {
-    inner.pending_permission_requests = []
-    inner.pending_user_dialog_requests = []
-  }
-  push({ type: "control_response", response: inner })
-}
+const controlSuccess = (requestId, response, initialize = false) =>
+  push(controlResponse(requestId, response, initialize))
 
 const onControlRequest = (frame) => {
   const request = frame.request ?? {}
@@ -486,24 +480,8 @@ const onControlRequest = (frame) => {
       if (active !== undefined) active.interrupted = true
       return controlSuccess(id, { still_queued: stillQueued })
     }
-    case "set_permission_mode":
-      return controlSuccess(id, { mode: request.mode })
-    case "set_model":
-      return controlSuccess(id, { model: request.model ?? model })
-    case "set_max_thinking_tokens":
-      return controlSuccess(id, undefined)
-    case "mcp_status":
-      return controlSuccess(id, { mcpServers: [] })
     default:
-      return push({
-        type: "control_response",
-        response: {
-          subtype: "error",
-          request_id: id,
-          error: `Unsupported control request subtype: ${request.subtype}`,
-          error_code: "unsupported_request"
-        }
-      })
+      return push(answerControl(request, id, model))
   }
 }
 
