@@ -177,8 +177,8 @@ export interface Protocol {
    * handshake info.
    */
   readonly handshake: (
-    control: (request: unknown) => Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited>
-  ) => Effect.Effect<unknown, HandshakeFailed | ControlFailed | ControlTimeout | CliExited>
+    control: (request: unknown) => Effect.Effect<unknown, ControlError>
+  ) => Effect.Effect<unknown, HandshakeFailed | ControlError>
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -221,6 +221,15 @@ export interface SendOptions {
 export type InterruptOutcome = "no-active-turn" | "interrupted" | "completed-first" | "retired"
 
 /**
+ * Errors of a control request: the CLI refused it, did not answer in time (the session is retired), exited, or the
+ * session was retired while it waited.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export type ControlError = ControlFailed | ControlTimeout | CliExited | SessionRetired
+
+/**
  * Errors of `send`.
  *
  * @category errors
@@ -256,7 +265,7 @@ export interface Session {
   /** Permission requests waiting for a deferred answer. */
   readonly pendingPermissions: Effect.Effect<ReadonlyArray<Permission.PermissionRequest>>
   /** Sends a raw control request through the protocol and waits for its answer (bounded by the control timeout). */
-  readonly control: (request: unknown) => Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited>
+  readonly control: (request: unknown) => Effect.Effect<unknown, ControlError>
   /** Subscribes to the session's events from a starting point. */
   readonly subscribe: (
     from?: EventLog.From
@@ -377,7 +386,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   let sessionId: string | undefined
   let active: TurnState | undefined
   const queue: Array<TurnState> = []
-  const controls = new Map<string, Deferred.Deferred<unknown, ControlFailed | CliExited>>()
+  const controls = new Map<string, Deferred.Deferred<unknown, ControlFailed | CliExited | SessionRetired>>()
   const permissions = new Map<string, PendingPermission>()
   let processState: ProcessState = { _tag: "Running" }
   let controlCounter = 0
@@ -466,10 +475,10 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   let retired = false
   /** The turn error for a session that is retired under it: the CLI's exit if it exited, else the retirement. */
-  const retirementError = (reason: string, acknowledged: boolean): Effect.Effect<TurnError> =>
+  const retirementError = (reason: string, acknowledged: boolean): Effect.Effect<CliExited | SessionRetired> =>
     Effect.flatMap(
       connection.exitStatus,
-      (exit): Effect.Effect<TurnError> =>
+      (exit): Effect.Effect<CliExited | SessionRetired> =>
         Option.isSome(exit) ? currentError(acknowledged) : Effect.succeed(new SessionRetired({ reason, acknowledged }))
     )
 
@@ -487,7 +496,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         yield* finishTurn(turn, Exit.fail(turnError ?? (yield* retirementError(reason, turn.acknowledged))))
       }
       yield* failQueued(`the session was retired: ${reason}`)
-      for (const [, deferred] of controls) yield* Deferred.fail(deferred, yield* currentError(true))
+      for (const [, deferred] of controls) yield* Deferred.fail(deferred, yield* retirementError(reason, true))
       controls.clear()
       yield* expirePermissions(undefined, "session-ended")
       // Tear the process tree down in the background (the caller may be the reader fiber itself); release waits
@@ -514,9 +523,11 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   const controlWithin = (
     request: unknown,
     deadline: Duration.Duration | undefined
-  ): Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited> =>
+  ): Effect.Effect<unknown, ControlError> =>
     Effect.gen(function*() {
-      if (processState._tag !== "Running" || retired) return yield* currentError(true)
+      // (currentError and retirementError build the error; it still has to be failed with.)
+      if (processState._tag !== "Running") return yield* Effect.flatMap(currentError(true), Effect.fail)
+      if (retired) return yield* Effect.flatMap(retirementError("the session was retired", true), Effect.fail)
       const subtype = subtypeOf(request)
       const requestId = `tether_${++controlCounter}_${makeId().slice(0, 8)}`
       const line = yield* Effect.try({
@@ -528,7 +539,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
             code: "invalid_request"
           })
       })
-      const deferred = Deferred.makeUnsafe<unknown, ControlFailed | CliExited>()
+      const deferred = Deferred.makeUnsafe<unknown, ControlFailed | CliExited | SessionRetired>()
       controls.set(requestId, deferred)
       const answer = write(line).pipe(
         Effect.catch(() => currentError(false).pipe(Effect.flatMap(Effect.fail))),
@@ -1147,7 +1158,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     Effect.catchTags({
       CliExited: (error) => Effect.fail(new HandshakeFailed({ reason: error.message, stderrTail: error.stderrTail })),
       ControlFailed: (error) => Effect.fail(new HandshakeFailed({ reason: error.reason, stderrTail: "" })),
-      ControlTimeout: (error) => Effect.fail(new HandshakeFailed({ reason: error.message, stderrTail: "" }))
+      ControlTimeout: (error) => Effect.fail(new HandshakeFailed({ reason: error.message, stderrTail: "" })),
+      SessionRetired: (error) => Effect.fail(new HandshakeFailed({ reason: error.message, stderrTail: "" }))
     })
   )
   status = "idle"

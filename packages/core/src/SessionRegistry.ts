@@ -66,14 +66,7 @@ import { fixDisposition } from "./internal/disposition.ts"
 import type * as Permission from "./Permission.ts"
 import type * as Session from "./Session.ts"
 import type { SessionEvent, Status } from "./SessionEvent.ts"
-import {
-  type CliExited,
-  type ControlFailed,
-  type ControlTimeout,
-  InvalidConfig,
-  SessionUnavailable,
-  TurnInterrupted
-} from "./TetherError.ts"
+import { InvalidConfig, SessionUnavailable, TurnInterrupted } from "./TetherError.ts"
 import type * as TetherError from "./TetherError.ts"
 import type * as Transport from "./Transport.ts"
 import type { Prompt, Turn, TurnError, TurnResult } from "./Turn.ts"
@@ -389,7 +382,7 @@ export interface Handle {
   /** A raw provider control request (for Claude, e.g. `{ subtype: "set_model", model }`). */
   readonly control: (
     request: unknown
-  ) => Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited | LookupError>
+  ) => Effect.Effect<unknown, Session.ControlError | LookupError>
   readonly subscribe: (
     from?: EventLog.From
   ) => Effect.Effect<
@@ -445,7 +438,7 @@ export interface Registry<C, E> {
     id: string,
     request: unknown,
     options?: Target
-  ) => Effect.Effect<unknown, ControlFailed | ControlTimeout | CliExited | LookupError>
+  ) => Effect.Effect<unknown, Session.ControlError | LookupError>
   /** The session's events from a starting point; the stream ends when the session closes. */
   readonly subscribe: (
     id: string,

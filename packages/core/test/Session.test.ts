@@ -1124,3 +1124,17 @@ describe("Early close", () => {
       MockClaude.when("slow", MockClaude.text(Array.from({ length: 40 }, (_, i) => `w${i} `), { delay: "100 millis" }))
     ))))
 })
+
+describe("Controls and retirement", () => {
+  it.effect("a control waiting when the session is retired fails with SessionRetired, and later controls too", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const waiting = yield* Effect.forkChild(Effect.flip(session.setModel("x")))
+        yield* advance("10 millis")
+        yield* session.retire("host decision")
+        const error = yield* settle(Fiber.join(waiting))
+        assert.strictEqual(error._tag, "SessionRetired")
+        const later = yield* Effect.flip(session.mcpStatus)
+        assert.strictEqual(later._tag, "SessionRetired")
+      })).pipe(mock(MockClaude.make([], { faults: [MockClaude.neverAnswer("set_model")] }))))
+})

@@ -22,7 +22,6 @@ import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Permission from "../Permission.ts"
 import * as Session from "../Session.ts"
-import type { CliExited, ControlFailed, ControlTimeout } from "../TetherError.ts"
 import { HandshakeFailed, InvalidConfig } from "../TetherError.ts"
 import * as Timeouts from "../Timeouts.ts"
 import type { PermissionDenial, TurnResult, Usage } from "../Turn.ts"
@@ -74,7 +73,7 @@ export interface Options extends ClaudeOptions.Options {
  * @category errors
  * @since 0.1.0
  */
-export type ControlError = ControlFailed | ControlTimeout | CliExited
+export type ControlError = Session.ControlError
 
 /**
  * A live Claude session: the provider-neutral {@link Session.Session} plus Claude's controls.
