@@ -473,7 +473,10 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   // --- retire / teardown -------------------------------------------------------------------------------------
 
-  let retired = false
+  /** Why the session was retired; undefined while it is not. */
+  let retiredBecause: string | undefined
+  /** The CLI exited before anything retired the session (its exit is the reason). */
+  let exitedFirst = false
   /** The turn error for a session that is retired under it: the CLI's exit if it exited, else the retirement. */
   const retirementError = (reason: string, acknowledged: boolean): Effect.Effect<CliExited | SessionRetired> =>
     Effect.flatMap(
@@ -484,8 +487,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   const retireWith = (reason: string, turnError: TurnError | undefined): Effect.Effect<void> =>
     Effect.gen(function*() {
-      if (retired) return
-      retired = true
+      if (retiredBecause !== undefined) return
+      retiredBecause = reason
       if (status !== "closed") {
         status = "failed"
         emit({ _tag: "Status", turnId: active?.id, raw: undefined, status: "failed" })
@@ -525,9 +528,14 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     deadline: Duration.Duration | undefined
   ): Effect.Effect<unknown, ControlError> =>
     Effect.gen(function*() {
-      // (currentError and retirementError build the error; it still has to be failed with.)
-      if (processState._tag !== "Running") return yield* Effect.flatMap(currentError(true), Effect.fail)
-      if (retired) return yield* Effect.flatMap(retirementError("the session was retired", true), Effect.fail)
+      // A session retired by the host or by a deadline says so, even once its CLI is torn down; one whose CLI
+      // exited says how. (currentError builds the error; it still has to be failed with.)
+      if (retiredBecause !== undefined && !exitedFirst) {
+        return yield* new SessionRetired({ reason: retiredBecause, acknowledged: true })
+      }
+      if (retiredBecause !== undefined || processState._tag !== "Running") {
+        return yield* Effect.flatMap(currentError(true), Effect.fail)
+      }
       const subtype = subtypeOf(request)
       const requestId = `tether_${++controlCounter}_${makeId().slice(0, 8)}`
       const line = yield* Effect.try({
@@ -802,7 +810,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     )
 
   const startNext: Effect.Effect<void> = Effect.suspend(() => {
-    if (active !== undefined || closing || retired) return Effect.void
+    if (active !== undefined || closing || retiredBecause !== undefined) return Effect.void
     const next = queue.shift()
     return next === undefined ? Effect.void : startTurn(next)
   })
@@ -892,7 +900,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   const send = (prompt: Prompt, sendOptions?: SendOptions): Effect.Effect<Turn, SendError> =>
     Effect.gen(function*() {
-      if (status === "closed" || status === "failed" || closing || retired) {
+      if (status === "closed" || status === "failed" || closing || retiredBecause !== undefined) {
         return yield* new SessionUnavailable({ status, reason: "the session no longer accepts prompts" })
       }
       const id = makeId()
@@ -1086,7 +1094,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     processState = clean
       ? { _tag: "Completed", status: exitStatus, stderrTail }
       : { _tag: "Failed", status: exitStatus, stderrTail }
-    if (!closing && !retired) {
+    if (!closing && retiredBecause === undefined) {
+      exitedFirst = true
       yield* retireWith(`the CLI exited (${Transport.formatExitStatus(exitStatus)})`, undefined)
     } else {
       const turn = active
