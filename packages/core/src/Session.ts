@@ -728,13 +728,13 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     }
   }
 
-  const acknowledge = (turn: TurnState, raw: unknown) =>
-    Effect.gen(function*() {
-      if (turn.acknowledged) return
-      turn.acknowledged = true
-      turn.phase = "acknowledged"
-      emit({ _tag: "TurnAcknowledged", turnId: turn.id, raw })
-    })
+  /** Marks the turn acknowledged, once; `publish` is the reader's batch or `emit`, whichever keeps the order. */
+  const acknowledge = (turn: TurnState, publish: (event: SessionEvent) => void): void => {
+    if (turn.acknowledged) return
+    turn.acknowledged = true
+    turn.phase = "acknowledged"
+    publish({ _tag: "TurnAcknowledged", turnId: turn.id, raw: undefined })
+  }
 
   /**
    * One watchdog fiber per session enforces the running turn's deadline, its stall timeout (suspended while a
@@ -949,6 +949,10 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   let batch: Array<SessionEvent> = []
   let progressed = false
 
+  const pushToBatch = (event: SessionEvent): void => {
+    batch.push(event)
+  }
+
   const flush = (): void => {
     if (batch.length === 0) return
     const events = batch
@@ -962,10 +966,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       case "Ack": {
         const turn = active
         if (turn === undefined || turn.id !== item.turnId || turn.acknowledged) return undefined
-        turn.acknowledged = true
-        turn.phase = "acknowledged"
         progressed = true
-        batch.push({ _tag: "TurnAcknowledged", turnId: turn.id, raw: undefined })
+        acknowledge(turn, pushToBatch)
         return undefined
       }
       case "SessionId":
@@ -995,7 +997,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         }
         return Effect.gen(function*() {
           // A CLI that never acknowledged (no lifecycle frames, no replay) acknowledges with its result.
-          yield* acknowledge(turn, undefined)
+          acknowledge(turn, emit)
           const result: TurnResult = { ...item.result, turnId: turn.id }
           emit({
             _tag: "Usage",
