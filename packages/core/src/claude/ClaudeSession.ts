@@ -177,15 +177,12 @@ export const route = (
 ): Session.Inbound | ReadonlyArray<Session.Inbound> => {
   switch (frame.type) {
     case "stream_event": {
-      const event = asRecord(frame.event)
-      const turnId = str(frame.user_message_uuid)
-      if (event["type"] === "content_block_delta") {
-        const delta = asRecord(event["delta"])
-        if (delta["type"] === "text_delta") {
-          return { _tag: "TextDelta", turnId, raw: frame, text: str(delta["text"]) ?? "" }
-        }
+      // The frame was validated by its schema: read it as typed, without checking it again.
+      const event = frame.event
+      if (event.type === "content_block_delta" && "delta" in event && event.delta.type === "text_delta") {
+        return { _tag: "TextDelta", turnId: frame.user_message_uuid, raw: frame, text: event.delta.text }
       }
-      return frameEvent("stream_event", str(event["type"]), frame, turnId)
+      return frameEvent("stream_event", String(event.type), frame, frame.user_message_uuid)
     }
     case "assistant": {
       const turnId = str(frame.user_message_uuid)
