@@ -78,7 +78,10 @@ export interface Options {
   readonly maxLineBytes?: number | undefined
   /** How much of stderr `stderrTail` keeps (default 8 KiB). */
   readonly stderrTailBytes?: number | undefined
-  /** How long teardown waits after SIGKILL for the tree to be gone and the CLI reaped (default 1 second). */
+  /**
+   * How long teardown waits after SIGKILL for the tree to be gone and the CLI reaped (default 1 second). With `0`,
+   * SIGKILL is sent but not waited for: the kernel may still be delivering it when the scope's close returns.
+   */
   readonly killGrace?: Duration.Input | undefined
   /** Start the host-death watchdog (default: true on Linux and macOS, unavailable on Windows). */
   readonly watchdog?: boolean | undefined

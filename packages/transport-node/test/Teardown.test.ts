@@ -29,6 +29,11 @@ interface Scenario {
   /** What to do with the connection before closing (default: nothing). */
   readonly act?: (connection: Transport.Connection) => Effect.Effect<void, TetherError.TransportWriteError>
   readonly termGrace?: number
+  /**
+   * With no kill grace, teardown sends the last SIGKILL and returns without waiting: the kernel may still be
+   * delivering it when the scope is closed, so survivors are allowed a moment to die instead of none at all.
+   */
+  readonly killNotAwaited?: boolean
 }
 
 /** Opens the fake in its own scope, waits for its tree, closes the scope, and checks /proc and the bound. */
@@ -50,6 +55,9 @@ const scenario = (s: Scenario, layer = TransportLive) =>
     yield* Scope.close(scope, Exit.void)
     const millis = Date.now() - started
 
+    if (s.killNotAwaited === true) {
+      yield* waitUntil("the SIGKILLed tree to be gone", () => marked(mark).length === 0, 1_000).pipe(Effect.ignore)
+    }
     const after = marked(mark)
     assert.deepStrictEqual(after, [], `survivors: ${JSON.stringify(after)}`)
     assert.isBelow(millis, termGrace + killGraceMillis + slackMillis, `teardown took ${millis} ms`)
@@ -90,7 +98,7 @@ describe("teardown", () => {
   it.live("with no kill grace at all, a CLI that ignores SIGTERM is still SIGKILLed (the last poll kills)", () =>
     Effect.gen(function*() {
       const { connection } = yield* scenario(
-        { knobs: { modes: ["ignore-sigterm"] }, act: handshake, ready: count(1) },
+        { knobs: { modes: ["ignore-sigterm"] }, act: handshake, ready: count(1), killNotAwaited: true },
         NodeTransport.layer({ executables: { claude: fakeClaudePath }, killGrace: 0, watchdog: false })
       )
       yield* connection.exit
