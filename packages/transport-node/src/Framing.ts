@@ -2,8 +2,9 @@
  * NDJSON framing: turns a byte stream, cut into chunks anywhere, into {@link Transport.Line}s.
  *
  * Lines are split on the newline byte, which never occurs inside a multi-byte UTF-8 sequence, so a character cut
- * across two chunks is reassembled before it is decoded. A line is decoded once, when it is complete; a partial line
- * is kept as the list of chunk slices that hold it (no concatenation per chunk). A line longer than `maxLineBytes`
+ * across two chunks is reassembled before it is decoded. A line is decoded once, when it is complete (the complete
+ * lines a chunk holds after its first newline in one decode); a partial line is kept as the list of chunk slices
+ * that hold it (no concatenation per chunk). A line longer than `maxLineBytes`
  * is not buffered: its bytes are counted and dropped until the next newline, and a {@link Transport.Line} `TooLong`
  * marker is emitted in its place. Empty lines are skipped.
  *
@@ -151,20 +152,41 @@ export const makeSplitter = (options?: Options): LineSplitter => {
     pendingBytes = 0
   }
 
+  // Complete lines after the first newline of a chunk are decoded together: one UTF-8 decode for the run of lines
+  // (it starts and ends at a newline, so no character is cut), then split on "\n" in the string. A line's byte
+  // length is at most three times its length in UTF-16 units, so only a line longer than a third of the limit
+  // has its bytes counted.
+  const completeRun = (chunk: Buffer, start: number, end: number, out: Array<Transport.Line>) => {
+    const text = chunk.toString("utf8", start, end)
+    let from = 0
+    while (from <= text.length) {
+      let newline = text.indexOf("\n", from)
+      if (newline === -1) newline = text.length
+      if (newline > from) {
+        const line = text.slice(from, newline)
+        const bytes = line.length * 3 > limit ? Buffer.byteLength(line, "utf8") : 0
+        out.push(
+          bytes > limit ? tooLong(bytes, prefixOf([Buffer.from(line.slice(0, tooLongPrefixBytes))])) : textLine(line)
+        )
+      }
+      from = newline + 1
+    }
+  }
+
   return {
     push: (input, out) => {
       const chunk = toBuffer(input)
       const size = chunk.length
-      let start = 0
-      while (start < size) {
-        const newline = chunk.indexOf(NEWLINE, start)
-        if (newline === -1) {
-          partial(chunk, start, size)
-          return
-        }
-        complete(chunk, start, newline, out)
-        start = newline + 1
+      const first = chunk.indexOf(NEWLINE)
+      if (first === -1) {
+        partial(chunk, 0, size)
+        return
       }
+      // The first line may continue a partial one (or an oversized one being discarded).
+      complete(chunk, 0, first, out)
+      const last = chunk.lastIndexOf(NEWLINE)
+      if (last > first + 1) completeRun(chunk, first + 1, last, out)
+      partial(chunk, last + 1, size)
     },
     end: (out) => {
       if (discarding || pendingBytes > 0) {
