@@ -340,6 +340,12 @@ interface PendingPermission {
 
 const randomId = (): string => globalThis.crypto.randomUUID()
 
+const textEncoder = new TextEncoder()
+const textDecoder = new TextDecoder()
+// A transport may hand lines over as slices of a larger decoded string (a whole pipe read): a bad line kept in the
+// event ring is copied so that it does not keep its neighbours alive.
+const detached = (text: string): string => textDecoder.decode(textEncoder.encode(text))
+
 const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
 
 /**
@@ -357,6 +363,42 @@ export const make = Effect.fn("Session.make")(function*(options: Options) {
     Effect.onError((cause) => Scope.close(sessionScope, Exit.failCause(cause)))
   )
 })
+
+interface TurnOps {
+  readonly awaitTurn: (turn: TurnState) => Effect.Effect<TurnResult, TurnError>
+  readonly interruptTurn: (turn: TurnState, reason: InterruptReason) => Effect.Effect<InterruptOutcome>
+  readonly turnEvents: (
+    turn: TurnState
+  ) => Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable>
+}
+
+/** A turn's handle: its effects and stream are built when a host reads them (most hosts use `result` alone). */
+class TurnHandle implements Turn {
+  readonly id: string
+  readonly #turn: TurnState
+  readonly #ops: TurnOps
+  constructor(turn: TurnState, ops: TurnOps) {
+    this.id = turn.id
+    this.#turn = turn
+    this.#ops = ops
+  }
+  get result(): Effect.Effect<TurnResult, TurnError> {
+    return this.#ops.awaitTurn(this.#turn)
+  }
+  get settled(): Effect.Effect<Exit.Exit<TurnResult, TurnError>> {
+    return Effect.exit(Deferred.await(this.#turn.done))
+  }
+  get phase(): Effect.Effect<Phase> {
+    const turn = this.#turn
+    return Effect.sync(() => turn.phase)
+  }
+  get interrupt(): Effect.Effect<void> {
+    return Effect.asVoid(this.#ops.interruptTurn(this.#turn, "host"))
+  }
+  get events(): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
+    return this.#ops.turnEvents(this.#turn)
+  }
+}
 
 const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope.Closeable) {
   const { protocol, timeouts } = options
@@ -875,13 +917,11 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       )
     })
 
-  const makeTurnHandle = (turn: TurnState): Turn => ({
-    id: turn.id,
-    result: awaitTurn(turn),
-    settled: Effect.exit(Deferred.await(turn.done)),
-    phase: Effect.sync(() => turn.phase),
-    interrupt: Effect.asVoid(interruptTurn(turn, "host")),
-    events: Stream.unwrap(
+  const turnOps: TurnOps = { awaitTurn, interruptTurn, turnEvents: (turn) => turnEvents(turn) }
+  const makeTurnHandle = (turn: TurnState): Turn => new TurnHandle(turn, turnOps)
+
+  const turnEvents = (turn: TurnState): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> =>
+    Stream.unwrap(
       Effect.map(
         log.subscribe({ after: turn.startSeq }),
         (deliveries) =>
@@ -896,7 +936,6 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           )
       )
     )
-  })
 
   const send = (prompt: Prompt, sendOptions?: SendOptions): Effect.Effect<Turn, SendError> =>
     Effect.gen(function*() {
@@ -1053,7 +1092,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       )
     }
     const decoded = protocol.decode(line.text)
-    return decoded instanceof ProtocolError ? protocolError(decoded, line.text) : decoded
+    return decoded instanceof ProtocolError ? protocolError(decoded, detached(line.text)) : decoded
   }
 
   const onLines = (lines: ReadonlyArray<Transport.Line>): Effect.Effect<void> =>
