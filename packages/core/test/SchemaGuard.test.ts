@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Schema } from "effect"
+import { Result, Schema } from "effect"
 import * as fc from "fast-check"
 import * as fs from "node:fs"
 import * as ClaudeProtocol from "../src/claude/ClaudeProtocol.ts"
@@ -140,5 +140,63 @@ describe("SchemaGuard", () => {
       }),
       { numRuns: 500 }
     )
+  })
+
+  it("stands in for decoding only where decoding gives back the value: open objects, no transformations", () => {
+    const open = Schema.StructWithRest(Schema.Struct({ a: Schema.String }), [
+      Schema.Record(Schema.String, Schema.Unknown)
+    ])
+    assert.isDefined(SchemaGuard.makeForDecoding(open.ast))
+    assert.isDefined(SchemaGuard.makeForDecoding(ClaudeProtocol.InitializeResponse.ast))
+    // Decoding drops the undeclared keys of a closed struct, anywhere in the schema.
+    assert.isUndefined(SchemaGuard.makeForDecoding(Schema.Struct({ a: Schema.String }).ast))
+    assert.isUndefined(
+      SchemaGuard.makeForDecoding(
+        Schema.StructWithRest(Schema.Struct({ inner: Schema.Struct({ a: Schema.String }) }), [
+          Schema.Record(Schema.String, Schema.Unknown)
+        ]).ast
+      )
+    )
+    // A transformation decodes to another value.
+    assert.isUndefined(
+      SchemaGuard.makeForDecoding(
+        Schema.StructWithRest(Schema.Struct({ n: Schema.NumberFromString }), [
+          Schema.Record(Schema.String, Schema.Unknown)
+        ]).ast
+      )
+    )
+  })
+
+  it("decodes control payloads as Effect's decoder does", () => {
+    const decode = Schema.decodeUnknownResult(ClaudeProtocol.InitializeResponse)
+    const jsonOdd = odd.filter((value) => typeof value() !== "bigint")
+    const payloads = frames.flatMap((frame) => {
+      const response = (frame as { readonly response?: { readonly response?: unknown } }).response
+      return typeof response === "object" && response !== null && "response" in response ? [response.response] : []
+    })
+    assert.isAbove(payloads.length, 0)
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...payloads),
+        fc.array(
+          // No bigint: a payload comes from `JSON.parse` (and a refused one is quoted as JSON).
+          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...jsonOdd) }),
+          { maxLength: 3 }
+        ),
+        (payload, mutations) => {
+          const value = mutate(payload, mutations)
+          const expected = decode(value)
+          const actual = ClaudeProtocol.decodeInitializeResponse(value)
+          assert.strictEqual(actual._tag, expected._tag)
+          if (actual._tag === "Success" && expected._tag === "Success") {
+            assert.deepStrictEqual(actual.success, expected.success)
+          }
+        }
+      ),
+      { numRuns: 500 }
+    )
+    // A schema the guard cannot stand in for still decodes (here: drops the undeclared key).
+    const closed = ClaudeProtocol.decodeControlPayload(Schema.Struct({ mode: Schema.String }))
+    assert.deepStrictEqual(closed({ mode: "plan", extra: 1 }), Result.succeed({ mode: "plan" }))
   })
 })

@@ -2486,8 +2486,15 @@ export type ContextUsageResponse = typeof ContextUsageResponse.Type
  */
 export const decodeControlPayload = <S extends Schema.Codec<unknown, unknown>>(schema: S) => {
   const decode = Schema.decodeUnknownResult(schema)
+  // A schema whose decoding gives back the payload it accepts (the response schemas here: open objects, no
+  // transformations) is checked by a guard of closures, built at the first payload; Effect's decoder, which costs a
+  // compilation of its own, runs only for the other schemas and to explain a payload the guard refuses.
+  let guard: SchemaGuard.Guard | null | undefined
   return (payload: unknown): Result.Result<S["Type"], ProtocolError> => {
-    const result = decode(payload === undefined ? {} : payload)
+    const input = payload === undefined ? {} : payload
+    if (guard === undefined) guard = SchemaGuard.makeForDecoding(schema.ast) ?? null
+    if (guard !== null && guard(input)) return Result.succeed(input as S["Type"])
+    const result = decode(input)
     return Result.isSuccess(result) ? Result.succeed(result.success) : Result.fail(
       new ProtocolError({
         reason: "malformed",

@@ -124,26 +124,42 @@ const union = (ast: SchemaAST.Union): Guard | undefined => {
   }
 }
 
+// The leaf guards are shared by every guard (a frame schema has hundreds of leaves), and so are those of the
+// literals, by value.
+const isNull: Guard = (u) => u === null
+const isUndefined: Guard = (u) => u === undefined
+const isAnything: Guard = () => true
+const isString: Guard = (u) => typeof u === "string"
+const isNumber: Guard = (u) => typeof u === "number"
+const isBoolean: Guard = (u) => typeof u === "boolean"
+const literals = new Map<SchemaAST.LiteralValue, Guard>()
+const isLiteral = (literal: SchemaAST.LiteralValue): Guard => {
+  let guard = literals.get(literal)
+  if (guard === undefined) {
+    guard = (u) => u === literal
+    literals.set(literal, guard)
+  }
+  return guard
+}
+
 const build = (ast: SchemaAST.AST): Guard | undefined => {
   if (ast.encoding !== undefined) return undefined
   switch (ast._tag) {
     case "Null":
-      return withChecks(ast, (u) => u === null)
+      return withChecks(ast, isNull)
     case "Undefined":
-      return withChecks(ast, (u) => u === undefined)
+      return withChecks(ast, isUndefined)
     case "Unknown":
     case "Any":
-      return withChecks(ast, () => true)
+      return withChecks(ast, isAnything)
     case "String":
-      return withChecks(ast, (u) => typeof u === "string")
+      return withChecks(ast, isString)
     case "Number":
-      return withChecks(ast, (u) => typeof u === "number")
+      return withChecks(ast, isNumber)
     case "Boolean":
-      return withChecks(ast, (u) => typeof u === "boolean")
-    case "Literal": {
-      const literal = ast.literal
-      return withChecks(ast, (u) => u === literal)
-    }
+      return withChecks(ast, isBoolean)
+    case "Literal":
+      return withChecks(ast, isLiteral(ast.literal))
     case "Objects":
       return withChecks(ast, objects(ast))
     case "Arrays":
@@ -161,3 +177,29 @@ const build = (ast: SchemaAST.AST): Guard | undefined => {
  * @internal
  */
 export const make = (ast: SchemaAST.AST): Guard | undefined => build(SchemaAST.toType(ast))
+
+// Whether decoding a value this schema accepts gives back an equal value: every object keeps the keys it does not
+// declare (a string index signature; without one, decoding drops them).
+const keepsInput = (ast: SchemaAST.AST): boolean => {
+  switch (ast._tag) {
+    case "Objects":
+      return ast.indexSignatures.some((index) => index.parameter._tag === "String") &&
+        ast.propertySignatures.every((property) => keepsInput(property.type)) &&
+        ast.indexSignatures.every((index) => keepsInput(index.type))
+    case "Arrays":
+      return ast.rest.every(keepsInput)
+    case "Union":
+      return ast.types.every(keepsInput)
+    default:
+      return true
+  }
+}
+
+/**
+ * A guard that can stand in for decoding: where it accepts a value, decoding the value succeeds and gives back an
+ * equal one (the schema has no transformation, on the encoded side either, and keeps unknown keys everywhere), so
+ * the value itself is the decoded one. `undefined` for any other schema, or one this module does not handle.
+ *
+ * @internal
+ */
+export const makeForDecoding = (ast: SchemaAST.AST): Guard | undefined => keepsInput(ast) ? build(ast) : undefined
