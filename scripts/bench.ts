@@ -137,6 +137,12 @@ const figure = (id: string, label: string, unit: Unit, better: Better, target?: 
   errors: new Map()
 })
 
+/** The two largest live-session levels, for the marginal heap figure. */
+const marginalLevels = (): readonly [number, number] => {
+  const sorted = [...config.levels].sort((a, b) => a - b)
+  return [sorted[sorted.length - 2]!, sorted[sorted.length - 1]!]
+}
+
 const figures = {
   throughput: figure(
     "throughput",
@@ -179,6 +185,19 @@ const figures = {
       ]
     ])
   ),
+  // The slope between the two largest levels: what one more session costs once the code every session runs is
+  // loaded and compiled (the per-level averages above include that one-time cost, spread over the sessions).
+  ...(config.levels.length >= 2
+    ? {
+      heapMarginal: figure(
+        "heapMarginal",
+        `heap per additional session, ${marginalLevels().join(" → ")} live`,
+        "bytes",
+        "lower",
+        { against: "sdk", op: "<=", ratio: 1.0 }
+      )
+    }
+    : {}),
   busyHeap: figure(
     "busyHeap",
     `heap kept per session after one ${config.busyFrames.toLocaleString("en")}-frame turn (10 sessions)`,
@@ -342,7 +361,12 @@ const main = async () => {
       )
     }
   }
-  const memoryIds = [...config.levels.flatMap((level) => [`rss${level}`, `heap${level}`]), "busyHeap", "teardownAll"]
+  const memoryIds = [
+    ...config.levels.flatMap((level) => [`rss${level}`, `heap${level}`]),
+    ...(figures.heapMarginal !== undefined ? ["heapMarginal"] : []),
+    "busyHeap",
+    "teardownAll"
+  ]
   for (let run = 0; run < config.memRuns; run++) {
     for (const host of rotate(hosts, run)) {
       const r = await runChild(host, "memory", { levels: config.levels, busyFrames: config.busyFrames }, [
@@ -352,6 +376,13 @@ const main = async () => {
         for (const level of r.value.levels) {
           add(`rss${level.sessions}`, host, level.rssPerSession)
           add(`heap${level.sessions}`, host, level.heapPerSession)
+        }
+        if (figures.heapMarginal !== undefined) {
+          const [from, to] = marginalLevels()
+          const at = (n: number) => r.value.levels.find((level: { sessions: number }) => level.sessions === n)
+          if (at(from) !== undefined && at(to) !== undefined) {
+            add("heapMarginal", host, (at(to).heapUsed - at(from).heapUsed) / (to - from))
+          }
         }
         add("busyHeap", host, r.value.busyTurn.heapPerSession)
         add("teardownAll", host, r.value.teardownAllMs)
