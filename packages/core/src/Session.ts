@@ -321,8 +321,11 @@ interface TurnState {
   /** Whether the prompt was (or was being) written to the CLI. */
   written: boolean
   finished: boolean
-  /** The seq of the turn's terminal event, once published. */
-  terminalSeq: number | undefined
+  /**
+   * The seq of the turn's terminal event, once published. A box of its own: the turn's event stream reads it and
+   * must not hold the turn (see `turnEvents`).
+   */
+  readonly terminal: { seq: number | undefined }
   startSeq: number
   lastProgress: number
   interruptReason: InterruptReason | undefined
@@ -368,7 +371,9 @@ interface TurnOps {
   readonly awaitTurn: (turn: TurnState) => Effect.Effect<TurnResult, TurnError>
   readonly interruptTurn: (turn: TurnState, reason: InterruptReason) => Effect.Effect<InterruptOutcome>
   readonly turnEvents: (
-    turn: TurnState
+    turnId: string,
+    after: number,
+    terminal: TurnState["terminal"]
   ) => Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable>
 }
 
@@ -377,10 +382,13 @@ class TurnHandle implements Turn {
   readonly id: string
   readonly #turn: TurnState
   readonly #ops: TurnOps
+  /** The events stream starts after the log position the turn had when its handle was made. */
+  readonly #after: number
   constructor(turn: TurnState, ops: TurnOps) {
     this.id = turn.id
     this.#turn = turn
     this.#ops = ops
+    this.#after = turn.startSeq
   }
   get result(): Effect.Effect<TurnResult, TurnError> {
     return this.#ops.awaitTurn(this.#turn)
@@ -396,7 +404,7 @@ class TurnHandle implements Turn {
     return Effect.asVoid(this.#ops.interruptTurn(this.#turn, "host"))
   }
   get events(): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
-    return this.#ops.turnEvents(this.#turn)
+    return this.#ops.turnEvents(this.id, this.#after, this.#turn.terminal)
   }
 }
 
@@ -436,6 +444,11 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   const fork = <A, E>(effect: Effect.Effect<A, E>) => Effect.forkIn(effect, fibers)
 
+  // Effects built per call (per turn, per chunk of lines) come from `Effect.fnUntraced` functions created once per
+  // session, never from `(...) => Effect.gen(function*() {...})`: V8 gives each new generator function its own map,
+  // allocated in the old generation, and that map keeps the closure (with whatever it captures: a turn's result,
+  // its raw frames) alive through every minor GC until the next full one.
+
   // Publishing after the log ended (the CLI is gone) is dropped rather than a defect: late fibers (a policy
   // deciding after exit) have nothing left to tell.
   // Events are published synchronously from inside the session's fibers (the log wakes subscribers itself).
@@ -450,22 +463,21 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     emit({ _tag: "Status", turnId: active?.id, raw: undefined, status: next })
   }
 
-  const currentError = (acknowledged: boolean) =>
-    Effect.gen(function*() {
-      const stderrTail = yield* connection.stderrTail
-      const exit = yield* connection.exitStatus
-      return Option.match(exit, {
-        onNone: () => new CliExited({ exit: "still running", code: null, signal: null, stderrTail, acknowledged }),
-        onSome: (status) =>
-          new CliExited({
-            exit: Transport.formatExitStatus(status),
-            code: status._tag === "Exited" ? status.code : null,
-            signal: status._tag === "Signaled" ? status.signal : null,
-            stderrTail,
-            acknowledged
-          })
-      })
+  const currentError = Effect.fnUntraced(function*(acknowledged: boolean) {
+    const stderrTail = yield* connection.stderrTail
+    const exit = yield* connection.exitStatus
+    return Option.match(exit, {
+      onNone: () => new CliExited({ exit: "still running", code: null, signal: null, stderrTail, acknowledged }),
+      onSome: (status) =>
+        new CliExited({
+          exit: Transport.formatExitStatus(status),
+          code: status._tag === "Exited" ? status.code : null,
+          signal: status._tag === "Signaled" ? status.signal : null,
+          stderrTail,
+          acknowledged
+        })
     })
+  })
 
   // --- turn endings ------------------------------------------------------------------------------------------
 
@@ -480,8 +492,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   // State transitions run uninterruptibly: they are often run by a fiber they end (the turn's watchdog), and a
   // transition cut in half would leave turns that never settle.
-  const finishTurn = (turn: TurnState, exit: Exit.Exit<TurnResult, TurnError>): Effect.Effect<void> =>
-    Effect.gen(function*() {
+  const finishTurn: (turn: TurnState, exit: Exit.Exit<TurnResult, TurnError>) => Effect.Effect<void> = Effect
+    .fnUntraced(function*(turn: TurnState, exit: Exit.Exit<TurnResult, TurnError>) {
       if (turn.finished) return
       turn.finished = true
       turn.phase = Exit.isSuccess(exit) ? "completed" : turn.phase === "queued" ? "cancelled" : "failed"
@@ -494,7 +506,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           emit({ _tag: "TurnFailed", turnId: turn.id, raw: undefined, error: error.value })
         }
       }
-      turn.terminalSeq = yield* log.latestSeq
+      turn.terminal.seq = yield* log.latestSeq
       if (active === turn) {
         active = undefined
         if (!closing) setStatus("idle")
@@ -503,15 +515,14 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       // the result arrives finds the session idle.
       yield* Deferred.done(turn.done, exit)
       yield* startNext
-    }).pipe(Effect.uninterruptible)
+    }, Effect.uninterruptible)
 
-  const failQueued = (reason: string) =>
-    Effect.gen(function*() {
-      const pending = queue.splice(0)
-      for (const turn of pending) {
-        yield* finishTurn(turn, Exit.fail(new SessionUnavailable({ status, reason })))
-      }
-    })
+  const failQueued = Effect.fnUntraced(function*(reason: string) {
+    const pending = queue.splice(0)
+    for (const turn of pending) {
+      yield* finishTurn(turn, Exit.fail(new SessionUnavailable({ status, reason })))
+    }
+  })
 
   // --- retire / teardown -------------------------------------------------------------------------------------
 
@@ -527,8 +538,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         Option.isSome(exit) ? currentError(acknowledged) : Effect.succeed(new SessionRetired({ reason, acknowledged }))
     )
 
-  const retireWith = (reason: string, turnError: TurnError | undefined): Effect.Effect<void> =>
-    Effect.gen(function*() {
+  const retireWith: (reason: string, turnError: TurnError | undefined) => Effect.Effect<void> = Effect
+    .fnUntraced(function*(reason: string, turnError: TurnError | undefined) {
       if (retiredBecause !== undefined) return
       retiredBecause = reason
       if (status !== "closed") {
@@ -547,7 +558,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       // Tear the process tree down in the background (the caller may be the reader fiber itself); release waits
       // for it because the connection scope is closed again, idempotently, at release.
       yield* Effect.forkIn(Scope.close(connectionScope, Exit.void), sessionScope)
-    }).pipe(Effect.uninterruptible)
+    }, Effect.uninterruptible)
 
   // --- writes ------------------------------------------------------------------------------------------------
 
@@ -565,11 +576,11 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
    * Sends a control request and waits for its answer. With a deadline (the control timeout, except during the
    * handshake, which the startup timeout bounds as a whole), an unanswered request retires the session.
    */
-  const controlWithin = (
+  const controlWithin: (
     request: unknown,
     deadline: Duration.Duration | undefined
-  ): Effect.Effect<unknown, ControlError> =>
-    Effect.gen(function*() {
+  ) => Effect.Effect<unknown, ControlError> = Effect.fnUntraced(
+    function*(request: unknown, deadline: Duration.Duration | undefined) {
       // A session retired by the host or by a deadline says so, even once its CLI is torn down; one whose CLI
       // exited says how. (currentError builds the error; it still has to be failed with.)
       if (retiredBecause !== undefined && !exitedFirst) {
@@ -605,7 +616,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           orElse: () => retireWith(timeout.message, undefined).pipe(Effect.andThen(Effect.fail(timeout)))
         })
       )
-    })
+    }
+  )
 
   const control = (request: unknown) => controlWithin(request, timeouts.control)
 
@@ -627,12 +639,12 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
 
   // --- permissions -------------------------------------------------------------------------------------------
 
-  const resolvePermission = (
+  const resolvePermission: (
     pending: PendingPermission,
     resolution: Permission.Resolution,
     answer: Permission.Verdict | undefined
-  ): Effect.Effect<void> =>
-    Effect.gen(function*() {
+  ) => Effect.Effect<void> = Effect.fnUntraced(
+    function*(pending: PendingPermission, resolution: Permission.Resolution, answer: Permission.Verdict | undefined) {
       if (pending.state === "resolved") return
       pending.state = "resolved"
       pending.how = resolution._tag === "Expired" ? `expired: ${resolution.why}` : resolution._tag
@@ -658,7 +670,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       }
       pruneResolved()
       if (timer !== undefined) yield* fork(Fiber.interrupt(timer))
-    })
+    }
+  )
 
   const pruneResolved = () => {
     if (permissions.size <= 1024) return
@@ -668,54 +681,53 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     }
   }
 
-  const onPermissionRequest = (raw: Omit<Permission.PermissionRequest, "turnId">) =>
-    Effect.gen(function*() {
-      const turnId = active?.id ?? ""
-      const request: Permission.PermissionRequest = { ...raw, turnId }
-      const pending: PendingPermission = { request, state: "deciding", how: "", timer: undefined }
-      permissions.set(request.requestId, pending)
-      if (active !== undefined) setStatus("awaiting-permission")
-      emit({ _tag: "PermissionRequested", turnId: request.turnId, raw: request.raw, request })
-      const decide = policy(request).pipe(
-        Effect.timeoutOrElse({
-          duration: timeouts.permission,
-          orElse: () => Effect.succeed(Permission.deny("the host's permission policy did not decide in time"))
-        }),
-        Effect.catchCause((cause) =>
-          Effect.logWarning("permission policy failed; denying", cause).pipe(
-            Effect.as<Permission.Decision | "failed">("failed")
+  const onPermissionRequest = Effect.fnUntraced(function*(raw: Omit<Permission.PermissionRequest, "turnId">) {
+    const turnId = active?.id ?? ""
+    const request: Permission.PermissionRequest = { ...raw, turnId }
+    const pending: PendingPermission = { request, state: "deciding", how: "", timer: undefined }
+    permissions.set(request.requestId, pending)
+    if (active !== undefined) setStatus("awaiting-permission")
+    emit({ _tag: "PermissionRequested", turnId: request.turnId, raw: request.raw, request })
+    const decide = policy(request).pipe(
+      Effect.timeoutOrElse({
+        duration: timeouts.permission,
+        orElse: () => Effect.succeed(Permission.deny("the host's permission policy did not decide in time"))
+      }),
+      Effect.catchCause((cause) =>
+        Effect.logWarning("permission policy failed; denying", cause).pipe(
+          Effect.as<Permission.Decision | "failed">("failed")
+        )
+      ),
+      Effect.flatMap((decision) => {
+        if (decision === "failed") {
+          return resolvePermission(
+            pending,
+            { _tag: "PolicyFailed", reason: "the host's permission policy failed" },
+            Permission.deny("the host's permission policy failed")
           )
-        ),
-        Effect.flatMap((decision) => {
-          if (decision === "failed") {
-            return resolvePermission(
-              pending,
-              { _tag: "PolicyFailed", reason: "the host's permission policy failed" },
-              Permission.deny("the host's permission policy failed")
-            )
-          }
-          if (decision._tag === "Defer") {
-            if (pending.state === "resolved") return Effect.void
-            pending.state = "deferred"
-            return Effect.sleep(timeouts.permission).pipe(
-              Effect.andThen(
-                resolvePermission(
-                  pending,
-                  { _tag: "Expired", why: "timeout" },
-                  Permission.deny("the permission request timed out")
-                )
-              ),
-              fork,
-              Effect.map((fiber) => {
-                pending.timer = fiber
-              })
-            )
-          }
-          return resolvePermission(pending, { _tag: "Decided", by: "policy", decision }, decision)
-        })
-      )
-      yield* fork(decide)
-    })
+        }
+        if (decision._tag === "Defer") {
+          if (pending.state === "resolved") return Effect.void
+          pending.state = "deferred"
+          return Effect.sleep(timeouts.permission).pipe(
+            Effect.andThen(
+              resolvePermission(
+                pending,
+                { _tag: "Expired", why: "timeout" },
+                Permission.deny("the permission request timed out")
+              )
+            ),
+            fork,
+            Effect.map((fiber) => {
+              pending.timer = fiber
+            })
+          )
+        }
+        return resolvePermission(pending, { _tag: "Decided", by: "policy", decision }, decision)
+      })
+    )
+    yield* fork(decide)
+  })
 
   const answerPermission = (
     requestId: string,
@@ -825,21 +837,25 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     }
   })
 
+  const beginTurn = Effect.fnUntraced(function*(turn: TurnState) {
+    active = turn
+    turn.phase = "started"
+    turn.written = true
+    turn.lastProgress = yield* Clock.currentTimeMillis
+    turn.startedAt = turn.lastProgress
+    turn.startSeq = yield* log.latestSeq
+    emit({ _tag: "TurnStarted", turnId: turn.id, raw: undefined })
+    setStatus("running")
+    turnStarted.openUnsafe()
+  })
+
   const startTurn = (turn: TurnState): Effect.Effect<void> =>
     Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function*() {
-        active = turn
-        turn.phase = "started"
-        turn.written = true
-        turn.lastProgress = yield* Clock.currentTimeMillis
-        turn.startedAt = turn.lastProgress
-        turn.startSeq = yield* log.latestSeq
-        emit({ _tag: "TurnStarted", turnId: turn.id, raw: undefined })
-        setStatus("running")
-        turnStarted.openUnsafe()
+      Effect.andThen(
+        beginTurn(turn),
         // The write is the one interruptible step. A caller interrupted mid-write cannot know whether the CLI read
         // the prompt: delivery is uncertain and the session is retired. A failed write already retired it.
-        yield* restore(write(turn.line)).pipe(
+        restore(write(turn.line)).pipe(
           Effect.onInterrupt(() =>
             retireWith(
               `the prompt of turn ${turn.id} was being written when its sender was interrupted`,
@@ -848,7 +864,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           ),
           Effect.ignore
         )
-      })
+      )
     )
 
   const startNext: Effect.Effect<void> = Effect.suspend(() => {
@@ -865,6 +881,30 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           : Effect.void
       )
     )
+
+  /** Asks the CLI to interrupt an acknowledged turn and waits for it to settle, retiring the session if it does not. */
+  const settleInterrupt = Effect.fnUntraced(function*(turn: TurnState, reason: InterruptReason) {
+    // The turn may have ended between the request and this fiber's start: nothing to interrupt then (an
+    // interrupt now could abort the next turn).
+    if (turn.finished || active !== turn) return "completed-first" as const
+    setStatus("cancelling")
+    yield* fork(control(protocol.interruptRequest(turn.id)))
+    const settled = yield* Deferred.await(turn.done).pipe(
+      Effect.exit,
+      Effect.timeoutOption(timeouts.interrupt)
+    )
+    if (Option.isSome(settled)) {
+      return Exit.isSuccess(settled.value) ? "completed-first" as const : "interrupted" as const
+    }
+    const error = new InterruptTimeout({
+      turnId: turn.id,
+      reason,
+      timeoutMillis: millis(timeouts.interrupt),
+      acknowledged: turn.acknowledged
+    })
+    yield* retireWith(error.message, error)
+    return "retired" as const
+  })
 
   const interruptTurn = (turn: TurnState, reason: InterruptReason): Effect.Effect<InterruptOutcome> =>
     Effect.suspend(() => {
@@ -887,58 +927,50 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           Effect.as<InterruptOutcome>("retired")
         )
       }
-      const settle = Effect.gen(function*() {
-        // The turn may have ended between the request and this fiber's start: nothing to interrupt then (an
-        // interrupt now could abort the next turn).
-        if (turn.finished || active !== turn) return "completed-first" as const
-        setStatus("cancelling")
-        yield* fork(control(protocol.interruptRequest(turn.id)))
-        const settled = yield* Deferred.await(turn.done).pipe(
-          Effect.exit,
-          Effect.timeoutOption(timeouts.interrupt)
-        )
-        if (Option.isSome(settled)) {
-          return Exit.isSuccess(settled.value) ? "completed-first" as const : "interrupted" as const
-        }
-        const error = new InterruptTimeout({
-          turnId: turn.id,
-          reason,
-          timeoutMillis: millis(timeouts.interrupt),
-          acknowledged: turn.acknowledged
-        })
-        yield* retireWith(error.message, error)
-        return "retired" as const
-      })
       // The settlement runs in the session's fibers so that it completes even if the caller stops waiting.
       const outcome = Deferred.makeUnsafe<InterruptOutcome>()
       turn.interrupting = Deferred.await(outcome)
-      return fork(Effect.flatMap(settle, (o) => Deferred.succeed(outcome, o))).pipe(
+      return fork(Effect.flatMap(settleInterrupt(turn, reason), (o) => Deferred.succeed(outcome, o))).pipe(
         Effect.andThen(Deferred.await(outcome))
       )
     })
 
-  const turnOps: TurnOps = { awaitTurn, interruptTurn, turnEvents: (turn) => turnEvents(turn) }
-  const makeTurnHandle = (turn: TurnState): Turn => new TurnHandle(turn, turnOps)
-
-  const turnEvents = (turn: TurnState): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> =>
+  /**
+   * A turn's own event stream. It closes over the turn's id and terminal box only, never the turn: building a
+   * Stream allocates a closure straight in V8's old generation (Effect's `Channel.fromTransform` assigns one to a
+   * property, and V8 pretenures such closures), and whatever that closure reaches survives every minor GC until
+   * the next full one. Holding the turn would keep each turn's result and raw frames alive that long.
+   */
+  const turnEvents = (
+    turnId: string,
+    after: number,
+    terminal: TurnState["terminal"]
+  ): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> =>
     Stream.unwrap(
       Effect.map(
-        log.subscribe({ after: turn.startSeq }),
+        log.subscribe({ after }),
         (deliveries) =>
           deliveries.pipe(
-            Stream.filter((d) => d._tag === "Lag" || d.event.turnId === turn.id),
+            Stream.filter((d) => d._tag === "Lag" || d.event.turnId === turnId),
             Stream.takeUntil((d) =>
               d._tag === "Event"
                 ? isTerminal(d.event)
                 // A lag that skipped the terminal event still ends the turn's stream.
-                : turn.terminalSeq !== undefined && d.resumeSeq > turn.terminalSeq
+                : terminal.seq !== undefined && d.resumeSeq > terminal.seq
             )
           )
       )
     )
 
-  const send = (prompt: Prompt, sendOptions?: SendOptions): Effect.Effect<Turn, SendError> =>
-    Effect.gen(function*() {
+  const turnOps: TurnOps = {
+    awaitTurn,
+    interruptTurn,
+    turnEvents
+  }
+  const makeTurnHandle = (turn: TurnState): Turn => new TurnHandle(turn, turnOps)
+
+  const send: (prompt: Prompt, sendOptions?: SendOptions) => Effect.Effect<Turn, SendError> = Effect.fnUntraced(
+    function*(prompt: Prompt, sendOptions?: SendOptions) {
       if (status === "closed" || status === "failed" || closing || retiredBecause !== undefined) {
         return yield* new SessionUnavailable({ status, reason: "the session no longer accepts prompts" })
       }
@@ -956,7 +988,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         acknowledged: false,
         written: false,
         finished: false,
-        terminalSeq: undefined,
+        terminal: { seq: undefined },
         startSeq: yield* log.latestSeq,
         lastProgress: 0,
         interruptReason: undefined,
@@ -975,7 +1007,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       }
       yield* startTurn(turn)
       return makeTurnHandle(turn)
-    })
+    }
+  )
 
   // --- the reader ----------------------------------------------------------------------------------------------
 
@@ -998,6 +1031,22 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     batch = []
     if (!logEnded) log.publishAllUnsafe(events)
   }
+
+  const endTurn = Effect.fnUntraced(
+    function*(turn: TurnState, outcome: TurnOutcome, ending: Omit<TurnResult, "turnId">) {
+      // A CLI that never acknowledged (no lifecycle frames, no replay) acknowledges with its result.
+      acknowledge(turn, emit)
+      const result: TurnResult = { ...ending, turnId: turn.id }
+      emit({
+        _tag: "Usage",
+        turnId: turn.id,
+        raw: undefined,
+        usage: result.usage,
+        totalCostUsd: result.totalCostUsd
+      })
+      yield* finishTurn(turn, turnOutcomeToExit(turn, outcome, result))
+    }
+  )
 
   /** Handles an inbound item synchronously where it can; returns the effect to run otherwise. */
   const handle = (item: Inbound): Effect.Effect<void> | undefined => {
@@ -1034,19 +1083,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
           )
           return undefined
         }
-        return Effect.gen(function*() {
-          // A CLI that never acknowledged (no lifecycle frames, no replay) acknowledges with its result.
-          acknowledge(turn, emit)
-          const result: TurnResult = { ...item.result, turnId: turn.id }
-          emit({
-            _tag: "Usage",
-            turnId: turn.id,
-            raw: undefined,
-            usage: result.usage,
-            totalCostUsd: result.totalCostUsd
-          })
-          yield* finishTurn(turn, turnOutcomeToExit(turn, item.outcome, result))
-        })
+        return endTurn(turn, item.outcome, item.result)
       }
       case "PermissionRequest":
         return onPermissionRequest(item.request)
@@ -1095,8 +1132,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     return decoded instanceof ProtocolError ? protocolError(decoded, detached(line.text)) : decoded
   }
 
-  const onLines = (lines: ReadonlyArray<Transport.Line>): Effect.Effect<void> =>
-    Effect.gen(function*() {
+  const onLines: (lines: ReadonlyArray<Transport.Line>) => Effect.Effect<void> = Effect.fnUntraced(
+    function*(lines: ReadonlyArray<Transport.Line>) {
       for (const line of lines) {
         const items = decodeLine(line)
         if (Array.isArray(items)) {
@@ -1126,7 +1163,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         const turn = active
         if (turn !== undefined) turn.lastProgress = yield* Clock.currentTimeMillis
       }
-    })
+    }
+  )
 
   const onExit = Effect.gen(function*() {
     const exitStatus = yield* connection.exit
