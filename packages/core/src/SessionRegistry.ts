@@ -69,7 +69,7 @@ import type { SessionEvent, Status } from "./SessionEvent.ts"
 import { InvalidConfig, SessionUnavailable, TurnInterrupted } from "./TetherError.ts"
 import type * as TetherError from "./TetherError.ts"
 import type * as Transport from "./Transport.ts"
-import type { Prompt, Turn, TurnError, TurnResult } from "./Turn.ts"
+import type { Phase as TurnPhase, Prompt, Turn, TurnError, TurnResult } from "./Turn.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors
@@ -600,6 +600,53 @@ const unavailable = <E>(entry: Entry<E>): SessionUnavailable =>
       : `session ${entry.id} is being closed (${entry.closeReason})`
   })
 
+/**
+ * A turn sent through a registry, as its caller sees it: when the registry closed the session under the running
+ * turn (force-evict, replacement), the session reports reason `"closed"`; the caller learns it was `"evicted"`. The
+ * disposition (acknowledged or not) is the session's. Like the session's own handle, its effects and stream are
+ * built when a host reads them (most hosts read `result` alone).
+ */
+class RegistryTurn<E> implements Turn {
+  readonly id: string
+  readonly #turn: Turn
+  readonly #entry: Entry<E>
+  constructor(turn: Turn, entry: Entry<E>) {
+    this.id = turn.id
+    this.#turn = turn
+    this.#entry = entry
+  }
+  get result(): Effect.Effect<TurnResult, TurnError> {
+    // The mapping closes over the entry, not this handle (which holds the session's turn).
+    const entry = this.#entry
+    return Effect.mapError(this.#turn.result, (error) => evictedTurnError(entry, error))
+  }
+  get settled(): Effect.Effect<Exit.Exit<TurnResult, TurnError>> {
+    const entry = this.#entry
+    return Effect.map(this.#turn.settled, Exit.mapError((error) => evictedTurnError(entry, error)))
+  }
+  get events(): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
+    return this.#turn.events
+  }
+  get phase(): Effect.Effect<TurnPhase> {
+    return this.#turn.phase
+  }
+  get interrupt(): Effect.Effect<void> {
+    return this.#turn.interrupt
+  }
+}
+
+/** A turn the session ended with reason `"closed"` because the registry closed it (but for shutdown) was evicted. */
+const evictedTurnError = <E>(entry: Entry<E>, error: TurnError): TurnError =>
+  error._tag === "TurnInterrupted" && error.reason === "closed" && entry.closeReason !== undefined &&
+    entry.closeReason !== "shutdown"
+    ? new TurnInterrupted({
+      turnId: error.turnId,
+      reason: "evicted",
+      acknowledged: error.acknowledged,
+      written: error.written
+    })
+    : error
+
 const decodeDuration = (
   input: Duration.Input | undefined,
   fallback: Duration.Duration
@@ -703,9 +750,53 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
   const background = <A, E2>(effect: Effect.Effect<A, E2>) => Effect.asVoid(Effect.forkIn(effect, fibers))
 
+  // Effects built per call (per turn, per start, per eviction) come from `Effect.fnUntraced` (or `Effect.fn`)
+  // functions created once per registry, never from `(...) => Effect.gen(function*() {...})`: V8 gives each new
+  // generator function its own map, allocated in the old generation, and that map keeps the closure (with whatever
+  // it captures: a turn, its result) alive through every minor GC until the next full one. For the same reason the
+  // closures Effect stores per turn (a stream's consumer, an `ensuring`) close over the entry, never the turn.
+
   // --- closing ---------------------------------------------------------------------------------------------------
 
   const evictable = (entry: Entry<E>) => entry.phase === "live" && entry.pins === 0 && entry.turns === 0
+
+  /** Closes a session that `closeEntry` has marked closing; removes the entry and wakes its waiters however it ends. */
+  const teardown = Effect.fnUntraced(
+    function*(entry: Entry<E>, reason: EvictionReason, wasLive: boolean) {
+      yield* Metric.update(Metric.withAttributes(metrics.evictions, { reason }), 1)
+      const start = entry.startFiber
+      if (start !== undefined) yield* Fiber.interrupt(start)
+      if (!Deferred.isDoneUnsafe(entry.started)) {
+        Deferred.doneUnsafe(
+          entry.started,
+          Exit.fail(
+            new SessionUnavailable({
+              status: "closing",
+              reason: `session ${entry.id} was closed (${reason}) while starting`
+            })
+          )
+        )
+      }
+      const t0 = now()
+      // The session itself says why its running turn ended: evicted, or closed with the registry.
+      if (entry.session !== undefined) yield* entry.session.close(reason === "shutdown" ? "closed" : "evicted")
+      yield* Scope.close(entry.scope, Exit.void)
+      yield* Metric.update(metrics.teardownDuration, Duration.millis(now() - t0))
+      if (wasLive) yield* Metric.modify(metrics.sessions, -1)
+    },
+    (effect, entry, reason) =>
+      effect.pipe(
+        Effect.ensuring(Effect.sync(() => {
+          if (entries.get(entry.id) === entry) entries.delete(entry.id)
+          Deferred.doneUnsafe(entry.closed, Exit.void)
+          notify()
+        })),
+        Effect.withSpan("SessionRegistry.teardown", {
+          attributes: { "tether.session.id": entry.id, "tether.session.generation": entry.generation, reason }
+        }),
+        Effect.uninterruptible
+      )
+  )
 
   /**
    * Closes the entry's scope (the session's release: stdin EOF, close grace, the transport's teardown) in a fiber
@@ -720,39 +811,10 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
       entry.phase = "closing"
       entry.closeReason = reason
       notify()
-      const run = Effect.gen(function*() {
-        yield* Metric.update(Metric.withAttributes(metrics.evictions, { reason }), 1)
-        const start = entry.startFiber
-        if (start !== undefined) yield* Fiber.interrupt(start)
-        if (!Deferred.isDoneUnsafe(entry.started)) {
-          Deferred.doneUnsafe(
-            entry.started,
-            Exit.fail(
-              new SessionUnavailable({
-                status: "closing",
-                reason: `session ${entry.id} was closed (${reason}) while starting`
-              })
-            )
-          )
-        }
-        const t0 = now()
-        // The session itself says why its running turn ended: evicted, or closed with the registry.
-        if (entry.session !== undefined) yield* entry.session.close(reason === "shutdown" ? "closed" : "evicted")
-        yield* Scope.close(entry.scope, Exit.void)
-        yield* Metric.update(metrics.teardownDuration, Duration.millis(now() - t0))
-        if (wasLive) yield* Metric.modify(metrics.sessions, -1)
-      }).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          if (entries.get(entry.id) === entry) entries.delete(entry.id)
-          Deferred.doneUnsafe(entry.closed, Exit.void)
-          notify()
-        })),
-        Effect.withSpan("SessionRegistry.teardown", {
-          attributes: { "tether.session.id": entry.id, "tether.session.generation": entry.generation, reason }
-        }),
-        Effect.uninterruptible
+      return Effect.forkIn(teardown(entry, reason, wasLive), fibers).pipe(
+        Effect.andThen(Deferred.await(entry.closed)),
+        Effect.as(true)
       )
-      return Effect.forkIn(run, fibers).pipe(Effect.andThen(Deferred.await(entry.closed)), Effect.as(true))
     })
 
   // --- watching sessions -----------------------------------------------------------------------------------------
@@ -763,111 +825,99 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
   const isDead = (status: Status) => status === "failed" || status === "closed"
 
-  const trackTurn = (entry: Entry<E>, turn: Turn) =>
-    Effect.gen(function*() {
-      const start = now()
-      const requested = new Map<string, number>()
-      yield* turn.events.pipe(
-        Stream.takeWhile((delivery) => delivery._tag === "Event"),
-        Stream.runForEach((delivery) => {
-          if (delivery._tag !== "Event") return Effect.void
-          const event = delivery.event
-          if (event._tag === "PermissionRequested") {
-            requested.set(event.request.requestId, now())
-          } else if (event._tag === "PermissionResolved") {
-            const at = requested.get(event.requestId)
-            if (at !== undefined) {
-              requested.delete(event.requestId)
-              return Metric.update(metrics.permissionWait, Duration.millis(now() - at))
-            }
+  /**
+   * Times a turn's permission waits from its events. A function of the stream alone: the closure that consumes it
+   * (stored by Effect, and possibly allocated in the old generation) must hold the request times, never the turn.
+   */
+  const timePermissionWaits = (
+    events: Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable>
+  ): Effect.Effect<void> => {
+    const requested = new Map<string, number>()
+    return events.pipe(
+      Stream.takeWhile((delivery) => delivery._tag === "Event"),
+      Stream.runForEach((delivery) => {
+        if (delivery._tag !== "Event") return Effect.void
+        const event = delivery.event
+        if (event._tag === "PermissionRequested") {
+          requested.set(event.request.requestId, now())
+        } else if (event._tag === "PermissionResolved") {
+          const at = requested.get(event.requestId)
+          if (at !== undefined) {
+            requested.delete(event.requestId)
+            return Metric.update(metrics.permissionWait, Duration.millis(now() - at))
           }
-          return Effect.void
-        }),
-        Effect.ignore
-      )
+        }
+        return Effect.void
+      }),
+      Effect.ignore
+    )
+  }
+
+  /** Watches a turn sent through the registry until it ends: its metrics, its span, the entry's count of turns. */
+  const trackTurn = Effect.fnUntraced(
+    function*(_entry: Entry<E>, turn: Turn) {
+      const start = now()
+      yield* timePermissionWaits(turn.events)
       const exit = yield* turn.settled
       yield* Metric.update(metrics.turnDuration, Duration.millis(now() - start))
       yield* Effect.annotateCurrentSpan("tether.turn.outcome", Exit.isSuccess(exit) ? "completed" : "failed")
-    }).pipe(
-      Effect.withSpan("SessionRegistry.turn", {
-        attributes: {
-          "tether.session.id": entry.id,
-          "tether.session.generation": entry.generation,
-          "tether.turn.id": turn.id
-        }
-      }),
-      Effect.ensuring(
-        Effect.suspend(() => {
-          entry.turns--
-          touch(entry)
-          notify()
-          return Metric.modify(metrics.turnsInFlight, -1)
-        })
+    },
+    (effect, entry, turn) =>
+      effect.pipe(
+        Effect.withSpan("SessionRegistry.turn", {
+          attributes: {
+            "tether.session.id": entry.id,
+            "tether.session.generation": entry.generation,
+            "tether.turn.id": turn.id
+          }
+        }),
+        // Closes over the entry alone (not the turn): the registry keeps entries anyway.
+        Effect.ensuring(
+          Effect.suspend(() => {
+            entry.turns--
+            touch(entry)
+            notify()
+            return Metric.modify(metrics.turnsInFlight, -1)
+          })
+        )
       )
-    )
-
-  /**
-   * The turn as the caller sees it: when the registry closed the session under a running turn (force-evict,
-   * replacement), the session reports reason `"closed"`; the caller learns it was `"evicted"`. The disposition
-   * (acknowledged or not) is the session's.
-   */
-  const wrapTurn = (entry: Entry<E>, turn: Turn): Turn => {
-    const remap = (error: TurnError): TurnError =>
-      error._tag === "TurnInterrupted" && error.reason === "closed" && entry.closeReason !== undefined &&
-        entry.closeReason !== "shutdown"
-        ? new TurnInterrupted({
-          turnId: error.turnId,
-          reason: "evicted",
-          acknowledged: error.acknowledged,
-          written: error.written
-        })
-        : error
-    return {
-      id: turn.id,
-      events: turn.events,
-      phase: turn.phase,
-      interrupt: turn.interrupt,
-      result: Effect.mapError(turn.result, remap),
-      settled: Effect.map(turn.settled, Exit.mapError(remap))
-    }
-  }
+  )
 
   // --- starting --------------------------------------------------------------------------------------------------
 
-  const startEntry = (entry: Entry<E>, config: C): Effect.Effect<void> =>
-    Effect.gen(function*() {
-      const t0 = now()
-      const exit = yield* options.acquire(entry.id, config).pipe(
-        Scope.provide(entry.scope),
-        inContext,
-        Effect.withSpan("SessionRegistry.start", {
-          attributes: { "tether.session.id": entry.id, "tether.session.generation": entry.generation }
-        }),
-        Effect.exit
-      )
-      entry.startFiber = undefined
-      if (entry.phase !== "starting") return
-      if (Exit.isFailure(exit)) {
-        entry.phase = "closing"
-        entry.closeReason = "failed"
-        Deferred.doneUnsafe(entry.started, exit)
-        yield* Scope.close(entry.scope, exit)
-        if (entries.get(entry.id) === entry) entries.delete(entry.id)
-        Deferred.doneUnsafe(entry.closed, Exit.void)
-        notify()
-        return
-      }
-      const session = exit.value
-      entry.session = session
-      entry.phase = "live"
-      entry.lastUsed = now()
-      touch(entry)
-      yield* Metric.modify(metrics.sessions, 1)
-      yield* Metric.update(metrics.sessionStart, Duration.millis(now() - t0))
-      yield* Effect.forkIn(Effect.andThen(session.awaitExit, Effect.suspend(() => onGone(entry))), entry.watchers)
-      Deferred.doneUnsafe(entry.started, Exit.succeed(session))
+  const startEntry = Effect.fnUntraced(function*(entry: Entry<E>, config: C) {
+    const t0 = now()
+    const exit = yield* options.acquire(entry.id, config).pipe(
+      Scope.provide(entry.scope),
+      inContext,
+      Effect.withSpan("SessionRegistry.start", {
+        attributes: { "tether.session.id": entry.id, "tether.session.generation": entry.generation }
+      }),
+      Effect.exit
+    )
+    entry.startFiber = undefined
+    if (entry.phase !== "starting") return
+    if (Exit.isFailure(exit)) {
+      entry.phase = "closing"
+      entry.closeReason = "failed"
+      Deferred.doneUnsafe(entry.started, exit)
+      yield* Scope.close(entry.scope, exit)
+      if (entries.get(entry.id) === entry) entries.delete(entry.id)
+      Deferred.doneUnsafe(entry.closed, Exit.void)
       notify()
-    })
+      return
+    }
+    const session = exit.value
+    entry.session = session
+    entry.phase = "live"
+    entry.lastUsed = now()
+    touch(entry)
+    yield* Metric.modify(metrics.sessions, 1)
+    yield* Metric.update(metrics.sessionStart, Duration.millis(now() - t0))
+    yield* Effect.forkIn(Effect.andThen(session.awaitExit, Effect.suspend(() => onGone(entry))), entry.watchers)
+    Deferred.doneUnsafe(entry.started, Exit.succeed(session))
+    notify()
+  })
 
   const createEntry = (id: string, fp: string): Entry<E> => {
     const entryScope = Scope.forkUnsafe(sessions, "sequential")
@@ -951,30 +1001,22 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
   // --- operations --------------------------------------------------------------------------------------------------
 
-  const sendOn = (entry: Entry<E>, prompt: Prompt, sendOptions: Session.SendOptions | undefined) =>
-    Effect.gen(function*() {
-      yield* Effect.annotateCurrentSpan({
-        "tether.session.id": entry.id,
-        "tether.session.generation": entry.generation
-      })
-      // Counted before the write so that no eviction can slip in between.
-      entry.turns++
-      touch(entry)
-      const sent = yield* Effect.exit(entry.session!.send(prompt, sendOptions))
-      if (Exit.isFailure(sent)) {
-        entry.turns--
-        notify()
-        return yield* sent
-      }
-      const turn = sent.value
-      yield* Metric.modify(metrics.turnsInFlight, 1)
-      yield* Effect.forkIn(trackTurn(entry, turn), entry.watchers)
-      return wrapTurn(entry, turn)
-    })
-
   const send = Effect.fn("SessionRegistry.send")(function*(id: string, prompt: Prompt, sendOptions?: SendOptions) {
     const entry = yield* resolve(id, sendOptions?.generation, "work")
-    return yield* sendOn(entry, prompt, sendOptions)
+    yield* Effect.annotateCurrentSpan({ "tether.session.id": entry.id, "tether.session.generation": entry.generation })
+    // Counted before the write so that no eviction can slip in between.
+    entry.turns++
+    touch(entry)
+    const sent = yield* Effect.exit(entry.session!.send(prompt, sendOptions))
+    if (Exit.isFailure(sent)) {
+      entry.turns--
+      notify()
+      return yield* sent
+    }
+    const turn = sent.value
+    yield* Metric.modify(metrics.turnsInFlight, 1)
+    yield* Effect.forkIn(trackTurn(entry, turn), entry.watchers)
+    return new RegistryTurn(turn, entry)
   })
 
   const run = (id: string, prompt: Prompt, sendOptions?: SendOptions) =>
@@ -1016,36 +1058,35 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   const subscribe = (id: string, from: EventLog.From = "latest", target?: Target) =>
     Effect.flatMap(resolve(id, target?.generation, "control"), (entry) => entry.session!.subscribe(from))
 
-  const snapshotOf = (entry: Entry<E>): Effect.Effect<Snapshot> =>
-    Effect.gen(function*() {
-      const session = entry.session
-      let status: Status = "starting"
-      let sessionId: string | undefined
-      let exit: Transport.ExitStatus | undefined
-      let pendingPermissions = 0
-      if (session !== undefined) {
-        status = yield* session.status
-        sessionId = Option.getOrUndefined(yield* session.sessionId)
-        const process = yield* session.process
-        exit = process._tag === "Running" ? undefined : process.status
-        pendingPermissions = (yield* session.pendingPermissions).length
-      }
-      return {
-        id: entry.id,
-        generation: entry.generation,
-        fingerprint: entry.fingerprint,
-        phase: entry.phase,
-        status,
-        pins: entry.pins,
-        turnsInFlight: entry.turns,
-        pendingPermissions,
-        createdAt: entry.createdAt,
-        lastUsedAt: entry.lastUsed,
-        pid: session === undefined ? undefined : Option.getOrUndefined(session.pid),
-        sessionId,
-        exit
-      }
-    })
+  const snapshotOf = Effect.fnUntraced(function*(entry: Entry<E>): Effect.fn.Return<Snapshot> {
+    const session = entry.session
+    let status: Status = "starting"
+    let sessionId: string | undefined
+    let exit: Transport.ExitStatus | undefined
+    let pendingPermissions = 0
+    if (session !== undefined) {
+      status = yield* session.status
+      sessionId = Option.getOrUndefined(yield* session.sessionId)
+      const process = yield* session.process
+      exit = process._tag === "Running" ? undefined : process.status
+      pendingPermissions = (yield* session.pendingPermissions).length
+    }
+    return {
+      id: entry.id,
+      generation: entry.generation,
+      fingerprint: entry.fingerprint,
+      phase: entry.phase,
+      status,
+      pins: entry.pins,
+      turnsInFlight: entry.turns,
+      pendingPermissions,
+      createdAt: entry.createdAt,
+      lastUsedAt: entry.lastUsed,
+      pid: session === undefined ? undefined : Option.getOrUndefined(session.pid),
+      sessionId,
+      exit
+    }
+  })
 
   const snapshot = (id: string): Effect.Effect<Snapshot, SessionNotFound> =>
     Effect.suspend(() => {
@@ -1087,6 +1128,15 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
       return Effect.succeed(entry)
     })
 
+  /** Waits for a draining entry's turn to end and its pins to be released (until the deadline), then closes it. */
+  const drain = Effect.fnUntraced(function*(entry: Entry<E>, deadline: number) {
+    const drained = yield* waitUntil(
+      () => entry.phase !== "draining" || (entry.pins === 0 && entry.turns === 0),
+      deadline
+    )
+    yield* closeEntry(entry, drained ? "evicted" : "forced")
+  })
+
   const evict = Effect.fn("SessionRegistry.evict")(function*(id: string, evictOptions?: EvictOptions) {
     const entry = yield* findEntry(id, evictOptions)
     yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
@@ -1099,14 +1149,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
       : Option.getOrElse(Duration.fromInput(evictOptions.timeout), () => Duration.zero)
     const deadline = Duration.isFinite(timeout) ? now() + Duration.toMillis(timeout) : Number.POSITIVE_INFINITY
     // The drain runs in the registry so that it completes (and the entry closes) even if this caller stops waiting.
-    const drain = Effect.gen(function*() {
-      const drained = yield* waitUntil(
-        () => entry.phase !== "draining" || (entry.pins === 0 && entry.turns === 0),
-        deadline
-      )
-      yield* closeEntry(entry, drained ? "evicted" : "forced")
-    })
-    yield* background(drain)
+    yield* background(drain(entry, deadline))
     yield* Deferred.await(entry.closed)
   })
 
