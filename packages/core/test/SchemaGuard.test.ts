@@ -199,4 +199,33 @@ describe("SchemaGuard", () => {
     const closed = ClaudeProtocol.decodeControlPayload(Schema.Struct({ mode: Schema.String }))
     assert.deepStrictEqual(closed({ mode: "plan", extra: 1 }), Result.succeed({ mode: "plan" }))
   })
+
+  it("requires a declared key whose type accepts undefined, as Effect does", () => {
+    const open = <F extends Schema.Struct.Fields>(fields: F) =>
+      Schema.StructWithRest(Schema.Struct(fields), [Schema.Record(Schema.String, Schema.Unknown)])
+    const cases = [
+      Schema.Struct({ result: Schema.Unknown }),
+      Schema.Struct({ result: Schema.Any }),
+      Schema.Struct({ result: Schema.Undefined }),
+      Schema.Struct({ result: Schema.UndefinedOr(Schema.String) }),
+      Schema.Struct({ inner: Schema.Struct({ result: Schema.Unknown }) }),
+      open({ result: Schema.Unknown }),
+      Schema.Struct({ result: Schema.optionalKey(Schema.Unknown) })
+    ]
+    const values: ReadonlyArray<unknown> = [{}, { result: undefined }, { result: 1 }, { inner: {} }, {
+      inner: { result: 1 }
+    }]
+    for (const schema of cases) {
+      const guard = SchemaGuard.make(schema.ast)!
+      const forDecoding = SchemaGuard.makeForDecoding(schema.ast)
+      const is = Schema.is(schema)
+      for (const value of values) {
+        assert.strictEqual(guard(value), is(value), `${String(schema.ast)} on ${JSON.stringify(value)}`)
+        if (forDecoding !== undefined) assert.strictEqual(forDecoding(value), is(value))
+      }
+    }
+    const decode = ClaudeProtocol.decodeControlPayload(open({ result: Schema.Unknown }))
+    assert.isTrue(Result.isFailure(decode({})))
+    assert.isTrue(Result.isSuccess(decode({ result: null })))
+  })
 })

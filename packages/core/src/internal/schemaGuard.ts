@@ -54,6 +54,21 @@ const isRecord = (u: unknown): u is { readonly [key: string]: unknown } =>
 const acceptsAnything = (ast: SchemaAST.AST): boolean =>
   (ast._tag === "Unknown" || ast._tag === "Any") && ast.checks === undefined && ast.encoding === undefined
 
+/**
+ * How a declared key is checked: an optional key may be absent; a required key is read, and its guard refuses the
+ * `undefined` an absent key reads as, unless that guard accepts `undefined` (`Unknown`, `UndefinedOr(X)`): then the
+ * key must be present, as Effect requires.
+ */
+type Presence = "optional" | "required" | "must-be-present"
+
+const acceptsUndefined = (guard: Guard): boolean => {
+  try {
+    return guard(undefined)
+  } catch {
+    return true
+  }
+}
+
 const objects = (ast: SchemaAST.Objects): Guard | undefined => {
   // A `Record(String, X)` rest: every own enumerable key's value is an X (the declared keys' too), unless any value
   // will do.
@@ -67,20 +82,26 @@ const objects = (ast: SchemaAST.Objects): Guard | undefined => {
   }
   const names: Array<string> = []
   const guards: Array<Guard> = []
-  const optional: Array<boolean> = []
+  const presence: Array<Presence> = []
   for (const property of ast.propertySignatures) {
     const guard = build(property.type)
     if (typeof property.name !== "string" || guard === undefined) return undefined
     names.push(property.name)
     guards.push(guard)
-    optional.push(SchemaAST.isOptional(property.type))
+    presence.push(
+      SchemaAST.isOptional(property.type) ? "optional" : acceptsUndefined(guard) ? "must-be-present" : "required"
+    )
   }
   const count = names.length
   return (u) => {
     if (!isRecord(u)) return false
     for (let i = 0; i < count; i++) {
       const name = names[i]
-      if (optional[i] && !(name in u)) continue
+      const p = presence[i]
+      if (p !== "required" && !(name in u)) {
+        if (p === "optional") continue
+        return false
+      }
       if (!guards[i](u[name])) return false
     }
     if (rest.length > 0) {
