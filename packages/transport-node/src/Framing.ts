@@ -153,23 +153,26 @@ export const makeSplitter = (options?: Options): LineSplitter => {
   }
 
   // Complete lines after the first newline of a chunk are decoded together: one UTF-8 decode for the run of lines
-  // (it starts and ends at a newline, so no character is cut), then split on "\n" in the string. A line's byte
-  // length is at most three times its length in UTF-16 units, so only a line longer than a third of the limit
-  // has its bytes counted.
+  // (it starts and ends at a newline, so no character is cut), then split on "\n" in the string, while a second
+  // cursor finds the same newlines in the bytes to measure each line exactly (a newline byte never occurs inside a
+  // multi-byte sequence, and an invalid byte decodes to one U+FFFD, so the nth newline is the same in both).
   const completeRun = (chunk: Buffer, start: number, end: number, out: Array<Transport.Line>) => {
     const text = chunk.toString("utf8", start, end)
     let from = 0
-    while (from <= text.length) {
+    let byteFrom = start
+    while (byteFrom <= end) {
+      let byteEnd = chunk.indexOf(NEWLINE, byteFrom)
+      if (byteEnd === -1 || byteEnd > end) byteEnd = end
       let newline = text.indexOf("\n", from)
       if (newline === -1) newline = text.length
-      if (newline > from) {
-        const line = text.slice(from, newline)
-        const bytes = line.length * 3 > limit ? Buffer.byteLength(line, "utf8") : 0
-        out.push(
-          bytes > limit ? tooLong(bytes, prefixOf([Buffer.from(line.slice(0, tooLongPrefixBytes))])) : textLine(line)
-        )
+      const bytes = byteEnd - byteFrom
+      if (bytes > limit) {
+        out.push(tooLong(bytes, prefixOf([chunk.subarray(byteFrom, byteEnd)])))
+      } else if (bytes > 0) {
+        out.push(textLine(text.slice(from, newline)))
       }
       from = newline + 1
+      byteFrom = byteEnd + 1
     }
   }
 

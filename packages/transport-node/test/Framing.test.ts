@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
 import { Framing } from "@tether/transport-node"
 import { Effect } from "effect"
+import * as fc from "fast-check"
 
 const encode = (text: string) => new TextEncoder().encode(text)
 
@@ -122,5 +123,50 @@ describe("Framing", () => {
       for (let i = 0; i < 160; i++) splitter.push(chunk, out)
       splitter.push(encode("\nnext\n"), out)
       assert.deepStrictEqual(texts(out), [`<too long ${160 * 65_536}>`, "next"])
+    }))
+
+  it.effect("measures a line by its bytes, invalid UTF-8 included, wherever it falls in a read", () =>
+    Effect.sync(() => {
+      // 8 invalid bytes decode to 8 U+FFFD (24 bytes re-encoded): the line is 8 bytes, under a limit of 10.
+      const bad = Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+      const input = new Uint8Array([...encode("x\n"), ...bad, ...encode("\n")])
+      const lines = Framing.split([input], { maxLineBytes: 10 })
+      assert.deepStrictEqual(texts(lines), ["x", "\uFFFD".repeat(8)])
+    }))
+
+  it.effect("gives what a reference splitter gives, for any bytes cut anywhere", () =>
+    Effect.sync(() => {
+      // The reference: split the whole input on the newline byte, drop empty lines, decode each line on its own.
+      const reference = (bytes: Uint8Array, limit: number): Array<string> => {
+        const out: Array<string> = []
+        let start = 0
+        for (let i = 0; i <= bytes.length; i++) {
+          if (i < bytes.length && bytes[i] !== 10) continue
+          const line = bytes.subarray(start, i)
+          if (line.length > limit) out.push(`<too long ${line.length}>`)
+          else if (line.length > 0) out.push(new TextDecoder().decode(line))
+          start = i + 1
+        }
+        return out
+      }
+      const byte = fc.oneof(
+        fc.constant(10),
+        fc.integer({ min: 0x20, max: 0x7e }),
+        fc.integer({ min: 0x80, max: 0xff }),
+        fc.constantFrom(0xc3, 0xa9, 0xe6, 0x97, 0xa5, 0xf0, 0x9f, 0x8e, 0x89)
+      )
+      fc.assert(
+        fc.property(
+          fc.array(byte, { maxLength: 300 }),
+          fc.array(fc.nat({ max: 300 }), { maxLength: 6 }),
+          fc.integer({ min: 1, max: 40 }),
+          (values, cuts, limit) => {
+            const bytes = Uint8Array.from(values)
+            const chunks = cut(bytes, cuts.map((c) => Math.min(c, bytes.length)))
+            assert.deepStrictEqual(texts(Framing.split(chunks, { maxLineBytes: limit })), reference(bytes, limit))
+          }
+        ),
+        { numRuns: 2000 }
+      )
     }))
 })
