@@ -28,6 +28,7 @@ import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as EventLog from "./EventLog.ts"
+import { detached } from "./internal/detached.ts"
 import * as Permission from "./Permission.ts"
 import { isTerminal, SessionEvent, type Status } from "./SessionEvent.ts"
 import {
@@ -342,12 +343,6 @@ interface PendingPermission {
 }
 
 const randomId = (): string => globalThis.crypto.randomUUID()
-
-const textEncoder = new TextEncoder()
-const textDecoder = new TextDecoder()
-// A transport may hand lines over as slices of a larger decoded string (a whole pipe read): a bad line kept in the
-// event ring is copied so that it does not keep its neighbours alive.
-const detached = (text: string): string => textDecoder.decode(textEncoder.encode(text))
 
 const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
 

@@ -209,6 +209,9 @@ export type Phase = "queued" | "started" | "acknowledged" | "completed" | "faile
  * - `events` is the turn's own stream of session events, from its start, ending with its terminal event. It fails
  *   with `ReplayUnavailable` only if the turn's first events have already left the session's replay ring.
  *
+ * A handle is an object with accessors, not a plain record: its effects and stream are built when read (most hosts
+ * read `result` alone), so spreading or copying it (`{ ...turn }`) keeps only `id`. Pass the handle itself around.
+ *
  * @category models
  * @since 0.1.0
  */

@@ -18,6 +18,7 @@ import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaJITCompiler from "effect/schema/SchemaJITCompiler"
+import { detached } from "../internal/detached.ts"
 import * as SchemaGuard from "../internal/schemaGuard.ts"
 import { ProtocolError } from "../TetherError.ts"
 
@@ -1463,7 +1464,9 @@ export const defaultMaxLineLength: number = 16 * 1024 * 1024
 const linePrefixLength = 200
 const detailLength = 2000
 
-const prefixOf = (line: string): string => line.length > linePrefixLength ? line.slice(0, linePrefixLength) : line
+// A copy: the line may be a slice of a whole pipe read, which the error (kept in the event ring) must not keep alive.
+const prefixOf = (line: string): string =>
+  detached(line.length > linePrefixLength ? line.slice(0, linePrefixLength) : line)
 
 const truncate = (text: string): string => text.length > detailLength ? `${text.slice(0, detailLength)}…` : text
 
