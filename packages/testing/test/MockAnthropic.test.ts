@@ -344,7 +344,8 @@ describe("MockAnthropic", () => {
       )
       assert.strictEqual(log[0].outcome, "client-closed")
       assert.isAtLeast(log[0].deltasSent, 3)
-      assert.isBelow(log[0].deltasSent, 20)
+      // Well before its 200 deltas (4 s), with room for a loaded machine noticing the hang-up late.
+      assert.isBelow(log[0].deltasSent, 100)
       // And nothing more is sent afterwards.
       yield* Effect.sleep("150 millis")
       const later = yield* mock.requests
