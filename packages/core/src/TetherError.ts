@@ -13,7 +13,7 @@
  */
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
-import { fixDisposition } from "./internal/disposition.ts"
+import { fixDisposition, uncertainUnlessAcknowledged } from "./internal/disposition.ts"
 
 /**
  * The three flags every Tether error carries.
@@ -257,6 +257,9 @@ export class DeliveryTimeout extends Schema.TaggedError<DeliveryTimeout>()("Deli
   }
 }
 
+// The disposition flags of CliExited, set once on its prototype (delivery is uncertain unless acknowledged).
+export interface CliExited extends Disposition {}
+
 /**
  * The CLI process exited while a turn (or request) was in flight. Before the acknowledgement, delivery is
  * uncertain. The session is failed, never reused.
@@ -271,14 +274,8 @@ export class CliExited extends Schema.TaggedError<CliExited>()("CliExited", {
   stderrTail: Schema.String,
   acknowledged: Schema.Boolean
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return !this.acknowledged
+  static {
+    uncertainUnlessAcknowledged(this)
   }
   override get message() {
     const tail = this.stderrTail.length > 0 ? `: ${this.stderrTail}` : ""
@@ -332,6 +329,9 @@ export class TurnInterrupted extends Schema.TaggedError<TurnInterrupted>()("Turn
   }
 }
 
+// The disposition flags of SessionRetired, set once on its prototype (delivery is uncertain unless acknowledged).
+export interface SessionRetired extends Disposition {}
+
 /**
  * The session was retired while the turn ran (a control request went unanswered, the host retired it, a reader
  * failure): the process tree is torn down. Before the acknowledgement, delivery is uncertain.
@@ -343,19 +343,16 @@ export class SessionRetired extends Schema.TaggedError<SessionRetired>()("Sessio
   reason: Schema.String,
   acknowledged: Schema.Boolean
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return !this.acknowledged
+  static {
+    uncertainUnlessAcknowledged(this)
   }
   override get message() {
     return `the session was retired: ${this.reason}`
   }
 }
+
+// The disposition flags of InterruptTimeout, set once on its prototype (delivery is uncertain unless acknowledged).
+export interface InterruptTimeout extends Disposition {}
 
 /**
  * The CLI did not end the turn within the interrupt timeout after an interrupt. The session was retired and
@@ -370,14 +367,8 @@ export class InterruptTimeout extends Schema.TaggedError<InterruptTimeout>()("In
   timeoutMillis: Schema.Finite,
   acknowledged: Schema.Boolean
 }) {
-  get safeToFallback() {
-    return false
-  }
-  get safeToRequeue() {
-    return false
-  }
-  get deliveryUncertain() {
-    return !this.acknowledged
+  static {
+    uncertainUnlessAcknowledged(this)
   }
   override get message() {
     return `turn ${this.turnId} did not settle within ${this.timeoutMillis} ms of its interrupt (${this.reason}); the session was retired`
