@@ -4,6 +4,18 @@ import { Result, Schema } from "effect"
 import * as fc from "fast-check"
 import * as fs from "node:fs"
 
+/** Sets the value at `path` inside `root` (deletes it with `remove`); a path through a non-object is left alone. */
+const setAt = (root: unknown, path: ReadonlyArray<string | number>, value: unknown, remove: boolean): void => {
+  let target: any = root
+  for (const key of path.slice(0, -1)) {
+    target = target !== null && typeof target === "object" ? target[key] : undefined
+  }
+  if (target === null || typeof target !== "object") return
+  const last = path[path.length - 1]
+  if (remove) delete target[last]
+  else target[last] = value
+}
+
 // shared/ is the sibling of the repository root, wherever the repository is cloned.
 const repoRoot = new URL("../../../", import.meta.url)
 const fixtures = new URL("../shared/fixtures/claude/", repoRoot)
@@ -420,18 +432,7 @@ describe("ClaudeProtocol", () => {
           ? { api_message_id: "m", ttft_ms: 1.5, user_message_uuid: "t", user_message_uuids: ["t"] }
           : {})
       }
-      for (const { path, value } of mutations) {
-        let target: any = json
-        for (const key of path.slice(0, -1)) {
-          target = target !== null && typeof target === "object"
-            ? target[key]
-            : undefined
-        }
-        if (target === null || typeof target !== "object") continue
-        const last = path[path.length - 1]
-        if (value === undefined) delete target[last]
-        else target[last] = value
-      }
+      for (const { path, value } of mutations) setAt(json, path, value, value === undefined)
       return JSON.stringify(json).replaceAll("\"__INF__\"", "1e400")
     })
 
@@ -683,17 +684,7 @@ describe("ClaudeProtocol", () => {
         session_id: "",
         ...(uuid ? { uuid: "u" } : {})
       }
-      for (const { path, remove, value: v } of mutations) {
-        let target: any = value
-        for (const key of path.slice(0, -1)) {
-          target = target !== null && typeof target === "object"
-            ? target[key]
-            : undefined
-        }
-        if (target === null || typeof target !== "object") continue
-        if (remove) delete target[path[path.length - 1]]
-        else target[path[path.length - 1]] = fresh(v)
-      }
+      for (const { path, remove, value: v } of mutations) setAt(value, path, fresh(v), remove)
       return value as ClaudeProtocol.UserMessageInput
     })
 
