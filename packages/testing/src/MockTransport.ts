@@ -182,7 +182,6 @@ export const open: (
   const faults = yield* Queue.unbounded<MockClaude.Fault>()
   const exited = yield* Deferred.make<Transport.ExitStatus>()
   const writtenLines: Array<string> = []
-  const written: Array<unknown> = []
   const emitted: Array<Transport.Line> = []
   let status: Transport.ExitStatus | undefined
   let inputEnded = false
@@ -243,7 +242,6 @@ export const open: (
         }
         if (inputEnded) return Effect.fail(new TetherError.TransportWriteError({ reason: "stdin is closed" }))
         writtenLines.push(line)
-        written.push(Option.getOrElse(parseJson(line), () => line))
         return Effect.asVoid(Queue.offer(stdin, line))
       }),
     endInput: Effect.suspend(() => {
@@ -255,7 +253,7 @@ export const open: (
     stderrTail: Effect.sync(() => stderr),
     exit: Deferred.await(exited),
     exitStatus: Effect.sync(() => Option.fromUndefinedOr(status)),
-    written: Effect.sync(() => written.slice()),
+    written: Effect.sync(() => writtenLines.map((line) => Option.getOrElse(parseJson(line), () => line))),
     writtenLines: Effect.sync(() => writtenLines.slice()),
     emitted: Effect.sync(() => emitted.slice()),
     frames: Effect.sync(() =>
@@ -326,8 +324,8 @@ export const layer = (
 ): Layer.Layer<Transport.Transport | MockTransport> =>
   Layer.effectContext(Effect.sync(() => {
     const connections: Array<MockConnection> = []
-    const waiters: Array<{ readonly index: number; readonly deferred: Deferred.Deferred<MockConnection> }> = []
-    let opened = Deferred.makeUnsafe<void>()
+    // Who waits for the connection of each index not opened yet.
+    const waiters = new Map<number, Deferred.Deferred<MockConnection>>()
 
     const transport = Transport.Transport.of({
       capabilities,
@@ -342,12 +340,11 @@ export const layer = (
             stderrLimit: options.stderrLimit
           })
           connections.push(connection)
-          for (const waiter of waiters.filter((waiter) => waiter.index === index)) {
-            yield* Deferred.succeed(waiter.deferred, connection)
+          const waiting = waiters.get(index)
+          if (waiting !== undefined) {
+            waiters.delete(index)
+            yield* Deferred.succeed(waiting, connection)
           }
-          const previous = opened
-          opened = Deferred.makeUnsafe<void>()
-          yield* Deferred.succeed(previous, undefined)
           return connection as Transport.Connection
         })
     })
@@ -356,15 +353,17 @@ export const layer = (
       Effect.suspend(() => {
         const existing = connections[index]
         if (existing !== undefined) return Effect.succeed(existing)
-        const deferred = Deferred.makeUnsafe<MockConnection>()
-        waiters.push({ index, deferred })
+        let deferred = waiters.get(index)
+        if (deferred === undefined) {
+          deferred = Deferred.makeUnsafe<MockConnection>()
+          waiters.set(index, deferred)
+        }
         return Deferred.await(deferred)
       })
 
+    // Before any connection, the latest is the first one opened.
     const latest: Effect.Effect<MockConnection> = Effect.suspend(() =>
-      connections.length > 0
-        ? Effect.succeed(connections[connections.length - 1])
-        : Effect.andThen(Deferred.await(opened), latest)
+      connections.length > 0 ? Effect.succeed(connections[connections.length - 1]) : connection(0)
     )
 
     return Context.make(Transport.Transport, transport).pipe(
