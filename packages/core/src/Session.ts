@@ -319,15 +319,14 @@ interface TurnState {
   readonly done: Deferred.Deferred<TurnResult, TurnError>
   phase: Phase
   acknowledged: boolean
-  /** Whether the prompt was (or was being) written to the CLI. */
-  written: boolean
   finished: boolean
   /**
    * The seq of the turn's terminal event, once published. A box of its own: the turn's event stream reads it and
    * must not hold the turn (see `turnEvents`).
    */
   readonly terminal: { seq: number | undefined }
-  startSeq: number
+  /** The log's position when the turn was sent: its handle's events start after it. */
+  readonly startSeq: number
   lastProgress: number
   interruptReason: InterruptReason | undefined
   interrupting: Effect.Effect<InterruptOutcome> | undefined
@@ -444,12 +443,10 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   // allocated in the old generation, and that map keeps the closure (with whatever it captures: a turn's result,
   // its raw frames) alive through every minor GC until the next full one.
 
-  // Publishing after the log ended (the CLI is gone) is dropped rather than a defect: late fibers (a policy
-  // deciding after exit) have nothing left to tell.
-  // Events are published synchronously from inside the session's fibers (the log wakes subscribers itself).
-  let logEnded = false
+  // Events are published synchronously from inside the session's fibers (the log wakes subscribers itself). Once
+  // the log has ended (the CLI is gone) it drops what late fibers (a policy deciding after exit) publish.
   const emit = (event: SessionEvent): void => {
-    if (!logEnded) log.publishUnsafe(event)
+    log.publishUnsafe(event)
   }
 
   const setStatus = (next: Status): void => {
@@ -537,10 +534,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     .fnUntraced(function*(reason: string, turnError: TurnError | undefined) {
       if (retiredBecause !== undefined) return
       retiredBecause = reason
-      if (status !== "closed") {
-        status = "failed"
-        emit({ _tag: "Status", turnId: active?.id, raw: undefined, status: "failed" })
-      }
+      setStatus("failed")
       yield* Effect.logWarning(`session retired: ${reason}`)
       const turn = active
       if (turn !== undefined) {
@@ -835,10 +829,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   const beginTurn = Effect.fnUntraced(function*(turn: TurnState) {
     active = turn
     turn.phase = "started"
-    turn.written = true
     turn.lastProgress = yield* Clock.currentTimeMillis
     turn.startedAt = turn.lastProgress
-    turn.startSeq = yield* log.latestSeq
     emit({ _tag: "TurnStarted", turnId: turn.id, raw: undefined })
     setStatus("running")
     turnStarted.openUnsafe()
@@ -981,7 +973,6 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         done: Deferred.makeUnsafe(),
         phase: "queued",
         acknowledged: false,
-        written: false,
         finished: false,
         terminal: { seq: undefined },
         startSeq: yield* log.latestSeq,
@@ -1024,7 +1015,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
     if (batch.length === 0) return
     const events = batch
     batch = []
-    if (!logEnded) log.publishAllUnsafe(events)
+    log.publishAllUnsafe(events)
   }
 
   const endTurn = Effect.fnUntraced(
@@ -1178,7 +1169,6 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       controls.clear()
     }
     emit({ _tag: "Exit", turnId: undefined, raw: undefined, status: exitStatus, stderrTail })
-    logEnded = true
     yield* log.end
   })
 
@@ -1211,7 +1201,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
               turnId: turn.id,
               reason: releaseReason,
               acknowledged: turn.acknowledged,
-              written: turn.written
+              // Only a started turn is active, and starting writes its prompt.
+              written: true
             })
           )
         )
@@ -1245,8 +1236,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       SessionRetired: (error) => Effect.fail(new HandshakeFailed({ reason: error.message, stderrTail: "" }))
     })
   )
-  status = "idle"
-  emit({ _tag: "Status", turnId: undefined, raw: undefined, status: "idle" })
+  // Unless the session was retired while the handshake finished (the CLI answered, then exited).
+  setStatus("idle")
 
   const session: Session = {
     protocol: protocol.name,

@@ -1,7 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ClaudeSession, EventLog, Permission, SessionEvent, TetherError, Timeouts, Transport, Turn } from "@tether/core"
+import {
+  ClaudeSession,
+  EventLog,
+  Permission,
+  Session,
+  SessionEvent,
+  TetherError,
+  Timeouts,
+  Transport,
+  Turn
+} from "@tether/core"
 import { MockClaude, MockTransport } from "@tether/testing"
-import { Duration, Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 
 // Every test here runs on TestClock through MockTransport: the simulated CLI's own timing (startup 300 ms, first
@@ -1137,4 +1147,59 @@ describe("Controls and retirement", () => {
         const later = yield* Effect.flip(session.mcpStatus)
         assert.strictEqual(later._tag, "SessionRetired")
       })).pipe(mock(MockClaude.make([], { faults: [MockClaude.neverAnswer("set_model")] }))))
+})
+
+describe("Startup races", () => {
+  // A CLI that answers the handshake's one control request and exits at once, and a protocol whose handshake still
+  // has work to do after that answer: the reader sees the exit (and retires the session) before the handshake ends.
+  const answersThenExits = Layer.succeed(Transport.Transport)({
+    capabilities: MockTransport.capabilities,
+    open: () =>
+      Effect.gen(function*() {
+        const lines = yield* Queue.unbounded<Transport.Line, Cause.Done>()
+        const exited = yield* Deferred.make<Transport.ExitStatus>()
+        let status: Option.Option<Transport.ExitStatus> = Option.none()
+        const connection: Transport.Connection = {
+          pid: Option.none(),
+          write: (line) =>
+            Effect.gen(function*() {
+              yield* Queue.offer(lines, Transport.Line.Text({ text: JSON.parse(line).id }))
+              yield* Queue.end(lines)
+              const exit = Transport.ExitStatus.Exited({ code: 1 })
+              status = Option.some(exit)
+              yield* Deferred.succeed(exited, exit)
+            }),
+          endInput: Effect.void,
+          stdout: Stream.fromQueue(lines),
+          stderrTail: Effect.succeed(""),
+          exit: Deferred.await(exited),
+          exitStatus: Effect.sync(() => status)
+        }
+        return connection
+      })
+  })
+  const protocol: Session.Protocol = {
+    name: "test",
+    decode: (requestId) => ({ _tag: "ControlResponse", requestId, response: { _tag: "Success", payload: {} } }),
+    encodePrompt: (id) => JSON.stringify({ id }),
+    encodeControl: (id) => JSON.stringify({ id }),
+    encodeReply: (id) => JSON.stringify({ id }),
+    permissionReply: () => ({ _tag: "Success", payload: {} }),
+    interruptRequest: () => ({}),
+    handshake: (control) => control({}).pipe(Effect.tap(Effect.yieldNow), Effect.tap(Effect.yieldNow))
+  }
+
+  it.effect("a session whose CLI exits as the handshake finishes is failed, never idle", () =>
+    Effect.gen(function*() {
+      const session = yield* Session.make({
+        protocol,
+        launch: MockTransport.launchSpec(),
+        timeouts: Timeouts.defaults
+      })
+      yield* advance("10 millis")
+      assert.strictEqual((yield* session.process)._tag, "Failed")
+      assert.strictEqual(yield* session.status, "failed")
+      const error = yield* Effect.flip(session.send("hi"))
+      assert.strictEqual(error._tag, "SessionUnavailable")
+    }).pipe(Effect.scoped, Effect.provide(answersThenExits)))
 })
