@@ -682,37 +682,35 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         duration: timeouts.permission,
         orElse: () => Effect.succeed(Permission.deny("the host's permission policy did not decide in time"))
       }),
-      Effect.catchCause((cause) =>
-        Effect.logWarning("permission policy failed; denying", cause).pipe(
-          Effect.as<Permission.Decision | "failed">("failed")
-        )
-      ),
-      Effect.flatMap((decision) => {
-        if (decision === "failed") {
-          return resolvePermission(
-            pending,
-            { _tag: "PolicyFailed", reason: "the host's permission policy failed" },
-            Permission.deny("the host's permission policy failed")
-          )
+      Effect.matchCauseEffect({
+        onFailure: (cause) =>
+          Effect.logWarning("permission policy failed; denying", cause).pipe(
+            Effect.andThen(resolvePermission(
+              pending,
+              { _tag: "PolicyFailed", reason: "the host's permission policy failed" },
+              Permission.deny("the host's permission policy failed")
+            ))
+          ),
+        onSuccess: (decision) => {
+          if (decision._tag === "Defer") {
+            if (pending.state === "resolved") return Effect.void
+            pending.state = "deferred"
+            return Effect.sleep(timeouts.permission).pipe(
+              Effect.andThen(
+                resolvePermission(
+                  pending,
+                  { _tag: "Expired", why: "timeout" },
+                  Permission.deny("the permission request timed out")
+                )
+              ),
+              fork,
+              Effect.map((fiber) => {
+                pending.timer = fiber
+              })
+            )
+          }
+          return resolvePermission(pending, { _tag: "Decided", by: "policy", decision }, decision)
         }
-        if (decision._tag === "Defer") {
-          if (pending.state === "resolved") return Effect.void
-          pending.state = "deferred"
-          return Effect.sleep(timeouts.permission).pipe(
-            Effect.andThen(
-              resolvePermission(
-                pending,
-                { _tag: "Expired", why: "timeout" },
-                Permission.deny("the permission request timed out")
-              )
-            ),
-            fork,
-            Effect.map((fiber) => {
-              pending.timer = fiber
-            })
-          )
-        }
-        return resolvePermission(pending, { _tag: "Decided", by: "policy", decision }, decision)
       })
     )
     yield* fork(decide)
