@@ -93,26 +93,20 @@ export interface ClaudeSession extends Session.Session {
 const asRecord = (u: unknown): { readonly [key: string]: unknown } =>
   Predicate.isObject(u) && !Array.isArray(u) ? u as { readonly [key: string]: unknown } : {}
 
-const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
 const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
 
-const toUsage = (u: unknown): Usage => {
-  const r = asRecord(u)
-  return {
-    inputTokens: num(r["input_tokens"]) ?? 0,
-    outputTokens: num(r["output_tokens"]) ?? 0,
-    cacheCreationInputTokens: num(r["cache_creation_input_tokens"]) ?? 0,
-    cacheReadInputTokens: num(r["cache_read_input_tokens"]) ?? 0
-  }
-}
+// Everything `route` and its helpers read was validated by the frame's schema in `decodeLine`: they read the frames
+// as typed, without checking them again.
 
-const toDenials = (u: unknown): ReadonlyArray<PermissionDenial> =>
-  Array.isArray(u)
-    ? u.map((d) => {
-      const r = asRecord(d)
-      return { toolName: str(r["tool_name"]) ?? "", toolUseId: str(r["tool_use_id"]) ?? "", input: r["tool_input"] }
-    })
-    : []
+const toUsage = (usage: ClaudeProtocol.Usage): Usage => ({
+  inputTokens: usage.input_tokens ?? 0,
+  outputTokens: usage.output_tokens ?? 0,
+  cacheCreationInputTokens: usage.cache_creation_input_tokens ?? 0,
+  cacheReadInputTokens: usage.cache_read_input_tokens ?? 0
+})
+
+const toDenials = (denials: ReadonlyArray<ClaudeProtocol.PermissionDenial>): ReadonlyArray<PermissionDenial> =>
+  denials.map((d) => ({ toolName: d.tool_name, toolUseId: d.tool_use_id, input: d.tool_input }))
 
 const outcomeOf = (frame: ClaudeProtocol.ResultFrame): Session.TurnOutcome => {
   const terminal = frame.terminal_reason ?? null
@@ -131,7 +125,7 @@ const outcomeOf = (frame: ClaudeProtocol.ResultFrame): Session.TurnOutcome => {
         _tag: "Failed",
         subtype: frame.subtype,
         terminalReason: terminal,
-        errors: Array.isArray(frame.errors) ? frame.errors.filter(Predicate.isString) : []
+        errors: frame.errors ?? []
       }
   }
 }
@@ -151,19 +145,18 @@ const toResult = (frame: ClaudeProtocol.ResultFrame): Omit<TurnResult, "turnId">
   raw: frame
 })
 
+/** Narrows a content block by its `type` (the catch-all block's `type` is a string too, so `===` alone does not). */
+const isBlock = <T extends ClaudeProtocol.ContentBlock["type"]>(
+  block: ClaudeProtocol.ContentBlock,
+  type: T
+): block is Extract<ClaudeProtocol.ContentBlock, { readonly type: T }> => block.type === type
+
 const frameEvent = (
   type: string,
   subtype: string | undefined,
   raw: unknown,
   turnId?: string | undefined
 ): Session.Inbound => ({ _tag: "Frame", type, subtype, raw, turnId })
-
-const blockText = (content: unknown): string =>
-  Array.isArray(content)
-    ? content.map((b) => (asRecord(b)["type"] === "text" ? str(asRecord(b)["text"]) ?? "" : "")).join("")
-    : typeof content === "string"
-    ? content
-    : ""
 
 /**
  * Maps one decoded frame to what the session does with it.
@@ -177,7 +170,6 @@ export const route = (
 ): Session.Inbound | ReadonlyArray<Session.Inbound> => {
   switch (frame.type) {
     case "stream_event": {
-      // The frame was validated by its schema: read it as typed, without checking it again.
       const event = frame.event
       if (event.type === "content_block_delta" && "delta" in event && event.delta.type === "text_delta") {
         return { _tag: "TextDelta", turnId: frame.user_message_uuid, raw: frame, text: event.delta.text }
@@ -185,25 +177,16 @@ export const route = (
       return frameEvent("stream_event", String(event.type), frame, frame.user_message_uuid)
     }
     case "assistant": {
-      const turnId = str(frame.user_message_uuid)
-      const content = asRecord(frame.message)["content"]
+      const turnId = frame.user_message_uuid
       const out: Array<Session.Inbound> = []
-      if (Array.isArray(content)) {
-        for (const block of content) {
-          const b = asRecord(block)
-          if (b["type"] === "tool_use") {
-            out.push({
-              _tag: "ToolUse",
-              turnId,
-              raw: frame,
-              toolUseId: str(b["id"]) ?? "",
-              name: str(b["name"]) ?? "",
-              input: b["input"]
-            })
-          }
+      let text = ""
+      for (const block of frame.message.content) {
+        if (isBlock(block, "tool_use")) {
+          out.push({ _tag: "ToolUse", turnId, raw: frame, toolUseId: block.id, name: block.name, input: block.input })
+        } else if (isBlock(block, "text")) {
+          text += block.text
         }
       }
-      const text = blockText(content)
       if (out.length === 0 || text.length > 0) {
         out.push({ _tag: "AssistantMessage", turnId, raw: frame, text })
       }
@@ -213,19 +196,18 @@ export const route = (
       if (frame.isReplay === true && typeof frame.uuid === "string") {
         return [{ _tag: "Ack", turnId: frame.uuid }, frameEvent("user", "replay", frame, frame.uuid)]
       }
-      const content = asRecord(frame.message)["content"]
+      const content = frame.message.content
       const out: Array<Session.Inbound> = []
-      if (Array.isArray(content)) {
+      if (typeof content !== "string") {
         for (const block of content) {
-          const b = asRecord(block)
-          if (b["type"] === "tool_result") {
+          if (isBlock(block, "tool_result")) {
             out.push({
               _tag: "ToolResult",
               turnId: undefined,
               raw: frame,
-              toolUseId: str(b["tool_use_id"]) ?? "",
-              isError: b["is_error"] === true,
-              content: b["content"]
+              toolUseId: block.tool_use_id,
+              isError: block.is_error === true,
+              content: block.content
             })
           }
         }
@@ -238,7 +220,7 @@ export const route = (
         { _tag: "SessionId", sessionId: frame.session_id },
         {
           _tag: "TurnEnd",
-          turnId: str(frame.user_message_uuid),
+          turnId: frame.user_message_uuid,
           outcome: outcomeOf(frame),
           result: toResult(frame)
         }
@@ -259,10 +241,10 @@ export const route = (
             _tag: "ApiRetry",
             turnId: undefined,
             raw: frame,
-            attempt: num(frame.attempt),
-            maxRetries: num(frame.max_retries),
-            delayMs: num(frame.retry_delay_ms),
-            errorStatus: num(frame.error_status)
+            attempt: frame.attempt,
+            maxRetries: frame.max_retries,
+            delayMs: frame.retry_delay_ms,
+            errorStatus: frame.error_status ?? undefined
           }]
         case "task_started":
         case "task_progress":
@@ -273,7 +255,7 @@ export const route = (
             turnId: undefined,
             raw: frame,
             subtype: frame.subtype,
-            taskId: str(asRecord(frame)["task_id"])
+            taskId: frame.task_id
           }]
         default:
           return [frameEvent("system", frame.subtype, frame)]
@@ -299,8 +281,8 @@ export const route = (
               requestId: frame.request_id,
               toolName: request.tool_name,
               toolUseId: request.tool_use_id,
-              input: asRecord(request.input),
-              description: str(request.description),
+              input: request.input,
+              description: request.description,
               raw: frame
             }
           }]
@@ -308,7 +290,7 @@ export const route = (
           const hook = hooks.get(request.callback_id)
           const handle: Effect.Effect<Session.Reply> = hook === undefined
             ? Effect.succeed({ _tag: "Error", message: `unknown hook callback ${request.callback_id}` })
-            : hook.callback(asRecord(request.input), str(request.tool_use_id)).pipe(
+            : hook.callback(request.input, request.tool_use_id ?? undefined).pipe(
               Effect.map((payload): Session.Reply => ({ _tag: "Success", payload })),
               Effect.catchCause((cause) =>
                 Effect.logWarning("hook callback failed", cause).pipe(
