@@ -668,9 +668,7 @@ const validateSettings = (settings: Settings) => {
   }
   const ttl = decodeDuration(settings.idleTimeToLive, Duration.minutes(15))
   if (ttl === undefined || !Duration.isPositive(ttl)) problems.push("idleTimeToLive must be a positive duration")
-  const admission = settings.admissionTimeout === undefined
-    ? Duration.zero
-    : decodeDuration(settings.admissionTimeout, Duration.zero)
+  const admission = decodeDuration(settings.admissionTimeout, Duration.zero)
   if (admission === undefined || !Duration.isFinite(admission)) {
     problems.push("admissionTimeout must be a finite duration")
   }
@@ -910,7 +908,6 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     const session = exit.value
     entry.session = session
     entry.phase = "live"
-    entry.lastUsed = now()
     touch(entry)
     yield* Metric.modify(metrics.sessions, 1)
     yield* Metric.update(metrics.sessionStart, Duration.millis(now() - t0))
@@ -949,10 +946,11 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
   type Intent = "work" | "control"
 
-  /** The live entry for an id (and generation), waiting for one that is starting. */
-  const resolve = (id: string, generation: number | undefined, intent: Intent): Effect.Effect<Entry<E>, LookupError> =>
+  /** The entry for an id (and generation), whatever its phase. */
+  const findEntry = (id: string, target: Target | undefined): Effect.Effect<Entry<E>, LookupError> =>
     Effect.suspend((): Effect.Effect<Entry<E>, LookupError> => {
       if (closed) return Effect.fail(new RegistryClosed())
+      const generation = target?.generation
       const entry = entries.get(id)
       if (entry === undefined) {
         return Effect.fail(
@@ -964,6 +962,12 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
       if (generation !== undefined && entry.generation !== generation) {
         return Effect.fail(new GenerationChanged({ id, expected: generation, current: entry.generation }))
       }
+      return Effect.succeed(entry)
+    })
+
+  /** The live entry for an id (and generation), waiting for one that is starting. */
+  const resolve = (id: string, generation: number | undefined, intent: Intent): Effect.Effect<Entry<E>, LookupError> =>
+    Effect.flatMap(findEntry(id, { generation }), (entry): Effect.Effect<Entry<E>, LookupError> => {
       switch (entry.phase) {
         case "starting":
           return Deferred.await(entry.started).pipe(
@@ -985,17 +989,25 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
       })
     })
 
-  const pin = (entry: Entry<E>, callerScope: Scope.Scope) =>
+  /**
+   * Pins a live entry until the caller's scope closes; false (and no pin) for an entry no longer live. The pin and
+   * its release are registered together: an interruption in between would leak the pin.
+   */
+  const pin = (entry: Entry<E>, callerScope: Scope.Scope): Effect.Effect<boolean> =>
     Effect.uninterruptible(Effect.suspend(() => {
+      if (entry.phase !== "live") return Effect.succeed(false)
       entry.pins++
       touch(entry)
-      return Scope.addFinalizer(
-        callerScope,
-        Effect.sync(() => {
-          entry.pins--
-          touch(entry)
-          notify()
-        })
+      return Effect.as(
+        Scope.addFinalizer(
+          callerScope,
+          Effect.sync(() => {
+            entry.pins--
+            touch(entry)
+            notify()
+          })
+        ),
+        true
       )
     }))
 
@@ -1111,23 +1123,6 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
       return Effect.andThen(wait, waitUntil(done, deadline))
     })
 
-  const findEntry = (id: string, target: Target | undefined): Effect.Effect<Entry<E>, LookupError> =>
-    Effect.suspend((): Effect.Effect<Entry<E>, LookupError> => {
-      if (closed) return Effect.fail(new RegistryClosed())
-      const entry = entries.get(id)
-      if (entry === undefined) {
-        return Effect.fail(
-          target?.generation === undefined
-            ? new SessionNotFound({ id })
-            : new GenerationChanged({ id, expected: target.generation, current: null })
-        )
-      }
-      if (target?.generation !== undefined && entry.generation !== target.generation) {
-        return Effect.fail(new GenerationChanged({ id, expected: target.generation, current: entry.generation }))
-      }
-      return Effect.succeed(entry)
-    })
-
   /** Waits for a draining entry's turn to end and its pins to be released (until the deadline), then closes it. */
   const drain = Effect.fnUntraced(function*(entry: Entry<E>, deadline: number) {
     const drained = yield* waitUntil(
@@ -1144,9 +1139,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     if (entry.phase === "closing") return yield* Deferred.await(entry.closed)
     entry.phase = "draining"
     notify()
-    const timeout = evictOptions?.timeout === undefined
-      ? Duration.infinity
-      : Option.getOrElse(Duration.fromInput(evictOptions.timeout), () => Duration.zero)
+    const timeout = decodeDuration(evictOptions?.timeout, Duration.infinity) ?? Duration.zero
     const deadline = Duration.isFinite(timeout) ? now() + Duration.toMillis(timeout) : Number.POSITIVE_INFINITY
     // The drain runs in the registry so that it completes (and the entry closes) even if this caller stops waiting.
     yield* background(drain(entry, deadline))
@@ -1203,9 +1196,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     const callerScope = yield* Scope.Scope
     const fp = options.fingerprint(config)
     const onConflict = getOptions?.onConflict ?? defaultOnConflict
-    const admission = getOptions?.admissionTimeout === undefined
-      ? settings.admission
-      : Option.getOrElse(Duration.fromInput(getOptions.admissionTimeout), () => Duration.zero)
+    const admission = decodeDuration(getOptions?.admissionTimeout, settings.admission) ?? Duration.zero
     const startedAt = now()
     const deadline = startedAt + Duration.toMillis(admission)
 
@@ -1272,24 +1263,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
             yield* closeEntry(entry, "failed")
             continue
           }
-          // The pin and its release are registered together: an interruption in between would leak the pin.
-          const pinned = yield* Effect.uninterruptible(Effect.suspend(() => {
-            if (entry.phase !== "live") return Effect.succeed(false)
-            entry.pins++
-            touch(entry)
-            return Effect.as(
-              Scope.addFinalizer(
-                callerScope,
-                Effect.sync(() => {
-                  entry.pins--
-                  touch(entry)
-                  notify()
-                })
-              ),
-              true
-            )
-          }))
-          if (!pinned) continue
+          if (!(yield* pin(entry, callerScope))) continue
           yield* Effect.annotateCurrentSpan("tether.session.generation", entry.generation)
           return handleOf(entry)
         }
@@ -1313,7 +1287,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   const get = Effect.fn("SessionRegistry.get")(function*(id: string, target?: Target) {
     const callerScope = yield* Scope.Scope
     const entry = yield* resolve(id, target?.generation, "work")
-    yield* pin(entry, callerScope)
+    if (!(yield* pin(entry, callerScope))) return yield* unavailable(entry)
     return handleOf(entry)
   })
 
