@@ -1328,6 +1328,16 @@ export const ConversationResetFrame = loose("conversation_reset")
  */
 export type ConversationResetFrame = typeof ConversationResetFrame.Type
 
+// The frames decoded loosely (only `type` is checked): one list for the union below and for the decoder's checks.
+const looseFrames = [
+  ToolProgressFrame,
+  AuthStatusFrame,
+  ToolUseSummaryFrame,
+  RateLimitEventFrame,
+  PromptSuggestionFrame,
+  ConversationResetFrame
+] as const
+
 /**
  * Every known frame the CLI writes on stdout, discriminated by `type` (then `subtype` for `system`,
  * `response.subtype` for `control_response` and `request.subtype` for `control_request`).
@@ -1337,37 +1347,16 @@ export type ConversationResetFrame = typeof ConversationResetFrame.Type
  */
 export const Frame = Schema.Union([
   ControlResponseFrame,
-  CanUseToolRequest,
-  HookCallbackRequest,
-  McpMessageRequest,
-  OtherControlRequest,
+  ...ControlRequestFrame.members,
   ControlCancelRequestFrame,
   KeepAliveFrame,
-  SystemInitFrame,
-  SystemStatusFrame,
-  SystemApiRetryFrame,
-  SystemSessionStateChangedFrame,
-  SystemTaskStartedFrame,
-  SystemTaskProgressFrame,
-  SystemTaskNotificationFrame,
-  SystemTaskUpdatedFrame,
-  SystemPermissionDeniedFrame,
-  SystemCompactBoundaryFrame,
-  SystemBackgroundTasksChangedFrame,
-  SystemHookStartedFrame,
-  SystemHookProgressFrame,
-  SystemHookResponseFrame,
+  ...SystemFrame.members,
   CommandLifecycleFrame,
   AssistantFrame,
   UserFrame,
   StreamEventFrame,
   ResultFrame,
-  ToolProgressFrame,
-  AuthStatusFrame,
-  ToolUseSummaryFrame,
-  RateLimitEventFrame,
-  PromptSuggestionFrame,
-  ConversationResetFrame
+  ...looseFrames
 ])
 
 /**
@@ -1509,31 +1498,14 @@ const checkUser = checkFor(UserFrame)
 const checkStreamEvent = checkFor(StreamEventFrame)
 const checkResult = checkFor(ResultFrame)
 
-const systemChecks: ReadonlyMap<string, FrameCheck> = new Map([
-  ["init", checkFor(SystemInitFrame)],
-  ["status", checkFor(SystemStatusFrame)],
-  ["api_retry", checkFor(SystemApiRetryFrame)],
-  ["session_state_changed", checkFor(SystemSessionStateChangedFrame)],
-  ["task_started", checkFor(SystemTaskStartedFrame)],
-  ["task_progress", checkFor(SystemTaskProgressFrame)],
-  ["task_notification", checkFor(SystemTaskNotificationFrame)],
-  ["task_updated", checkFor(SystemTaskUpdatedFrame)],
-  ["permission_denied", checkFor(SystemPermissionDeniedFrame)],
-  ["compact_boundary", checkFor(SystemCompactBoundaryFrame)],
-  ["background_tasks_changed", checkFor(SystemBackgroundTasksChangedFrame)],
-  ["hook_started", checkFor(SystemHookStartedFrame)],
-  ["hook_progress", checkFor(SystemHookProgressFrame)],
-  ["hook_response", checkFor(SystemHookResponseFrame)]
-])
+// Built from the unions themselves, so that a frame added to a union is also checked (never decoded as Unknown).
+const systemChecks: ReadonlyMap<string, FrameCheck> = new Map(
+  SystemFrame.members.map((frame) => [frame.schema.fields.subtype.literal, checkFor(frame)])
+)
 
-const looseChecks: ReadonlyMap<string, FrameCheck> = new Map([
-  ["tool_progress", checkFor(ToolProgressFrame)],
-  ["auth_status", checkFor(AuthStatusFrame)],
-  ["tool_use_summary", checkFor(ToolUseSummaryFrame)],
-  ["rate_limit_event", checkFor(RateLimitEventFrame)],
-  ["prompt_suggestion", checkFor(PromptSuggestionFrame)],
-  ["conversation_reset", checkFor(ConversationResetFrame)]
-])
+const looseChecks: ReadonlyMap<string, FrameCheck> = new Map(
+  looseFrames.map((frame) => [frame.schema.fields.type.literal, checkFor(frame)])
+)
 
 type Classified = Result.Result<Decoded, string>
 
