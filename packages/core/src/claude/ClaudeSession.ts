@@ -22,7 +22,7 @@ import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Permission from "../Permission.ts"
 import * as Session from "../Session.ts"
-import { HandshakeFailed, InvalidConfig } from "../TetherError.ts"
+import { ControlFailed, HandshakeFailed, InvalidConfig, type ProtocolError } from "../TetherError.ts"
 import * as Timeouts from "../Timeouts.ts"
 import type { PermissionDenial, TurnResult, Usage } from "../Turn.ts"
 import * as ClaudeOptions from "./ClaudeOptions.ts"
@@ -83,11 +83,12 @@ export type ControlError = Session.ControlError
  */
 export interface ClaudeSession extends Session.Session {
   readonly initializeResponse: ClaudeProtocol.InitializeResponse
-  readonly setPermissionMode: (mode: string) => Effect.Effect<{ readonly mode?: string | undefined }, ControlError>
-  readonly setModel: (model: string | null) => Effect.Effect<{ readonly model?: string | undefined }, ControlError>
+  /** Answers and errors are decoded: an answer that does not match its schema fails with `ControlFailed`. */
+  readonly setPermissionMode: (mode: string) => Effect.Effect<ClaudeProtocol.SetPermissionModeResponse, ControlError>
+  readonly setModel: (model: string | null) => Effect.Effect<ClaudeProtocol.SetModelResponse, ControlError>
   readonly setMaxThinkingTokens: (tokens: number | null) => Effect.Effect<void, ControlError>
-  readonly mcpStatus: Effect.Effect<{ readonly mcpServers?: ReadonlyArray<unknown> | undefined }, ControlError>
-  readonly getContextUsage: Effect.Effect<{ readonly [key: string]: unknown }, ControlError>
+  readonly mcpStatus: Effect.Effect<ClaudeProtocol.McpStatusResponse, ControlError>
+  readonly getContextUsage: Effect.Effect<ClaudeProtocol.ContextUsageResponse, ControlError>
 }
 
 const asRecord = (u: unknown): { readonly [key: string]: unknown } =>
@@ -428,21 +429,29 @@ export const make = Effect.fn("ClaudeSession.make")(function*(options: Options =
     makeId: options.makeId
   })
   const initializeResponse = session.handshake as ClaudeProtocol.InitializeResponse
-  const control = <A>(request: ClaudeProtocol.ControlRequestInput, decode: (u: unknown) => A) =>
-    Effect.map(session.control(request), decode)
+  // Each answer is decoded by its schema; one that does not match fails the control, like an error answer.
+  const control = <A>(
+    request: ClaudeProtocol.ControlRequestInput,
+    decode: (payload: unknown) => Result.Result<A, ProtocolError>
+  ): Effect.Effect<A, ControlError> =>
+    Effect.flatMap(session.control(request), (payload) => {
+      const decoded = decode(payload)
+      return Result.isSuccess(decoded)
+        ? Effect.succeed(decoded.success)
+        : Effect.fail(
+          new ControlFailed({ subtype: request.subtype, reason: decoded.failure.message, code: "malformed_response" })
+        )
+    })
   const claude: ClaudeSession = {
     ...session,
     initializeResponse,
     setPermissionMode: (mode) =>
-      control({ subtype: "set_permission_mode", mode }, (u) => ({ mode: str(asRecord(u)["mode"]) })),
-    setModel: (model) => control({ subtype: "set_model", model }, (u) => ({ model: str(asRecord(u)["model"]) })),
+      control({ subtype: "set_permission_mode", mode }, ClaudeProtocol.decodeSetPermissionModeResponse),
+    setModel: (model) => control({ subtype: "set_model", model }, ClaudeProtocol.decodeSetModelResponse),
     setMaxThinkingTokens: (tokens) =>
-      control({ subtype: "set_max_thinking_tokens", max_thinking_tokens: tokens }, () => undefined),
-    mcpStatus: control({ subtype: "mcp_status" }, (u) => {
-      const servers = asRecord(u)["mcpServers"]
-      return { mcpServers: Array.isArray(servers) ? servers : undefined }
-    }),
-    getContextUsage: control({ subtype: "get_context_usage" }, asRecord)
+      Effect.asVoid(session.control({ subtype: "set_max_thinking_tokens", max_thinking_tokens: tokens })),
+    mcpStatus: control({ subtype: "mcp_status" }, ClaudeProtocol.decodeMcpStatusResponse),
+    getContextUsage: control({ subtype: "get_context_usage" }, ClaudeProtocol.decodeContextUsageResponse)
   }
   return claude
 })
