@@ -615,10 +615,10 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       try: () => protocol.encodeReply(requestId, answer),
       // A host answer the protocol refuses to encode (e.g. a rewritten input that is not JSON) must not reach the
       // CLI: one unparsable stdin line kills it. The CLI gets an error answer instead.
-      catch: (cause) => new InvalidPrompt({ reason: cause instanceof Error ? cause.message : String(cause) })
+      catch: (cause) => cause instanceof Error ? cause.message : String(cause)
     }).pipe(
-      Effect.catch((cause) =>
-        Effect.logWarning(`refusing to send an invalid answer to CLI request ${requestId}: ${cause.reason}`).pipe(
+      Effect.catch((reason) =>
+        Effect.logWarning(`refusing to send an invalid answer to CLI request ${requestId}: ${reason}`).pipe(
           Effect.as(protocol.encodeReply(requestId, { _tag: "Error", message: "the host's answer was invalid" }))
         )
       ),
