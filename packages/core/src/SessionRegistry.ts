@@ -590,7 +590,8 @@ interface Entry<E> {
   lastUsed: number
 }
 
-const busyStatuses: ReadonlySet<Status> = new Set(["starting", "running", "awaiting-permission", "cancelling"])
+// A registry only holds sessions whose handshake is done, so "starting" never shows up here.
+const busyStatuses: ReadonlySet<Status> = new Set(["running", "awaiting-permission", "cancelling"])
 
 const unavailable = <E>(entry: Entry<E>): SessionUnavailable =>
   new SessionUnavailable({
@@ -756,6 +757,13 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
   // --- closing ---------------------------------------------------------------------------------------------------
 
+  /** A closed entry leaves the map (unless a newer one took its id) and wakes those waiting for it. */
+  const removeEntry = (entry: Entry<E>): void => {
+    if (entries.get(entry.id) === entry) entries.delete(entry.id)
+    Deferred.doneUnsafe(entry.closed, Exit.void)
+    notify()
+  }
+
   const evictable = (entry: Entry<E>) => entry.phase === "live" && entry.pins === 0 && entry.turns === 0
 
   /** Closes a session that `closeEntry` has marked closing; removes the entry and wakes its waiters however it ends. */
@@ -784,11 +792,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     },
     (effect, entry, reason) =>
       effect.pipe(
-        Effect.ensuring(Effect.sync(() => {
-          if (entries.get(entry.id) === entry) entries.delete(entry.id)
-          Deferred.doneUnsafe(entry.closed, Exit.void)
-          notify()
-        })),
+        Effect.ensuring(Effect.sync(() => removeEntry(entry))),
         Effect.withSpan("SessionRegistry.teardown", {
           attributes: { "tether.session.id": entry.id, "tether.session.generation": entry.generation, reason }
         }),
@@ -900,9 +904,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
       entry.closeReason = "failed"
       Deferred.doneUnsafe(entry.started, exit)
       yield* Scope.close(entry.scope, exit)
-      if (entries.get(entry.id) === entry) entries.delete(entry.id)
-      Deferred.doneUnsafe(entry.closed, Exit.void)
-      notify()
+      removeEntry(entry)
       return
     }
     const session = exit.value
