@@ -13,7 +13,7 @@
  * | `GET /conversations/:id/permissions` | permission requests waiting for an answer |
  * | `POST /conversations/:id/permissions/:requestId` `{ "behavior": "allow"\|"deny", "message"?, "updatedInput"? }` | answers one |
  * | `POST /conversations/:id/interrupt` | interrupts the running turn |
- * | `DELETE /conversations/:id` | evicts the session (graceful; `?force=1` interrupts the running turn) |
+ * | `DELETE /conversations/:id` | evicts the session (graceful: waits for the running turn, or force-evicts after `?timeout=<duration>`, e.g. `?timeout=30%20seconds`; `?force=1` interrupts the running turn at once) |
  * | `GET /conversations`, `GET /conversations/:id` | snapshots |
  *
  * Every error is JSON with the error's tag, message and disposition (`safeToFallback`, `safeToRequeue`,
@@ -38,15 +38,12 @@
  *   curl -X DELETE localhost:8787/conversations/demo
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, Permission, SessionRegistry, type Transport } from "@tether/core"
+import { ClaudeSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
 import { MockAnthropic, MockClaude, MockTransport } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import * as Fs from "node:fs"
 import * as Http from "node:http"
-import * as Os from "node:os"
-import * as Path from "node:path"
 
 // ---------------------------------------------------------------------------------------------------------------
 // The transport: the real CLI, or a simulated one
@@ -87,7 +84,10 @@ class SessionDefaults extends Context.Service<SessionDefaults, Pick<ClaudeSessio
   "examples/chat-server/SessionDefaults"
 ) {}
 
-/** The real CLI against a local mock of the Messages API, in a throwaway home directory removed at shutdown. */
+/**
+ * The real CLI against a local mock of the Messages API, in a throwaway home directory removed at shutdown (tools
+ * run in it too).
+ */
 const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
   const api = yield* MockAnthropic.make((request) =>
     request.toolResult._tag === "Some"
@@ -96,19 +96,8 @@ const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
       ? MockAnthropic.bash("touch deployed.txt")
       : MockAnthropic.text(`You said: ${request.prompt}`, { chunks: 4 })
   )
-  const home = yield* Effect.acquireRelease(
-    Effect.sync(() => {
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-chat-server-"))
-      for (const sub of [".claude", "tmp", "run", "work"]) Fs.mkdirSync(Path.join(dir, sub), { recursive: true })
-      return dir
-    }),
-    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-  )
-  // Tools run in the throwaway home too.
-  return {
-    cwd: Path.join(home, "work"),
-    env: { mode: "clean" as const, set: MockAnthropic.offlineEnv({ baseUrl: api.url, home }) }
-  }
+  const { cwd, env } = yield* MockAnthropic.offlineHome({ baseUrl: api.url, prefix: "tether-chat-server-" })
+  return { cwd, env: { mode: "clean" as const, set: env } }
 }))
 
 const SessionDefaultsLive = real && process.env.TETHER_MOCK_API === "1"
@@ -166,24 +155,20 @@ const statusOf = (tag: string): number => {
   }
 }
 
-const flag = (error: object, name: string): boolean | undefined =>
-  name in error && typeof (error as Record<string, unknown>)[name] === "boolean"
-    ? (error as Record<string, boolean>)[name]
-    : undefined
-
 const errorResponse = (error: Tagged) => {
   const status = statusOf(error._tag)
+  const disposition = TetherError.hasDisposition(error) ? error : undefined
   return HttpServerResponse.jsonUnsafe(
     {
       error: error._tag,
       message: error.message,
-      safeToFallback: flag(error, "safeToFallback"),
-      safeToRequeue: flag(error, "safeToRequeue"),
-      deliveryUncertain: flag(error, "deliveryUncertain")
+      safeToFallback: disposition?.safeToFallback,
+      safeToRequeue: disposition?.safeToRequeue,
+      deliveryUncertain: disposition?.deliveryUncertain
     },
     {
       status,
-      ...(status === 503 && flag(error, "safeToRequeue") === true ? { headers: { "retry-after": "1" } } : {})
+      ...(status === 503 && disposition?.safeToRequeue === true ? { headers: { "retry-after": "1" } } : {})
     }
   )
 }
@@ -296,7 +281,7 @@ const answerPermission = Effect.gen(function*() {
   const decision = body.behavior === "allow"
     ? Permission.allow(body.updatedInput)
     : Permission.deny(body.message ?? "denied by the user", { interrupt: body.interrupt ?? false })
-  yield* registry.answerPermission(id, requestId, decision as Exclude<Permission.Decision, { _tag: "Defer" }>)
+  yield* registry.answerPermission(id, requestId, decision)
   return HttpServerResponse.empty()
 }).pipe(handle)
 

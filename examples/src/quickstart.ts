@@ -14,7 +14,7 @@
  * real API with your environment (and costs a few cents).
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, Permission, type Turn } from "@tether/core"
+import { ClaudeSession, Permission, TetherError, type Turn } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
 import { Executable, NodeTransport } from "@tether/transport-node"
 import { Console, Deferred, Duration, Effect, Fiber, Option, Stream } from "effect"
@@ -102,7 +102,7 @@ const streamTurn = (session: ClaudeSession.ClaudeSession, prompt: string) =>
 
 // --- where the CLI runs ------------------------------------------------------------------------------------------
 
-/** A temporary directory for the session (its cwd, and in mock mode its whole home), removed at the end. */
+/** Online: a temporary directory for the session's cwd, removed at the end. */
 const tempDir = Effect.acquireRelease(
   Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-quickstart-"))),
   (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
@@ -114,15 +114,17 @@ interface Where {
   readonly env: { readonly mode: "clean" | "inherit"; readonly set: Readonly<Record<string, string>> }
 }
 
-/** Offline: the embedded mock model and an environment that keeps the CLI on this machine. */
+/**
+ * Offline: the embedded mock model, and a temporary home (removed at the end) with an environment that keeps the
+ * CLI on this machine.
+ */
 const offline = Effect.gen(function*() {
-  const home = yield* tempDir
-  for (const dir of [".claude", "tmp", "run", "work"]) Fs.mkdirSync(Path.join(home, dir))
   const mock = yield* MockAnthropic.make(mockScript)
+  const { cwd, env } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-quickstart-" })
   const where: Where = {
     banner: `offline against a mock model at ${mock.url} (no ANTHROPIC_API_KEY: nothing leaves this machine)`,
-    cwd: Path.join(home, "work"),
-    env: { mode: "clean", set: MockAnthropic.offlineEnv({ baseUrl: mock.url, home }) }
+    cwd,
+    env: { mode: "clean", set: env }
   }
   return where
 })
@@ -247,7 +249,7 @@ NodeRuntime.runMain(
       Console.error(
         `\n${bold("failed")} · ${error._tag}: ${error.message}` +
           dim(
-            "safeToFallback" in error
+            TetherError.hasDisposition(error)
               ? ` · safeToFallback: ${error.safeToFallback}, safeToRequeue: ${error.safeToRequeue}, ` +
                 `deliveryUncertain: ${error.deliveryUncertain}`
               : ""

@@ -36,7 +36,7 @@ const spawnAt = env.FAKE_CLAUDE_SPAWN_AT ?? "start"
 const sleepSeconds = env.FAKE_CLAUDE_SLEEP_SECONDS ?? "1000"
 const childStdio = env.FAKE_CLAUDE_CHILD_STDIO === "inherit" ? "inherit" : "ignore"
 const deltaCount = Number(env.FAKE_CLAUDE_DELTAS ?? "3")
-const model = env.FAKE_CLAUDE_MODEL ?? "claude-opus-5-5"
+const model = "claude-opus-5-5"
 const version = "2.1.332"
 const sessionId = randomUUID()
 const cwd = process.cwd()

@@ -250,7 +250,7 @@ const runTurn = async (message) => {
         content,
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: 13392, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+        usage: usage(1),
         context_management: null
       },
       parent_tool_use_id: null,
@@ -357,8 +357,8 @@ const runTurn = async (message) => {
     })
     lifecycle(userUuid, "cancelled")
   } else {
-    if (includePartialMessages) assistant([{ type: "text", text: answer }], false)
     if (includePartialMessages) {
+      assistant([{ type: "text", text: answer }], false)
       push({
         type: "stream_event",
         event: { type: "content_block_stop", index: 0 },

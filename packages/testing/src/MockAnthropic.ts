@@ -8,7 +8,8 @@
  * reply. Every request is logged ({@link LoggedRequest}) for assertions.
  *
  * Point the CLI at it with {@link offlineEnv}, which carries the variables that keep `claude` from reaching the
- * network (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` above all).
+ * network (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` above all), or with {@link offlineHome}, which also makes
+ * (and removes) the home that environment points into.
  *
  * @example
  * ```ts
@@ -20,8 +21,8 @@
  *     MockAnthropic.bash("touch x"), // first model call: a Bash tool use
  *     MockAnthropic.text("done") //      second call (with the tool_result): plain text
  *   ])
- *   const env = MockAnthropic.offlineEnv({ baseUrl: mock.url, home: "/tmp/claude-test-home" })
- *   // ... spawn `claude` with `env`, drive a turn ...
+ *   const { cwd, env } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url })
+ *   // ... spawn `claude` in `cwd` with `env` as its whole environment, drive a turn ...
  *   const log = yield* mock.requests
  *   return log.map((entry) => entry.reply) // ["ToolUse", "Text"]
  * }).pipe(Effect.scoped)
@@ -40,10 +41,13 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type * as Net from "node:net"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { apiErrorType } from "./internal/apiError.ts"
+import * as Json from "./internal/json.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Replies
@@ -384,7 +388,7 @@ export const make: (script?: Script) => Effect.Effect<MockAnthropic, never, Scop
     const choose = (request: MessagesRequest): Reply => {
       if (request.toolNames.length === 0 || script === undefined) return echo
       if (typeof script === "function") return script(request)
-      const key = JSON.stringify(isRecord(request.body) ? request.body.messages : undefined)
+      const key = JSON.stringify(Json.isRecord(request.body) ? request.body.messages : undefined)
       if (failing !== undefined && failing.key === key && failing.remaining > 0) {
         failing.remaining--
         return failing.reply
@@ -448,7 +452,8 @@ export const layer = (script?: Script): Layer.Layer<MockAnthropic> => Layer.effe
  * everything lives under `home` (`HOME`, `CLAUDE_CONFIG_DIR`, temp dirs, runtime dir), the API key is a dummy,
  * non-essential traffic (DNS lookups of api.anthropic.com, `/api/hello` probes, title generation) is off, retries
  * are off, and every tool definition is sent (no `ToolSearch` deferral). Pass it as the whole environment (not
- * on top of the host's), with a `PATH`. The directories `home/.claude`, `home/tmp` and `home/run` must exist.
+ * on top of the host's), with a `PATH`. The directories `home/.claude`, `home/tmp` and `home/run` must exist:
+ * {@link offlineHome} makes them (and removes them).
  *
  * @category constructors
  * @since 0.1.0
@@ -474,6 +479,64 @@ export const offlineEnv = (options: {
   ENABLE_TOOL_SEARCH: "false",
   BUN_ENABLE_CRASH_REPORTING: "0"
 })
+
+/**
+ * A throwaway home for the real `claude` running offline, made by {@link offlineHome}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface OfflineHome {
+  /** `HOME`, holding `.claude` (`CLAUDE_CONFIG_DIR`), `tmp` (`TMPDIR`, `CLAUDE_CODE_TMPDIR`) and `run` (`XDG_RUNTIME_DIR`). */
+  readonly home: string
+  /** `home/work`: an empty directory to run the CLI in (where its tools create files). */
+  readonly cwd: string
+  /** {@link offlineEnv} for `home`: pass it as the whole environment (mode `"clean"`). */
+  readonly env: Record<string, string>
+}
+
+/**
+ * Makes a temporary home for running the real `claude` offline against the mock at `baseUrl`: the directories
+ * {@link offlineEnv} needs, a working directory, and the environment itself. Everything is removed when the scope
+ * closes. A temporary directory that cannot be created is a defect.
+ *
+ * @example
+ * ```ts
+ * import { MockAnthropic } from "@tether/testing"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const mock = yield* MockAnthropic.make([MockAnthropic.text("hi")])
+ *   const { cwd, env } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url })
+ *   // ... spawn `claude` in `cwd` with `{ mode: "clean", set: env }` ...
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const offlineHome = (options: {
+  readonly baseUrl: string
+  /** `CLAUDE_CODE_MAX_RETRIES` (default 0). */
+  readonly maxRetries?: number | undefined
+  /** The temporary directory's name prefix (default `"tether-offline-"`). */
+  readonly prefix?: string | undefined
+}): Effect.Effect<OfflineHome, never, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const home = Fs.mkdtempSync(Path.join(Os.tmpdir(), options.prefix ?? "tether-offline-"))
+        for (const dir of [".claude", "tmp", "run", "work"]) Fs.mkdirSync(Path.join(home, dir))
+        return home
+      }),
+      (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true }))
+    ),
+    (home): OfflineHome => ({
+      home,
+      cwd: Path.join(home, "work"),
+      env: offlineEnv({ baseUrl: options.baseUrl, home, maxRetries: options.maxRetries })
+    })
+  )
 
 // ---------------------------------------------------------------------------------------------------------------
 // Request handling
@@ -511,8 +574,8 @@ const respond = Effect.fnUntraced(
 
     const isPost = req.method === "POST"
     if (isPost && (url.pathname === "/v1/messages/count_tokens" || url.pathname === "/v1/messages")) {
-      const body = parseJson(raw)
-      if (body === undefined || typeof body !== "object" || body === null) {
+      const body = Option.getOrUndefined(Option.filter(Json.parseJson(raw), Json.isRecord))
+      if (body === undefined) {
         yield* record({
           messages: Option.none(),
           reply: "BadRequest",
@@ -532,7 +595,7 @@ const respond = Effect.fnUntraced(
         })
         return yield* sendJson(res, 200, { input_tokens: estimateTokens(raw) })
       }
-      const request = parseMessagesRequest(ctx.nextMessagesIndex(), body as Record<string, unknown>)
+      const request = parseMessagesRequest(ctx.nextMessagesIndex(), body)
       const chosen = yield* Effect.try({
         try: () => ctx.choose(request),
         catch: (error): string => error instanceof Error ? error.message : String(error)
@@ -600,14 +663,6 @@ const clientGone = (res: Http.ServerResponse) =>
     return Effect.sync(() => res.off("close", onClose))
   })
 
-const parseJson = (raw: string): unknown => {
-  try {
-    return JSON.parse(raw)
-  } catch {
-    return undefined
-  }
-}
-
 const estimateTokens = (raw: string) => Math.max(1, Math.ceil(raw.length / 4))
 
 const errorBody = (type: string, message: string) => ({
@@ -625,27 +680,16 @@ const sendJson = (res: Http.ServerResponse, status: number, body: unknown, heade
     res.end(JSON.stringify(body))
   })
 
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
-
-const textOf = (content: unknown): string => {
-  if (typeof content === "string") return content
-  if (!Array.isArray(content)) return ""
-  return content
-    .filter((block): block is Record<string, unknown> => isRecord(block) && block.type === "text")
-    .map((block) => String(block.text ?? ""))
-    .join("\n")
-}
-
-const parseMessagesRequest = (index: number, body: Record<string, unknown>): MessagesRequest => {
-  const messages = Array.isArray(body.messages) ? body.messages.filter(isRecord) : []
-  const tools = Array.isArray(body.tools) ? body.tools.filter(isRecord) : []
+const parseMessagesRequest = (index: number, body: Json.JsonObject): MessagesRequest => {
+  const messages = Array.isArray(body.messages) ? body.messages.filter(Json.isRecord) : []
+  const tools = Array.isArray(body.tools) ? body.tools.filter(Json.isRecord) : []
   const lastUser = messages.findLast((message) => message.role === "user")
   const content = lastUser === undefined
     ? []
     : typeof lastUser.content === "string"
     ? [{ type: "text", text: lastUser.content }]
     : Array.isArray(lastUser.content)
-    ? lastUser.content.filter(isRecord)
+    ? lastUser.content.filter(Json.isRecord)
     : []
   const prompt = content
     .filter((block) => block.type === "text" && typeof block.text === "string")
@@ -656,7 +700,7 @@ const parseMessagesRequest = (index: number, body: Record<string, unknown>): Mes
   const toolResult = last !== undefined && last.type === "tool_result"
     ? Option.some<ToolResult>({
       toolUseId: String(last.tool_use_id ?? ""),
-      content: textOf(last.content),
+      content: Json.textOf(last.content),
       isError: last.is_error === true
     })
     : Option.none()

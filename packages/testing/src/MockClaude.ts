@@ -47,6 +47,7 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import { apiErrorType } from "./internal/apiError.ts"
+import * as Json from "./internal/json.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Timing
@@ -141,7 +142,7 @@ export interface Text {
  * @category models
  * @since 0.1.0
  */
-export type JsonObject = { readonly [key: string]: unknown }
+export type JsonObject = Json.JsonObject
 
 /**
  * A tool call. The model emits an `assistant` `tool_use` block; the CLI then asks the host (`can_use_tool`) when
@@ -229,7 +230,8 @@ export type Step = Text | ToolUse | ApiError | MaxTurns | MaxBudget | Fault
  * - `Stall`: the running turn stops emitting for `duration` (forever when undefined); controls are still answered
  *   and an interrupt still aborts the turn. As a step it pauses the turn at that point.
  * - `Malformed`: one stdout line that is not JSON.
- * - `Oversized`: one stdout line longer than the transport's limit, delivered as `Line.TooLong`.
+ * - `Oversized`: one stdout line longer than the transport's limit, delivered as `Line.TooLong` of `length` bytes
+ *   (default: twice the script's `lineLimit`).
  * - `Raw`: one arbitrary stdout line.
  * - `SlowReceipt`: later user messages take `delay` before `command_lifecycle queued` (and before anything read
  *   after them).
@@ -247,7 +249,7 @@ export type Fault = Data.TaggedEnum<{
   Hang: {}
   Stall: { readonly duration: Duration.Input | undefined }
   Malformed: { readonly line: string }
-  Oversized: { readonly length: number }
+  Oversized: { readonly length?: number | undefined }
   Raw: { readonly line: string }
   SlowReceipt: { readonly delay: Duration.Input }
   NeverAnswer: { readonly subtype: string }
@@ -300,12 +302,12 @@ export const malformed = (line = `{"type":"assistant","message":{"id":"msg_mock`
 
 /**
  * One stdout line over the transport's limit, delivered as a `Line.TooLong` marker of `length` bytes
- * (default: twice the limit).
+ * (default: twice the script's `lineLimit`, resolved when the fault is applied).
  *
  * @category faults
  * @since 0.1.0
  */
-export const oversized = (length?: number): Fault => Fault.Oversized({ length: length ?? 2 * defaultLineLimit })
+export const oversized = (length?: number): Fault => Fault.Oversized({ length })
 
 /**
  * One arbitrary stdout line (for example an unknown frame type).
@@ -717,12 +719,16 @@ export const run = Effect.fnUntraced(function*(
       })
       : Effect.void
 
-  const controlSuccess = (requestId: string, response?: JsonObject) =>
+  // The answer to `initialize` also carries the CLI's pending-request lists (as bin/controls.mjs does).
+  const controlSuccess = (requestId: string, response?: JsonObject, initialize = false) =>
     emit({
       type: "control_response",
-      response: response === undefined
-        ? { subtype: "success", request_id: requestId }
-        : { subtype: "success", request_id: requestId, response }
+      response: {
+        subtype: "success",
+        request_id: requestId,
+        ...(response === undefined ? {} : { response }),
+        ...(initialize ? { pending_permission_requests: [], pending_user_dialog_requests: [] } : {})
+      }
     })
 
   const controlError = (requestId: string, error: string, code?: string) =>
@@ -747,9 +753,10 @@ export const run = Effect.fnUntraced(function*(
         timestamp: at
       }))
 
-  const streamEvent = (message: OpenMessage, event: JsonObject, extra: JsonObject = {}) =>
+  // `gated = false` for the closing events an abort writes: they go out even while the turn is stalled.
+  const streamEvent = (message: OpenMessage, event: JsonObject, extra: JsonObject = {}, gated = true) =>
     launch.partials
-      ? turnEmit({
+      ? (gated ? turnEmit : emit)({
         type: "stream_event",
         event,
         session_id: sessionId,
@@ -915,10 +922,10 @@ export const run = Effect.fnUntraced(function*(
     }
   }
 
-  // One API round trip: the request, then the first streamed event.
-  const beginRequest = Effect.fnUntraced(function*(run: TurnRun) {
-    if (launch.partials) {
-      yield* turnEmit({
+  // Opens every API request, including one that fails (the recorded v332-apiError turn carries the uuids too).
+  const requesting = (run: TurnRun) =>
+    launch.partials
+      ? turnEmit({
         type: "system",
         subtype: "status",
         status: "requesting",
@@ -926,7 +933,11 @@ export const run = Effect.fnUntraced(function*(
         uuid: ids.uuid(),
         user_message_uuids: run.input.uuid === undefined ? [] : [run.input.uuid]
       })
-    }
+      : Effect.void
+
+  // One API round trip: the request, then the first streamed event.
+  const beginRequest = Effect.fnUntraced(function*(run: TurnRun) {
+    yield* requesting(run)
     yield* Effect.sleep(timing.firstToken)
     yield* replay(run)
     const message: OpenMessage = {
@@ -1030,13 +1041,13 @@ export const run = Effect.fnUntraced(function*(
     for (const answer of answers) {
       if (answer._tag !== "Success") continue
       const output = answer.response.hookSpecificOutput
-      if (isRecord(output) && output.permissionDecision === "deny") {
+      if (Json.isRecord(output) && output.permissionDecision === "deny") {
         return { _tag: "Deny", reason: stringOr(output.permissionDecisionReason, "Blocked by hook") } as const
       }
       if (answer.response.decision === "block") {
         return { _tag: "Deny", reason: stringOr(answer.response.reason, "Blocked by hook") } as const
       }
-      if (isRecord(output) && output.permissionDecision === "allow") decision = { _tag: "Allow" }
+      if (Json.isRecord(output) && output.permissionDecision === "allow") decision = { _tag: "Allow" }
     }
     return decision
   })
@@ -1175,15 +1186,7 @@ export const run = Effect.fnUntraced(function*(
   })
 
   const failApi = Effect.fnUntraced(function*(run: TurnRun, step: ApiError) {
-    if (launch.partials) {
-      yield* turnEmit({
-        type: "system",
-        subtype: "status",
-        status: "requesting",
-        session_id: sessionId,
-        uuid: ids.uuid()
-      })
-    }
+    yield* requesting(run)
     yield* Effect.sleep(step.delay ?? timing.firstToken)
     yield* replay(run)
     const text = `API Error: ${step.status} ${step.message}`
@@ -1250,7 +1253,9 @@ export const run = Effect.fnUntraced(function*(
       }
       case "Oversized": {
         const prefix = `{"type":"assistant","message":{"id":"msg_mock${ids.hex(20)}","type":"message","content":[`
-        yield* io.stdout(Transport.Line.TooLong({ length: fault.length, limit: opts.lineLimit, prefix }))
+        yield* io.stdout(
+          Transport.Line.TooLong({ length: fault.length ?? 2 * opts.lineLimit, limit: opts.lineLimit, prefix })
+        )
         return
       }
       case "SlowReceipt": {
@@ -1451,23 +1456,21 @@ export const run = Effect.fnUntraced(function*(
         yield* emit(yield* assistantFrame(run, message, [{ type: "text", text: message.partial }], { aborted: true }))
       }
       yield* userText("[Request interrupted by user]")
-      if (message !== undefined && !message.stopped && launch.partials) {
-        const raw = (event: JsonObject) =>
-          emit({
-            type: "stream_event",
-            event,
-            session_id: sessionId,
-            parent_tool_use_id: null,
-            uuid: ids.uuid(),
-            api_message_id: message.id
-          })
-        if (message.blockOpen) yield* raw({ type: "content_block_stop", index: message.index - 1 })
-        yield* raw({
-          type: "message_delta",
-          delta: { stop_reason: null, stop_sequence: null },
-          usage: { output_tokens: 0 }
-        })
-        yield* raw({ type: "message_stop" })
+      if (message !== undefined && !message.stopped) {
+        if (message.blockOpen) {
+          yield* streamEvent(message, { type: "content_block_stop", index: message.index - 1 }, {}, false)
+        }
+        yield* streamEvent(
+          message,
+          {
+            type: "message_delta",
+            delta: { stop_reason: null, stop_sequence: null },
+            usage: { output_tokens: 0 }
+          },
+          {},
+          false
+        )
+        yield* streamEvent(message, { type: "message_stop" }, {}, false)
       }
       if (message !== undefined) message.stopped = true
       yield* emit(
@@ -1526,11 +1529,11 @@ export const run = Effect.fnUntraced(function*(
   })
 
   const receive = Effect.fnUntraced(function*(frame: JsonObject) {
-    const message = isRecord(frame.message) ? frame.message : { role: "user", content: "" }
+    const message = Json.isRecord(frame.message) ? frame.message : { role: "user", content: "" }
     const input: UserInput = {
       uuid: typeof frame.uuid === "string" ? frame.uuid : undefined,
       message,
-      prompt: promptText(message.content),
+      prompt: Json.textOf(message.content),
       shouldQuery: frame.shouldQuery !== false
     }
     yield* Effect.sleep(state.receipt)
@@ -1561,7 +1564,7 @@ export const run = Effect.fnUntraced(function*(
 
   const control = Effect.fnUntraced(function*(frame: JsonObject) {
     const requestId = String(frame.request_id)
-    const request = isRecord(frame.request) ? frame.request : {}
+    const request = Json.isRecord(frame.request) ? frame.request : {}
     const subtype = typeof request.subtype === "string" ? request.subtype : "undefined"
     if (state.unanswered.has(subtype)) return
     if (subtype === "interrupt") return yield* interrupt(requestId, request.cancel_queued === true)
@@ -1569,45 +1572,36 @@ export const run = Effect.fnUntraced(function*(
     switch (subtype) {
       case "initialize": {
         state.hooks = parseHooks(request.hooks)
-        return yield* emit({
-          type: "control_response",
-          response: {
-            subtype: "success",
-            request_id: requestId,
-            response: {
-              commands: [
-                { name: "compact", description: "Clear conversation history but keep a summary", argumentHint: "" },
-                { name: "review", description: "Review a pull request", argumentHint: "", builtin: true }
-              ],
-              agents: [
-                { name: "general-purpose", description: "General-purpose agent for multi-step tasks" },
-                { name: "Explore", description: "Fast read-only search agent", model: "inherit" }
-              ],
-              output_style: "default",
-              available_output_styles: ["default", "Explanatory", "Learning"],
-              models: [{
-                value: "default",
-                resolvedModel: defaultModel,
-                displayName: "Default (recommended)",
-                description: "The default model",
-                supportsEffort: true,
-                supportedEffortLevels: ["low", "medium", "high"]
-              }],
-              account: { tokenSource: "none", apiKeySource: "ANTHROPIC_API_KEY", apiProvider: "firstParty" },
-              pid,
-              claude_code_version: opts.version,
-              current_permission_mode: state.permissionMode,
-              hooks_applied: true,
-              analytics_disabled: true,
-              sandbox_enabled: false,
-              fast_mode_state: "off",
-              session_state: state.run === undefined ? "idle" : "running",
-              capabilities: ["ui_surface_v1", "get_usage_detached_v1"]
-            },
-            pending_permission_requests: [],
-            pending_user_dialog_requests: []
-          }
-        })
+        return yield* controlSuccess(requestId, {
+          commands: [
+            { name: "compact", description: "Clear conversation history but keep a summary", argumentHint: "" },
+            { name: "review", description: "Review a pull request", argumentHint: "", builtin: true }
+          ],
+          agents: [
+            { name: "general-purpose", description: "General-purpose agent for multi-step tasks" },
+            { name: "Explore", description: "Fast read-only search agent", model: "inherit" }
+          ],
+          output_style: "default",
+          available_output_styles: ["default", "Explanatory", "Learning"],
+          models: [{
+            value: "default",
+            resolvedModel: defaultModel,
+            displayName: "Default (recommended)",
+            description: "The default model",
+            supportsEffort: true,
+            supportedEffortLevels: ["low", "medium", "high"]
+          }],
+          account: { tokenSource: "none", apiKeySource: "ANTHROPIC_API_KEY", apiProvider: "firstParty" },
+          pid,
+          claude_code_version: opts.version,
+          current_permission_mode: state.permissionMode,
+          hooks_applied: true,
+          analytics_disabled: true,
+          sandbox_enabled: false,
+          fast_mode_state: "off",
+          session_state: state.run === undefined ? "idle" : "running",
+          capabilities: ["ui_surface_v1", "get_usage_detached_v1"]
+        }, true)
       }
       case "set_permission_mode": {
         state.permissionMode = stringOr(request.mode, state.permissionMode)
@@ -1653,7 +1647,7 @@ export const run = Effect.fnUntraced(function*(
   // The host answers a request of ours. Unknown and stale ids are ignored; success answers are echoed back
   // verbatim with --replay-user-messages (§5.1).
   const answer = Effect.fnUntraced(function*(frame: JsonObject, line: string) {
-    const response = isRecord(frame.response) ? frame.response : {}
+    const response = Json.isRecord(frame.response) ? frame.response : {}
     const requestId = response.request_id
     if (typeof requestId !== "string") return
     const pending = state.pending.get(requestId)
@@ -1663,7 +1657,7 @@ export const run = Effect.fnUntraced(function*(
       if (launch.replay) yield* emitLine(line)
       yield* Deferred.succeed(pending, {
         _tag: "Success",
-        response: isRecord(response.response) ? response.response : {}
+        response: Json.isRecord(response.response) ? response.response : {}
       })
     } else {
       yield* Deferred.succeed(pending, { _tag: "Failure", error: stringOr(response.error, "unknown error") })
@@ -1671,7 +1665,7 @@ export const run = Effect.fnUntraced(function*(
   })
 
   const handleLine = Effect.fnUntraced(function*(line: string) {
-    const parsed = parseJson(line)
+    const parsed = Json.parseJson(line)
     if (Option.isNone(parsed)) {
       yield* io.stderr(`Error parsing streaming input line (type=unknown, ${line.length} chars): SyntaxError\n`)
       yield* Effect.sleep(timing.badInputExit)
@@ -1679,7 +1673,7 @@ export const run = Effect.fnUntraced(function*(
       return yield* Effect.never
     }
     const frame = parsed.value
-    if (!isRecord(frame)) return
+    if (!Json.isRecord(frame)) return
     switch (frame.type) {
       case "user":
         return yield* receive(frame)
@@ -1906,14 +1900,14 @@ const permissionDecision = (answer: HostAnswer, call: ToolCall): PermissionDecis
     return {
       _tag: "Deny",
       message: `Tool permission request failed: Error: ${answer.error}`,
-      meta: { non_execution_kind: "permission-rule", permission_decision: { decision: "reject", source: "config" } }
+      meta: rejectMeta("config")
     }
   }
   const response = answer.response
   if (response.behavior === "allow") {
     return {
       _tag: "Allow",
-      input: isRecord(response.updatedInput) ? response.updatedInput : call.input,
+      input: Json.isRecord(response.updatedInput) ? response.updatedInput : call.input,
       source: stringOr(response.decisionClassification, "user_temporary")
     }
   }
@@ -1950,8 +1944,6 @@ const apiErrorMessage = (status: number): string => {
 const apiErrorKind = (status: number): string =>
   status === 401 ? "authentication_failed" : status === 429 ? "rate_limit" : status >= 500 ? "server_error" : "unknown"
 
-const isRecord = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
-
 const stringOr = (u: unknown, fallback: string): string => typeof u === "string" ? u : fallback
 
 const toPredicate = (match: string | RegExp | ((prompt: string) => boolean)): (prompt: string) => boolean =>
@@ -1961,30 +1953,13 @@ const toPredicate = (match: string | RegExp | ((prompt: string) => boolean)): (p
     ? (prompt) => match.test(prompt)
     : match
 
-const parseJson = (line: string): Option.Option<unknown> => {
-  try {
-    return Option.some(JSON.parse(line))
-  } catch {
-    return Option.none()
-  }
-}
-
-const promptText = (content: unknown): string => {
-  if (typeof content === "string") return content
-  if (!Array.isArray(content)) return ""
-  return content.flatMap((block) =>
-    isRecord(block) && block.type === "text" && typeof block.text === "string" ? [block.text] : []
-  )
-    .join("\n")
-}
-
 const parseHooks = (u: unknown): Record<string, ReadonlyArray<HookMatcher>> => {
   const hooks: Record<string, ReadonlyArray<HookMatcher>> = {}
-  if (!isRecord(u)) return hooks
+  if (!Json.isRecord(u)) return hooks
   for (const [event, matchers] of Object.entries(u)) {
     if (!Array.isArray(matchers)) continue
     hooks[event] = matchers.flatMap((m) =>
-      isRecord(m) && Array.isArray(m.hookCallbackIds)
+      Json.isRecord(m) && Array.isArray(m.hookCallbackIds)
         ? [{
           matcher: typeof m.matcher === "string" ? m.matcher : undefined,
           callbackIds: m.hookCallbackIds.filter((id): id is string => typeof id === "string")

@@ -42,6 +42,7 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Json from "./internal/json.ts"
 import * as MockClaude from "./MockClaude.ts"
 
 /**
@@ -253,11 +254,11 @@ export const open: (
     stderrTail: Effect.sync(() => stderr),
     exit: Deferred.await(exited),
     exitStatus: Effect.sync(() => Option.fromUndefinedOr(status)),
-    written: Effect.sync(() => writtenLines.map((line) => Option.getOrElse(parseJson(line), () => line))),
+    written: Effect.sync(() => writtenLines.map((line) => Option.getOrElse(Json.parseJson(line), () => line))),
     writtenLines: Effect.sync(() => writtenLines.slice()),
     emitted: Effect.sync(() => emitted.slice()),
     frames: Effect.sync(() =>
-      emitted.flatMap((line) => line._tag === "Text" ? Option.toArray(parseJson(line.text)) : [])
+      emitted.flatMap((line) => line._tag === "Text" ? Option.toArray(Json.parseJson(line.text)) : [])
     ),
     stdinEnded: Effect.sync(() => inputEnded),
     isAlive: Effect.sync(() => status === undefined && !tornDown),
@@ -373,11 +374,3 @@ export const layer = (
       )
     )
   }))
-
-const parseJson = (line: string): Option.Option<unknown> => {
-  try {
-    return Option.some(JSON.parse(line))
-  } catch {
-    return Option.none()
-  }
-}

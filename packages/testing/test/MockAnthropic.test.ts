@@ -1,5 +1,7 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Exit, Fiber, Option } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import * as MockAnthropic from "../src/MockAnthropic.ts"
 
 // Real sockets and real time are the point of this module, so these tests run `it.live`.
@@ -375,6 +377,26 @@ describe("MockAnthropic", () => {
       assert.strictEqual(env.TMPDIR, "/tmp/h/tmp")
       assert.strictEqual(env.CLAUDE_CODE_MAX_RETRIES, "0")
       assert.strictEqual(env.ENABLE_TOOL_SEARCH, "false")
+    }))
+
+  it.live("offlineHome makes the directories offlineEnv points into, and removes them with its scope", () =>
+    Effect.gen(function*() {
+      const made = yield* Effect.scoped(Effect.gen(function*() {
+        const offline = yield* MockAnthropic.offlineHome({ baseUrl: "http://127.0.0.1:1234", prefix: "tether-oh-" })
+        assert.isTrue(Path.basename(offline.home).startsWith("tether-oh-"))
+        assert.deepStrictEqual(
+          offline.env,
+          MockAnthropic.offlineEnv({ baseUrl: "http://127.0.0.1:1234", home: offline.home })
+        )
+        assert.strictEqual(offline.cwd, Path.join(offline.home, "work"))
+        for (
+          const dir of [offline.env.CLAUDE_CONFIG_DIR, offline.env.TMPDIR, offline.env.XDG_RUNTIME_DIR, offline.cwd]
+        ) {
+          assert.isTrue(Fs.statSync(dir).isDirectory(), dir)
+        }
+        return offline
+      }))
+      assert.isFalse(Fs.existsSync(made.home), "the home is removed when the scope closes")
     }))
 })
 

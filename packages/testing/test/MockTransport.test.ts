@@ -652,6 +652,10 @@ describe("MockTransport", () => {
         yield* cli.write(user("Please fail", "u-1"))
         yield* TestClock.adjust("1 second")
         const frames = yield* framesOf(cli)
+        // Like v332-apiError: the failing request is announced with the prompt's uuid too.
+        const requesting = find(frames, (f) => f.type === "system" && f.subtype === "status")
+        assert.strictEqual(requesting.status, "requesting")
+        assert.deepStrictEqual(requesting.user_message_uuids, ["u-1"])
         const synthetic = find(frames, (f) => f.type === "assistant")
         assert.strictEqual(synthetic.message.model, "<synthetic>")
         assert.strictEqual(synthetic.is_api_error_message, true)
@@ -888,6 +892,16 @@ describe("MockTransport", () => {
         const tooLong = stdout.lines.find((line) => line._tag === "TooLong")
         assert.deepInclude(tooLong, { _tag: "TooLong", length: 1 << 30, limit: 1024 })
         assert.strictEqual(results(yield* framesOf(cli))[0].terminal_reason, "completed")
+      }))
+
+    it.effect("oversized() defaults to twice the script's lineLimit", () =>
+      Effect.gen(function*() {
+        const cli = yield* MockTransport.open(MockClaude.make([], { lineLimit: 1024 }))
+        const stdout = yield* collect(cli)
+        yield* cli.trigger(MockClaude.oversized())
+        yield* TestClock.adjust("1 second")
+        const tooLong = stdout.lines.find((line) => line._tag === "TooLong")
+        assert.deepInclude(tooLong, { _tag: "TooLong", length: 2048, limit: 1024 })
       }))
 
     it.effect("slowReceipt delays command_lifecycle queued", () =>
