@@ -246,7 +246,9 @@ describe("ClaudeOptions", () => {
 
     it("has no way to pass a prompt: the prompt is a stdin user message", () => {
       const prompt = "Delete nothing, just say hi"
-      const args = argsOf({ model: "m" })
+      // @ts-expect-error: Options has no prompt field.
+      const args = argsOf({ model: "m", prompt })
+      // And one passed anyway (from untyped code) never reaches argv.
       assert.isFalse(args.some((arg) => arg.includes(prompt)))
       assert.include(
         ClaudeProtocol.encodeUserMessage({

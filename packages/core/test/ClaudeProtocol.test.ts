@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ClaudeProtocol } from "@tether/core"
 import { Result, Schema } from "effect"
 import * as fc from "fast-check"
-import * as fs from "node:fs"
+import { fixtureFiles, readLines, TextBlockLike, transcriptEntries } from "./support/Fixtures.ts"
 
 /** Sets the value at `path` inside `root` (deletes it with `remove`); a path through a non-object is left alone. */
 const setAt = (root: unknown, path: ReadonlyArray<string | number>, value: unknown, remove: boolean): void => {
@@ -15,16 +15,6 @@ const setAt = (root: unknown, path: ReadonlyArray<string | number>, value: unkno
   if (remove) delete target[last]
   else target[last] = value
 }
-
-// shared/ is the sibling of the repository root, wherever the repository is cloned.
-const repoRoot = new URL("../../../", import.meta.url)
-const fixtures = new URL("../shared/fixtures/claude/", repoRoot)
-
-const fixtureFiles = (suffix: string): ReadonlyArray<string> =>
-  fs.readdirSync(fixtures).filter((name) => name.endsWith(suffix)).sort()
-
-const readLines = (name: string): ReadonlyArray<string> =>
-  fs.readFileSync(new URL(name, fixtures), "utf8").split("\n").filter((line) => line.length > 0)
 
 const decodeOk = (line: string): ClaudeProtocol.Decoded => {
   const result = ClaudeProtocol.decodeLine(line)
@@ -451,12 +441,7 @@ describe("ClaudeProtocol", () => {
   })
 
   describe("host frames", () => {
-    const hostLines = fixtureFiles(".ndjson").flatMap((file) =>
-      readLines(file).map((line) => JSON.parse(line)).filter((entry) => entry.dir === ">").map((entry) => ({
-        file,
-        entry
-      }))
-    )
+    const hostLines = transcriptEntries.filter(({ entry }) => entry.dir === ">")
 
     it("decodes and re-encodes every host frame of the transcripts", () => {
       const messages = hostLines.filter(({ entry }) => entry.msg !== undefined)
@@ -485,9 +470,9 @@ describe("ClaudeProtocol", () => {
     })
 
     it("refuses the raw non-JSON line of the bad-input transcript", () => {
-      const raw = hostLines.filter(({ entry }) => entry.raw !== undefined)
+      const raw = hostLines.flatMap(({ entry }) => entry.raw !== undefined ? [entry.raw] : [])
       assert.strictEqual(raw.length, 1)
-      const decoded = ClaudeProtocol.decodeHostLine(raw[0].entry.raw)
+      const decoded = ClaudeProtocol.decodeHostLine(raw[0])
       assert.isTrue(Result.isFailure(decoded) && decoded.failure.reason === "not-json")
     })
   })
@@ -624,10 +609,6 @@ describe("ClaudeProtocol", () => {
   describe("user message fast path", () => {
     const isHostUserMessage = Schema.is(ClaudeProtocol.HostUserMessage)
     // Not JSON for the schema, though their own keys look right.
-    class TextBlockLike {
-      readonly type = "text"
-      readonly text = "t"
-    }
     class MessageLike {
       readonly role = "user"
       readonly content = "hi"
@@ -707,6 +688,7 @@ describe("ClaudeProtocol", () => {
 
   describe("control response payloads", () => {
     it("decodes the initialize response of the transcripts", () => {
+      let checked = 0
       for (const file of stdoutFiles) {
         const first = frameOf(readLines(file)[0])
         if (first.type !== "control_response" || first.response.subtype !== "success") continue
@@ -714,7 +696,10 @@ describe("ClaudeProtocol", () => {
         if (Result.isFailure(decoded)) assert.fail(`${file}: ${decoded.failure.message}`)
         assert.strictEqual(decoded.success.claude_code_version, "2.1.332")
         assert.isAbove(decoded.success.models?.length ?? 0, 0)
+        checked++
       }
+      // Every transcript but the one recorded without a handshake opens with the initialize response.
+      assert.isAtLeast(checked, 10)
     })
 
     it("decodes the other control responses, with or without a payload", () => {

@@ -2,33 +2,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Pull, Scope, Stream } from "effect"
 import * as fc from "fast-check"
 import * as EventLog from "../src/EventLog.ts"
+import { assertContiguous, describeDelivery } from "./support/Deliveries.ts"
 
 type Delivery<A> = EventLog.Delivery<A>
-
-const describeDelivery = <A>(d: Delivery<A>): string =>
-  d._tag === "Event" ? `${d.seq}` : `lag(${d.missed}->${d.resumeSeq})`
-
-/**
- * Reads deliveries as event seqs plus lag ranges and checks they cover every seq from `first` contiguously, in
- * order, without duplicates. Returns the next seq the subscriber would have received.
- */
-const assertContiguous = <A>(deliveries: ReadonlyArray<Delivery<A>>, first: number): number => {
-  let cursor = first
-  for (const d of deliveries) {
-    if (d._tag === "Event") {
-      if (d.seq !== cursor) {
-        assert.fail(`expected seq ${cursor}, got ${d.seq} in ${deliveries.map(describeDelivery).join(",")}`)
-      }
-      cursor++
-    } else {
-      if (!(d.missed > 0) || d.resumeSeq !== cursor + d.missed) {
-        assert.fail(`lag ${describeDelivery(d)} at cursor ${cursor} is not an explicit range starting at the cursor`)
-      }
-      cursor = d.resumeSeq
-    }
-  }
-  return cursor
-}
 
 const seqs = <A>(deliveries: ReadonlyArray<Delivery<A>>) => deliveries.flatMap((d) => d._tag === "Event" ? [d.seq] : [])
 

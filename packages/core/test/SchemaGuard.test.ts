@@ -1,30 +1,18 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result, Schema } from "effect"
 import * as fc from "fast-check"
-import * as fs from "node:fs"
 import * as ClaudeProtocol from "../src/claude/ClaudeProtocol.ts"
 import * as SchemaGuard from "../src/internal/schemaGuard.ts"
-
-// shared/ is the sibling of the repository root, wherever the repository is cloned.
-const fixtures = new URL("../../../../shared/fixtures/claude/", import.meta.url)
+import { TextBlockLike, transcriptEntries } from "./support/Fixtures.ts"
 
 /** Every frame of the recorded transcripts, both directions. */
-const frames: ReadonlyArray<unknown> = fs.readdirSync(fixtures).filter((name) => name.endsWith(".ndjson")).flatMap(
-  (name) =>
-    fs.readFileSync(new URL(name, fixtures), "utf8").split("\n").filter((line) => line.length > 0).flatMap((line) => {
-      const entry = JSON.parse(line) as { readonly dir: string; readonly msg?: unknown }
-      return (entry.dir === "<" || entry.dir === ">") && entry.msg !== undefined ? [entry.msg] : []
-    })
+const frames: ReadonlyArray<unknown> = transcriptEntries.flatMap(({ entry }) =>
+  (entry.dir === "<" || entry.dir === ">") && entry.msg !== undefined ? [entry.msg] : []
 )
 
 const schemas = Object.entries(ClaudeProtocol).flatMap(([name, value]) =>
   Schema.isSchema(value) ? [{ name, is: Schema.is(value), guard: SchemaGuard.make(value.ast) }] : []
 )
-
-class Instance {
-  readonly type = "text"
-  readonly text = "t"
-}
 
 // Fresh values for each use: mutations must not reach into a shared one.
 const odd: ReadonlyArray<() => unknown> = [
@@ -56,7 +44,7 @@ const odd: ReadonlyArray<() => unknown> = [
   () => ({}),
   () => ({ type: "text", text: "t" }),
   () => ({ type: "tool_use", id: "i", name: "n", input: {} }),
-  () => new Instance(),
+  () => new TextBlockLike(),
   () => Object.assign(Object.create(null), { type: "text", text: "t" })
 ]
 

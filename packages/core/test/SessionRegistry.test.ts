@@ -21,6 +21,7 @@ import {
   Stream
 } from "effect"
 import { TestClock } from "effect/testing"
+import { advanceUntil, settle } from "./support/TestTime.ts"
 
 /** The error of an effect that must fail. */
 const errorOf = <A, E>(effect: Effect.Effect<A, E>) => Effect.flip(effect)
@@ -161,10 +162,17 @@ describe("SessionRegistry over a stub kind", () => {
       const { kind } = makeStub()
       class Stubs extends SessionRegistry.Service<Stubs>()("test/BadStubs", kind) {}
       const provider = ConfigProvider.fromUnknown({ capacity: "many" })
-      const exit = yield* Effect.exit(
+      const error = yield* Effect.flip(
         Layer.build(Stubs.layerConfig().pipe(Layer.provide(ConfigProvider.layer(provider))))
       )
-      assert.isTrue(Exit.isFailure(exit))
+      assert.strictEqual(error._tag, "ConfigError")
+      // Settings that read well but make no sense fail the layer with InvalidConfig.
+      const invalid = yield* Effect.flip(
+        Layer.build(
+          Stubs.layerConfig().pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ capacity: 0 }))))
+        )
+      )
+      assert.strictEqual(invalid._tag, "InvalidConfig")
     }))
 
   it.effect("by-id operations on a missing id fail with SessionNotFound, safe to requeue", () =>
@@ -215,24 +223,6 @@ describe("SessionRegistry over a stub kind", () => {
 })
 
 // ---------------------------------------------------------------------------------------------------------------
-
-/** Runs `effect` in a child fiber while advancing the clock in `step`s until it completes. */
-const settle = <A, E, R>(effect: Effect.Effect<A, E, R>, step: Duration.Input = "10 millis", steps = 2000) =>
-  Effect.gen(function*() {
-    const fiber = yield* Effect.forkChild(effect)
-    for (let i = 0; i < steps && fiber.pollUnsafe() === undefined; i++) yield* TestClock.adjust(step)
-    return yield* Fiber.join(fiber)
-  })
-
-/** Advances the clock in `step`s until `condition` holds. */
-const advanceUntil = <E>(condition: Effect.Effect<boolean, E>, step: Duration.Input = "10 millis", steps = 2000) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < steps; i++) {
-      if (yield* condition) return
-      yield* TestClock.adjust(step)
-    }
-    assert.fail("condition never held")
-  })
 
 /** A connection that has been torn down: stdin closed, the process gone, an exit status recorded. */
 const assertEnded = (connection: MockTransport.MockConnection) =>
@@ -305,7 +295,8 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         assert.strictEqual(snapshot.pins, 0)
         assert.strictEqual(snapshot.turnsInFlight, 0)
         assert.strictEqual(snapshot.exit, undefined)
-        assert.isDefined(snapshot.sessionId)
+        assert.isDefined(result.sessionId)
+        assert.strictEqual(snapshot.sessionId, result.sessionId)
       })))
 
   it.effect("closes a session idle for longer than the TTL, never a pinned or running one", () =>
@@ -331,7 +322,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         assert.strictEqual((yield* evictions("idle")) - idleBefore, 1)
 
         // The running turn outlives the TTL; the session's idle time starts when the turn ends.
-        const result = yield* settle(turn.result, "1 second")
+        const result = yield* settle(turn.result, { step: "1 second" })
         assert.strictEqual(result.text, "slow done")
         yield* TestClock.adjust("50 seconds")
         assert.isTrue(yield* busy.isAlive)
@@ -393,7 +384,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         // A wait that outlasts its deadline fails with the time it waited.
         const timedOut = yield* settle(
           Effect.scoped(registry.getOrCreate("late", {}, { admissionTimeout: "2 seconds" })).pipe(Effect.flip),
-          "100 millis"
+          { step: "100 millis" }
         )
         assert.strictEqual(timedOut._tag, "CapacityExceeded")
         yield* Scope.close(pinScope, Exit.void)
@@ -541,7 +532,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         assert.strictEqual(refused._tag, "SessionUnavailable")
         assert.isTrue(refused.safeToRequeue)
         // The running turn still completes.
-        const result = yield* settle(turn.result, "1 second")
+        const result = yield* settle(turn.result, { step: "1 second" })
         assert.strictEqual(result.text, "slow done")
         yield* settle(Fiber.join(evicting))
         yield* assertEnded(yield* mock.connection(0))
@@ -557,7 +548,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         yield* touch(registry, "a")
         const turn = yield* settle(registry.send("a", "slow"))
         const waiter = yield* Effect.forkChild(turn.result)
-        yield* settle(registry.evict("a", { timeout: "5 seconds" }), "100 millis")
+        yield* settle(registry.evict("a", { timeout: "5 seconds" }), { step: "100 millis" })
         const error = yield* Fiber.join(waiter).pipe(Effect.flip)
         assert.strictEqual(error._tag, "TurnInterrupted")
         if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "evicted")
@@ -656,7 +647,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
 
       const teardownsBefore = (yield* Metric.value(SessionRegistry.metrics.teardownDuration)).count
       const t0 = yield* Clock.currentTimeMillis
-      yield* settle(Scope.close(scope, Exit.void), "100 millis")
+      yield* settle(Scope.close(scope, Exit.void), { step: "100 millis" })
       const elapsed = (yield* Clock.currentTimeMillis) - t0
       assert.strictEqual(elapsed, 4000)
       for (const connection of connections) yield* assertEnded(connection)
@@ -715,7 +706,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         const turn = yield* settle(registry.send("a", "slow"))
         assert.strictEqual((yield* inFlight()) - inFlightBefore, 1)
         assert.strictEqual((yield* registry.snapshot("a")).turnsInFlight, 1)
-        yield* settle(turn.result, "1 second")
+        yield* settle(turn.result, { step: "1 second" })
         yield* advanceUntil(Effect.map(inFlight(), (n) => n === inFlightBefore))
         yield* settle(registry.evict("b"))
         assert.strictEqual((yield* sessions()) - sessionsBefore, 1)
