@@ -26,6 +26,7 @@ import * as Path from "node:path"
 import { ClaudeSession, SessionRegistry, Transport } from "../packages/core/src/index.ts"
 import * as MockClaude from "../packages/testing/src/MockClaude.ts"
 import * as MockTransport from "../packages/testing/src/MockTransport.ts"
+import { mean, percentile } from "./bench/stats.ts"
 
 const root = Path.resolve(import.meta.dirname, "..")
 
@@ -35,9 +36,9 @@ const phase = process.argv[2]
 const sessions = Number(process.env.BENCH_REGISTRY_SESSIONS ?? 10_000)
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
-const zero = Object.fromEntries(Object.keys(MockClaude.defaultTiming).map((key) => [key, "0 millis"])) as {
-  readonly [K in keyof MockClaude.Timing]: Duration.Input
-}
+const zero: Partial<MockClaude.Timing> = Object.fromEntries(
+  Object.keys(MockClaude.defaultTiming).map((key) => [key, "0 millis"])
+)
 const script = MockClaude.make([], { timing: zero })
 // MockTransport.layer keeps every connection for inspection; this one keeps nothing, so what stays in memory after
 // the sessions are closed is what the host leaked.
@@ -81,22 +82,20 @@ const timeEach = <A, E, R>(
   after: (a: A) => Effect.Effect<unknown> = () => Effect.void
 ) =>
   Effect.gen(function*() {
-    const samples = new Float64Array(n)
-    let totalMs = 0
+    const samples: Array<number> = []
     for (let i = 0; i < n; i++) {
       const t0 = performance.now()
       const a = yield* op(i)
-      samples[i] = (performance.now() - t0) * 1000
-      totalMs += samples[i] / 1000
+      samples.push((performance.now() - t0) * 1000)
       yield* after(a)
     }
-    const sorted = samples.slice().sort()
+    const meanUs = mean(samples)
     const timing: Timing = {
       n,
-      meanUs: (totalMs * 1000) / n,
-      p50Us: sorted[Math.floor(n * 0.5)],
-      p99Us: sorted[Math.min(n - 1, Math.floor(n * 0.99))],
-      totalMs
+      meanUs,
+      p50Us: percentile(samples, 0.5),
+      p99Us: percentile(samples, 0.99),
+      totalMs: (meanUs * n) / 1000
     }
     log(`${label}: ${timing.meanUs.toFixed(1)} us/op (p50 ${timing.p50Us.toFixed(1)}, p99 ${timing.p99Us.toFixed(1)})`)
     return timing

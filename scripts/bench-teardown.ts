@@ -20,6 +20,8 @@ import * as Path from "node:path"
 import * as Transport from "../packages/core/src/Transport.ts"
 import * as FakeClaude from "../packages/testing/src/FakeClaude.ts"
 import { NodeTransport } from "../packages/transport-node/src/index.ts"
+import { withEnvironment } from "../packages/transport-node/test/utils.ts"
+import { summarize, type Summary } from "./bench/stats.ts"
 
 const runs = Number(process.env.BENCH_TEARDOWN_RUNS ?? "10")
 const termGraceMillis = Number(process.env.BENCH_TEARDOWN_TERM_GRACE_MS ?? "500")
@@ -39,23 +41,7 @@ const shapes: ReadonlyArray<Shape> = [
 ]
 
 /** Live processes carrying the run's marker, from /proc (not from the transport's bookkeeping). */
-const marked = (mark: string): number => {
-  const needle = Buffer.from(`BENCH_MARK=${mark}\0`)
-  let count = 0
-  for (const name of Fs.readdirSync("/proc")) {
-    if (!/^[0-9]+$/.test(name)) continue
-    try {
-      const environ = Fs.readFileSync(`/proc/${name}/environ`)
-      if (environ.indexOf(needle) === -1) continue
-      const stat = Fs.readFileSync(`/proc/${name}/stat`, "latin1")
-      const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3)
-      if (state !== "Z" && state !== "X") count++
-    } catch {
-      // gone
-    }
-  }
-  return count
-}
+const marked = (mark: string): number => withEnvironment(`BENCH_MARK=${mark}\0`).length
 
 const waitFor = (f: () => boolean) =>
   Effect.callback<void>((resume) => {
@@ -91,20 +77,17 @@ const once = (shape: Shape) =>
     return millis
   })
 
-const summarize = (samples: ReadonlyArray<number>) => {
-  const sorted = [...samples].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  const median = sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-  return { median, min: sorted[0], max: sorted[sorted.length - 1], samples }
-}
-
 const program = Effect.gen(function*() {
-  const results: Array<{ readonly shape: string } & ReturnType<typeof summarize>> = []
+  const results: Array<{ readonly shape: string } & Summary> = []
   for (const shape of shapes) {
     yield* once(shape) // warm-up, not counted
     const samples: Array<number> = []
     for (let i = 0; i < runs; i++) samples.push(yield* once(shape))
-    results.push({ shape: shape.name, ...summarize(samples) })
+    const summary = summarize(samples)
+    if (summary === undefined) {
+      return yield* Effect.die(new Error(`${shape.name}: no runs (BENCH_TEARDOWN_RUNS=${runs})`))
+    }
+    results.push({ shape: shape.name, ...summary })
   }
   return results
 }).pipe(Effect.provide(NodeTransport.layer({ executables: { claude: FakeClaude.path } })))

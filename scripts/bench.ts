@@ -5,7 +5,7 @@
  * Prints a markdown table (machine, Node, each figure's median and min–max over several runs, Tether's ratios to the
  * SDK and to the bare host, and the targets) and writes .bench/bench.json and .bench/bench.md. Where Tether misses a
  * throughput or round-trip target it profiles that figure once more and prints the top self-time functions. Then it
- * runs scripts/bench-teardown.ts and scripts/bench-registry.ts, when they exist, and includes what they print.
+ * runs scripts/bench-teardown.ts and scripts/bench-registry.ts and includes what they print.
  *
  * Knobs (environment):
  *   BENCH_RUNS (5)           runs of the throughput, round-trip and lifecycle figures, per host
@@ -447,13 +447,8 @@ const main = async () => {
   > = []
   if (config.extras) {
     for (const script of ["scripts/bench-teardown.ts", "scripts/bench-registry.ts"]) {
-      const file = Path.join(root, script)
-      if (!Fs.existsSync(file)) {
-        log(`${script}: not present, skipped`)
-        continue
-      }
       log(`${script}: running`)
-      const r = await runExtra(file)
+      const r = await runExtra(Path.join(root, script))
       extras.push({ script, ...r })
       log(`${script}: exit ${r.code} after ${(r.ms / 1000).toFixed(1)} s`)
     }

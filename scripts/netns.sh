@@ -2,7 +2,9 @@
 # Runs a command inside a fresh network namespace that has only loopback (brought up), so nothing it does can
 # reach another machine: a regression in the CLI's offline behaviour then fails loudly instead of leaking.
 #
-#   scripts/netns.sh node scripts/real-claude-smoke.ts
+#   scripts/netns.sh pnpm --silent --filter @tether/examples demo
+#
+# The claude-cli vitest project (packages/transport-node/test/integration) starts each of its workers through it.
 #
 # Needs root (or user namespaces for `unshare -rn`). If no namespace can be made, it warns loudly on stderr and
 # runs the command directly; set TETHER_NETNS_REQUIRED=1 to fail instead. Exit status is the command's.

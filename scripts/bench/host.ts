@@ -21,8 +21,8 @@ export interface HostSession {
   readonly close: () => Promise<void>
 }
 
+/** A benchmarked host: how it opens sessions on the fake CLI. */
 export interface Host {
-  readonly name: string
   /** One-time set-up that belongs with loading the library (Tether builds its transport layer), before any figure. */
   readonly init?: () => Promise<void>
   /** Spawns the CLI and resolves once the host considers the session usable. */

@@ -41,4 +41,5 @@ export const summarize = (samples: ReadonlyArray<number>): Summary | undefined =
 export const percentile = (samples: ReadonlyArray<number>, q: number): number =>
   quantile([...samples].sort((a, b) => a - b), q)
 
+/** The arithmetic mean of a non-empty sample. */
 export const mean = (samples: ReadonlyArray<number>): number => samples.reduce((a, b) => a + b, 0) / samples.length

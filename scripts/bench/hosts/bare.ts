@@ -84,4 +84,5 @@ const open = (): Promise<HostSession> =>
     )
   })
 
-export const host: Host = { name: "bare", open }
+/** The bare host (`child_process` + `readline` + `JSON.parse`), for runner.ts. */
+export const host: Host = { open }

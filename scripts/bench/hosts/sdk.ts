@@ -92,4 +92,5 @@ const open = async (): Promise<HostSession> => {
   }
 }
 
-export const host: Host = { name: "sdk", open }
+/** The official SDK's `query()` host, for runner.ts. */
+export const host: Host = { open }

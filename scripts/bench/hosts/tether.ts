@@ -72,8 +72,8 @@ const open = async (): Promise<HostSession> => {
   }
 }
 
+/** The Tether host: `ClaudeSession` over `NodeTransport`, for runner.ts. */
 export const host: Host = {
-  name: "tether",
   // Builds the layer (and its host-death watchdog) once per process, like importing a library.
   init: () => runtime.runPromise(Effect.void),
   open
