@@ -1138,6 +1138,27 @@ describe("Controls and retirement", () => {
         const later = yield* Effect.flip(session.mcpStatus)
         assert.strictEqual(later._tag, "SessionRetired")
       })).pipe(mock(MockClaude.make([], { faults: [MockClaude.neverAnswer("set_model")] }))))
+
+  it.effect("an answer that does not match the control's response schema fails the control with ControlFailed", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const waiting = yield* Effect.forkChild(Effect.flip(session.setModel("x")))
+        yield* advance("10 millis")
+        const request = (yield* writtenFrames(cli)).findLast((frame) => frame.request?.subtype === "set_model")
+        assert.isDefined(request)
+        yield* cli.inject(JSON.stringify({
+          type: "control_response",
+          response: { subtype: "success", request_id: request!.request_id, response: { model: 5 } }
+        }))
+        const error = yield* settle(Fiber.join(waiting))
+        assert.strictEqual(error._tag, "ControlFailed")
+        if (error._tag === "ControlFailed") {
+          assert.strictEqual(error.subtype, "set_model")
+          assert.strictEqual(error.code, "malformed_response")
+        }
+        // A malformed answer is the CLI's answer all the same: the session goes on.
+        assert.strictEqual(yield* session.status, "idle")
+      })).pipe(mock(MockClaude.make([], { faults: [MockClaude.neverAnswer("set_model")] }))))
 })
 
 describe("Startup races", () => {
