@@ -15,6 +15,7 @@ import { ExecutableNotFound } from "@tether/core/TetherError"
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { isWindows } from "./internal/platform.ts"
 
 /**
  * Where to look, beyond the defaults.
@@ -43,8 +44,6 @@ export interface Search {
  * @since 0.1.0
  */
 export const envVar = (program: string): string => `TETHER_${program.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_PATH`
-
-const isWindows = process.platform === "win32"
 
 const isExecutable = (file: string): boolean => {
   try {

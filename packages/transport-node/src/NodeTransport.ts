@@ -11,9 +11,12 @@
  *
  * Host death: under `NodeRuntime.runMain`, SIGINT/SIGTERM interrupt the program and the finalizers run the
  * teardown. Under `Effect.runPromise` (or after SIGKILL, a crash, `process.exit`) no finalizer runs: the CLI is
- * spawned in its own session, so without help it keeps running. That help is the watchdog (on by default on
- * POSIX): a small Node process per layer that notices the host's death by the EOF of a pipe and kills the
- * registered trees. `watchdog: false` turns it off, and then children outlive a host that dies without finalizers.
+ * spawned in its own session, so without help it keeps running. That help is the watchdog (on by default
+ * everywhere but Windows): a small Node process per layer that notices the host's death by the EOF of a pipe and
+ * tears down what the host registered. On Linux (with /proc) it kills each connection's whole tree, found as
+ * teardown finds it; elsewhere it only signals each CLI's process group, so descendants that left the group
+ * (`setsid`) survive. `watchdog: false` turns it off, and then children outlive a host that dies without
+ * finalizers.
  *
  * @example
  * ```ts
@@ -62,6 +65,7 @@ import * as Path from "node:path"
 import type { Readable } from "node:stream"
 import * as Executable from "./Executable.ts"
 import * as Framing from "./Framing.ts"
+import { isWindows } from "./internal/platform.ts"
 import * as ProcessTree from "./internal/processTree.ts"
 import * as Watchdog from "./internal/watchdog.ts"
 
@@ -83,7 +87,10 @@ export interface Options {
    * SIGKILL is sent but not waited for: the kernel may still be delivering it when the scope's close returns.
    */
   readonly killGrace?: Duration.Input | undefined
-  /** Start the host-death watchdog (default: true on Linux and macOS, unavailable on Windows). */
+  /**
+   * Start the host-death watchdog (default: true everywhere but Windows, where it is unavailable). On Linux it
+   * kills each connection's whole tree when the host dies; elsewhere only each CLI's process group.
+   */
   readonly watchdog?: boolean | undefined
 }
 
@@ -120,7 +127,13 @@ export const defaultStderrTailBytes = 8 * 1024
  */
 export const defaultKillGrace: Duration.Duration = Duration.seconds(1)
 
-const isWindows = process.platform === "win32"
+/**
+ * Whether a transport with these options runs the watchdog: asked for (the default), not on Windows, and its
+ * program shipped next to this module (a bundle that left `internal/watchdogMain.js` out has none: the capability
+ * report then says the CLI does not die with its host).
+ */
+const watchdogEnabled = (options?: { readonly watchdog?: boolean | undefined }): boolean =>
+  !isWindows && (options?.watchdog ?? true) && Watchdog.available
 
 /**
  * What the transport guarantees on this platform, with or without the watchdog.
@@ -129,13 +142,12 @@ const isWindows = process.platform === "win32"
  * @since 0.1.0
  */
 export const capabilitiesFor = (options?: { readonly watchdog?: boolean | undefined }): Transport.Capabilities => {
-  const watchdog = !isWindows && (options?.watchdog ?? true)
-  const hostDeath = watchdog
-    ? "dies with host: a watchdog process (one per layer, in its own session) sees the host's pipe close and kills " +
-      "the registered trees; a watchdog killed together with the host (e.g. a cgroup kill) cannot act, but then " +
-      "the cgroup kill reached the CLI too"
-    : "no watchdog: a host killed without running finalizers (SIGKILL, crash, a signal under Effect.runPromise) " +
-      "leaves the CLI running; Node has no prctl(PR_SET_PDEATHSIG)"
+  const watchdog = watchdogEnabled(options)
+  const noWatchdog = "no watchdog: a host killed without running finalizers (SIGKILL, crash, a signal under " +
+    "Effect.runPromise) leaves the CLI running; Node has no prctl(PR_SET_PDEATHSIG)"
+  const watchdogProcess = "a watchdog process (one per layer, in its own session) sees the host's pipe close"
+  const cgroupKill = "a watchdog killed together with the host (e.g. a cgroup kill) cannot act, but then the " +
+    "cgroup kill reached the CLI too"
   if (process.platform === "linux") {
     return {
       name: "node/linux",
@@ -149,7 +161,10 @@ export const capabilitiesFor = (options?: { readonly watchdog?: boolean | undefi
         "not found: a descendant that clears its environment, leaves the session, and whose parent exited before " +
         "teardown (only a cgroup or a PID namespace contains that one)",
         "zombies do not count as alive; teardown is bounded by termGrace + killGrace whatever the children do",
-        hostDeath
+        watchdog
+          ? `dies with host: ${watchdogProcess} and kills each connection's tree, found as teardown finds it ` +
+            `(with /proc; without it, only each CLI's process group); ${cgroupKill}`
+          : noWatchdog
       ]
     }
   }
@@ -175,7 +190,11 @@ export const capabilitiesFor = (options?: { readonly watchdog?: boolean | undefi
       "the tree is read with ps at teardown: descendants by parent link (found while their parents live) and the " +
       "members of every member's process group; there is no /proc to find orphans by their environment",
       "zombies do not count as alive; teardown is bounded by termGrace + killGrace whatever the children do",
-      hostDeath
+      watchdog
+        ? `dies with host, partly: ${watchdogProcess} and signals each CLI's process group only (SIGTERM, then ` +
+          "SIGKILL after termGrace): descendants that left the group (setsid, as the Bash tool does) keep running; " +
+          cgroupKill
+        : noWatchdog
     ]
   }
 }
@@ -196,16 +215,13 @@ const reveal = (value: string | Redacted.Redacted<string>): string =>
   Redacted.isRedacted(value) ? Redacted.value(value) : value
 
 /** The environment a process starts with, with `Redacted` values revealed: built only to spawn. */
-const buildEnvironment = (
-  environment: Transport.Environment,
-  host: Readonly<Record<string, string | undefined>> = process.env
-): Record<string, string> => {
+const buildEnvironment = (environment: Transport.Environment): Record<string, string> => {
   const env: Record<string, string> = {}
   if (environment.mode === "inherit") {
-    for (const [key, value] of Object.entries(host)) if (value !== undefined) env[key] = value
+    for (const [key, value] of Object.entries(process.env)) if (value !== undefined) env[key] = value
   } else {
     for (const key of ["PATH", "HOME"]) {
-      const value = host[key]
+      const value = process.env[key]
       if (value !== undefined) env[key] = value
     }
   }
@@ -588,7 +604,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const maxLineBytes = options?.maxLineBytes ?? defaultMaxLineBytes
   const stderrTailBytes = options?.stderrTailBytes ?? defaultStderrTailBytes
   const killGraceMillis = Duration.toMillis(options?.killGrace ?? defaultKillGrace)
-  const useWatchdog = !isWindows && (options?.watchdog ?? true)
+  const useWatchdog = watchdogEnabled(options)
   const backend = ProcessTree.defaultBackend()
   const watchdog = useWatchdog ? Watchdog.make() : undefined
   if (watchdog !== undefined) yield* Effect.addFinalizer(() => Effect.sync(watchdog.close))
@@ -619,7 +635,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         windowsHide: true
       }, backend).pipe(Effect.tapError(() => Effect.sync(() => watchdog?.unregister(marker))))
       const pid = child.pid!
-      watchdog?.setGroup(marker, pid)
+      watchdog?.setRoot(marker, pid, start)
       const { connection, exited } = makeConnection(child, { maxLineBytes, stderrTailBytes })
       const tree = backend === undefined
         ? undefined

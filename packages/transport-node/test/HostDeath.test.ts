@@ -7,9 +7,9 @@ import { Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Data, Duration, Effect, Exit, Layer, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { fakeClaudePath, fakeSpec, marked, newMark, waitUntil } from "./utils.ts"
+import { title } from "../src/internal/watchdog.ts"
+import { allProcs, fakeClaudePath, fakeSpec, killMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
 
 const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
 
@@ -43,16 +43,7 @@ const exited = (host: ChildProcess.ChildProcess) =>
   })
 
 /** Kills whatever a test deliberately left behind, so that nothing outlives the suite. */
-const cleanup = (mark: string) =>
-  Effect.sync(() => {
-    for (const proc of marked(mark)) {
-      try {
-        process.kill(proc.pid, "SIGKILL")
-      } catch {
-        // already gone
-      }
-    }
-  })
+const cleanup = (mark: string) => Effect.sync(() => killMarked(mark))
 
 describe("host death", () => {
   it.live("a host under NodeRuntime.runMain that receives SIGTERM tears its whole tree down", () => {
@@ -101,8 +92,7 @@ describe("host death", () => {
       yield* Effect.sleep("500 millis")
       // This is the documented limit (capabilities: diesWithHost = false without the watchdog). The CLI itself
       // exits on the stdin EOF its host's death causes; its descendants do not.
-      const sleepers = marked(mark).filter((proc) => proc.args.startsWith("sleep"))
-      assert.strictEqual(sleepers.length, 4)
+      assert.strictEqual(sleeping(marked(mark)).length, 4)
     }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
   })
 
@@ -110,16 +100,7 @@ describe("host death", () => {
     Effect.gen(function*() {
       const watchdogs = () =>
         new Set(
-          Fs.readdirSync("/proc").filter((name) => /^[0-9]+$/.test(name)).filter((name) => {
-            try {
-              const stat = Fs.readFileSync(`/proc/${name}/stat`, "latin1")
-              const cmdline = Fs.readFileSync(`/proc/${name}/cmdline`, "latin1")
-              return cmdline.startsWith("tether-watchdog") &&
-                Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === process.pid
-            } catch {
-              return false
-            }
-          })
+          allProcs().filter((proc) => proc.args.startsWith(title) && proc.ppid === process.pid).map((proc) => proc.pid)
         )
       const before = watchdogs()
       const scope = yield* Scope.make()

@@ -5,7 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as ProcessTree from "../src/internal/processTree.ts"
-import { marked, newMark, waitUntil } from "./utils.ts"
+import { killMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
 
 /** A root (own session) with a child, a setsid grandchild with its own child, and an orphaned daemon. */
 const spawnTree = (mark: string) =>
@@ -19,10 +19,13 @@ const spawnTree = (mark: string) =>
     ),
     (root) =>
       Effect.sync(() => {
-        for (const proc of marked(mark)) process.kill(proc.pid, "SIGKILL")
+        killMarked(mark)
         root.kill("SIGKILL")
       })
   )
+
+/** Whether Node reaped the root (its exit was seen): from then on its pid may name another process. */
+const rootReaped = (root: ChildProcess.ChildProcess) => () => root.exitCode !== null || root.signalCode !== null
 
 const pids = (procs: ReadonlyArray<{ readonly pid: number }>) => procs.map((proc) => proc.pid).sort((a, b) => a - b)
 
@@ -41,14 +44,29 @@ describe("ProcessTree", () => {
     Effect.gen(function*() {
       const mark = newMark()
       const root = yield* spawnTree(mark)
-      yield* waitUntil("the tree", () => marked(mark).filter((proc) => proc.args.startsWith("sleep")).length === 3)
+      yield* waitUntil("the tree", () => sleeping(marked(mark)).length === 3)
       const tree = ProcessTree.make({
         backend: "proc",
         rootPid: root.pid!,
-        rootReaped: () => root.exitCode !== null || root.signalCode !== null,
+        rootReaped: rootReaped(root),
         marker: `TEST_MARK=${mark}`
       })
       assert.deepStrictEqual(pids(tree.scan()), pids(marked(mark)))
+    }).pipe(Effect.scoped))
+
+  it.live("/proc with the marker alone (no root known, the watchdog's case before the spawn is reported)", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      yield* spawnTree(mark)
+      yield* waitUntil("the tree", () => sleeping(marked(mark)).length === 3)
+      const tree = ProcessTree.make({
+        backend: "proc",
+        rootPid: undefined,
+        rootReaped: () => true,
+        marker: `TEST_MARK=${mark}`
+      })
+      // A table read by the caller, as the watchdog reads one for all its trees.
+      assert.deepStrictEqual(pids(tree.scan(ProcessTree.readTable("proc"))), pids(marked(mark)))
     }).pipe(Effect.scoped))
 
   it.live("/proc with the root's start time: a process older than the root is never a member, marker or not", () =>
@@ -65,11 +83,11 @@ describe("ProcessTree", () => {
       // Start times are in clock ticks (usually 10 ms): let one pass.
       yield* Effect.sleep("50 millis")
       const root = yield* spawnTree(mark)
-      yield* waitUntil("the tree", () => marked(mark).filter((proc) => proc.args.startsWith("sleep")).length === 4)
+      yield* waitUntil("the tree", () => sleeping(marked(mark)).length === 4)
       const options = {
         backend: "proc" as const,
         rootPid: root.pid!,
-        rootReaped: () => root.exitCode !== null || root.signalCode !== null,
+        rootReaped: rootReaped(root),
         marker: `TEST_MARK=${mark}`
       }
       const rootStart = ProcessTree.readStat(root.pid!)?.start
@@ -84,7 +102,7 @@ describe("ProcessTree", () => {
     Effect.gen(function*() {
       const mark = newMark()
       const root = yield* spawnTree(mark)
-      yield* waitUntil("the tree", () => marked(mark).filter((proc) => proc.args.startsWith("sleep")).length === 3)
+      yield* waitUntil("the tree", () => sleeping(marked(mark)).length === 3)
       const tree = ProcessTree.make({ backend: "proc", rootPid: root.pid!, rootReaped: () => false, marker: undefined })
       const found = pids(tree.scan())
       // Everything but the orphaned daemon (its parent exited, it left the session): that one needs the marker.
@@ -99,7 +117,7 @@ describe("ProcessTree", () => {
     Effect.gen(function*() {
       const mark = newMark()
       const root = yield* spawnTree(mark)
-      yield* waitUntil("the tree", () => marked(mark).filter((proc) => proc.args.startsWith("sleep")).length === 3)
+      yield* waitUntil("the tree", () => sleeping(marked(mark)).length === 3)
       const tree = ProcessTree.make({ backend: "ps", rootPid: root.pid!, rootReaped: () => false, marker: undefined })
       const found = pids(tree.scan())
       const expected = marked(mark).filter((proc) => !(proc.ppid === 1 && proc.sid === proc.pid))
@@ -114,7 +132,7 @@ describe("ProcessTree", () => {
       const tree = ProcessTree.make({
         backend: "proc",
         rootPid: root.pid!,
-        rootReaped: () => root.exitCode !== null || root.signalCode !== null,
+        rootReaped: rootReaped(root),
         marker: `TEST_MARK=${mark}`
       })
       assert.isTrue(tree.scan().some((proc) => proc.pid === root.pid))

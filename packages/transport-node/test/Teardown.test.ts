@@ -8,13 +8,24 @@ import { TetherError, Transport } from "@tether/core"
 import type { FakeClaude } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Deferred, Duration, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
-import { fakeClaudePath, fakeSpec, initialize, marked, newMark, type Proc, userMessage, waitUntil } from "./utils.ts"
+import {
+  fakeClaudePath,
+  fakeSpec,
+  initialize,
+  marked,
+  newMark,
+  type Proc,
+  sleeping,
+  userMessage,
+  waitUntil
+} from "./utils.ts"
 
 const termGraceMillis = 300
 const killGraceMillis = 1_000
 // Scheduling slack for a loaded 2-core machine: the bound is termGrace + killGrace, plus this.
 const slackMillis = 250
-const boundMillis = termGraceMillis + killGraceMillis + slackMillis
+/** How long a teardown may take: termGrace + killGrace + slack. */
+const boundMillis = (termGrace: number) => termGrace + killGraceMillis + slackMillis
 
 const TransportLive = NodeTransport.layer({
   executables: { claude: fakeClaudePath },
@@ -23,8 +34,11 @@ const TransportLive = NodeTransport.layer({
 })
 
 interface Scenario {
-  readonly knobs: FakeClaude.Knobs
-  /** The session's tree is up: checked in /proc before the scope closes. */
+  /** The launch spec of a session marked with `mark` (the marker every process of its tree inherits). */
+  readonly spec: (mark: string) => Transport.LaunchSpec
+  /** One session per mark, all opened in the same scope (default: one fresh mark). */
+  readonly marks?: ReadonlyArray<string>
+  /** A session's tree is up: checked in /proc, for every session, before the scope closes. */
   readonly ready: (procs: ReadonlyArray<Proc>, cliPid: number) => boolean
   /** What to do with the connection before closing (default: nothing). */
   readonly act?: (connection: Transport.Connection) => Effect.Effect<void, TetherError.TransportWriteError>
@@ -36,31 +50,64 @@ interface Scenario {
   readonly killNotAwaited?: boolean
 }
 
-/** Opens the fake in its own scope, waits for its tree, closes the scope, and checks /proc and the bound. */
+/** The fake CLI with these knobs, as a scenario's spec. */
+const fake = (knobs: FakeClaude.Knobs) => (mark: string) => fakeSpec(mark, knobs)
+
+/**
+ * Runs `close` (a scope's close, a fiber's interruption), then checks that no process of `marks` is left and that
+ * the close took less than the bound.
+ */
+const closeWithin = <A, E>(
+  close: Effect.Effect<A, E>,
+  marks: ReadonlyArray<string>,
+  options?: { readonly termGrace?: number | undefined; readonly killNotAwaited?: boolean | undefined }
+) =>
+  Effect.gen(function*() {
+    const started = Date.now()
+    const result = yield* close
+    const millis = Date.now() - started
+    if (options?.killNotAwaited === true) {
+      yield* waitUntil("the SIGKILLed trees to be gone", () => marks.every((mark) => marked(mark).length === 0), 1_000)
+        .pipe(Effect.ignore)
+    }
+    for (const mark of marks) {
+      const after = marked(mark)
+      assert.deepStrictEqual(after, [], `survivors: ${JSON.stringify(after)}`)
+    }
+    const bound = boundMillis(options?.termGrace ?? termGraceMillis)
+    assert.isBelow(millis, bound, `teardown took ${millis} ms`)
+    return { result, millis }
+  })
+
+/**
+ * Opens one session per mark in a scope of their own, waits for their trees, closes the scope, and checks /proc and
+ * the bound. Returns the first session's connection, CLI pid and tree before the close.
+ */
 const scenario = (s: Scenario, layer = TransportLive) =>
   Effect.gen(function*() {
-    const mark = newMark()
+    const marks = s.marks ?? [newMark()]
     const transport = yield* Transport.Transport
     const scope = yield* Scope.make()
     const termGrace = s.termGrace ?? termGraceMillis
-    const connection = yield* transport.open(fakeSpec(mark, s.knobs), { termGrace: Duration.millis(termGrace) }).pipe(
-      Scope.provide(scope)
+    const sessions = yield* Effect.forEach(marks, (mark) =>
+      Effect.gen(function*() {
+        const connection = yield* transport.open(s.spec(mark), { termGrace: Duration.millis(termGrace) }).pipe(
+          Scope.provide(scope)
+        )
+        const cliPid = Option.getOrThrow(connection.pid)
+        if (s.act !== undefined) yield* s.act(connection)
+        return { mark, connection, cliPid }
+      }), { concurrency: "unbounded" })
+    yield* waitUntil(
+      marks.length === 1 ? "the session's tree" : "every session's tree",
+      () => sessions.every(({ cliPid, mark }) => s.ready(marked(mark), cliPid))
     )
-    const cliPid = Option.getOrThrow(connection.pid)
-    if (s.act !== undefined) yield* s.act(connection)
-    yield* waitUntil("the session's tree", () => s.ready(marked(mark), cliPid))
+    const [{ cliPid, connection, mark }] = sessions
     const before = marked(mark)
-
-    const started = Date.now()
-    yield* Scope.close(scope, Exit.void)
-    const millis = Date.now() - started
-
-    if (s.killNotAwaited === true) {
-      yield* waitUntil("the SIGKILLed tree to be gone", () => marked(mark).length === 0, 1_000).pipe(Effect.ignore)
-    }
-    const after = marked(mark)
-    assert.deepStrictEqual(after, [], `survivors: ${JSON.stringify(after)}`)
-    assert.isBelow(millis, termGrace + killGraceMillis + slackMillis, `teardown took ${millis} ms`)
+    const { millis } = yield* closeWithin(Scope.close(scope, Exit.void), marks, {
+      termGrace,
+      killNotAwaited: s.killNotAwaited
+    })
     return { before, millis, connection, cliPid }
   }).pipe(Effect.provide(layer))
 
@@ -71,19 +118,18 @@ const handshake = (connection: Transport.Connection) =>
   })
 
 const count = (n: number) => (procs: ReadonlyArray<Proc>) => procs.length >= n
-const sleeping = (procs: ReadonlyArray<Proc>) => procs.filter((proc) => proc.args.startsWith("sleep"))
 
 describe("teardown", () => {
   it.live("a cooperative CLI", () =>
     Effect.gen(function*() {
-      const { before } = yield* scenario({ knobs: {}, ready: count(1) })
+      const { before } = yield* scenario({ spec: fake({}), ready: count(1) })
       assert.strictEqual(before.length, 1)
     }))
 
   it.live("a CLI that ignores SIGTERM and stdin EOF is SIGKILLed after termGrace", () =>
     Effect.gen(function*() {
       const { connection, millis } = yield* scenario({
-        knobs: { modes: ["ignore-sigterm"] },
+        spec: fake({ modes: ["ignore-sigterm"] }),
         // The answer proves the CLI is up and has its signal handlers installed.
         act: handshake,
         ready: count(1)
@@ -98,7 +144,7 @@ describe("teardown", () => {
   it.live("with no kill grace at all, a CLI that ignores SIGTERM is still SIGKILLed (the last poll kills)", () =>
     Effect.gen(function*() {
       const { connection } = yield* scenario(
-        { knobs: { modes: ["ignore-sigterm"] }, act: handshake, ready: count(1), killNotAwaited: true },
+        { spec: fake({ modes: ["ignore-sigterm"] }), act: handshake, ready: count(1), killNotAwaited: true },
         NodeTransport.layer({ executables: { claude: fakeClaudePath }, killGrace: 0, watchdog: false })
       )
       yield* connection.exit
@@ -111,7 +157,7 @@ describe("teardown", () => {
   it.live("grandchildren in the CLI's process group", () =>
     Effect.gen(function*() {
       const { before } = yield* scenario({
-        knobs: { modes: ["grandchildren"], children: 3 },
+        spec: fake({ modes: ["grandchildren"], children: 3 }),
         ready: (procs) => sleeping(procs).length === 3
       })
       assert.strictEqual(before.length, 4)
@@ -120,7 +166,7 @@ describe("teardown", () => {
   it.live("a descendant in its own session (setsid, like the Bash tool)", () =>
     Effect.gen(function*() {
       const { before, cliPid } = yield* scenario({
-        knobs: { modes: ["setsid-child"] },
+        spec: fake({ modes: ["setsid-child"] }),
         ready: (procs) => sleeping(procs).length === 1
       })
       const [sleeper] = sleeping(before)
@@ -130,7 +176,7 @@ describe("teardown", () => {
   it.live("a double-forked daemon, re-parented away from the CLI", () =>
     Effect.gen(function*() {
       const { before, cliPid } = yield* scenario({
-        knobs: { modes: ["double-fork-daemon"] },
+        spec: fake({ modes: ["double-fork-daemon"] }),
         ready: (procs) => sleeping(procs).length === 1 && procs.length === 2
       })
       const [daemon] = sleeping(before)
@@ -141,7 +187,7 @@ describe("teardown", () => {
   it.live("every kind of descendant at once, under a CLI that ignores SIGTERM", () =>
     Effect.gen(function*() {
       const { before } = yield* scenario({
-        knobs: { modes: ["ignore-sigterm", "grandchildren", "setsid-child", "double-fork-daemon"] },
+        spec: fake({ modes: ["ignore-sigterm", "grandchildren", "setsid-child", "double-fork-daemon"] }),
         ready: (procs) => sleeping(procs).length === 4
       })
       assert.strictEqual(before.length, 6)
@@ -151,7 +197,7 @@ describe("teardown", () => {
     Effect.gen(function*() {
       const { before } = yield* scenario(
         {
-          knobs: { modes: ["ignore-sigterm", "grandchildren", "setsid-child", "double-fork-daemon"] },
+          spec: fake({ modes: ["ignore-sigterm", "grandchildren", "setsid-child", "double-fork-daemon"] }),
           ready: (procs) => sleeping(procs).length === 4
         },
         NodeTransport.layer({ executables: { claude: fakeClaudePath }, killGrace: Duration.millis(killGraceMillis) })
@@ -162,7 +208,7 @@ describe("teardown", () => {
   it.live("the CLI already exited by itself, but its setsid descendant survived", () =>
     Effect.gen(function*() {
       const { connection } = yield* scenario({
-        knobs: { modes: ["exit-after-result", "setsid-child"] },
+        spec: fake({ modes: ["exit-after-result", "setsid-child"] }),
         act: (connection) =>
           Effect.gen(function*() {
             yield* connection.write(userMessage("one turn"))
@@ -174,16 +220,14 @@ describe("teardown", () => {
     }))
 
   it.live("the CLI crashed mid-turn, leaving a setsid descendant and an orphaned daemon", () =>
-    Effect.gen(function*() {
-      yield* scenario({
-        knobs: { modes: ["crash-mid-turn", "setsid-child", "double-fork-daemon"] },
-        act: (connection) =>
-          Effect.gen(function*() {
-            yield* connection.write(userMessage("boom"))
-            yield* connection.exit
-          }),
-        ready: (procs) => sleeping(procs).length === 2 && procs.length === 3
-      })
+    scenario({
+      spec: fake({ modes: ["crash-mid-turn", "setsid-child", "double-fork-daemon"] }),
+      act: (connection) =>
+        Effect.gen(function*() {
+          yield* connection.write(userMessage("boom"))
+          yield* connection.exit
+        }),
+      ready: (procs) => sleeping(procs).length === 2 && procs.length === 3
     }))
 
   it.live("the CLI exited on EOF while grandchildren hold its stdout open: the stream ends at teardown", () =>
@@ -207,40 +251,33 @@ describe("teardown", () => {
     }).pipe(Effect.provide(TransportLive)))
 
   it.live("a CLI that hangs (reads, never answers, ignores EOF)", () =>
-    Effect.gen(function*() {
-      yield* scenario({
-        knobs: { modes: ["hang"] },
-        act: (connection) => connection.write(initialize),
-        ready: count(1)
-      })
+    scenario({
+      spec: fake({ modes: ["hang"] }),
+      act: (connection) => connection.write(initialize),
+      ready: count(1)
     }))
 
   it.live("a CLI flooding stdout that nobody reads (blocked on a full pipe)", () =>
-    Effect.gen(function*() {
-      yield* scenario({ knobs: { modes: ["flood"] }, ready: count(1) })
-    }))
+    scenario({ spec: fake({ modes: ["flood"] }), ready: count(1) }))
 
   it.live("a CLI flooding stdout while the host reads", () =>
-    Effect.gen(function*() {
-      yield* scenario({
-        knobs: { modes: ["flood"] },
-        act: (connection) => Effect.asVoid(Effect.forkChild(Stream.runDrain(connection.stdout))),
-        ready: count(1)
-      })
+    scenario({
+      spec: fake({ modes: ["flood"] }),
+      act: (connection) => Effect.asVoid(Effect.forkChild(Stream.runDrain(connection.stdout))),
+      ready: count(1)
     }))
 
   it.live("a CLI flooding stderr", () =>
-    Effect.gen(function*() {
-      yield* scenario({ knobs: { modes: ["stderr-flood", "grandchildren"] }, ready: (procs) => procs.length === 3 })
+    scenario({
+      spec: fake({ modes: ["stderr-flood", "grandchildren"] }),
+      ready: (procs) => procs.length === 3
     }))
 
   it.live("a CLI writing a giant line", () =>
-    Effect.gen(function*() {
-      yield* scenario({
-        knobs: { modes: ["giant-line"] },
-        act: (connection) => connection.write(userMessage("big")),
-        ready: count(1)
-      })
+    scenario({
+      spec: fake({ modes: ["giant-line"] }),
+      act: (connection) => connection.write(userMessage("big")),
+      ready: count(1)
     }))
 
   it.live("zombies do not count as alive: a cooperative tree is done long before a long termGrace", () =>
@@ -248,7 +285,7 @@ describe("teardown", () => {
       // The sleeps die on SIGTERM and, re-parented to PID 1, stay zombies until it reaps them. Were zombies counted
       // as alive, teardown would wait out the whole 3 s grace.
       const { millis } = yield* scenario({
-        knobs: { modes: ["grandchildren", "double-fork-daemon"], children: 3 },
+        spec: fake({ modes: ["grandchildren", "double-fork-daemon"], children: 3 }),
         ready: (procs) => sleeping(procs).length === 4,
         termGrace: 3_000
       })
@@ -257,24 +294,18 @@ describe("teardown", () => {
 
   it.live("a tree that ignores SIGTERM and keeps forking, in and out of its session", () =>
     Effect.gen(function*() {
-      const mark = newMark()
-      const transport = yield* Transport.Transport
-      const scope = yield* Scope.make()
       // A shell that ignores SIGTERM and forks a sleep every 10 ms, plus a setsid shell doing the same.
       const loop = `trap '' TERM; while :; do sleep 1000 & sleep 0.01; done`
-      yield* transport.open({
-        program: "sh",
-        args: ["-c", `setsid sh -c "${loop}" & ${loop}`],
-        cwd: Option.none(),
-        env: { mode: "inherit", set: { TEST_MARK: mark }, unset: [] }
-      }, { termGrace: Duration.millis(termGraceMillis) }).pipe(Scope.provide(scope))
-      yield* waitUntil("a growing tree", () => marked(mark).length >= 12)
-      const started = Date.now()
-      yield* Scope.close(scope, Exit.void)
-      const millis = Date.now() - started
-      assert.deepStrictEqual(marked(mark), [])
-      assert.isBelow(millis, boundMillis)
-    }).pipe(Effect.provide(TransportLive)))
+      yield* scenario({
+        spec: (mark) => ({
+          program: "sh",
+          args: ["-c", `setsid sh -c "${loop}" & ${loop}`],
+          cwd: Option.none(),
+          env: { mode: "inherit", set: { TEST_MARK: mark }, unset: [] }
+        }),
+        ready: count(12)
+      })
+    }))
 
   it.live("the host fiber is interrupted mid-turn", () =>
     Effect.gen(function*() {
@@ -303,32 +334,15 @@ describe("teardown", () => {
       yield* waitUntil("the tool process", () => sleeping(marked(mark)).length === 1)
       assert.isTrue(marked(mark).some((proc) => proc.pid === cliPid))
 
-      const started = Date.now()
-      yield* Fiber.interrupt(session)
-      const exit = yield* Fiber.await(session)
-      const millis = Date.now() - started
+      const interrupt = Effect.andThen(Fiber.interrupt(session), Fiber.await(session))
+      const { result: exit } = yield* closeWithin(interrupt, [mark])
       assert.isTrue(Exit.hasInterrupts(exit))
-      assert.deepStrictEqual(marked(mark), [])
-      assert.isBelow(millis, boundMillis)
     }).pipe(Effect.provide(TransportLive)))
 
   it.live("several sessions torn down at once", () =>
-    Effect.gen(function*() {
-      const marks = Array.from({ length: 4 }, newMark)
-      const transport = yield* Transport.Transport
-      const scope = yield* Scope.make()
-      yield* Effect.forEach(marks, (mark) =>
-        transport.open(fakeSpec(mark, { modes: ["setsid-child", "grandchildren"] }), {
-          termGrace: Duration.millis(termGraceMillis)
-        }).pipe(Scope.provide(scope)), { concurrency: "unbounded" })
-      yield* waitUntil("every tree", () =>
-        marks.every((mark) =>
-          marked(mark).length === 5
-        ))
-      const started = Date.now()
-      yield* Scope.close(scope, Exit.void)
-      const millis = Date.now() - started
-      for (const mark of marks) assert.deepStrictEqual(marked(mark), [])
-      assert.isBelow(millis, boundMillis)
-    }).pipe(Effect.provide(TransportLive)))
+    scenario({
+      spec: fake({ modes: ["setsid-child", "grandchildren"] }),
+      marks: Array.from({ length: 4 }, newMark),
+      ready: (procs) => procs.length === 5
+    }))
 })

@@ -7,6 +7,7 @@ import { Data, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 
+/** A process, from /proc: `args` is its command line, joined with spaces. */
 export interface Proc {
   readonly pid: number
   readonly ppid: number
@@ -15,7 +16,8 @@ export interface Proc {
   readonly args: string
 }
 
-const stat = (pid: number): Proc | undefined => {
+/** A process as /proc shows it now (pid, parent, session, state, command line); undefined when it is gone. */
+export const stat = (pid: number): Proc | undefined => {
   try {
     const text = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
     const fields = text.slice(text.lastIndexOf(")") + 2).split(" ")
@@ -26,6 +28,18 @@ const stat = (pid: number): Proc | undefined => {
   }
 }
 
+const isZombie = (proc: Proc): boolean => proc.state === "Z" || proc.state === "X" || proc.state === "x"
+
+const pidsInProc = (): Array<number> =>
+  Fs.readdirSync("/proc").filter((name) => /^[0-9]+$/.test(name)).map(Number).filter((pid) => pid !== process.pid)
+
+/** Every live (non-zombie) process but this one, read from /proc. */
+export const allProcs = (): Array<Proc> =>
+  pidsInProc().flatMap((pid) => {
+    const info = stat(pid)
+    return info === undefined || isZombie(info) ? [] : [info]
+  })
+
 /**
  * Live (non-zombie) processes, other than this one, whose environment has an entry starting with `entry` (pass
  * `"NAME=value\0"` for an exact match), read from /proc.
@@ -33,31 +47,46 @@ const stat = (pid: number): Proc | undefined => {
 export const withEnvironment = (entry: string): Array<Proc> => {
   const needle = Buffer.from(entry)
   const found: Array<Proc> = []
-  for (const name of Fs.readdirSync("/proc")) {
-    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue
+  for (const pid of pidsInProc()) {
     let environ: Buffer
     try {
-      environ = Fs.readFileSync(`/proc/${name}/environ`)
+      environ = Fs.readFileSync(`/proc/${pid}/environ`)
     } catch {
       continue
     }
     const at = environ.indexOf(needle)
     if (at === -1 || (at > 0 && environ[at - 1] !== 0)) continue
-    const info = stat(Number(name))
-    if (info !== undefined && info.state !== "Z" && info.state !== "X") found.push(info)
+    const info = stat(pid)
+    if (info !== undefined && !isZombie(info)) found.push(info)
   }
   return found
 }
 
-/** Live (non-zombie) processes whose environment carries `TEST_MARK=<mark>`, read from /proc. */
-export const marked = (mark: string): Array<Proc> => withEnvironment(`TEST_MARK=${mark}\0`)
+/** Live (non-zombie) processes whose environment carries `<variable>=<mark>` (default `TEST_MARK`), from /proc. */
+export const marked = (mark: string, variable = "TEST_MARK"): Array<Proc> => withEnvironment(`${variable}=${mark}\0`)
+
+/** SIGKILLs every process {@link marked} with `mark`, ignoring the ones already gone: for finalizers. */
+export const killMarked = (mark: string, variable?: string): void => {
+  for (const proc of marked(mark, variable)) {
+    try {
+      process.kill(proc.pid, "SIGKILL")
+    } catch {
+      // ESRCH: it exited since /proc was read.
+    }
+  }
+}
+
+/** The processes of `procs` that run `sleep` (by name or by path). */
+export const sleeping = (procs: ReadonlyArray<Proc>): Array<Proc> =>
+  procs.filter((proc) => /^(\S*\/)?sleep( |$)/.test(proc.args))
 
 /** True while the process exists and is not a zombie. */
 export const isAlive = (pid: number): boolean => {
   const info = stat(pid)
-  return info !== undefined && info.state !== "Z" && info.state !== "X"
+  return info !== undefined && !isZombie(info)
 }
 
+/** A {@link waitUntil} condition that did not hold in time. */
 export class WaitTimeout extends Data.TaggedError("WaitTimeout")<{ readonly what: string }> {}
 
 /** Polls (real time: these tests watch real processes) until `f` holds, failing after `timeoutMillis`. */
@@ -74,6 +103,7 @@ export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 5_000)
     return Effect.sync(() => clearTimeout(timer))
   })
 
+/** A fresh value for `TEST_MARK`, unique to one test's processes. */
 export const newMark = () => randomUUID()
 
 /** A launch spec for the fake CLI, marked so that its whole tree can be found in /proc. */
@@ -87,12 +117,14 @@ export const fakeSpec = (mark: string, knobs: FakeClaude.Knobs, extra?: {
   env: { mode: "inherit", set: { ...FakeClaude.env(knobs), TEST_MARK: mark, ...extra?.set }, unset: [] }
 })
 
+/** The SDK's initialize control request, as one stream-json line. */
 export const initialize = JSON.stringify({
   type: "control_request",
   request_id: "req_1",
   request: { subtype: "initialize", hooks: {} }
 })
 
+/** A user message carrying `text`, as one stream-json line. */
 export const userMessage = (text: string, uuid: string = randomUUID()) =>
   JSON.stringify({
     type: "user",
@@ -102,4 +134,5 @@ export const userMessage = (text: string, uuid: string = randomUUID()) =>
     uuid
   })
 
+/** The fake CLI (`@tether/testing`'s fake-claude). */
 export const fakeClaudePath = FakeClaude.path

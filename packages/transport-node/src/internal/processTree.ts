@@ -20,6 +20,7 @@
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
+import { isWindows } from "./platform.ts"
 
 /** @internal */
 export interface ProcessInfo {
@@ -38,7 +39,7 @@ export type Backend = "proc" | "ps"
 
 /** How this platform's process table is read: /proc where it is mounted, else ps (none on Windows). @internal */
 export const defaultBackend = (): Backend | undefined => {
-  if (process.platform === "win32") return undefined
+  if (isWindows) return undefined
   if (process.platform === "linux" && Fs.existsSync("/proc/self/stat")) return "proc"
   return "ps"
 }
@@ -120,11 +121,10 @@ const readPs = (): Map<number, ProcessInfo> => {
   return table
 }
 
-/** @internal */
+/** The whole process table, by pid. @internal */
 export const readTable = (backend: Backend): Map<number, ProcessInfo> => backend === "proc" ? readProc() : readPs()
 
-/** @internal */
-export const environHas = (pid: number, entry: Buffer): boolean => {
+const environHas = (pid: number, entry: Buffer): boolean => {
   let environ: Buffer
   try {
     environ = Fs.readFileSync(`/proc/${pid}/environ`)
@@ -137,14 +137,18 @@ export const environHas = (pid: number, entry: Buffer): boolean => {
 
 /** @internal */
 export interface Tree {
-  /** Reads the process table and returns the live (non-zombie) members, the root included while it lives. */
-  readonly scan: () => ReadonlyArray<ProcessInfo>
+  /**
+   * Reads the process table (or takes `table`, read by the caller for several trees at once) and returns the live
+   * (non-zombie) members, the root included while it lives.
+   */
+  readonly scan: (table?: ReadonlyMap<number, ProcessInfo>) => ReadonlyArray<ProcessInfo>
 }
 
 /** @internal */
 export const make = (options: {
   readonly backend: Backend
-  readonly rootPid: number
+  /** The CLI's pid; unknown (a CLI not yet spawned, as far as the caller knows): found by the marker alone. */
+  readonly rootPid: number | undefined
   /**
    * The root's start time, read while it could not have been reaped (right after the spawn): a descendant starts
    * no earlier, so the environment of older processes is not read. Unknown: every environment is read.
@@ -161,7 +165,7 @@ export const make = (options: {
   // pid -> start time of every live member seen so far.
   const members = new Map<number, string>()
   // pids of members, alive or dead: processes in their session or group belong to the tree.
-  const leaders = new Set<number>([rootPid])
+  const leaders = new Set<number>(rootPid === undefined ? [] : [rootPid])
   // `${pid}:${start}` -> whether the marker is in the environment; the environment of a process is read once.
   const marked = new Map<string, boolean>()
 
@@ -180,14 +184,14 @@ export const make = (options: {
     return found
   }
 
-  const scan = (): ReadonlyArray<ProcessInfo> => {
-    const table = readTable(backend)
+  const scan = (given?: ReadonlyMap<number, ProcessInfo>): ReadonlyArray<ProcessInfo> => {
+    const table = given ?? readTable(backend)
     // Members that died, or whose pid now names another process, are no longer members.
     for (const [pid, start] of members) {
       const info = table.get(pid)
       if (info === undefined || info.start !== start) members.delete(pid)
     }
-    if (!options.rootReaped()) {
+    if (rootPid !== undefined && !options.rootReaped()) {
       const root = table.get(rootPid)
       if (root !== undefined) members.set(rootPid, root.start)
     }

@@ -253,11 +253,15 @@ describe("the real claude CLI, offline", () => {
           // Mid-tool, by interrupting the fiber that waits for the result: the CLI kills the running command.
           const running = yield* session.send("[bash] sleep 20")
           const waiting = yield* Effect.forkChild(running.result)
-          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(world.mark).length > 0)
+          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(marked(world.mark)).length > 0)
           yield* Fiber.interrupt(waiting)
           const toolError = yield* Effect.flip(running.result)
           assert.strictEqual(toolError._tag, "TurnInterrupted")
-          yield* waitUntil("the interrupted tool's sleep to be gone", () => sleeping(world.mark).length === 0, 5_000)
+          yield* waitUntil(
+            "the interrupted tool's sleep to be gone",
+            () => sleeping(marked(world.mark)).length === 0,
+            5_000
+          )
           assert.isTrue(isAlive(pid), "the CLI itself is still running")
 
           const after = yield* session.run("Are you still there?")
@@ -326,9 +330,9 @@ describe("the real claude CLI, offline", () => {
             Scope.provide(scope)
           )
           const turn = yield* session.send("[bash] sleep 20")
-          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(world.mark).length > 0)
+          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(marked(world.mark)).length > 0)
           const pid = Option.getOrThrow(session.pid)
-          const tool = sleeping(world.mark)[0]
+          const tool = sleeping(marked(world.mark))[0]
           assert.notStrictEqual(tool.sid, pid, "the tool runs in a session of its own: a group kill cannot reach it")
 
           const started = Date.now()
@@ -354,8 +358,8 @@ describe("the real claude CLI, offline", () => {
           const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll }))
           const pid = Option.getOrThrow(session.pid)
           const turn = yield* session.send("[bash] sleep 20")
-          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(world.mark).length > 0)
-          const tools = sleeping(world.mark)
+          yield* waitUntil("the tool's sleep 20 to run", () => sleeping(marked(world.mark)).length > 0)
+          const tools = sleeping(marked(world.mark))
           assert.notStrictEqual(tools[0].sid, pid, "the tool runs in a session of its own")
 
           process.kill(pid, "SIGKILL")

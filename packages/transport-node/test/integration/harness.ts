@@ -3,7 +3,7 @@
  * holds the CLI's config, tmp and runtime dirs, and a working directory; a MockAnthropic on 127.0.0.1; a marker
  * variable in the CLI's environment), and helpers that look at /proc, never at Tether's bookkeeping.
  */
-import { type ClaudeSession, type EventLog, type SessionEvent, Timeouts, type Turn } from "@tether/core"
+import { type ClaudeSession, EventLog, type SessionEvent, Timeouts, type Turn } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
 import { Executable, NodeTransport } from "@tether/transport-node"
 import { Duration, Effect, Option, Stream } from "effect"
@@ -12,9 +12,16 @@ import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { isAlive, type Proc, WaitTimeout, waitUntil as waitUntilWithin, withEnvironment } from "../utils.ts"
+import {
+  isAlive,
+  marked as markedWith,
+  type Proc,
+  sleeping,
+  WaitTimeout,
+  waitUntil as waitUntilWithin
+} from "../utils.ts"
 
-export { isAlive, type Proc, WaitTimeout }
+export { isAlive, type Proc, sleeping, WaitTimeout }
 
 // ---------------------------------------------------------------------------------------------------------------
 // The CLI
@@ -179,16 +186,13 @@ export const environOf = (pid: number): Record<string, string> => {
 }
 
 /** Live processes whose environment carries `TETHER_IT_MARK=<mark>`: the CLI of a world and everything it started. */
-export const marked = (mark: string): Array<Proc> => withEnvironment(`${markVariable}=${mark}\0`)
+export const marked = (mark: string): Array<Proc> => markedWith(mark, markVariable)
 
 /**
  * Live processes of any world this test file made: what the file left running. (Other runs of the suite, which
  * may share the machine, have marks of their own.)
  */
 export const leftBehind = (): Array<Proc> => [...marks].flatMap(marked)
-
-/** Marked processes that run `sleep`. */
-export const sleeping = (mark: string): Array<Proc> => marked(mark).filter((proc) => /^(\S*\/)?sleep /.test(proc.args))
 
 /** Polls (real time) until `f` holds, failing after `timeoutMillis` (longer than the unit tests': a real CLI). */
 export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 10_000) =>
@@ -198,12 +202,8 @@ export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 10_000
 // Turns
 // ---------------------------------------------------------------------------------------------------------------
 
-/** The events of a turn's deliveries (a subscriber that fell behind would see a Lag: the tests do not). */
-const eventsStream = (turn: Turn.Turn) =>
-  turn.events.pipe(
-    Stream.filter((delivery) => delivery._tag === "Event"),
-    Stream.map((delivery) => delivery._tag === "Event" ? delivery.event : undefined as never)
-  )
+/** The events of a turn's deliveries; a subscriber that fell behind (a Lag) fails: the tests must see every event. */
+const eventsStream = (turn: Turn.Turn) => turn.events.pipe(EventLog.failOnLag, Stream.map((delivery) => delivery.event))
 
 /** The turn's events from its start to its terminal event (the turn must end). */
 export const eventsOf = (turn: Turn.Turn) => Stream.runCollect(eventsStream(turn))
@@ -213,7 +213,7 @@ export const firstEvent = <E extends SessionEvent.SessionEvent>(
   turn: Turn.Turn,
   predicate: (event: SessionEvent.SessionEvent) => event is E,
   what: string
-): Effect.Effect<E, WaitTimeout | EventLog.ReplayUnavailable> =>
+): Effect.Effect<E, WaitTimeout | EventLog.ReplayUnavailable | EventLog.Lagged> =>
   eventsStream(turn).pipe(
     Stream.filter(predicate),
     Stream.runHead,
