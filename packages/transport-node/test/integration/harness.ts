@@ -10,7 +10,6 @@ import { Duration, Effect, Option, Stream } from "effect"
 import { execFileSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import {
   isAlive,
@@ -134,13 +133,8 @@ const marks = new Set<string>()
 
 /** A fresh world, removed (directories included) when the scope closes. */
 export const makeWorld = Effect.fnUntraced(function*() {
-  const home = yield* Effect.acquireRelease(
-    Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-it-"))),
-    (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true }))
-  )
-  for (const dir of [".claude", "tmp", "run", "work"]) Fs.mkdirSync(Path.join(home, dir), { recursive: true })
-  const cwd = Path.join(home, "work")
   const mock = yield* MockAnthropic.make(script)
+  const { cwd, env, home } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-it-" })
   const mark = randomUUID()
   marks.add(mark)
   const world: World = {
@@ -157,7 +151,7 @@ export const makeWorld = Effect.fnUntraced(function*() {
         mode: "clean",
         ...extra?.env,
         set: {
-          ...MockAnthropic.offlineEnv({ baseUrl: mock.url, home }),
+          ...env,
           [markVariable]: mark,
           ...extra?.env?.set
         }
