@@ -1172,14 +1172,7 @@ export const run = Effect.fnUntraced(function*(
           })
         )
         yield* Effect.andThen(gate, userText("[Request interrupted by user for tool use]"))
-        yield* finish(run, {
-          subtype: "error_during_execution",
-          isError: true,
-          errors: [diagnostic("tool_use")],
-          terminalReason: "aborted_tools",
-          stopReason: "tool_use",
-          numTurns: run.messages + 2
-        }, "cancelled")
+        yield* finish(run, abortedTools(run), "cancelled")
         return undefined
       }
     }
@@ -1439,16 +1432,7 @@ export const run = Effect.fnUntraced(function*(
         )
       )
       yield* userText("[Request interrupted by user for tool use]")
-      yield* emit(
-        yield* resultFrame(run, {
-          subtype: "error_during_execution",
-          isError: true,
-          errors: [diagnostic("tool_use")],
-          terminalReason: "aborted_tools",
-          stopReason: "tool_use",
-          numTurns: run.messages + 2
-        })
-      )
+      yield* emit(yield* resultFrame(run, abortedTools(run)))
     } else {
       yield* replay(run, false)
       const message = run.message
@@ -1841,6 +1825,16 @@ interface ResultSpec {
   readonly apiErrorStatus?: number | undefined
   readonly numTurns: number
 }
+
+/** The result of a turn whose tool use was interrupted (a deny-and-interrupt, or an interrupt while the tool ran). */
+const abortedTools = (run: { readonly messages: number }): ResultSpec => ({
+  subtype: "error_during_execution",
+  isError: true,
+  errors: [diagnostic("tool_use")],
+  terminalReason: "aborted_tools",
+  stopReason: "tool_use",
+  numTurns: run.messages + 2
+})
 
 interface Launch {
   readonly replay: boolean
