@@ -1,6 +1,8 @@
 /**
  * `pnpm bench`: Tether against the official SDK and a bare host, all driving the same fast fake CLI
  * (packages/testing/bin/fast-claude.mjs), each measurement in its own child Node process (scripts/bench/runner.ts).
+ * Two reference hosts split Tether's cost: the bare host with Tether's frame decoder (validation alone) and Tether's
+ * transport under the Effect runtime without a session; a second table sets every host against the bare one.
  *
  * Prints a markdown table (machine, Node, each figure's median and min–max over several runs, Tether's ratios to the
  * SDK and to the bare host, and the targets) and writes .bench/bench.json and .bench/bench.md. Where Tether misses a
@@ -16,7 +18,7 @@
  *   BENCH_CYCLES (5)         spawn → first result → teardown cycles per lifecycle run (after one cold cycle)
  *   BENCH_SESSIONS (1,10,100) live-session counts of the memory figure
  *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
- *   BENCH_HOSTS (bare,sdk,tether)
+ *   BENCH_HOSTS (bare,validated,transport,sdk,tether)
  *   BENCH_PROFILE (auto)     auto: profile Tether's missed targets; 1: profile Tether's throughput and round trip; 0: never
  *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts and bench-registry.ts
  *   BENCH_EXTRA_TIMEOUT_MS (180000) per extra script
@@ -49,7 +51,9 @@ const config = {
   cycles: int("BENCH_CYCLES", 5),
   busyFrames: int("BENCH_BUSY_FRAMES", 5_000),
   levels: (env.BENCH_SESSIONS ?? "1,10,100").split(",").map((s) => Number(s.trim())).filter((n) => n > 0),
-  hosts: (env.BENCH_HOSTS ?? "bare,sdk,tether").split(",").map((s) => s.trim()).filter((s) => s.length > 0),
+  hosts: (env.BENCH_HOSTS ?? "bare,validated,transport,sdk,tether").split(",").map((s) => s.trim()).filter((s) =>
+    s.length > 0
+  ),
   profile: env.BENCH_PROFILE ?? "auto",
   extras: env.BENCH_EXTRAS !== "0",
   extraTimeoutMs: int("BENCH_EXTRA_TIMEOUT_MS", 180_000)
@@ -283,7 +287,36 @@ const verdict = (f: Figure): { readonly text: string; readonly met: boolean | un
   return { text: `${goal}: ${met ? "met" : "**missed**"}`, met }
 }
 
-const hostLabel: Record<string, string> = { bare: "bare", sdk: "SDK", tether: "Tether" }
+const hostLabel: Record<string, string> = {
+  bare: "bare",
+  validated: "bare + decoder",
+  transport: "transport alone",
+  sdk: "SDK",
+  tether: "Tether"
+}
+
+/**
+ * Every host against the bare one, on the figures the reference hosts exist to split: where Tether's round trip and
+ * first-session heap go (validation, the transport under Effect, or the session).
+ */
+const decompositionIds = ["rtt", "rttSteady", "cpuPerTurn", "cpuPerTurnSteady", `heap${Math.min(...config.levels)}`]
+
+const renderDecomposition = (): string => {
+  const ids = decompositionIds.filter((id) => figures[id] !== undefined)
+  const header = ["host", ...ids.map((id) => figures[id]!.label)]
+  const rows = config.hosts.filter((h) => h !== "bare").map((host) => [
+    hostLabel[host] ?? host,
+    ...ids.map((id) => {
+      const x = ratio(figures[id]!, host, "bare")
+      return x === undefined ? "—" : `${x.toFixed(2)}x`
+    })
+  ])
+  return [
+    `| ${header.join(" | ")} |`,
+    `| ${header.map((_, i) => (i === 0 ? "---" : ":---:")).join(" | ")} |`,
+    ...rows.map((row) => `| ${row.join(" | ")} |`)
+  ].join("\n")
+}
 
 const renderTable = (): string => {
   const hosts = config.hosts
@@ -468,6 +501,17 @@ const main = async () => {
     `Bench time ${(benchMs / 1000).toFixed(0)} s.`,
     ""
   ]
+  if (config.hosts.includes("bare") && config.hosts.length > 2) {
+    lines.push(
+      "### Each host against the bare one (median over median)",
+      "",
+      "bare + decoder: the bare host validating every frame with `ClaudeProtocol.decodeLine`; transport alone: " +
+        "`NodeTransport` under the Effect runtime, one Effect run per turn, `JSON.parse` and no session.",
+      "",
+      renderDecomposition(),
+      ""
+    )
+  }
   const failed = new Map<string, Array<string>>()
   for (const f of Object.values(figures)) {
     for (const [host, errors] of f.errors) {
@@ -516,7 +560,9 @@ const main = async () => {
       ratios: {
         tetherVsSdk: ratio(f, "tether", "sdk") ?? null,
         tetherVsBare: ratio(f, "tether", "bare") ?? null,
-        sdkVsBare: ratio(f, "sdk", "bare") ?? null
+        sdkVsBare: ratio(f, "sdk", "bare") ?? null,
+        validatedVsBare: ratio(f, "validated", "bare") ?? null,
+        transportVsBare: ratio(f, "transport", "bare") ?? null
       }
     })),
     profiles,
