@@ -1,6 +1,7 @@
 /**
  * Where the fast fake CLI is and how every host starts it, so the three hosts drive the very same program.
  */
+import { randomUUID } from "node:crypto"
 import * as Path from "node:path"
 
 export const root = Path.resolve(import.meta.dirname, "../..")
@@ -36,3 +37,17 @@ export const fakeEnv = (): Record<string, string> => {
 
 /** A prompt that makes the fake stream `frames` text deltas. */
 export const prompt = (frames: number): string => `FRAMES:${frames}`
+
+/** The stream-json `user` message a bare host writes for one prompt (without its newline). */
+export const userMessageLine = (prompt: string): string =>
+  JSON.stringify({
+    type: "user",
+    message: { role: "user", content: [{ type: "text", text: prompt }] },
+    parent_tool_use_id: null,
+    session_id: "",
+    uuid: randomUUID()
+  })
+
+/** The `initialize` control request a bare host opens with (without its newline). */
+export const initializeLine = (requestId: string): string =>
+  JSON.stringify({ type: "control_request", request_id: requestId, request: { subtype: "initialize", hooks: {} } })

@@ -28,3 +28,29 @@ export interface Host {
   /** Spawns the CLI and resolves once the host considers the session usable. */
   readonly open: () => Promise<HostSession>
 }
+
+/** A turn waiting for its result: what it has counted so far, and how to settle it. */
+export interface Waiter {
+  readonly resolve: (stats: TurnStats) => void
+  readonly reject: (error: Error) => void
+  deltas: number
+  messages: number
+}
+
+/** The fields of a CLI message the hosts count by (every host sees the same stream-json frames). */
+export interface Counted {
+  readonly type: unknown
+  readonly event?: { readonly type?: unknown }
+}
+
+/**
+ * Counts one message towards the waiting turn, the same way in every host: every message, and text deltas apart.
+ * Resolves the waiter with its counts and returns `true` at the turn's `result`.
+ */
+export const count = (waiter: Waiter, message: Counted): boolean => {
+  waiter.messages++
+  if (message.type === "stream_event" && message.event?.type === "content_block_delta") waiter.deltas++
+  if (message.type !== "result") return false
+  waiter.resolve({ deltas: waiter.deltas, messages: waiter.messages })
+  return true
+}

@@ -5,17 +5,20 @@
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Readline from "node:readline"
-import { claudeArgs, fakeClaude, fakeEnv } from "../fake.ts"
-import type { Host, HostSession, TurnStats } from "../host.ts"
+import { claudeArgs, fakeClaude, fakeEnv, initializeLine, userMessageLine } from "../fake.ts"
+import { count } from "../host.ts"
+import type { Counted, Host, HostSession, Waiter } from "../host.ts"
 
-interface Waiter {
-  readonly resolve: (stats: TurnStats) => void
-  readonly reject: (error: Error) => void
-  deltas: number
-  messages: number
+/** A CLI message as the bare host reads it: the fields it counts by and the initialize answer's request id. */
+export interface Message extends Counted {
+  readonly response?: { readonly request_id?: unknown }
 }
 
-const open = (): Promise<HostSession> =>
+/**
+ * Opens a bare session that turns each stdout line into a message with `parse` (which throws on a line it refuses):
+ * `JSON.parse` for the bare host, a validating decoder for the reference host in validated.ts.
+ */
+export const openWith = (parse: (line: string) => Message): Promise<HostSession> =>
   new Promise((resolveOpen, rejectOpen) => {
     const child = spawn(process.execPath, [fakeClaude, ...claudeArgs], {
       stdio: ["pipe", "pipe", "pipe"],
@@ -40,18 +43,17 @@ const open = (): Promise<HostSession> =>
 
     const lines = Readline.createInterface({ input: child.stdout, crlfDelay: Infinity })
     lines.on("line", (line) => {
-      const message = JSON.parse(line)
+      let message: Message
+      try {
+        message = parse(line)
+      } catch (error) {
+        return fail(error instanceof Error ? error : new Error(String(error)))
+      }
       if (waiter !== undefined) {
-        waiter.messages++
-        if (message.type === "stream_event" && message.event.type === "content_block_delta") waiter.deltas++
-        if (message.type === "result") {
-          const done = waiter
-          waiter = undefined
-          done.resolve({ deltas: done.deltas, messages: done.messages })
-        }
+        if (count(waiter, message)) waiter = undefined
         return
       }
-      if (!initialized && message.type === "control_response" && message.response.request_id === initId) {
+      if (!initialized && message.type === "control_response" && message.response?.request_id === initId) {
         initialized = true
         resolveOpen(session)
       }
@@ -61,15 +63,7 @@ const open = (): Promise<HostSession> =>
       turn: (prompt) =>
         new Promise((resolve, reject) => {
           waiter = { resolve, reject, deltas: 0, messages: 0 }
-          child.stdin.write(
-            JSON.stringify({
-              type: "user",
-              message: { role: "user", content: [{ type: "text", text: prompt }] },
-              parent_tool_use_id: null,
-              session_id: "",
-              uuid: randomUUID()
-            }) + "\n"
-          )
+          child.stdin.write(userMessageLine(prompt) + "\n")
         }),
       close: async () => {
         closing = true
@@ -78,11 +72,8 @@ const open = (): Promise<HostSession> =>
       }
     }
 
-    child.stdin.write(
-      JSON.stringify({ type: "control_request", request_id: initId, request: { subtype: "initialize", hooks: {} } }) +
-        "\n"
-    )
+    child.stdin.write(initializeLine(initId) + "\n")
   })
 
 /** The bare host (`child_process` + `readline` + `JSON.parse`), for runner.ts. */
-export const host: Host = { open }
+export const host: Host = { open: () => openWith(JSON.parse) }

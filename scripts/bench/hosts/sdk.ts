@@ -6,14 +6,8 @@ import { query } from "@anthropic-ai/claude-agent-sdk"
 import type { SDKUserMessage } from "@anthropic-ai/claude-agent-sdk"
 import { randomUUID } from "node:crypto"
 import { fakeClaude, fakeEnv } from "../fake.ts"
-import type { Host, HostSession, TurnStats } from "../host.ts"
-
-interface Waiter {
-  readonly resolve: (stats: TurnStats) => void
-  readonly reject: (error: Error) => void
-  deltas: number
-  messages: number
-}
+import { count } from "../host.ts"
+import type { Host, HostSession, Waiter } from "../host.ts"
 
 /** Resolves once `pid` no longer exists (exited and reaped by its parent, this process). */
 const gone = async (pid: number): Promise<void> => {
@@ -52,14 +46,7 @@ const open = async (): Promise<HostSession> => {
   let waiter: Waiter | undefined
   const consumer = (async () => {
     for await (const message of q) {
-      if (waiter === undefined) continue
-      waiter.messages++
-      if (message.type === "stream_event" && message.event.type === "content_block_delta") waiter.deltas++
-      if (message.type === "result") {
-        const done = waiter
-        waiter = undefined
-        done.resolve({ deltas: done.deltas, messages: done.messages })
-      }
+      if (waiter !== undefined && count(waiter, message)) waiter = undefined
     }
   })().catch((error: unknown) => {
     if (!closed) waiter?.reject(error instanceof Error ? error : new Error(String(error)))

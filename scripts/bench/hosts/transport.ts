@@ -15,14 +15,9 @@ import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import { Transport } from "../../../packages/core/src/index.ts"
 import { NodeTransport } from "../../../packages/transport-node/src/index.ts"
-import { claudeArgs, fakeClaude, fakeEnv } from "../fake.ts"
-import type { Host, HostSession, TurnStats } from "../host.ts"
-
-interface Waiter {
-  readonly resolve: (stats: TurnStats) => void
-  deltas: number
-  messages: number
-}
+import { claudeArgs, fakeClaude, fakeEnv, initializeLine, userMessageLine } from "../fake.ts"
+import { count } from "../host.ts"
+import type { Host, HostSession, TurnStats, Waiter } from "../host.ts"
 
 const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { claude: fakeClaude } }))
 
@@ -42,13 +37,7 @@ const open = async (): Promise<HostSession> => {
       if (line._tag !== "Text") continue
       const message = JSON.parse(line.text)
       if (waiter !== undefined) {
-        waiter.messages++
-        if (message.type === "stream_event" && message.event.type === "content_block_delta") waiter.deltas++
-        if (message.type === "result") {
-          const done = waiter
-          waiter = undefined
-          done.resolve({ deltas: done.deltas, messages: done.messages })
-        }
+        if (count(waiter, message)) waiter = undefined
       } else if (message.type === "control_response" && message.response.request_id === initId) {
         initialized?.()
       }
@@ -65,9 +54,7 @@ const open = async (): Promise<HostSession> => {
         Stream.runForEachArray(connection.stdout, (lines) => Effect.sync(() => onLines(lines))),
         scope
       )
-      yield* connection.write(
-        JSON.stringify({ type: "control_request", request_id: initId, request: { subtype: "initialize", hooks: {} } })
-      )
+      yield* connection.write(initializeLine(initId))
       return connection
     }).pipe(Scope.provide(scope))
   )
@@ -75,18 +62,12 @@ const open = async (): Promise<HostSession> => {
 
   return {
     turn: async (prompt) => {
-      const seen = new Promise<TurnStats>((resolve) => {
-        waiter = { resolve, deltas: 0, messages: 0 }
+      const seen = new Promise<TurnStats>((resolve, reject) => {
+        waiter = { resolve, reject, deltas: 0, messages: 0 }
       })
       await runtime.runPromise(
         connection.write(
-          JSON.stringify({
-            type: "user",
-            message: { role: "user", content: [{ type: "text", text: prompt }] },
-            parent_tool_use_id: null,
-            session_id: "",
-            uuid: randomUUID()
-          })
+          userMessageLine(prompt)
         )
       )
       return seen
