@@ -1,8 +1,9 @@
 /**
  * `pnpm bench`: Tether against the official SDK and a bare host, all driving the same fast fake CLI
  * (packages/testing/bin/fast-claude.mjs), each measurement in its own child Node process (scripts/bench/runner.ts).
- * Two reference hosts split Tether's cost: the bare host with Tether's frame decoder (validation alone) and Tether's
- * transport under the Effect runtime without a session; a second table sets every host against the bare one.
+ * Two reference hosts split Tether's cost, each adding one layer: the bare host with Tether's frame decoder
+ * (validation), then that decoder behind Tether's transport under the Effect runtime (Tether without its session);
+ * a second table sets every host against the bare one.
  *
  * Prints a markdown table (machine, Node, each figure's median and min–max over several runs, Tether's ratios to the
  * SDK and to the bare host, and the targets) and writes .bench/bench.json and .bench/bench.md. Where Tether misses a
@@ -290,7 +291,7 @@ const verdict = (f: Figure): { readonly text: string; readonly met: boolean | un
 const hostLabel: Record<string, string> = {
   bare: "bare",
   validated: "bare + decoder",
-  transport: "transport alone",
+  transport: "transport + decoder",
   sdk: "SDK",
   tether: "Tether"
 }
@@ -505,8 +506,9 @@ const main = async () => {
     lines.push(
       "### Each host against the bare one (median over median)",
       "",
-      "bare + decoder: the bare host validating every frame with `ClaudeProtocol.decodeLine`; transport alone: " +
-        "`NodeTransport` under the Effect runtime, one Effect run per turn, `JSON.parse` and no session.",
+      "Each reference host adds one layer of Tether to the one before: bare + decoder is the bare host validating " +
+        "every frame with `ClaudeProtocol.decodeLine`; transport + decoder is that decoder behind `NodeTransport` " +
+        "under the Effect runtime, one Effect run per turn: Tether without its session.",
       "",
       renderDecomposition(),
       ""

@@ -24,13 +24,15 @@ export const claudeArgs: ReadonlyArray<string> = [
 
 /**
  * The environment of a spawned fake: this Node first on PATH (the fake's `#!/usr/bin/env node` and the SDK's
- * `node <script>` both resolve it), and the session-state frames the SDK asks for.
+ * `node <script>` both resolve it). Nothing else, so every host reads the same frames: the SDK adds
+ * `CLAUDE_CODE_SDK_READS_SESSION_STATE=1` itself (two `session_state_changed` frames a turn), as it does for the real
+ * CLI.
  */
 export const fakeEnv = (): Record<string, string> => {
   const env: Record<string, string> = {}
   for (const [key, value] of Object.entries(process.env)) if (value !== undefined) env[key] = value
   env.PATH = `${Path.dirname(process.execPath)}${Path.delimiter}${process.env.PATH ?? ""}`
-  env.CLAUDE_CODE_SDK_READS_SESSION_STATE = "1"
+  delete env.CLAUDE_CODE_SDK_READS_SESSION_STATE
   delete env.NODE_OPTIONS
   return env
 }

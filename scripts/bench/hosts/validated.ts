@@ -9,7 +9,8 @@ import type { Host } from "../host.ts"
 import { openWith } from "./bare.ts"
 import type { Message } from "./bare.ts"
 
-const decode = (line: string): Message => {
+/** `ClaudeProtocol.decodeLine` as a parser for `openWith`: the frame, or a throw for a line it refuses. */
+export const decode = (line: string): Message => {
   const decoded = ClaudeProtocol.decodeLine(line)
   if (decoded._tag === "Failure") throw new Error(decoded.failure.message)
   if (decoded.success._tag !== "Frame") throw new Error(`not a known frame: ${line.slice(0, 80)}`)
