@@ -21,8 +21,8 @@
  * permission request is deferred to the client (answered through the permissions route, or denied after the
  * session's permission timeout).
  *
- * With TETHER_REAL=1 TETHER_MOCK_API=1 the real CLI talks to a local mock of the Messages API (`MockAnthropic`) in
- * a throwaway home directory, so the real path can be tried offline (run it under scripts/netns.sh to be sure nothing
+ * With TETHER_REAL=1 TETHER_MOCK_API=1 the real CLI (the version this repository pins, unless TETHER_CLAUDE_PATH
+ * names another) talks to a local mock of the Messages API (`MockAnthropic`) in a throwaway home directory, so the real path can be tried offline (run it under scripts/netns.sh to be sure nothing
  * leaves the machine). Without TETHER_MOCK_API the real CLI uses the host's own login or ANTHROPIC_API_KEY.
  *
  * Registry settings come from the environment: TETHER_REGISTRY_CAPACITY, TETHER_REGISTRY_IDLE_TIME_TO_LIVE,
@@ -44,6 +44,7 @@ import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Http from "node:http"
+import * as ClaudeExecutable from "./claudeExecutable.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // The transport: the real CLI, or a simulated one
@@ -67,9 +68,16 @@ const simulated = MockClaude.make(
 )
 
 const real = process.env.TETHER_REAL === "1"
+const mockApi = real && process.env.TETHER_MOCK_API === "1"
 
-const TransportLive: Layer.Layer<Transport.Transport> = real
-  ? NodeTransport.layer()
+/** The real CLI is found as the quick start finds it: offline, the version this repository pins first. */
+const TransportLive: Layer.Layer<Transport.Transport, TetherError.ExecutableNotFound> = real
+  ? Layer.unwrap(
+    Effect.map(
+      ClaudeExecutable.find({ online: !mockApi }),
+      (claude) => NodeTransport.layer({ executables: { claude } })
+    )
+  )
   : MockTransport.layer(simulated)
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -100,7 +108,7 @@ const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
   return { cwd, env: { mode: "clean" as const, set: env } }
 }))
 
-const SessionDefaultsLive = real && process.env.TETHER_MOCK_API === "1"
+const SessionDefaultsLive = mockApi
   ? OfflineApi
   : Layer.succeed(SessionDefaults)({})
 

@@ -16,12 +16,13 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { ClaudeSession, Permission, TetherError, type Turn } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
-import { Executable, NodeTransport } from "@tether/transport-node"
+import { NodeTransport } from "@tether/transport-node"
 import { Console, Deferred, Duration, Effect, Fiber, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as ClaudeExecutable from "./claudeExecutable.ts"
 
 const apiKey = process.env.ANTHROPIC_API_KEY !== undefined && process.env.ANTHROPIC_API_KEY !== ""
 
@@ -136,16 +137,6 @@ const online = Effect.map(tempDir, (cwd): Where => ({
   env: { mode: "inherit", set: {} }
 }))
 
-/**
- * The `claude` to run: `TETHER_CLAUDE_PATH` if set; online, the one on PATH first; offline, the version this
- * repository pins (the devDependency of @tether/testing) first, since that is the one checked against the mock.
- */
-const findClaude = Executable.resolve({
-  program: "claude",
-  env: apiKey ? process.env : { TETHER_CLAUDE_PATH: process.env.TETHER_CLAUDE_PATH },
-  roots: [process.cwd(), Path.resolve(Path.dirname(new URL(import.meta.resolve("@tether/testing")).pathname), "..")]
-}).pipe(Effect.catch(() => Executable.resolve({ program: "claude" })))
-
 /** Processes that still carry this run's marker (Linux: read from /proc). */
 const leftBehind = (marker: string): number => {
   if (process.platform !== "linux") return 0
@@ -178,7 +169,7 @@ const goodbye = (pid: number | undefined) =>
   })
 
 const main = Effect.gen(function*() {
-  const claude = yield* findClaude
+  const claude = yield* ClaudeExecutable.find({ online: apiKey })
   const where = yield* (apiKey ? online : offline)
 
   const pid = yield* Effect.gen(function*() {
