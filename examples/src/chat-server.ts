@@ -23,7 +23,8 @@
  *
  * With TETHER_REAL=1 TETHER_MOCK_API=1 the real CLI (the version this repository pins, unless TETHER_CLAUDE_PATH
  * names another) talks to a local mock of the Messages API (`MockAnthropic`) in a throwaway home directory, so the
- * real path can be tried offline (run it under scripts/netns.sh to be sure nothing leaves the machine). Without TETHER_MOCK_API the real CLI uses the host's own login or ANTHROPIC_API_KEY.
+ * real path can be tried offline (run it under scripts/netns.sh to be sure nothing leaves the machine). Without
+ * TETHER_MOCK_API the real CLI uses the host's own login or ANTHROPIC_API_KEY.
  *
  * Registry settings come from the environment: TETHER_REGISTRY_CAPACITY, TETHER_REGISTRY_IDLE_TIME_TO_LIVE,
  * TETHER_REGISTRY_ON_CONFLICT, TETHER_REGISTRY_ADMISSION_TIMEOUT, TETHER_REGISTRY_SHUTDOWN_CONCURRENCY.
