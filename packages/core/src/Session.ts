@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Latch from "effect/Latch"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
@@ -308,6 +309,26 @@ export interface Options {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Metrics
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * The metrics every session records (shared by every session in the process, in a registry or not).
+ *
+ * | metric | kind |
+ * | --- | --- |
+ * | `tether_session_permission_wait` | timer: a permission request, from its arrival to its resolution (decided by the policy, answered by the host, or expired) |
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const metrics = {
+  permissionWait: Metric.timer("tether_session_permission_wait", {
+    description: "Permission requests, requested to resolved"
+  })
+} as const
+
+// ---------------------------------------------------------------------------------------------------------------
 // Implementation
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -336,6 +357,8 @@ interface TurnState {
 
 interface PendingPermission {
   readonly request: Permission.PermissionRequest
+  /** Clock millis when the request arrived: its wait is timed from here. */
+  readonly requestedAt: number
   state: "deciding" | "deferred" | "resolved"
   how: string
   timer: Fiber.Fiber<unknown, unknown> | undefined
@@ -639,6 +662,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       pending.how = resolution._tag === "Expired" ? `expired: ${resolution.why}` : resolution._tag
       const timer = pending.timer
       pending.timer = undefined
+      const now = yield* Clock.currentTimeMillis
+      yield* Metric.update(metrics.permissionWait, Duration.millis(now - pending.requestedAt))
       if (answer !== undefined) {
         if (answer._tag === "Deny" && answer.interrupt === true && active?.id === pending.request.turnId) {
           active.interruptReason = "permission"
@@ -654,7 +679,7 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       })
       const stillWaiting = [...permissions.values()].some((p) => p.state !== "resolved")
       if (!stillWaiting && active !== undefined && status === "awaiting-permission") {
-        active.lastProgress = yield* Clock.currentTimeMillis
+        active.lastProgress = now
         setStatus("running")
       }
       pruneResolved()
@@ -673,7 +698,8 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
   const onPermissionRequest = Effect.fnUntraced(function*(raw: Omit<Permission.PermissionRequest, "turnId">) {
     const turnId = active?.id ?? ""
     const request: Permission.PermissionRequest = { ...raw, turnId }
-    const pending: PendingPermission = { request, state: "deciding", how: "", timer: undefined }
+    const requestedAt = yield* Clock.currentTimeMillis
+    const pending: PendingPermission = { request, requestedAt, state: "deciding", how: "", timer: undefined }
     permissions.set(request.requestId, pending)
     if (active !== undefined) setStatus("awaiting-permission")
     emit({ _tag: "PermissionRequested", turnId: request.turnId, raw: request.raw, request })

@@ -479,9 +479,10 @@ export interface Registry<C, E> {
  * | `tether_registry_turns_in_flight` | gauge: turns sent through a registry that have not ended |
  * | `tether_registry_session_start` | timer: spawn to handshake done |
  * | `tether_registry_turn_duration` | timer: send to the turn's end |
- * | `tether_registry_permission_wait` | timer: permission requested to resolved |
  * | `tether_registry_evictions` | counter, attribute `reason` ({@link EvictionReason}) |
  * | `tether_registry_teardown_duration` | timer: closing one session |
+ *
+ * How long permission requests wait is recorded by every session, in a registry or not (`Session.metrics`).
  *
  * @category metrics
  * @since 0.1.0
@@ -493,9 +494,6 @@ export const metrics = {
   }),
   sessionStart: Metric.timer("tether_registry_session_start", { description: "Session start, spawn to handshake" }),
   turnDuration: Metric.timer("tether_registry_turn_duration", { description: "Turn duration, send to end" }),
-  permissionWait: Metric.timer("tether_registry_permission_wait", {
-    description: "Permission requests, requested to resolved"
-  }),
   evictions: Metric.counter("tether_registry_evictions", {
     description: "Sessions that left a registry, by reason",
     incremental: true
@@ -827,39 +825,10 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
   const isDead = (status: Status) => status === "failed" || status === "closed"
 
-  /**
-   * Times a turn's permission waits from its events. A function of the stream alone: the closure that consumes it
-   * (stored by Effect, and possibly allocated in the old generation) must hold the request times, never the turn.
-   */
-  const timePermissionWaits = (
-    events: Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable>
-  ): Effect.Effect<void> => {
-    const requested = new Map<string, number>()
-    return events.pipe(
-      Stream.takeWhile((delivery) => delivery._tag === "Event"),
-      Stream.runForEach((delivery) => {
-        if (delivery._tag !== "Event") return Effect.void
-        const event = delivery.event
-        if (event._tag === "PermissionRequested") {
-          requested.set(event.request.requestId, now())
-        } else if (event._tag === "PermissionResolved") {
-          const at = requested.get(event.requestId)
-          if (at !== undefined) {
-            requested.delete(event.requestId)
-            return Metric.update(metrics.permissionWait, Duration.millis(now() - at))
-          }
-        }
-        return Effect.void
-      }),
-      Effect.ignore
-    )
-  }
-
   /** Watches a turn sent through the registry until it ends: its metrics, its span, the entry's count of turns. */
   const trackTurn = Effect.fnUntraced(
     function*(_entry: Entry<E>, turn: Turn) {
       const start = now()
-      yield* timePermissionWaits(turn.events)
       const exit = yield* turn.settled
       yield* Metric.update(metrics.turnDuration, Duration.millis(now() - start))
       yield* Effect.annotateCurrentSpan("tether.turn.outcome", Exit.isSuccess(exit) ? "completed" : "failed")

@@ -11,7 +11,7 @@ import {
   Turn
 } from "@tether/core"
 import { MockClaude, MockTransport } from "@tether/testing"
-import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Scope, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Scope, Stream } from "effect"
 import * as TestTime from "./support/TestTime.ts"
 
 // Every test here runs on TestClock through MockTransport: the simulated CLI's own timing (startup 300 ms, first
@@ -498,12 +498,13 @@ describe("Permissions", () => {
         assert.include(result.text, "ran: touch perm.txt")
       })).pipe(mock(toolScript)))
 
-  it.effect("a deferred request expires after the permission timeout with a deny", () =>
+  it.effect("a deferred request expires after the permission timeout with a deny, and its wait is timed", () =>
     withSession({ policy: () => Effect.succeed(Permission.defer), timeouts: timeouts({ permission: "2 seconds" }) }, (
       session,
       cli
     ) =>
       Effect.gen(function*() {
+        const waitsBefore = yield* Metric.value(Session.metrics.permissionWait)
         const turn = yield* session.send("touch it")
         yield* advance("500 millis")
         const [pending] = yield* session.pendingPermissions
@@ -513,6 +514,10 @@ describe("Permissions", () => {
         assert.strictEqual(answer?.response.response.behavior, "deny")
         const late = yield* Effect.flip(session.answerPermission(pending.requestId, Permission.allow()))
         assert.strictEqual(late._tag, "PermissionAlreadyResolved")
+        // Every session records its permission waits (here outside any registry): this one waited its timeout.
+        const waits = yield* Metric.value(Session.metrics.permissionWait)
+        assert.strictEqual(waits.count - waitsBefore.count, 1)
+        assert.strictEqual(waits.sum - waitsBefore.sum, 2000)
       })).pipe(mock(toolScript)))
 
   it.effect("a policy that fails or dies never wedges the turn: the CLI receives a deny", () =>

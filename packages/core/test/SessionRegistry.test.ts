@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Permission, type Session, SessionRegistry, TetherError, Transport } from "@tether/core"
+import { Permission, Session, SessionRegistry, TetherError, Transport } from "@tether/core"
 import type { ClaudeSession } from "@tether/core"
 import type { Status } from "@tether/core/SessionEvent"
 import { MockClaude, MockTransport } from "@tether/testing"
@@ -578,8 +578,9 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
       { capacity: 4 },
       (registry) =>
         Effect.gen(function*() {
-          const before = (yield* Metric.value(SessionRegistry.metrics.permissionWait)).count
+          const before = yield* Metric.value(Session.metrics.permissionWait)
           yield* touch(registry, "a", { policy: () => Effect.succeed(Permission.defer) })
+          const sentAt = yield* Clock.currentTimeMillis
           const turn = yield* settle(registry.send("a", "deploy"))
           yield* advanceUntil(Effect.map(registry.pendingPermissions("a"), (pending) => pending.length === 1))
           const [request] = yield* registry.pendingPermissions("a")
@@ -587,12 +588,17 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
           assert.strictEqual((yield* registry.snapshot("a")).pendingPermissions, 1)
           yield* TestClock.adjust("3 seconds")
           yield* registry.answerPermission("a", request.requestId, Permission.allow())
+          const answeredAt = yield* Clock.currentTimeMillis
           const again = yield* registry.answerPermission("a", request.requestId, Permission.allow()).pipe(Effect.flip)
           assert.strictEqual(again._tag, "PermissionAlreadyResolved")
           const result = yield* settle(turn.result)
           assert.strictEqual(result.text, "deployed")
-          const after = yield* Metric.value(SessionRegistry.metrics.permissionWait)
-          assert.strictEqual(after.count - before, 1)
+          const after = yield* Metric.value(Session.metrics.permissionWait)
+          assert.strictEqual(after.count - before.count, 1)
+          // The request arrived after the send and was answered 3 seconds after it was seen pending.
+          const waited = after.sum - before.sum
+          assert.isAtLeast(waited, 3000)
+          assert.isAtMost(waited, answeredAt - sentAt)
         }),
       MockClaude.make([
         MockClaude.when(
