@@ -662,8 +662,6 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
       pending.how = resolution._tag === "Expired" ? `expired: ${resolution.why}` : resolution._tag
       const timer = pending.timer
       pending.timer = undefined
-      const now = yield* Clock.currentTimeMillis
-      yield* Metric.update(metrics.permissionWait, Duration.millis(now - pending.requestedAt))
       if (answer !== undefined) {
         if (answer._tag === "Deny" && answer.interrupt === true && active?.id === pending.request.turnId) {
           active.interruptReason = "permission"
@@ -677,14 +675,20 @@ const makeIn = Effect.fnUntraced(function*(options: Options, sessionScope: Scope
         requestId: pending.request.requestId,
         resolution
       })
+      const now = yield* Clock.currentTimeMillis
       const stillWaiting = [...permissions.values()].some((p) => p.state !== "resolved")
       if (!stillWaiting && active !== undefined && status === "awaiting-permission") {
         active.lastProgress = now
         setStatus("running")
       }
       pruneResolved()
+      yield* Metric.update(metrics.permissionWait, Duration.millis(now - pending.requestedAt))
       if (timer !== undefined) yield* fork(Fiber.interrupt(timer))
-    }
+    },
+    // One step: a caller interrupted once the request is marked resolved (a host whose client went away while its
+    // answer was being written) must not leave it resolved but unanswered, the turn waiting on it. The answer's
+    // write is bounded by the delivery timeout.
+    Effect.uninterruptible
   )
 
   const pruneResolved = () => {

@@ -99,6 +99,27 @@ const wrapConnections = (wrap: (connection: Transport.Connection) => Transport.C
     })
   ).pipe(Layer.provideMerge(MockTransport.layer()))
 
+/** Writes after the first `n` take `delay` before they reach the CLI, like a CLI slow to read its stdin. */
+const slowWritesAfter = (n: number, delay: Duration.Input, cliScript: MockClaude.Script) =>
+  Layer.effect(
+    Transport.Transport,
+    Effect.gen(function*() {
+      const inner = yield* Transport.Transport
+      return Transport.Transport.of({
+        capabilities: inner.capabilities,
+        open: (spec, options) =>
+          Effect.map(inner.open(spec, options), (connection) => {
+            let writes = 0
+            return {
+              ...connection,
+              write: (line) =>
+                ++writes > n ? Effect.andThen(Effect.sleep(delay), connection.write(line)) : connection.write(line)
+            }
+          })
+      })
+    })
+  ).pipe(Layer.provideMerge(MockTransport.layer(cliScript)))
+
 /** Writes never complete after the first `n` (the handshake), like a CLI that stopped reading its stdin. */
 const blockWritesAfter = (n: number) =>
   wrapConnections((connection) => {
@@ -497,6 +518,24 @@ describe("Permissions", () => {
         const result = yield* settle(turn.result)
         assert.include(result.text, "ran: touch perm.txt")
       })).pipe(mock(toolScript)))
+
+  it.effect("an answer whose caller is interrupted while it is being written still reaches the CLI", () =>
+    withSession({ policy: () => Effect.succeed(Permission.defer) }, (session, cli) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("touch it")
+        yield* advance("500 millis")
+        const [pending] = yield* session.pendingPermissions
+        // The answer's write takes a second (the CLI is slow to read); its caller gives up half-way.
+        const answering = yield* Effect.forkChild(session.answerPermission(pending.requestId, Permission.allow()))
+        yield* advance("300 millis")
+        const interrupting = yield* Effect.forkChild(Fiber.interrupt(answering))
+        yield* advance("1 second")
+        yield* Fiber.join(interrupting)
+        const answer = (yield* writtenFrames(cli)).find((f) => f.type === "control_response")
+        assert.strictEqual(answer?.response.response.behavior, "allow")
+        const result = yield* settle(turn.result)
+        assert.include(result.text, "ran: touch perm.txt")
+      })).pipe(Effect.provide(slowWritesAfter(2, "1 second", toolScript))))
 
   it.effect("a deferred request expires after the permission timeout with a deny, and its wait is timed", () =>
     withSession({ policy: () => Effect.succeed(Permission.defer), timeouts: timeouts({ permission: "2 seconds" }) }, (
