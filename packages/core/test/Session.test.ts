@@ -86,8 +86,11 @@ const bash = (command: string, extra: Partial<Parameters<typeof MockClaude.tool>
     ...extra
   })
 
-/** MockTransport whose connections are altered by `wrap` (to simulate a misbehaving pipe). */
-const wrapConnections = (wrap: (connection: Transport.Connection) => Transport.Connection) =>
+/** MockTransport (running `cliScript`) whose connections are altered by `wrap` (to simulate a misbehaving pipe). */
+const wrapConnections = (
+  wrap: (connection: Transport.Connection) => Transport.Connection,
+  cliScript: MockClaude.Script = MockClaude.defaultScript
+) =>
   Layer.effect(
     Transport.Transport,
     Effect.gen(function*() {
@@ -97,35 +100,27 @@ const wrapConnections = (wrap: (connection: Transport.Connection) => Transport.C
         open: (spec, options) => Effect.map(inner.open(spec, options), wrap)
       })
     })
-  ).pipe(Layer.provideMerge(MockTransport.layer()))
+  ).pipe(Layer.provideMerge(MockTransport.layer(cliScript)))
+
+/** Writes after the first `n` (the handshake, …) go through `slow`, which gets the write as it would have run. */
+const writesAfter = (
+  n: number,
+  slow: (
+    write: Effect.Effect<void, TetherError.TransportWriteError>
+  ) => Effect.Effect<void, TetherError.TransportWriteError>,
+  cliScript?: MockClaude.Script
+) =>
+  wrapConnections((connection) => {
+    let writes = 0
+    return { ...connection, write: (line) => ++writes > n ? slow(connection.write(line)) : connection.write(line) }
+  }, cliScript)
+
+/** Writes never complete after the first `n` (the handshake), like a CLI that stopped reading its stdin. */
+const blockWritesAfter = (n: number) => writesAfter(n, () => Effect.never)
 
 /** Writes after the first `n` take `delay` before they reach the CLI, like a CLI slow to read its stdin. */
 const slowWritesAfter = (n: number, delay: Duration.Input, cliScript: MockClaude.Script) =>
-  Layer.effect(
-    Transport.Transport,
-    Effect.gen(function*() {
-      const inner = yield* Transport.Transport
-      return Transport.Transport.of({
-        capabilities: inner.capabilities,
-        open: (spec, options) =>
-          Effect.map(inner.open(spec, options), (connection) => {
-            let writes = 0
-            return {
-              ...connection,
-              write: (line) =>
-                ++writes > n ? Effect.andThen(Effect.sleep(delay), connection.write(line)) : connection.write(line)
-            }
-          })
-      })
-    })
-  ).pipe(Layer.provideMerge(MockTransport.layer(cliScript)))
-
-/** Writes never complete after the first `n` (the handshake), like a CLI that stopped reading its stdin. */
-const blockWritesAfter = (n: number) =>
-  wrapConnections((connection) => {
-    let writes = 0
-    return { ...connection, write: (line) => ++writes > n ? Effect.never : connection.write(line) }
-  })
+  writesAfter(n, (write) => Effect.andThen(Effect.sleep(delay), write), cliScript)
 
 // ---------------------------------------------------------------------------------------------------------------
 
