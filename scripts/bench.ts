@@ -296,6 +296,18 @@ const hostLabel: Record<string, string> = {
   tether: "Tether"
 }
 
+/** A markdown table; `align` gives the separator of every column after the first (which is left-aligned). */
+const markdownTable = (
+  header: ReadonlyArray<string>,
+  rows: ReadonlyArray<ReadonlyArray<string>>,
+  align: (column: number) => string
+): string =>
+  [
+    `| ${header.join(" | ")} |`,
+    `| ${header.map((_, i) => (i === 0 ? "---" : align(i))).join(" | ")} |`,
+    ...rows.map((row) => `| ${row.join(" | ")} |`)
+  ].join("\n")
+
 /**
  * Every host against the bare one, on the figures the reference hosts exist to split: where Tether's round trip and
  * first-session heap go (validation, the transport under Effect, or the session).
@@ -312,11 +324,7 @@ const renderDecomposition = (): string => {
       return x === undefined ? "—" : `${x.toFixed(2)}x`
     })
   ])
-  return [
-    `| ${header.join(" | ")} |`,
-    `| ${header.map((_, i) => (i === 0 ? "---" : ":---:")).join(" | ")} |`,
-    ...rows.map((row) => `| ${row.join(" | ")} |`)
-  ].join("\n")
+  return markdownTable(header, rows, () => ":---:")
 }
 
 const renderTable = (): string => {
@@ -341,11 +349,7 @@ const renderTable = (): string => {
       verdict(f).text
     ]
   })
-  return [
-    `| ${header.join(" | ")} |`,
-    `| ${header.map((_, i) => (i === 0 ? "---" : i > hosts.length ? ":---:" : "---:")).join(" | ")} |`,
-    ...rows.map((row) => `| ${row.join(" | ")} |`)
-  ].join("\n")
+  return markdownTable(header, rows, (i) => (i > hosts.length ? ":---:" : "---:"))
 }
 
 const machine = () => {
@@ -559,12 +563,12 @@ const main = async () => {
           h
         ) => [h, { summary: summarize(f.samples.get(h) ?? []) ?? null, errors: f.errors.get(h) ?? [] }])
       ) as Record<string, { summary: Summary | null; errors: Array<string> }>,
+      // Tether against the SDK, and every host against the bare one (`tetherVsBare`, `sdkVsBare`, …).
       ratios: {
         tetherVsSdk: ratio(f, "tether", "sdk") ?? null,
-        tetherVsBare: ratio(f, "tether", "bare") ?? null,
-        sdkVsBare: ratio(f, "sdk", "bare") ?? null,
-        validatedVsBare: ratio(f, "validated", "bare") ?? null,
-        transportVsBare: ratio(f, "transport", "bare") ?? null
+        ...Object.fromEntries(
+          config.hosts.filter((h) => h !== "bare").map((h) => [`${h}VsBare`, ratio(f, h, "bare") ?? null])
+        )
       }
     })),
     profiles,

@@ -265,11 +265,22 @@ const runTurn = async (message) => {
     push(frame)
   }
 
-  let sent = 0
-  if (includePartialMessages) {
+  // A stream_event of this message, in the CLI's envelope (`extra`: the fields only some events carry).
+  const streamEvent = (event, extra) =>
     push({
       type: "stream_event",
-      event: {
+      event,
+      session_id: sessionId,
+      parent_tool_use_id: null,
+      uuid: nextUuid(),
+      api_message_id: messageId,
+      ...extra
+    })
+
+  let sent = 0
+  if (includePartialMessages) {
+    streamEvent(
+      {
         type: "message_start",
         message: {
           id: messageId,
@@ -282,24 +293,9 @@ const runTurn = async (message) => {
           usage: usage(1)
         }
       },
-      session_id: sessionId,
-      parent_tool_use_id: null,
-      uuid: nextUuid(),
-      ttft_ms: 1,
-      thinking_display: "updates",
-      api_message_id: messageId,
-      user_message_uuid: userUuid,
-      user_message_uuids: uuids,
-      owed_rows: []
-    })
-    push({
-      type: "stream_event",
-      event: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
-      session_id: sessionId,
-      parent_tool_use_id: null,
-      uuid: nextUuid(),
-      api_message_id: messageId
-    })
+      { ttft_ms: 1, thinking_display: "updates", user_message_uuid: userUuid, user_message_uuids: uuids, owed_rows: [] }
+    )
+    streamEvent({ type: "content_block_start", index: 0, content_block: { type: "text", text: "" } })
     // The hot loop: the frame is a template (the same bytes JSON.stringify would give) around a counter uuid.
     const head = `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"tok `
     const mid = ` "}},"session_id":"${sessionId}","parent_tool_use_id":null,"uuid":"`
@@ -359,34 +355,13 @@ const runTurn = async (message) => {
   } else {
     if (includePartialMessages) {
       assistant([{ type: "text", text: answer }], false)
-      push({
-        type: "stream_event",
-        event: { type: "content_block_stop", index: 0 },
-        session_id: sessionId,
-        parent_tool_use_id: null,
-        uuid: nextUuid(),
-        api_message_id: messageId
+      streamEvent({ type: "content_block_stop", index: 0 })
+      streamEvent({
+        type: "message_delta",
+        delta: { stop_reason: "end_turn", stop_sequence: null },
+        usage: { output_tokens: frames }
       })
-      push({
-        type: "stream_event",
-        event: {
-          type: "message_delta",
-          delta: { stop_reason: "end_turn", stop_sequence: null },
-          usage: { output_tokens: frames }
-        },
-        session_id: sessionId,
-        parent_tool_use_id: null,
-        uuid: nextUuid(),
-        api_message_id: messageId
-      })
-      push({
-        type: "stream_event",
-        event: { type: "message_stop" },
-        session_id: sessionId,
-        parent_tool_use_id: null,
-        uuid: nextUuid(),
-        api_message_id: messageId
-      })
+      streamEvent({ type: "message_stop" })
     }
     costUsd += 0.000001
     push({
