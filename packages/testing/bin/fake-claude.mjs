@@ -24,6 +24,7 @@
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { answerControl, controlSuccess as controlResponse } from "./controls.mjs"
+import { onStdinLines } from "./lines.mjs"
 
 const env = process.env
 const argv = process.argv.slice(2)
@@ -413,25 +414,16 @@ const onFrame = (frame) => {
   }
 }
 
-let buffered = ""
-process.stdin.setEncoding("utf8")
-process.stdin.on("data", (chunk) => {
-  buffered += chunk
-  let newline = buffered.indexOf("\n")
-  while (newline !== -1) {
-    const line = buffered.slice(0, newline)
-    buffered = buffered.slice(newline + 1)
-    newline = buffered.indexOf("\n")
-    if (line.trim().length === 0 || hang) continue
-    let frame
-    try {
-      frame = JSON.parse(line)
-    } catch (error) {
-      log(`Error parsing streaming input line (type=unknown, ${line.length} chars): ${error?.name ?? "SyntaxError"}`)
-      process.exit(1)
-    }
-    onFrame(frame)
+onStdinLines((line) => {
+  if (line.trim().length === 0 || hang) return
+  let frame
+  try {
+    frame = JSON.parse(line)
+  } catch (error) {
+    log(`Error parsing streaming input line (type=unknown, ${line.length} chars): ${error?.name ?? "SyntaxError"}`)
+    process.exit(1)
   }
+  onFrame(frame)
 })
 process.stdin.on("end", () => {
   eof = true

@@ -21,6 +21,7 @@
 // Output is batched into large writes (FAST_CLAUDE_BATCH_BYTES, default 256 KiB) that wait for `drain`.
 import { randomUUID } from "node:crypto"
 import { answerControl, controlSuccess as controlResponse } from "./controls.mjs"
+import { onStdinLines } from "./lines.mjs"
 
 const argv = process.argv.slice(2)
 const env = process.env
@@ -486,21 +487,10 @@ const onLine = (line) => {
   }
 }
 
-let buffered = ""
-process.stdin.setEncoding("utf8")
-process.stdin.on("data", (chunk) => {
-  buffered += chunk
-  let start = 0
-  let newline
-  while ((newline = buffered.indexOf("\n", start)) !== -1) {
-    onLine(buffered.slice(start, newline))
-    start = newline + 1
-  }
-  buffered = buffered.slice(start)
-})
+const stdin = onStdinLines(onLine)
 process.stdin.on("end", () => {
-  if (buffered.length > 0) onLine(buffered)
-  buffered = ""
+  const rest = stdin.readRest()
+  if (rest.length > 0) onLine(rest)
   eof = true
   if (!pumping && queue.length === 0) exit()
 })
