@@ -125,7 +125,7 @@ const registered = Effect.gen(function*() {
   const scope = yield* Scope.make()
   const context = yield* Layer.buildWithScope(transport, scope)
   const registry = yield* SessionRegistry.make({
-    ...SessionRegistry.claude,
+    ...ClaudeSession.kind,
     capacity: sessions,
     idleTimeToLive: Duration.infinity,
     shutdownConcurrency: 64

@@ -39,7 +39,7 @@
  *   curl -X DELETE localhost:8787/conversations/demo
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
+import { ClaudeRegistry, ClaudeSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
 import { MockAnthropic, MockClaude, MockTransport } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
@@ -125,7 +125,7 @@ const sessionConfig = Effect.fnUntraced(function*(model: string | undefined) {
   return options
 })
 
-const RegistryLive = SessionRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
+const RegistryLive = ClaudeRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
   Layer.provide(TransportLive),
   Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)))
 )
@@ -220,7 +220,7 @@ const AnswerBody = Schema.Struct({
 const sendMessage = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const body = yield* HttpServerRequest.schemaBodyJson(MessageBody)
-  const registry = yield* SessionRegistry.SessionRegistry
+  const registry = yield* ClaudeRegistry.ClaudeRegistry
   const conversation = yield* registry.getOrCreate(id, yield* sessionConfig(body.model))
   // The turn belongs to the conversation, not to this HTTP request: a client that disconnects does not cancel it.
   const turn = yield* conversation.send(body.text, { interruptOnCancel: false })
@@ -254,7 +254,7 @@ const events = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const request = yield* HttpServerRequest.HttpServerRequest
   const url = new URL(request.url, "http://127.0.0.1")
-  const registry = yield* SessionRegistry.SessionRegistry
+  const registry = yield* ClaudeRegistry.ClaudeRegistry
   // 404 now rather than an empty stream; the subscription itself lives as long as the response body.
   const snapshot = yield* registry.snapshot(id)
   const from = fromOf(request, url)
@@ -277,7 +277,7 @@ const events = Effect.gen(function*() {
 
 const pendingPermissions = Effect.gen(function*() {
   const id = yield* pathParam("id")
-  const registry = yield* SessionRegistry.SessionRegistry
+  const registry = yield* ClaudeRegistry.ClaudeRegistry
   const pending = yield* registry.pendingPermissions(id)
   return json(pending.map(({ raw: _raw, ...request }) => request))
 }).pipe(handle)
@@ -286,7 +286,7 @@ const answerPermission = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const requestId = yield* pathParam("requestId")
   const body = yield* HttpServerRequest.schemaBodyJson(AnswerBody)
-  const registry = yield* SessionRegistry.SessionRegistry
+  const registry = yield* ClaudeRegistry.ClaudeRegistry
   const decision = body.behavior === "allow"
     ? Permission.allow(body.updatedInput)
     : Permission.deny(body.message ?? "denied by the user", { interrupt: body.interrupt ?? false })
@@ -296,7 +296,7 @@ const answerPermission = Effect.gen(function*() {
 
 const interrupt = Effect.gen(function*() {
   const id = yield* pathParam("id")
-  const registry = yield* SessionRegistry.SessionRegistry
+  const registry = yield* ClaudeRegistry.ClaudeRegistry
   const outcome = yield* registry.interrupt(id)
   return json({ id, outcome })
 }).pipe(handle)
@@ -305,7 +305,7 @@ const evict = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const request = yield* HttpServerRequest.HttpServerRequest
   const url = new URL(request.url, "http://127.0.0.1")
-  const registry = yield* SessionRegistry.SessionRegistry
+  const registry = yield* ClaudeRegistry.ClaudeRegistry
   if (url.searchParams.get("force") === "1") {
     yield* registry.forceEvict(id)
   } else {
@@ -316,13 +316,13 @@ const evict = Effect.gen(function*() {
 }).pipe(handle)
 
 const list = Effect.gen(function*() {
-  const registry = yield* SessionRegistry.SessionRegistry
+  const registry = yield* ClaudeRegistry.ClaudeRegistry
   return json(yield* registry.list)
 })
 
 const snapshot = Effect.gen(function*() {
   const id = yield* pathParam("id")
-  const registry = yield* SessionRegistry.SessionRegistry
+  const registry = yield* ClaudeRegistry.ClaudeRegistry
   return json(yield* registry.snapshot(id))
 }).pipe(handle)
 

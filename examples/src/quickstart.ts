@@ -14,7 +14,7 @@
  * real API with your environment (and costs a few cents).
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, Permission, TetherError, type Turn } from "@tether/core"
+import { ClaudeSession, Permission, TetherError } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Console, Deferred, Duration, Effect, Fiber, Option, Stream } from "effect"
@@ -73,7 +73,7 @@ const policy: Permission.Policy = (request) =>
     )
   )
 
-const summary = (result: Turn.TurnResult) =>
+const summary = (result: ClaudeSession.TurnResult) =>
   line(dim(
     `✓ ${result.usage.inputTokens} in / ${result.usage.outputTokens} out tokens · ` +
       `${plural(result.numTurns ?? 1, "model call")} · ${result.durationMs ?? 0} ms · ` +

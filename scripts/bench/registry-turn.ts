@@ -16,7 +16,7 @@ const mode = process.argv[2]
 const frames = Number(process.argv[3] ?? 100_000)
 if (mode !== "session" && mode !== "registry") throw new Error("usage: registry-turn.ts <session|registry> [frames]")
 
-type RunError = Session.SendError | Turn.TurnError | SessionRegistry.LookupError
+type RunError = Session.SendError | Turn.TurnError | ClaudeSession.TurnError | SessionRegistry.LookupError
 
 const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { claude: fakeClaude } }))
 const options: ClaudeSession.Options = { includePartialMessages: true, env: { set: { PATH: fakeEnv().PATH! } } }
@@ -26,15 +26,15 @@ const run = await runtime.runPromise(
   Effect.gen(function*() {
     if (mode === "session") {
       const session = yield* ClaudeSession.make(options)
-      return (text: string): Effect.Effect<Turn.TurnResult, RunError> => session.run(text)
+      return (text: string): Effect.Effect<ClaudeSession.TurnResult, RunError> => session.run(text)
     }
     const registry = yield* SessionRegistry.make({
-      ...SessionRegistry.claude,
+      ...ClaudeSession.kind,
       capacity: 1,
       idleTimeToLive: Duration.infinity
     })
     yield* Effect.scoped(registry.getOrCreate("bench", options))
-    return (text: string): Effect.Effect<Turn.TurnResult, RunError> => registry.run("bench", text)
+    return (text: string): Effect.Effect<ClaudeSession.TurnResult, RunError> => registry.run("bench", text)
   }).pipe(Scope.provide(scope))
 )
 await runtime.runPromise(run(prompt(2_000)))

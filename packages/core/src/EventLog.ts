@@ -208,6 +208,8 @@ export interface EventLog<A> {
   readonly subscribe: (from: From) => Effect.Effect<Stream.Stream<Delivery<A>>, ReplayUnavailable, Scope.Scope>
   /** The seq of the last published event, 0 before the first. */
   readonly latestSeq: Effect.Effect<number>
+  /** {@link EventLog.latestSeq} as a plain function, for code that already runs inside an effect. */
+  readonly latestSeqUnsafe: () => number
   /** The entries the ring currently holds, oldest first. */
   readonly snapshot: Effect.Effect<ReadonlyArray<Entry<A>>>
   /** Ends every subscription once it has delivered what was published so far. Idempotent. */
@@ -439,6 +441,7 @@ const makeUnsafe = <A>(
     publishAllUnsafe,
     subscribe,
     latestSeq: Effect.sync(() => latest),
+    latestSeqUnsafe: () => latest,
     snapshot: Effect.sync(() => {
       const out: Array<Entry<A>> = []
       for (let seq = oldestSeq(); seq <= latest; seq++) {

@@ -25,6 +25,12 @@ export interface PermissionRequest {
   readonly requestId: string
   /** The turn the request belongs to. */
   readonly turnId: string
+  /**
+   * What the CLI asks permission for: `"tool"` (Claude: any tool use), `"command"` (Codex: a command to execute),
+   * `"file-change"` (Codex: a patch to apply). The provider's capabilities list the kinds it sends.
+   */
+  readonly kind: string
+  /** The tool (Claude's tool name; Codex: `"command"` or `"apply_patch"`). */
   readonly toolName: string
   readonly toolUseId: string | undefined
   readonly input: { readonly [key: string]: unknown }

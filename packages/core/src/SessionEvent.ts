@@ -1,9 +1,10 @@
 /**
  * Session events: every decoded frame, and every change in a session's life, normalized across providers.
  *
- * Each event carries `turnId` when it belongs to a turn (frames that arrive before the CLI acknowledged the
- * turn's prompt do not belong to it) and `raw`, the provider's frame as received, unknown fields included. The
- * session numbers events with a strictly increasing `seq` (see `EventLog`).
+ * Each event carries `turnId` when it belongs to a turn (everything the CLI prints after a turn's prompt was
+ * written belongs to that turn, unless the frame names another turn or is session traffic such as a control
+ * answer) and `raw`, the provider's frame as received, unknown fields included. The session numbers events with a
+ * strictly increasing `seq` (see `EventLog`).
  *
  * @since 0.1.0
  */
@@ -11,7 +12,7 @@ import * as Data from "effect/Data"
 import type { PermissionRequest, Resolution } from "./Permission.ts"
 import type { ProtocolError } from "./TetherError.ts"
 import type * as Transport from "./Transport.ts"
-import type { TurnError, TurnResult, Usage } from "./Turn.ts"
+import type { AnyTurnError, TurnResult, Usage } from "./Turn.ts"
 
 /**
  * A session's status.
@@ -45,18 +46,23 @@ export type SessionEvent = Data.TaggedEnum<{
   ToolResult: Common & { readonly toolUseId: string; readonly isError: boolean; readonly content: unknown }
   PermissionRequested: Common & { readonly request: PermissionRequest }
   PermissionResolved: Common & { readonly requestId: string; readonly resolution: Resolution }
+  /** A turn's token usage; `totalCostUsd` where the provider reports a cost (Claude: cumulative over the process). */
   Usage: Common & { readonly usage: Usage; readonly totalCostUsd: number | undefined }
   TurnCompleted: Common & { readonly result: TurnResult }
-  TurnFailed: Common & { readonly error: TurnError }
+  TurnFailed: Common & { readonly error: AnyTurnError }
   /** The session's status changed. */
   Status: Common & { readonly status: Status }
-  ApiRetry: Common & {
+  /**
+   * The CLI is retrying a failed model request (Claude's `system/api_retry`, a Codex `error` notification with
+   * `willRetry`). The turn goes on.
+   */
+  Retry: Common & {
     readonly attempt: number | undefined
     readonly maxRetries: number | undefined
     readonly delayMs: number | undefined
     readonly errorStatus: number | undefined
+    readonly message: string | undefined
   }
-  Task: Common & { readonly subtype: string; readonly taskId: string | undefined }
   ProtocolError: Common & { readonly error: ProtocolError }
   Exit: Common & { readonly status: Transport.ExitStatus; readonly stderrTail: string }
   /** Any other decoded frame (system/init, lifecycle, control traffic, unknown types). */

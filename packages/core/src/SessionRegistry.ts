@@ -15,8 +15,9 @@
  * closed, so the next `getOrCreate` for its id starts a fresh generation.
  *
  * The registry is provider-neutral: it is built from a {@link Kind} (how to start a session for an id and a
- * configuration, and how to fingerprint a configuration). {@link claude} is the Claude Code kind, and
- * {@link SessionRegistry} is the registry of Claude sessions; {@link Service} makes a registry service for any kind.
+ * configuration, and how to fingerprint a configuration). Each provider binds it: `ClaudeRegistry` is the registry
+ * of Claude Code sessions (`ClaudeSession.kind`); {@link Service} makes a registry service for any kind, and
+ * {@link kinds} one that holds several providers' sessions side by side.
  *
  * Why not `effect/RcMap`: its capacity refuses new keys instead of evicting the least recently used one, it knows
  * nothing about a session's running turn, configuration conflicts or generations, and it closes its entries one by
@@ -26,11 +27,11 @@
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { SessionRegistry } from "@tether/core"
+ * import { ClaudeRegistry } from "@tether/core"
  * import { NodeTransport } from "@tether/transport-node"
  *
  * const program = Effect.gen(function*() {
- *   const registry = yield* SessionRegistry.SessionRegistry
+ *   const registry = yield* ClaudeRegistry.ClaudeRegistry
  *   const result = yield* Effect.scoped(
  *     Effect.gen(function*() {
  *       const chat = yield* registry.getOrCreate("chat-42", { model: "sonnet" }) // pinned while this scope is open
@@ -40,7 +41,7 @@
  *   console.log(result.text)
  * })
  *
- * program.pipe(Effect.provide(SessionRegistry.layer({ capacity: 32 }).pipe(Layer.provide(NodeTransport.layer))))
+ * program.pipe(Effect.provide(ClaudeRegistry.layer({ capacity: 32 }).pipe(Layer.provide(NodeTransport.layer()))))
  * ```
  *
  * @since 0.1.0
@@ -60,7 +61,6 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as ClaudeSession from "./claude/ClaudeSession.ts"
 import type * as EventLog from "./EventLog.ts"
 import { fixDisposition } from "./internal/disposition.ts"
 import type * as Permission from "./Permission.ts"
@@ -69,7 +69,7 @@ import type { SessionEvent, Status } from "./SessionEvent.ts"
 import { InvalidConfig, SessionUnavailable, TurnInterrupted } from "./TetherError.ts"
 import type * as TetherError from "./TetherError.ts"
 import type * as Transport from "./Transport.ts"
-import type { Phase as TurnPhase, Prompt, Turn, TurnError, TurnResult } from "./Turn.ts"
+import type { Phase as TurnPhase, Prompt, ProviderTurnError, Turn, TurnError, TurnResult } from "./Turn.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors
@@ -215,8 +215,8 @@ export type AdmissionError = SessionConflict | CapacityExceeded | SessionUnavail
  * @category models
  * @since 0.1.0
  */
-export interface Kind<C, E, R> {
-  readonly acquire: (id: string, config: C) => Effect.Effect<Session.Session, E, Scope.Scope | R>
+export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError> {
+  readonly acquire: (id: string, config: C) => Effect.Effect<Session.Session<A, TE>, E, Scope.Scope | R>
   readonly fingerprint: (config: C) => string
 }
 
@@ -258,7 +258,9 @@ export interface Settings {
  * @category models
  * @since 0.1.0
  */
-export interface Options<C, E, R> extends Kind<C, E, R>, Settings {}
+export interface Options<C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>
+  extends Kind<C, E, R, A, TE>, Settings
+{}
 
 /**
  * Per-call options of `getOrCreate`, overriding the registry's settings.
@@ -363,16 +365,19 @@ export interface Snapshot {
  * @category models
  * @since 0.1.0
  */
-export interface Handle {
+export interface Handle<A extends TurnResult = TurnResult, TE = ProviderTurnError> {
   readonly id: string
   readonly generation: number
   /** Sends a prompt; returns the turn as soon as it is written (or queued). */
-  readonly send: (prompt: Prompt, options?: Session.SendOptions) => Effect.Effect<Turn, Session.SendError | LookupError>
+  readonly send: (
+    prompt: Prompt,
+    options?: Session.SendOptions
+  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError>
   /** Sends a prompt and waits for its result. */
   readonly run: (
     prompt: Prompt,
     options?: Session.SendOptions
-  ) => Effect.Effect<TurnResult, Session.SendError | TurnError | LookupError>
+  ) => Effect.Effect<A, Session.SendError | TurnError | TE | LookupError>
   readonly interrupt: Effect.Effect<Session.InterruptOutcome, LookupError>
   readonly answerPermission: (
     requestId: string,
@@ -399,7 +404,7 @@ export interface Handle {
  * @category models
  * @since 0.1.0
  */
-export interface Registry<C, E> {
+export interface Registry<C, E, A extends TurnResult = TurnResult, TE = ProviderTurnError> {
   /**
    * Returns a handle on the id's live session, starting one (a new generation) if there is none. The handle pins
    * the session until the current scope closes. The same id with a different configuration is a
@@ -410,19 +415,19 @@ export interface Registry<C, E> {
     id: string,
     config: C,
     options?: GetOptions
-  ) => Effect.Effect<Handle, E | AdmissionError, Scope.Scope>
+  ) => Effect.Effect<Handle<A, TE>, E | AdmissionError, Scope.Scope>
   /** A pinned handle on the id's live session, without starting one. */
-  readonly get: (id: string, options?: Target) => Effect.Effect<Handle, LookupError, Scope.Scope>
+  readonly get: (id: string, options?: Target) => Effect.Effect<Handle<A, TE>, LookupError, Scope.Scope>
   readonly send: (
     id: string,
     prompt: Prompt,
     options?: SendOptions
-  ) => Effect.Effect<Turn, Session.SendError | LookupError>
+  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError>
   readonly run: (
     id: string,
     prompt: Prompt,
     options?: SendOptions
-  ) => Effect.Effect<TurnResult, Session.SendError | TurnError | LookupError>
+  ) => Effect.Effect<A, Session.SendError | TurnError | TE | LookupError>
   readonly interrupt: (id: string, options?: Target) => Effect.Effect<Session.InterruptOutcome, LookupError>
   readonly answerPermission: (
     id: string,
@@ -569,7 +574,7 @@ export const fingerprint = (config: unknown): string => hash53(canonical(config,
 // Implementation
 // ---------------------------------------------------------------------------------------------------------------
 
-interface Entry<E> {
+interface Entry<E, A extends TurnResult, TE> {
   readonly id: string
   readonly generation: number
   readonly fingerprint: string
@@ -577,10 +582,10 @@ interface Entry<E> {
   /** Fibers that watch the session (its exit, its turns); closed after the session itself. */
   readonly watchers: Scope.Closeable
   readonly createdAt: number
-  readonly started: Deferred.Deferred<Session.Session, E | SessionUnavailable>
+  readonly started: Deferred.Deferred<Session.Session<A, TE>, E | SessionUnavailable>
   readonly closed: Deferred.Deferred<void>
   phase: Phase
-  session: Session.Session | undefined
+  session: Session.Session<A, TE> | undefined
   startFiber: Fiber.Fiber<void> | undefined
   closeReason: EvictionReason | undefined
   pins: number
@@ -591,7 +596,7 @@ interface Entry<E> {
 // A registry only holds sessions whose handshake is done, so "starting" never shows up here.
 const busyStatuses: ReadonlySet<Status> = new Set(["running", "awaiting-permission", "cancelling"])
 
-const unavailable = <E>(entry: Entry<E>): SessionUnavailable =>
+const unavailable = <E, A extends TurnResult, TE>(entry: Entry<E, A, TE>): SessionUnavailable =>
   new SessionUnavailable({
     status: entry.phase,
     reason: entry.closeReason === undefined
@@ -605,21 +610,21 @@ const unavailable = <E>(entry: Entry<E>): SessionUnavailable =>
  * disposition (acknowledged or not) is the session's. Like the session's own handle, its effects and stream are
  * built when a host reads them (most hosts read `result` alone).
  */
-class RegistryTurn<E> implements Turn {
+class RegistryTurn<E, A extends TurnResult, TE> implements Turn<A, TE> {
   readonly id: string
-  readonly #turn: Turn
-  readonly #entry: Entry<E>
-  constructor(turn: Turn, entry: Entry<E>) {
+  readonly #turn: Turn<A, TE>
+  readonly #entry: Entry<E, A, TE>
+  constructor(turn: Turn<A, TE>, entry: Entry<E, A, TE>) {
     this.id = turn.id
     this.#turn = turn
     this.#entry = entry
   }
-  get result(): Effect.Effect<TurnResult, TurnError> {
+  get result(): Effect.Effect<A, TurnError | TE> {
     // The mapping closes over the entry, not this handle (which holds the session's turn).
     const entry = this.#entry
     return Effect.mapError(this.#turn.result, (error) => evictedTurnError(entry, error))
   }
-  get settled(): Effect.Effect<Exit.Exit<TurnResult, TurnError>> {
+  get settled(): Effect.Effect<Exit.Exit<A, TurnError | TE>> {
     const entry = this.#entry
     return Effect.map(this.#turn.settled, Exit.mapError((error) => evictedTurnError(entry, error)))
   }
@@ -635,8 +640,8 @@ class RegistryTurn<E> implements Turn {
 }
 
 /** A turn the session ended with reason `"closed"` because the registry closed it (but for shutdown) was evicted. */
-const evictedTurnError = <E>(entry: Entry<E>, error: TurnError): TurnError =>
-  error._tag === "TurnInterrupted" && error.reason === "closed" && entry.closeReason !== undefined &&
+const evictedTurnError = <E, A extends TurnResult, TE, X>(entry: Entry<E, A, TE>, error: X): X | TurnInterrupted =>
+  error instanceof TurnInterrupted && error.reason === "closed" && entry.closeReason !== undefined &&
     entry.closeReason !== "shutdown"
     ? new TurnInterrupted({
       turnId: error.turnId,
@@ -706,7 +711,9 @@ const validateSettings = (settings: Settings) => {
  * @category constructors
  * @since 0.1.0
  */
-export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, R>) {
+export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>(
+  options: Options<C, E, R, A, TE>
+) {
   const settings = validateSettings(options)
   if (settings.problems.length > 0) return yield* new InvalidConfig({ problems: settings.problems })
   const { capacity, shutdownConcurrency, onConflict: defaultOnConflict } = settings
@@ -719,7 +726,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   const fibers = yield* Scope.fork(scope, "parallel")
   const sessions = yield* Scope.fork(scope, "parallel")
 
-  const entries = new Map<string, Entry<E>>()
+  const entries = new Map<string, Entry<E, A, TE>>()
   let nextGeneration = 1
   let closed = false
   let changed = Deferred.makeUnsafe<void>()
@@ -734,7 +741,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   }
 
   /** Marks the entry used now and moves it to the most recently used end of the map. */
-  const touch = (entry: Entry<E>) => {
+  const touch = (entry: Entry<E, A, TE>) => {
     entry.lastUsed = now()
     if (entries.get(entry.id) === entry) {
       entries.delete(entry.id)
@@ -756,17 +763,17 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   // --- closing ---------------------------------------------------------------------------------------------------
 
   /** A closed entry leaves the map (unless a newer one took its id) and wakes those waiting for it. */
-  const removeEntry = (entry: Entry<E>): void => {
+  const removeEntry = (entry: Entry<E, A, TE>): void => {
     if (entries.get(entry.id) === entry) entries.delete(entry.id)
     Deferred.doneUnsafe(entry.closed, Exit.void)
     notify()
   }
 
-  const evictable = (entry: Entry<E>) => entry.phase === "live" && entry.pins === 0 && entry.turns === 0
+  const evictable = (entry: Entry<E, A, TE>) => entry.phase === "live" && entry.pins === 0 && entry.turns === 0
 
   /** Closes a session that `closeEntry` has marked closing; removes the entry and wakes its waiters however it ends. */
   const teardown = Effect.fnUntraced(
-    function*(entry: Entry<E>, reason: EvictionReason, wasLive: boolean) {
+    function*(entry: Entry<E, A, TE>, reason: EvictionReason, wasLive: boolean) {
       yield* Metric.update(Metric.withAttributes(metrics.evictions, { reason }), 1)
       const start = entry.startFiber
       if (start !== undefined) yield* Fiber.interrupt(start)
@@ -803,7 +810,11 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
    * of the registry, so that an interrupted caller never leaves a half-closed entry, and waits for it. With
    * `onlyIfEvictable` it does nothing (and returns false) for a session that is pinned or busy by now.
    */
-  const closeEntry = (entry: Entry<E>, reason: EvictionReason, onlyIfEvictable = false): Effect.Effect<boolean> =>
+  const closeEntry = (
+    entry: Entry<E, A, TE>,
+    reason: EvictionReason,
+    onlyIfEvictable = false
+  ): Effect.Effect<boolean> =>
     Effect.suspend(() => {
       if (entry.phase === "closing") return Effect.as(Deferred.await(entry.closed), true)
       if (onlyIfEvictable && !evictable(entry)) return Effect.succeed(false)
@@ -820,14 +831,14 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   // --- watching sessions -----------------------------------------------------------------------------------------
 
   /** Removes a session that failed, retired or whose process exited, so the id's next use starts afresh. */
-  const onGone = (entry: Entry<E>) =>
+  const onGone = (entry: Entry<E, A, TE>) =>
     entry.phase === "live" || entry.phase === "draining" ? background(closeEntry(entry, "failed")) : Effect.void
 
   const isDead = (status: Status) => status === "failed" || status === "closed"
 
   /** Watches a turn sent through the registry until it ends: its metrics, its span, the entry's count of turns. */
   const trackTurn = Effect.fnUntraced(
-    function*(_entry: Entry<E>, turn: Turn) {
+    function*(_entry: Entry<E, A, TE>, turn: Turn<A, TE>) {
       const start = now()
       const exit = yield* turn.settled
       yield* Metric.update(metrics.turnDuration, Duration.millis(now() - start))
@@ -856,7 +867,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
   // --- starting --------------------------------------------------------------------------------------------------
 
-  const startEntry = Effect.fnUntraced(function*(entry: Entry<E>, config: C) {
+  const startEntry = Effect.fnUntraced(function*(entry: Entry<E, A, TE>, config: C) {
     const t0 = now()
     const exit = yield* options.acquire(entry.id, config).pipe(
       Scope.provide(entry.scope),
@@ -887,12 +898,12 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     notify()
   })
 
-  const createEntry = (id: string, fp: string): Entry<E> => {
+  const createEntry = (id: string, fp: string): Entry<E, A, TE> => {
     const entryScope = Scope.forkUnsafe(sessions, "sequential")
     // Forked before the session is acquired into the same scope, so it is closed after the session's release.
     const watchers = Scope.forkUnsafe(entryScope, "parallel")
     const t = now()
-    const entry: Entry<E> = {
+    const entry: Entry<E, A, TE> = {
       id,
       generation: nextGeneration++,
       fingerprint: fp,
@@ -918,8 +929,8 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   type Intent = "work" | "control"
 
   /** The entry for an id (and generation), whatever its phase. */
-  const findEntry = (id: string, target: Target | undefined): Effect.Effect<Entry<E>, LookupError> =>
-    Effect.suspend((): Effect.Effect<Entry<E>, LookupError> => {
+  const findEntry = (id: string, target: Target | undefined): Effect.Effect<Entry<E, A, TE>, LookupError> =>
+    Effect.suspend((): Effect.Effect<Entry<E, A, TE>, LookupError> => {
       if (closed) return Effect.fail(new RegistryClosed())
       const generation = target?.generation
       const entry = entries.get(id)
@@ -937,8 +948,12 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     })
 
   /** The live entry for an id (and generation), waiting for one that is starting. */
-  const resolve = (id: string, generation: number | undefined, intent: Intent): Effect.Effect<Entry<E>, LookupError> =>
-    Effect.flatMap(findEntry(id, { generation }), (entry): Effect.Effect<Entry<E>, LookupError> => {
+  const resolve = (
+    id: string,
+    generation: number | undefined,
+    intent: Intent
+  ): Effect.Effect<Entry<E, A, TE>, LookupError> =>
+    Effect.flatMap(findEntry(id, { generation }), (entry): Effect.Effect<Entry<E, A, TE>, LookupError> => {
       switch (entry.phase) {
         case "starting":
           return Deferred.await(entry.started).pipe(
@@ -964,7 +979,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
    * Pins a live entry until the caller's scope closes; false (and no pin) for an entry no longer live. The pin and
    * its release are registered together: an interruption in between would leak the pin.
    */
-  const pin = (entry: Entry<E>, callerScope: Scope.Scope): Effect.Effect<boolean> =>
+  const pin = (entry: Entry<E, A, TE>, callerScope: Scope.Scope): Effect.Effect<boolean> =>
     Effect.uninterruptible(Effect.suspend(() => {
       if (entry.phase !== "live") return Effect.succeed(false)
       entry.pins++
@@ -1041,7 +1056,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   const subscribe = (id: string, from: EventLog.From = "latest", target?: Target) =>
     Effect.flatMap(resolve(id, target?.generation, "control"), (entry) => entry.session!.subscribe(from))
 
-  const snapshotOf = Effect.fnUntraced(function*(entry: Entry<E>): Effect.fn.Return<Snapshot> {
+  const snapshotOf = Effect.fnUntraced(function*(entry: Entry<E, A, TE>): Effect.fn.Return<Snapshot> {
     const session = entry.session
     let status: Status = "starting"
     let sessionId: string | undefined
@@ -1095,7 +1110,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     })
 
   /** Waits for a draining entry's turn to end and its pins to be released (until the deadline), then closes it. */
-  const drain = Effect.fnUntraced(function*(entry: Entry<E>, deadline: number) {
+  const drain = Effect.fnUntraced(function*(entry: Entry<E, A, TE>, deadline: number) {
     const drained = yield* waitUntil(
       () => entry.phase !== "draining" || (entry.pins === 0 && entry.turns === 0),
       deadline
@@ -1124,7 +1139,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
   })
 
   /** The least recently used session that can be evicted now, if any. */
-  const findVictim: Effect.Effect<Entry<E> | undefined> = Effect.gen(function*() {
+  const findVictim: Effect.Effect<Entry<E, A, TE> | undefined> = Effect.gen(function*() {
     for (const entry of entries.values()) {
       if (!evictable(entry)) continue
       const status = yield* entry.session!.status
@@ -1133,7 +1148,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     return undefined
   })
 
-  const handleOf = (entry: Entry<E>): Handle => {
+  const handleOf = (entry: Entry<E, A, TE>): Handle<A, TE> => {
     const target: Target = { generation: entry.generation }
     return {
       id: entry.id,
@@ -1151,12 +1166,12 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
 
   type Step =
     | { readonly _tag: "Closed" }
-    | { readonly _tag: "Live"; readonly entry: Entry<E> }
-    | { readonly _tag: "Starting"; readonly entry: Entry<E> }
-    | { readonly _tag: "Leaving"; readonly entry: Entry<E> }
-    | { readonly _tag: "Conflict"; readonly entry: Entry<E> }
+    | { readonly _tag: "Live"; readonly entry: Entry<E, A, TE> }
+    | { readonly _tag: "Starting"; readonly entry: Entry<E, A, TE> }
+    | { readonly _tag: "Leaving"; readonly entry: Entry<E, A, TE> }
+    | { readonly _tag: "Conflict"; readonly entry: Entry<E, A, TE> }
     | { readonly _tag: "Full" }
-    | { readonly _tag: "Created"; readonly entry: Entry<E> }
+    | { readonly _tag: "Created"; readonly entry: Entry<E, A, TE> }
 
   const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(function*(
     id: string,
@@ -1303,7 +1318,7 @@ export const make = Effect.fnUntraced(function*<C, E, R>(options: Options<C, E, 
     }).pipe(Effect.withSpan("SessionRegistry.shutdown"))
   )
 
-  const registry: Registry<C, E> = {
+  const registry: Registry<C, E, A, TE> = {
     getOrCreate,
     get,
     send,
@@ -1370,8 +1385,16 @@ export const config: Config.Config<Settings> = Config.all({
  * @category services
  * @since 0.1.0
  */
-export interface ServiceClass<Self, Id extends string, C, E, R> extends Context.ServiceClass<Self, Id, Registry<C, E>> {
-  readonly kind: Kind<C, E, R>
+export interface ServiceClass<
+  Self,
+  Id extends string,
+  C,
+  E,
+  R,
+  A extends TurnResult = TurnResult,
+  TE = ProviderTurnError
+> extends Context.ServiceClass<Self, Id, Registry<C, E, A, TE>> {
+  readonly kind: Kind<C, E, R, A, TE>
   /** The registry, built from the settings. Releasing the layer closes every session. */
   readonly layer: (settings?: Settings) => Layer.Layer<Self, InvalidConfig, R>
   /** The registry, built from settings read with {@link config} (or the `Config` given). */
@@ -1385,9 +1408,9 @@ export interface ServiceClass<Self, Id extends string, C, E, R> extends Context.
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { SessionRegistry } from "@tether/core"
+ * import { ClaudeSession, SessionRegistry } from "@tether/core"
  *
- * class Reviewers extends SessionRegistry.Service<Reviewers>()("app/Reviewers", SessionRegistry.claude) {}
+ * class Reviewers extends SessionRegistry.Service<Reviewers>()("app/Reviewers", ClaudeSession.kind) {}
  *
  * const ReviewersLive = Reviewers.layer({ capacity: 4, idleTimeToLive: "10 minutes" })
  *
@@ -1405,65 +1428,16 @@ export interface ServiceClass<Self, Id extends string, C, E, R> extends Context.
  * @since 0.1.0
  */
 export const Service =
-  <Self>() => <const Id extends string, C, E, R>(id: Id, kind: Kind<C, E, R>): ServiceClass<Self, Id, C, E, R> => {
-    const Tag = Context.Service<Self, Registry<C, E>>()(id)
+  <Self>() =>
+  <const Id extends string, C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>(
+    id: Id,
+    kind: Kind<C, E, R, A, TE>
+  ): ServiceClass<Self, Id, C, E, R, A, TE> => {
+    const Tag = Context.Service<Self, Registry<C, E, A, TE>>()(id)
     const layer = (settings: Settings = {}): Layer.Layer<Self, InvalidConfig, R> =>
-      Layer.effect(Tag)(make<C, E, R>({ ...settings, acquire: kind.acquire, fingerprint: kind.fingerprint }))
+      Layer.effect(Tag)(make<C, E, R, A, TE>({ ...settings, acquire: kind.acquire, fingerprint: kind.fingerprint }))
     const layerConfig = (
       settings: Config.Config<Settings> = config
     ): Layer.Layer<Self, Config.ConfigError | InvalidConfig, R> => Layer.unwrap(Effect.map(settings, layer))
     return Object.assign(Tag, { kind, layer, layerConfig })
   }
-
-/**
- * The Claude Code kind: sessions started with `ClaudeSession.make(options)` through the `Transport` in context,
- * fingerprinted with {@link fingerprint} (so a different permission policy or hook callback is not a conflict,
- * a different model, working directory or tool list is).
- *
- * @category kinds
- * @since 0.1.0
- */
-export const claude: Kind<ClaudeSession.Options, ClaudeSession.StartError, Transport.Transport> = {
-  acquire: (_id, options) => ClaudeSession.make(options),
-  fingerprint
-}
-
-/**
- * The registry of Claude Code sessions. Provide it with {@link layer} or {@link layerConfig} (and a `Transport`).
- *
- * @category services
- * @since 0.1.0
- */
-export class SessionRegistry extends Service<SessionRegistry>()("@tether/core/SessionRegistry", claude) {}
-
-/**
- * Provides {@link SessionRegistry} with the given settings. Requires a `Transport` (the Node transport, or
- * `MockTransport` in tests). Releasing the layer closes every session.
- *
- * @example
- * ```ts
- * import { Layer } from "effect"
- * import { SessionRegistry } from "@tether/core"
- * import { NodeTransport } from "@tether/transport-node"
- *
- * const Registry = SessionRegistry.layer({ capacity: 32, idleTimeToLive: "20 minutes" }).pipe(
- *   Layer.provide(NodeTransport.layer)
- * )
- * ```
- *
- * @category layers
- * @since 0.1.0
- */
-export const layer = (settings?: Settings): Layer.Layer<SessionRegistry, InvalidConfig, Transport.Transport> =>
-  SessionRegistry.layer(settings)
-
-/**
- * Provides {@link SessionRegistry} with settings read from `Config` (see {@link config}).
- *
- * @category layers
- * @since 0.1.0
- */
-export const layerConfig = (
-  settings?: Config.Config<Settings>
-): Layer.Layer<SessionRegistry, Config.ConfigError | InvalidConfig, Transport.Transport> =>
-  SessionRegistry.layerConfig(settings)

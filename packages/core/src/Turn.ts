@@ -43,85 +43,22 @@ export interface Usage {
 }
 
 /**
- * A tool use the CLI refused during the turn because permission was denied.
- *
- * @category models
- * @since 0.1.0
- */
-export interface PermissionDenial {
-  readonly toolName: string
-  readonly toolUseId: string
-  readonly input: unknown
-}
-
-/**
- * The normalized result of a turn.
+ * The normalized result of a turn, as every provider reports it. A provider's session returns a richer type
+ * (`ClaudeSession.TurnResult` adds Claude's cost, subtype, stop and terminal reasons, permission denials).
  *
  * @category models
  * @since 0.1.0
  */
 export interface TurnResult {
   readonly turnId: string
-  /** The CLI's conversation id (use it to resume). */
+  /** The CLI's conversation id (Claude's session id, Codex's thread id): use it to resume. */
   readonly sessionId: string | undefined
   /** The final text of the turn. */
   readonly text: string
-  readonly isError: boolean
-  readonly subtype: string
-  readonly stopReason: string | undefined
-  readonly terminalReason: string | undefined
   readonly usage: Usage
-  /** Claude reports cost cumulatively over the process; this is the CLI's figure as reported. */
-  readonly totalCostUsd: number | undefined
   readonly durationMs: number | undefined
-  readonly numTurns: number | undefined
-  readonly permissionDenials: ReadonlyArray<PermissionDenial>
   /** The raw terminal frame, unknown fields included. */
   readonly raw: unknown
-}
-
-// The disposition flags of MaxTurnsExceeded, set once on its prototype.
-export interface MaxTurnsExceeded extends TetherError.Disposition {}
-
-/**
- * The turn stopped because it reached the maximum number of model round trips. The conversation can be resumed
- * with `sessionId`.
- *
- * @category errors
- * @since 0.1.0
- */
-export class MaxTurnsExceeded extends Schema.TaggedError<MaxTurnsExceeded>()("MaxTurnsExceeded", {
-  turnId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String)
-}) {
-  static {
-    fixDisposition(this, false, false, false)
-  }
-  override get message() {
-    return `turn ${this.turnId} reached its maximum number of model turns`
-  }
-}
-
-// The disposition flags of BudgetExceeded, set once on its prototype.
-export interface BudgetExceeded extends TetherError.Disposition {}
-
-/**
- * The turn stopped because it reached the spending budget. The conversation can be resumed with `sessionId`.
- *
- * @category errors
- * @since 0.1.0
- */
-export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
-  turnId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String),
-  totalCostUsd: Schema.NullOr(Schema.Finite)
-}) {
-  static {
-    fixDisposition(this, false, false, false)
-  }
-  override get message() {
-    return `turn ${this.turnId} reached its budget`
-  }
 }
 
 // The disposition flags of ApiError, set once on its prototype.
@@ -153,7 +90,8 @@ export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
 export interface TurnFailed extends TetherError.Disposition {}
 
 /**
- * The CLI ended the turn with an error result of another kind.
+ * The CLI ended the turn with an error of another kind (the provider's `subtype`, its terminal reason, its
+ * messages).
  *
  * @category errors
  * @since 0.1.0
@@ -175,14 +113,13 @@ export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
 }
 
 /**
- * Every way a turn can fail.
+ * Every way a turn can fail, whatever the provider. A provider's session adds its own errors to this union
+ * (`ClaudeSession.TurnError` adds `MaxTurnsExceeded` and `BudgetExceeded`).
  *
  * @category errors
  * @since 0.1.0
  */
 export type TurnError =
-  | MaxTurnsExceeded
-  | BudgetExceeded
   | ApiError
   | TurnFailed
   | TurnInterrupted
@@ -192,6 +129,27 @@ export type TurnError =
   | TransportWriteError
   | SessionUnavailable
   | SessionRetired
+
+/**
+ * A turn error of any provider: the neutral {@link TurnError}s, or a provider's own tagged error with its
+ * disposition. What `SessionEvent`'s `TurnFailed` carries.
+ *
+ * @category errors
+ * @since 0.2.0
+ */
+export type AnyTurnError = TurnError | ProviderTurnError
+
+/**
+ * The shape of a provider's own turn errors: tagged, with a message and the three disposition flags.
+ *
+ * @category errors
+ * @since 0.2.0
+ */
+export interface ProviderTurnError extends TetherError.Disposition {
+  readonly _tag: string
+  readonly message: string
+  readonly turnId: string
+}
 
 /**
  * Where a queued or running turn is in its life.
@@ -204,6 +162,8 @@ export type Phase = "queued" | "started" | "acknowledged" | "completed" | "faile
 /**
  * A handle on one turn.
  *
+ * `A` is the provider's result type and `E` its own turn errors (see `ClaudeSession.Turn`).
+ *
  * - `result` waits for the terminal outcome. Interrupting the fiber that waits interrupts the turn in the CLI
  *   (unless the turn was sent with `interruptOnCancel: false`).
  * - `events` is the turn's own stream of session events, from its start, ending with its terminal event. It fails
@@ -215,12 +175,12 @@ export type Phase = "queued" | "started" | "acknowledged" | "completed" | "faile
  * @category models
  * @since 0.1.0
  */
-export interface Turn {
-  /** The id written to the CLI (the user message's uuid); the CLI's acknowledgement carries it back. */
+export interface Turn<A extends TurnResult = TurnResult, E = ProviderTurnError> {
+  /** The host's id for the turn (Claude writes it as the user message's uuid; Codex maps its own turn id to it). */
   readonly id: string
-  readonly result: Effect.Effect<TurnResult, TurnError>
+  readonly result: Effect.Effect<A, TurnError | E>
   /** Waits for the terminal outcome without ever interrupting the turn (for observers and supervisors). */
-  readonly settled: Effect.Effect<Exit.Exit<TurnResult, TurnError>>
+  readonly settled: Effect.Effect<Exit.Exit<A, TurnError | E>>
   readonly events: Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable>
   readonly phase: Effect.Effect<Phase>
   /** Interrupts this turn (bounded by the interrupt timeout) and waits for it to settle. */

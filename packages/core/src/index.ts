@@ -57,3 +57,13 @@ export * as ClaudeOptions from "./claude/ClaudeOptions.ts"
  * @since 0.1.0
  */
 export * as SessionRegistry from "./SessionRegistry.ts"
+
+/**
+ * @since 0.2.0
+ */
+export * as ClaudeRegistry from "./claude/ClaudeRegistry.ts"
+
+/**
+ * @since 0.2.0
+ */
+export * as Provider from "./Provider.ts"

@@ -3,12 +3,12 @@ import {
   ClaudeSession,
   EventLog,
   Permission,
+  type Provider,
   Session,
   SessionEvent,
   TetherError,
   Timeouts,
-  Transport,
-  Turn
+  Transport
 } from "@tether/core"
 import { MockClaude, MockTransport } from "@tether/testing"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Scope, Stream } from "effect"
@@ -622,6 +622,7 @@ describe("Permissions", () => {
       const request = (toolName: string, input: Record<string, unknown>): Permission.PermissionRequest => ({
         requestId: "r",
         turnId: "t",
+        kind: "tool",
         toolName,
         toolUseId: undefined,
         input,
@@ -896,7 +897,7 @@ describe("Startup failures", () => {
       )
       const cli = yield* (yield* MockTransport.MockTransport).latest
       yield* cli.inject(
-        `{"type":"control_response","response":{"subtype":"success","request_id":"tether_1_aaaaaaaa","response":{"pid":"not a pid"}}}`
+        `{"type":"control_response","response":{"subtype":"success","request_id":"tether_init","response":{"pid":"not a pid"}}}`
       )
       const exit = yield* settle(Fiber.join(starting))
       const error = Exit.isFailure(exit) ? Option.getOrThrow(Exit.findErrorOption(exit)) : undefined
@@ -999,7 +1000,7 @@ describe("Races and dispositions", () => {
   it.effect("an interrupt racing the turn's result sends nothing and leaves the session idle", () =>
     Effect.gen(function*() {
       // Interrupt the turn at the moment its result line is read.
-      const target: { turn: Turn.Turn | undefined } = { turn: undefined }
+      const target: { turn: ClaudeSession.Turn | undefined } = { turn: undefined }
       const racing = wrapConnections((connection) => ({
         ...connection,
         stdout: Stream.tap(
@@ -1147,11 +1148,12 @@ describe("Early close", () => {
       yield* advance("10 millis")
       yield* settle(session.close("evicted"))
       const error = yield* Effect.flip(turn.result)
-      assert.strictEqual(error._tag, "TurnInterrupted")
-      if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "evicted")
+      assert.instanceOf(error, TetherError.TurnInterrupted)
+      assert.strictEqual(error.reason, "evicted")
       const event = Option.getOrThrow(yield* settle(Fiber.join(failed)))
       assert.strictEqual(
-        event._tag === "Event" && event.event._tag === "TurnFailed" && event.event.error._tag === "TurnInterrupted"
+        event._tag === "Event" && event.event._tag === "TurnFailed" &&
+          event.event.error instanceof TetherError.TurnInterrupted
           ? event.event.error.reason
           : "",
         "evicted"
@@ -1229,21 +1231,29 @@ describe("Startup races", () => {
         return connection
       })
   })
-  const protocol: Session.Protocol = {
-    name: "test",
-    decode: (requestId) => ({ _tag: "ControlResponse", requestId, response: { _tag: "Success", payload: {} } }),
-    encodePrompt: (id) => JSON.stringify({ id }),
-    encodeControl: (id) => JSON.stringify({ id }),
-    encodeReply: (id) => JSON.stringify({ id }),
-    permissionReply: () => ({ _tag: "Success", payload: {} }),
-    interruptRequest: () => ({}),
-    handshake: (control) => control({}).pipe(Effect.tap(Effect.yieldNow), Effect.tap(Effect.yieldNow))
+  const provider: Provider.ProtocolMachine = {
+    start: () => ({ _tag: "Write", line: "{}" }),
+    receive: () => ({ _tag: "Ready", info: {} }),
+    prompt: (id) => ({ _tag: "Write", line: JSON.stringify({ id }) }),
+    interrupt: (id) => ({ _tag: "Write", line: JSON.stringify({ id }) }),
+    control: (ref) => ({ _tag: "Write", line: JSON.stringify({ ref }) }),
+    answerPermission: () => undefined,
+    reply: () => undefined,
+    capabilities: () => ({
+      provider: "test",
+      receipts: "explicit",
+      interrupt: true,
+      permissionKinds: [],
+      resume: false,
+      sandbox: undefined,
+      notes: []
+    })
   }
 
   it.effect("a session whose CLI exits as the handshake finishes is failed, never idle", () =>
     Effect.gen(function*() {
       const session = yield* Session.make({
-        protocol,
+        provider,
         launch: MockTransport.launchSpec(),
         timeouts: Timeouts.defaults
       })

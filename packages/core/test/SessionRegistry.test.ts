@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Permission, Session, SessionRegistry, TetherError, Transport } from "@tether/core"
-import type { ClaudeSession } from "@tether/core"
+import { ClaudeRegistry, Permission, Session, SessionRegistry, TetherError, Transport } from "@tether/core"
+import { ClaudeSession } from "@tether/core"
 import type { Status } from "@tether/core/SessionEvent"
 import { MockClaude, MockTransport } from "@tether/testing"
 import {
@@ -43,6 +43,15 @@ const stubSession = (id: string, exited: Deferred.Deferred<Transport.ExitStatus>
     protocol: "stub",
     pid: Option.none(),
     handshake: { id },
+    capabilities: Effect.succeed({
+      provider: "stub",
+      receipts: "explicit",
+      interrupt: false,
+      permissionKinds: [],
+      resume: false,
+      sandbox: undefined,
+      notes: []
+    }),
     status: Effect.sync(() => status),
     sessionId: Effect.succeed(Option.some(`conversation-${id}`)),
     send: () => Effect.die("not used"),
@@ -244,7 +253,12 @@ const isReplay = (frame: unknown) =>
 const slow = MockClaude.when("slow", MockClaude.text([{ text: "slow done", delay: "2 minutes" }]))
 const script = MockClaude.make([slow])
 
-type Registry = SessionRegistry.Registry<ClaudeSession.Options, ClaudeSession.StartError>
+type Registry = SessionRegistry.Registry<
+  ClaudeSession.Options,
+  ClaudeSession.StartError,
+  ClaudeSession.TurnResult,
+  ClaudeSession.TurnError
+>
 
 /**
  * A registry of Claude sessions over `MockTransport` in its own scope, closed (with the clock advancing) after
@@ -262,7 +276,7 @@ const withRegistry = <A, E>(
     const context = yield* Layer.build(MockTransport.layer(transport))
     const mock = Context.get(context, MockTransport.MockTransport)
     const scope = yield* Scope.make()
-    const registry = yield* SessionRegistry.make({ ...SessionRegistry.claude, ...settings }).pipe(
+    const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, ...settings }).pipe(
       Scope.provide(scope),
       Effect.provideContext(context)
     )
@@ -636,12 +650,12 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
       const mock = Context.get(transport, MockTransport.MockTransport)
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
-        SessionRegistry.layer({ capacity: 8, shutdownConcurrency: 2 }).pipe(
+        ClaudeRegistry.layer({ capacity: 8, shutdownConcurrency: 2 }).pipe(
           Layer.provide(Layer.succeedContext(transport))
         ),
         scope
       )
-      const registry = Context.get(context, SessionRegistry.SessionRegistry)
+      const registry = Context.get(context, ClaudeRegistry.ClaudeRegistry)
       for (const id of ["a", "b", "c", "d", "e"]) yield* touch(registry, id)
       const pinned = yield* settle(registry.getOrCreate("f", {}).pipe(Scope.provide(yield* Scope.make())))
       const turn = yield* settle(pinned.send("slow"))
@@ -675,13 +689,13 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
       const transport = yield* Layer.build(MockTransport.layer(script))
       const mock = Context.get(transport, MockTransport.MockTransport)
       const host = Effect.gen(function*() {
-        const registry = yield* SessionRegistry.SessionRegistry
+        const registry = yield* ClaudeRegistry.ClaudeRegistry
         yield* Effect.scoped(registry.getOrCreate("idle", {}))
         const chat = yield* registry.getOrCreate("chat", {})
         return yield* chat.run("slow")
       }).pipe(
         Effect.scoped,
-        Effect.provide(SessionRegistry.layer().pipe(Layer.provide(Layer.succeedContext(transport))))
+        Effect.provide(ClaudeRegistry.layer().pipe(Layer.provide(Layer.succeedContext(transport))))
       )
       const fiber = yield* Effect.forkChild(host)
       // Mid-turn: the prompt was written to the second CLI, and it has answered with the replay.
@@ -725,7 +739,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
           spawnError: () => new TetherError.ExecutableNotFound({ program: "claude", searched: ["PATH"] })
         })
       )
-      const registry = yield* SessionRegistry.make({ ...SessionRegistry.claude, capacity: 1 }).pipe(
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 1 }).pipe(
         Effect.provideContext(transport)
       )
       const [first, second] = yield* settle(

@@ -20,13 +20,19 @@
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
-import * as Permission from "../Permission.ts"
+import type * as Scope from "effect/Scope"
+import type * as Permission from "../Permission.ts"
+import type * as Provider from "../Provider.ts"
 import * as Session from "../Session.ts"
-import { ControlFailed, HandshakeFailed, InvalidConfig, type ProtocolError } from "../TetherError.ts"
+import * as SessionRegistry from "../SessionRegistry.ts"
+import { ControlFailed, type InvalidConfig, type ProtocolError } from "../TetherError.ts"
 import * as Timeouts from "../Timeouts.ts"
-import type { PermissionDenial, TurnResult, Usage } from "../Turn.ts"
+import type * as Transport from "../Transport.ts"
+import type * as Turn_ from "../Turn.ts"
 import * as ClaudeOptions from "./ClaudeOptions.ts"
 import * as ClaudeProtocol from "./ClaudeProtocol.ts"
+import type { BudgetExceeded, MaxTurnsExceeded } from "./internal/errors.ts"
+import * as internal from "./internal/machine.ts"
 
 /**
  * A hook callback, registered at initialize and run when the CLI calls it. Its result is the CLI's hook output
@@ -81,7 +87,7 @@ export type ControlError = Session.ControlError
  * @category models
  * @since 0.1.0
  */
-export interface ClaudeSession extends Session.Session {
+export interface ClaudeSession extends Session.Session<TurnResult, TurnError> {
   readonly initializeResponse: ClaudeProtocol.InitializeResponse
   /** Answers and errors are decoded: an answer that does not match its schema fails with `ControlFailed`. */
   readonly setPermissionMode: (mode: string) => Effect.Effect<ClaudeProtocol.SetPermissionModeResponse, ControlError>
@@ -94,254 +100,63 @@ export interface ClaudeSession extends Session.Session {
 const asRecord = (u: unknown): { readonly [key: string]: unknown } =>
   Predicate.isObject(u) && !Array.isArray(u) ? u as { readonly [key: string]: unknown } : {}
 
-const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
-
-// Everything `route` and its helpers read was validated by the frame's schema in `decodeLine`: they read the frames
-// as typed, without checking them again.
-
-const toUsage = (usage: ClaudeProtocol.Usage): Usage => ({
-  inputTokens: usage.input_tokens ?? 0,
-  outputTokens: usage.output_tokens ?? 0,
-  cacheCreationInputTokens: usage.cache_creation_input_tokens ?? 0,
-  cacheReadInputTokens: usage.cache_read_input_tokens ?? 0
-})
-
-const toDenials = (denials: ReadonlyArray<ClaudeProtocol.PermissionDenial>): ReadonlyArray<PermissionDenial> =>
-  denials.map((d) => ({ toolName: d.tool_name, toolUseId: d.tool_use_id, input: d.tool_input }))
-
-const outcomeOf = (frame: ClaudeProtocol.ResultFrame): Session.TurnOutcome => {
-  const terminal = frame.terminal_reason ?? null
-  if (terminal === "aborted_streaming" || terminal === "aborted_tools") return { _tag: "Interrupted" }
-  switch (frame.subtype) {
-    case "success":
-      return frame.is_error
-        ? { _tag: "Api", status: frame.api_error_status ?? null, detail: frame.result ?? "API error" }
-        : { _tag: "Success" }
-    case "error_max_turns":
-      return { _tag: "MaxTurns" }
-    case "error_max_budget_usd":
-      return { _tag: "Budget" }
-    default:
-      return {
-        _tag: "Failed",
-        subtype: frame.subtype,
-        terminalReason: terminal,
-        errors: frame.errors ?? []
-      }
-  }
-}
-
-const toResult = (frame: ClaudeProtocol.ResultFrame): Omit<TurnResult, "turnId"> => ({
-  sessionId: frame.session_id,
-  text: frame.result ?? "",
-  isError: frame.is_error,
-  subtype: frame.subtype,
-  stopReason: frame.stop_reason ?? undefined,
-  terminalReason: frame.terminal_reason ?? undefined,
-  usage: toUsage(frame.usage),
-  totalCostUsd: frame.total_cost_usd,
-  durationMs: frame.duration_ms,
-  numTurns: frame.num_turns,
-  permissionDenials: toDenials(frame.permission_denials),
-  raw: frame
-})
-
-/** Narrows a content block by its `type` (the catch-all block's `type` is a string too, so `===` alone does not). */
-const isBlock = <T extends ClaudeProtocol.ContentBlock["type"]>(
-  block: ClaudeProtocol.ContentBlock,
-  type: T
-): block is Extract<ClaudeProtocol.ContentBlock, { readonly type: T }> => block.type === type
-
-const frameEvent = (
-  type: string,
-  subtype: string | undefined,
-  raw: unknown,
-  turnId?: string | undefined
-): Session.Inbound => ({ _tag: "Frame", type, subtype, raw, turnId })
+/**
+ * The result of a Claude turn: the neutral result plus what Claude's `result` frame says (cost, subtype, stop and
+ * terminal reasons, permission denials).
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type TurnResult = internal.TurnResult
 
 /**
- * Maps one decoded frame to what the session does with it.
+ * A tool use the CLI refused during the turn because permission was denied.
  *
- * @category protocol
+ * @category models
  * @since 0.1.0
  */
-export const route = (
-  frame: ClaudeProtocol.Frame,
-  hooks: ReadonlyMap<string, HookCallback>
-): Session.Inbound | ReadonlyArray<Session.Inbound> => {
-  switch (frame.type) {
-    case "stream_event": {
-      const event = frame.event
-      if (event.type === "content_block_delta" && "delta" in event && event.delta.type === "text_delta") {
-        return { _tag: "TextDelta", turnId: frame.user_message_uuid, raw: frame, text: event.delta.text }
-      }
-      return frameEvent("stream_event", String(event.type), frame, frame.user_message_uuid)
-    }
-    case "assistant": {
-      const turnId = frame.user_message_uuid
-      const out: Array<Session.Inbound> = []
-      let text = ""
-      for (const block of frame.message.content) {
-        if (isBlock(block, "tool_use")) {
-          out.push({ _tag: "ToolUse", turnId, raw: frame, toolUseId: block.id, name: block.name, input: block.input })
-        } else if (isBlock(block, "text")) {
-          text += block.text
-        }
-      }
-      if (out.length === 0 || text.length > 0) {
-        out.push({ _tag: "AssistantMessage", turnId, raw: frame, text })
-      }
-      return out
-    }
-    case "user": {
-      if (frame.isReplay === true && typeof frame.uuid === "string") {
-        return [{ _tag: "Ack", turnId: frame.uuid }, frameEvent("user", "replay", frame, frame.uuid)]
-      }
-      const content = frame.message.content
-      const out: Array<Session.Inbound> = []
-      if (typeof content !== "string") {
-        for (const block of content) {
-          if (isBlock(block, "tool_result")) {
-            out.push({
-              _tag: "ToolResult",
-              turnId: undefined,
-              raw: frame,
-              toolUseId: block.tool_use_id,
-              isError: block.is_error === true,
-              content: block.content
-            })
-          }
-        }
-      }
-      if (out.length === 0) out.push(frameEvent("user", undefined, frame))
-      return out
-    }
-    case "result":
-      return [
-        { _tag: "SessionId", sessionId: frame.session_id },
-        {
-          _tag: "TurnEnd",
-          turnId: frame.user_message_uuid,
-          outcome: outcomeOf(frame),
-          result: toResult(frame)
-        }
-      ]
-    case "command_lifecycle":
-      return frame.state === "queued"
-        ? [
-          { _tag: "Ack", turnId: frame.command_uuid },
-          frameEvent("command_lifecycle", "queued", frame, frame.command_uuid)
-        ]
-        : [frameEvent("command_lifecycle", frame.state, frame, frame.command_uuid)]
-    case "system": {
-      switch (frame.subtype) {
-        case "init":
-          return [{ _tag: "SessionId", sessionId: frame.session_id }, frameEvent("system", "init", frame)]
-        case "api_retry":
-          return [{
-            _tag: "ApiRetry",
-            turnId: undefined,
-            raw: frame,
-            attempt: frame.attempt,
-            maxRetries: frame.max_retries,
-            delayMs: frame.retry_delay_ms,
-            errorStatus: frame.error_status ?? undefined
-          }]
-        case "task_started":
-        case "task_progress":
-        case "task_notification":
-        case "task_updated":
-          return [{
-            _tag: "Task",
-            turnId: undefined,
-            raw: frame,
-            subtype: frame.subtype,
-            taskId: frame.task_id
-          }]
-        default:
-          return [frameEvent("system", frame.subtype, frame)]
-      }
-    }
-    case "control_response": {
-      const response = frame.response
-      return [frameEvent("control_response", response.subtype, frame), {
-        _tag: "ControlResponse",
-        requestId: response.request_id,
-        response: response.subtype === "success"
-          ? { _tag: "Success", payload: response.response ?? {} }
-          : { _tag: "Error", message: response.error, code: response.error_code ?? null }
-      }]
-    }
-    case "control_request": {
-      const request = frame.request
-      switch (request.subtype) {
-        case "can_use_tool":
-          return [{
-            _tag: "PermissionRequest",
-            request: {
-              requestId: frame.request_id,
-              toolName: request.tool_name,
-              toolUseId: request.tool_use_id,
-              input: request.input,
-              description: request.description,
-              raw: frame
-            }
-          }]
-        case "hook_callback": {
-          const hook = hooks.get(request.callback_id)
-          const handle: Effect.Effect<Session.Reply> = hook === undefined
-            ? Effect.succeed({ _tag: "Error", message: `unknown hook callback ${request.callback_id}` })
-            : hook.callback(request.input, request.tool_use_id ?? undefined).pipe(
-              Effect.map((payload): Session.Reply => ({ _tag: "Success", payload })),
-              Effect.catchCause((cause) =>
-                Effect.logWarning("hook callback failed", cause).pipe(
-                  Effect.as<Session.Reply>({ _tag: "Error", message: "the host's hook callback failed" })
-                )
-              )
-            )
-          return [frameEvent("control_request", "hook_callback", frame), {
-            _tag: "Request",
-            requestId: frame.request_id,
-            handle
-          }]
-        }
-        default: {
-          const subtype = String(request.subtype)
-          // Elicitations (an MCP server asking the user) are declined, as the official SDK does without a handler.
-          const answer: Session.Reply = subtype === "elicitation"
-            ? { _tag: "Success", payload: { action: "decline" } }
-            : { _tag: "Error", message: `Unsupported control request subtype: ${subtype}` }
-          return [frameEvent("control_request", subtype, frame), {
-            _tag: "Request",
-            requestId: frame.request_id,
-            handle: Effect.succeed(answer)
-          }]
-        }
-      }
-    }
-    case "control_cancel_request":
-      return [{ _tag: "Cancel", requestId: frame.request_id }, frameEvent("control_cancel_request", undefined, frame)]
-    default:
-      return [frameEvent(frame.type, str(asRecord(frame)["subtype"]), frame)]
-  }
-}
+export type PermissionDenial = internal.PermissionDenial
+
+export {
+  /**
+   * The turn stopped because it reached its budget (`maxBudgetUsd`); resumable with `sessionId`.
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  BudgetExceeded,
+  /**
+   * The turn stopped at its maximum number of model round trips (`maxTurns`); resumable with `sessionId`.
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  MaxTurnsExceeded
+} from "./internal/errors.ts"
 
 /**
- * The Claude stream-json protocol as a {@link Session.Protocol}.
+ * Claude's own turn errors, besides the neutral `Turn.TurnError`s.
  *
- * @category protocol
- * @since 0.1.0
+ * @category errors
+ * @since 0.2.0
  */
-export const protocol = (options: {
-  readonly hooks?: Options["hooks"]
-  readonly initialize?: Options["initialize"]
-  readonly maxLineLength?: number | undefined
-}): Session.Protocol => {
+export type TurnError = MaxTurnsExceeded | BudgetExceeded
+
+/**
+ * A turn of a Claude session.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type Turn = Turn_.Turn<TurnResult, TurnError>
+
+/** Hook configuration and callbacks by id, from the host's hooks. */
+const hookRegistry = (hooks: Options["hooks"]) => {
   const callbacks = new Map<string, HookCallback>()
-  const hookConfig: Record<string, Array<{ matcher?: string; hookCallbackIds: Array<string>; timeout?: number }>> = {}
+  const config: Record<string, Array<{ matcher?: string; hookCallbackIds: Array<string>; timeout?: number }>> = {}
   let counter = 0
-  for (const [event, list] of Object.entries(options.hooks ?? {})) {
-    hookConfig[event] = list.map((hook) => {
+  for (const [event, list] of Object.entries(hooks ?? {})) {
+    config[event] = list.map((hook) => {
       const id = `hook_${event}_${++counter}`
       callbacks.set(id, hook)
       return {
@@ -351,57 +166,56 @@ export const protocol = (options: {
       }
     })
   }
-  const decodeOptions = { maxLineLength: options.maxLineLength ?? ClaudeProtocol.defaultMaxLineLength }
+  return { callbacks, config }
+}
+
+/**
+ * The Claude stream-json provider: the protocol machine factory for the given hooks and initialize fields.
+ *
+ * @category protocol
+ * @since 0.2.0
+ */
+export const provider = (options: {
+  readonly hooks?: Options["hooks"]
+  readonly initialize?: Options["initialize"]
+  readonly maxLineLength?: number | undefined
+} = {}): Provider.Provider => {
+  const { config } = hookRegistry(options.hooks)
   return {
     name: "claude",
-    decode: (line) => {
-      const decoded = ClaudeProtocol.decodeLine(line, decodeOptions)
-      if (Result.isFailure(decoded)) return decoded.failure
-      const value = decoded.success
-      if (value._tag === "Unknown") return frameEvent(value.type, value.subtype, value.raw)
-      return route(value.frame, callbacks)
-    },
-    encodePrompt: (turnId, prompt) =>
-      ClaudeProtocol.encodeUserMessage({
-        type: "user",
-        message: { role: "user", content: prompt },
-        parent_tool_use_id: null,
-        session_id: "",
-        uuid: turnId
-      }),
-    encodeControl: (requestId, request) =>
-      ClaudeProtocol.encodeControlRequest(requestId, request as ClaudeProtocol.ControlRequestInput),
-    encodeReply: (requestId, reply) =>
-      reply._tag === "Success"
-        ? ClaudeProtocol.encodeControlSuccess(requestId, asRecord(reply.payload))
-        : ClaudeProtocol.encodeControlError(requestId, reply.message),
-    permissionReply: (request, decision) =>
-      decision._tag === "Allow"
-        ? {
-          _tag: "Success",
-          payload: {
-            behavior: "allow",
-            updatedInput: decision.updatedInput ?? request.input,
-            ...(request.toolUseId !== undefined ? { toolUseID: request.toolUseId } : {})
-          }
-        }
-        : {
-          _tag: "Success",
-          payload: {
-            behavior: "deny",
-            message: decision.message,
-            ...(decision.interrupt === true ? { interrupt: true } : {})
-          }
-        },
-    interruptRequest: () => ({ subtype: "interrupt" }),
-    handshake: (control) =>
-      control({ subtype: "initialize", hooks: hookConfig, ...options.initialize }).pipe(
-        Effect.flatMap((response) => {
-          const decoded = ClaudeProtocol.decodeInitializeResponse(response)
-          return Result.isSuccess(decoded)
-            ? Effect.succeed(decoded.success)
-            : Effect.fail(new HandshakeFailed({ reason: decoded.failure.message, stderrTail: "" }))
-        })
+    machine: () =>
+      internal.make({
+        hooks: config,
+        initialize: options.initialize,
+        maxLineLength: options.maxLineLength ?? ClaudeProtocol.defaultMaxLineLength
+      })
+  }
+}
+
+/** Answers the CLI's requests other than permissions: hook callbacks, and a decline or an error for the rest. */
+const handler = (callbacks: ReadonlyMap<string, HookCallback>) => (request: unknown): Effect.Effect<Provider.Reply> => {
+  const r = request as internal.HostRequest
+  switch (r._tag) {
+    case "HookCallback": {
+      const hook = callbacks.get(r.callbackId)
+      if (hook === undefined) return Effect.succeed({ _tag: "Error", message: `unknown hook callback ${r.callbackId}` })
+      return hook.callback(asRecord(r.input), r.toolUseId).pipe(
+        Effect.map((payload): Provider.Reply => ({ _tag: "Success", payload })),
+        Effect.catchCause((cause) =>
+          Effect.logWarning("hook callback failed", cause).pipe(
+            Effect.as<Provider.Reply>({ _tag: "Error", message: "the host's hook callback failed" })
+          )
+        )
+      )
+    }
+    case "McpMessage":
+      return Effect.succeed({ _tag: "Error", message: `no SDK MCP server named ${r.serverName}` })
+    case "Other":
+      // Elicitations (an MCP server asking the user) are declined, as the official SDK does without a handler.
+      return Effect.succeed(
+        r.subtype === "elicitation"
+          ? { _tag: "Success", payload: { action: "decline" } }
+          : { _tag: "Error", message: `Unsupported control request subtype: ${r.subtype}` }
       )
   }
 }
@@ -417,8 +231,14 @@ export const protocol = (options: {
 export const make = Effect.fn("ClaudeSession.make")(function*(options: Options = {}) {
   const timeouts = options.timeouts ?? Timeouts.defaults
   const launch = yield* ClaudeOptions.toLaunchSpec(options)
+  const hooks = hookRegistry(options.hooks)
   const session = yield* Session.make({
-    protocol: protocol(options),
+    provider: internal.make({
+      hooks: hooks.config,
+      initialize: options.initialize,
+      maxLineLength: ClaudeProtocol.defaultMaxLineLength
+    }),
+    handle: handler(hooks.callbacks),
     launch,
     timeouts,
     policy: options.policy,
@@ -427,7 +247,7 @@ export const make = Effect.fn("ClaudeSession.make")(function*(options: Options =
     eventRing: options.eventRing,
     subscriberBuffer: options.subscriberBuffer,
     makeId: options.makeId
-  })
+  }) as Effect.Effect<Session.Session<TurnResult, TurnError>, Session.StartError, Transport.Transport | Scope.Scope>
   const initializeResponse = session.handshake as ClaudeProtocol.InitializeResponse
   // Each answer is decoded by its schema; one that does not match fails the control, like an error answer.
   const control = <A>(
@@ -463,3 +283,16 @@ export const make = Effect.fn("ClaudeSession.make")(function*(options: Options =
  * @since 0.1.0
  */
 export type StartError = Session.StartError | InvalidConfig
+
+/**
+ * The Claude Code kind of session for a `SessionRegistry`: sessions started with `make(options)` through the
+ * `Transport` in context, fingerprinted with `SessionRegistry.fingerprint` (a different permission policy or hook
+ * callback is not a conflict; a different model, working directory or tool list is).
+ *
+ * @category registry
+ * @since 0.2.0
+ */
+export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport, TurnResult, TurnError> = {
+  acquire: (_id, options) => make(options),
+  fingerprint: SessionRegistry.fingerprint
+}

@@ -1,0 +1,429 @@
+/**
+ * Claude Code's stream-json protocol as a protocol machine: stdout lines in, neutral items out; host commands in,
+ * stream-json lines out. Pure and synchronous (see `Provider.ts`).
+ *
+ * What it knows of the CLI (see docs/protocol): the handshake is one `initialize` control request; a prompt is a
+ * user message stamped with the host's turn id as its uuid; `command_lifecycle queued` (2.1.3xx) or the replay of
+ * the message is the receipt, and older releases send neither; `user_message_uuid` names a frame's turn where the
+ * CLI gives it; a `result` ends a turn, and the process stays alive; permission requests and hook callbacks are
+ * control requests from the CLI; with `--replay-user-messages` the CLI echoes the host's own answers.
+ *
+ * @internal
+ */
+import * as Result from "effect/Result"
+import type * as Permission from "../../Permission.ts"
+import type * as Provider from "../../Provider.ts"
+import { TurnFailed as TurnFailedError, type Usage } from "../../Turn.ts"
+import * as ClaudeProtocol from "../ClaudeProtocol.ts"
+import { BudgetExceeded, MaxTurnsExceeded } from "./errors.ts"
+
+/**
+ * A tool use the CLI refused during the turn because permission was denied.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface PermissionDenial {
+  readonly toolName: string
+  readonly toolUseId: string
+  readonly input: unknown
+}
+
+/**
+ * The result of a Claude turn: the neutral result plus what Claude's `result` frame says.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface TurnResult {
+  readonly turnId: string
+  /** The CLI's session id: resume the conversation with it (`resume` option). */
+  readonly sessionId: string | undefined
+  readonly text: string
+  readonly usage: Usage
+  readonly durationMs: number | undefined
+  readonly raw: unknown
+  readonly isError: boolean
+  /** `success`, `error_during_execution`, `error_max_turns`, `error_max_budget_usd`, … */
+  readonly subtype: string
+  readonly stopReason: string | undefined
+  readonly terminalReason: string | undefined
+  /** Claude reports cost cumulatively over the process; this is the CLI's figure as reported. */
+  readonly totalCostUsd: number | undefined
+  readonly numTurns: number | undefined
+  readonly permissionDenials: ReadonlyArray<PermissionDenial>
+}
+
+/** The hook configuration sent in `initialize`: callback ids by hook event. */
+export type HookConfig = {
+  readonly [event: string]: ReadonlyArray<
+    { readonly matcher?: string; readonly hookCallbackIds: ReadonlyArray<string>; readonly timeout?: number }
+  >
+}
+
+export interface MachineOptions {
+  readonly hooks: HookConfig
+  /** Extra fields of the `initialize` request. */
+  readonly initialize: { readonly [key: string]: unknown } | undefined
+  readonly maxLineLength: number
+}
+
+/** A request from the CLI that the host answers (see `ClaudeSession`'s handler). */
+export type HostRequest =
+  | {
+    readonly _tag: "HookCallback"
+    readonly callbackId: string
+    readonly input: object
+    readonly toolUseId: string | undefined
+  }
+  | { readonly _tag: "McpMessage"; readonly serverName: string; readonly message: object }
+  | { readonly _tag: "Other"; readonly subtype: string; readonly request: object }
+
+const initializeId = "tether_init"
+const refPrefix = "tether_"
+
+const toUsage = (usage: ClaudeProtocol.Usage): Usage => ({
+  inputTokens: usage.input_tokens ?? 0,
+  outputTokens: usage.output_tokens ?? 0,
+  cacheCreationInputTokens: usage.cache_creation_input_tokens ?? 0,
+  cacheReadInputTokens: usage.cache_read_input_tokens ?? 0
+})
+
+const toResult = (frame: ClaudeProtocol.ResultFrame): Omit<TurnResult, "turnId"> => ({
+  sessionId: frame.session_id,
+  text: frame.result ?? "",
+  isError: frame.is_error,
+  subtype: frame.subtype,
+  stopReason: frame.stop_reason ?? undefined,
+  terminalReason: frame.terminal_reason ?? undefined,
+  usage: toUsage(frame.usage),
+  totalCostUsd: frame.total_cost_usd,
+  durationMs: frame.duration_ms,
+  numTurns: frame.num_turns,
+  permissionDenials: frame.permission_denials.map((d) => ({
+    toolName: d.tool_name,
+    toolUseId: d.tool_use_id,
+    input: d.tool_input
+  })),
+  raw: frame
+})
+
+const outcomeOf = (frame: ClaudeProtocol.ResultFrame): Provider.TurnOutcome => {
+  const terminal = frame.terminal_reason ?? null
+  if (terminal === "aborted_streaming" || terminal === "aborted_tools") return { _tag: "Interrupted" }
+  switch (frame.subtype) {
+    case "success":
+      return frame.is_error
+        ? { _tag: "Api", status: frame.api_error_status ?? null, detail: frame.result ?? "API error" }
+        : { _tag: "Success" }
+    case "error_max_turns":
+      return {
+        _tag: "Failed",
+        error: (turnId) => new MaxTurnsExceeded({ turnId, sessionId: frame.session_id ?? null })
+      }
+    case "error_max_budget_usd":
+      return {
+        _tag: "Failed",
+        error: (turnId) =>
+          new BudgetExceeded({
+            turnId,
+            sessionId: frame.session_id ?? null,
+            totalCostUsd: frame.total_cost_usd ?? null
+          })
+      }
+    default:
+      return {
+        _tag: "Failed",
+        error: (turnId) =>
+          new TurnFailedError({ turnId, subtype: frame.subtype, terminalReason: terminal, errors: frame.errors ?? [] })
+      }
+  }
+}
+
+/** Narrows a content block by its `type` (the catch-all block's `type` is a string too, so `===` alone does not). */
+const isBlock = <T extends ClaudeProtocol.ContentBlock["type"]>(
+  block: ClaudeProtocol.ContentBlock,
+  type: T
+): block is Extract<ClaudeProtocol.ContentBlock, { readonly type: T }> => block.type === type
+
+const frame = (
+  type: string,
+  subtype: string | undefined,
+  raw: unknown,
+  turnId: string | undefined,
+  scope?: "session"
+): Provider.Item => ({ _tag: "Frame", type, subtype, raw, turnId, scope })
+
+const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
+
+/** Frames that say nothing about the running turn: never its progress, never its receipt. */
+const sessionSystemSubtypes: ReadonlySet<string> = new Set(["background_tasks_changed", "commands_changed"])
+
+/**
+ * The protocol machine of one Claude session.
+ */
+export const make = (options: MachineOptions): Provider.ProtocolMachine => {
+  const decodeOptions = { maxLineLength: options.maxLineLength }
+  let handshaking = false
+  let lifecycle = false
+  let version: string | undefined
+
+  const route = (value: ClaudeProtocol.Frame): Provider.Items => {
+    switch (value.type) {
+      case "stream_event": {
+        const event = value.event
+        if (event.type === "content_block_delta" && "delta" in event && event.delta.type === "text_delta") {
+          return { _tag: "TextDelta", turnId: value.user_message_uuid, raw: value, text: event.delta.text }
+        }
+        return frame("stream_event", String(event.type), value, value.user_message_uuid)
+      }
+      case "assistant": {
+        const turnId = value.user_message_uuid
+        const out: Array<Provider.Item> = []
+        let text = ""
+        for (const block of value.message.content) {
+          if (isBlock(block, "tool_use")) {
+            out.push({ _tag: "ToolUse", turnId, raw: value, toolUseId: block.id, name: block.name, input: block.input })
+          } else if (isBlock(block, "text")) {
+            text += block.text
+          }
+        }
+        if (out.length === 0 || text.length > 0) out.push({ _tag: "AssistantMessage", turnId, raw: value, text })
+        return out
+      }
+      case "user": {
+        if (value.isReplay === true && typeof value.uuid === "string") {
+          return [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
+        }
+        const content = value.message.content
+        const out: Array<Provider.Item> = []
+        if (typeof content !== "string") {
+          for (const block of content) {
+            if (isBlock(block, "tool_result")) {
+              out.push({
+                _tag: "ToolResult",
+                turnId: undefined,
+                raw: value,
+                toolUseId: block.tool_use_id,
+                isError: block.is_error === true,
+                content: block.content
+              })
+            }
+          }
+        }
+        if (out.length === 0) out.push(frame("user", undefined, value, undefined))
+        return out
+      }
+      case "result":
+        return [
+          { _tag: "SessionId", sessionId: value.session_id },
+          {
+            _tag: "TurnEnd",
+            turnId: value.user_message_uuid,
+            outcome: outcomeOf(value),
+            result: toResult(value)
+          }
+        ]
+      case "command_lifecycle":
+        lifecycle = true
+        return value.state === "queued"
+          ? [
+            { _tag: "Receipt", turnId: value.command_uuid },
+            frame("command_lifecycle", "queued", value, value.command_uuid)
+          ]
+          : frame("command_lifecycle", value.state, value, value.command_uuid)
+      case "system": {
+        switch (value.subtype) {
+          case "init":
+            if (value.capabilities?.includes("msg_lifecycle_v1") === true) lifecycle = true
+            return [{ _tag: "SessionId", sessionId: value.session_id }, frame("system", "init", value, undefined)]
+          case "api_retry":
+            return {
+              _tag: "Retry",
+              turnId: undefined,
+              raw: value,
+              attempt: value.attempt,
+              maxRetries: value.max_retries,
+              delayMs: value.retry_delay_ms,
+              errorStatus: value.error_status ?? undefined,
+              message: value.error
+            }
+          case "session_state_changed":
+            // `idle` comes after the turn's result (and may come after the next prompt was written).
+            return frame("system", value.subtype, value, undefined, value.state === "idle" ? "session" : undefined)
+          case "status":
+            // `status: null` answers a permission-mode change, not the turn.
+            return frame("system", value.subtype, value, undefined, value.status === null ? "session" : undefined)
+          default:
+            return frame(
+              "system",
+              value.subtype,
+              value,
+              undefined,
+              sessionSystemSubtypes.has(value.subtype) ? "session" : undefined
+            )
+        }
+      }
+      case "control_response":
+        return controlResponse(value)
+      case "control_request": {
+        const request = value.request
+        switch (request.subtype) {
+          case "can_use_tool":
+            return {
+              _tag: "PermissionRequest",
+              request: {
+                requestId: value.request_id,
+                kind: "tool",
+                toolName: request.tool_name,
+                toolUseId: request.tool_use_id,
+                input: request.input,
+                description: request.description,
+                raw: value
+              }
+            }
+          case "hook_callback":
+            return [frame("control_request", "hook_callback", value, undefined), {
+              _tag: "HostRequest",
+              requestId: value.request_id,
+              request: {
+                _tag: "HookCallback",
+                callbackId: request.callback_id,
+                input: request.input,
+                toolUseId: request.tool_use_id ?? undefined
+              } satisfies HostRequest
+            }]
+          case "mcp_message":
+            return [frame("control_request", "mcp_message", value, undefined), {
+              _tag: "HostRequest",
+              requestId: value.request_id,
+              request: {
+                _tag: "McpMessage",
+                serverName: request.server_name,
+                message: request.message
+              } satisfies HostRequest
+            }]
+          default: {
+            const subtype = String(request.subtype)
+            return [frame("control_request", subtype, value, undefined), {
+              _tag: "HostRequest",
+              requestId: value.request_id,
+              request: { _tag: "Other", subtype, request } satisfies HostRequest
+            }]
+          }
+        }
+      }
+      case "control_cancel_request":
+        return [
+          { _tag: "Cancel", requestId: value.request_id },
+          frame("control_cancel_request", undefined, value, undefined)
+        ]
+      case "keep_alive":
+        return frame("keep_alive", undefined, value, undefined, "session")
+      default:
+        return frame(value.type, str((value as { readonly subtype?: unknown }).subtype), value, undefined)
+    }
+  }
+
+  const controlResponse = (value: ClaudeProtocol.ControlResponseFrame): Provider.Items => {
+    const response = value.response
+    const id = response.request_id
+    const event = frame("control_response", response.subtype, value, undefined, "session")
+    if (id === initializeId && handshaking) {
+      handshaking = false
+      if (response.subtype !== "success") return [event, { _tag: "Refused", reason: response.error }]
+      const decoded = ClaudeProtocol.decodeInitializeResponse(response.response ?? {})
+      if (Result.isFailure(decoded)) return [event, { _tag: "Refused", reason: decoded.failure.message }]
+      version = decoded.success.claude_code_version
+      return [event, { _tag: "Ready", info: decoded.success }]
+    }
+    if (!id.startsWith(refPrefix)) return event
+    const ref = Number(id.slice(refPrefix.length))
+    if (!Number.isSafeInteger(ref)) return event
+    return [event, {
+      _tag: "ControlAnswer",
+      ref,
+      answer: response.subtype === "success"
+        ? { _tag: "Success", payload: response.response ?? {} }
+        : { _tag: "Error", message: response.error, code: response.error_code ?? null }
+    }]
+  }
+
+  const success = (requestId: string, payload: unknown): Provider.Item => ({
+    _tag: "Write",
+    line: ClaudeProtocol.encodeControlSuccess(
+      requestId,
+      (typeof payload === "object" && payload !== null && !Array.isArray(payload) ? payload : {}) as {
+        readonly [key: string]: unknown
+      }
+    )
+  })
+
+  return {
+    start: () => {
+      handshaking = true
+      return {
+        _tag: "Write",
+        line: ClaudeProtocol.encodeControlRequest(
+          initializeId,
+          { subtype: "initialize", hooks: options.hooks, ...options.initialize } as ClaudeProtocol.ControlRequestInput
+        )
+      }
+    },
+    receive: (line) => {
+      const decoded = ClaudeProtocol.decodeLine(line, decodeOptions)
+      if (Result.isFailure(decoded)) {
+        return { _tag: "Malformed", error: decoded.failure, raw: line.length > 4096 ? line.slice(0, 4096) : line }
+      }
+      const value = decoded.success
+      if (value._tag === "Unknown") return frame(value.type, value.subtype, value.raw, undefined)
+      return route(value.frame)
+    },
+    prompt: (turnId, prompt) => ({
+      _tag: "Write",
+      line: ClaudeProtocol.encodeUserMessage({
+        type: "user",
+        message: { role: "user", content: prompt },
+        parent_tool_use_id: null,
+        session_id: "",
+        uuid: turnId
+      })
+    }),
+    interrupt: (_turnId, ref) => ({
+      _tag: "Write",
+      line: ClaudeProtocol.encodeControlRequest(`${refPrefix}${ref}`, { subtype: "interrupt" })
+    }),
+    control: (ref, request) => ({
+      _tag: "Write",
+      line: ClaudeProtocol.encodeControlRequest(`${refPrefix}${ref}`, request as ClaudeProtocol.ControlRequestInput)
+    }),
+    answerPermission: (request: Permission.PermissionRequest, verdict: Permission.Verdict) =>
+      success(
+        request.requestId,
+        verdict._tag === "Allow"
+          ? {
+            behavior: "allow",
+            updatedInput: verdict.updatedInput ?? request.input,
+            ...(request.toolUseId !== undefined ? { toolUseID: request.toolUseId } : {})
+          }
+          : {
+            behavior: "deny",
+            message: verdict.message,
+            ...(verdict.interrupt === true ? { interrupt: true } : {})
+          }
+      ),
+    reply: (requestId, reply) =>
+      reply._tag === "Success"
+        ? success(requestId, reply.payload)
+        : { _tag: "Write", line: ClaudeProtocol.encodeControlError(requestId, reply.message) },
+    capabilities: () => ({
+      provider: "claude",
+      receipts: lifecycle ? "explicit" : "first-output",
+      interrupt: true,
+      permissionKinds: ["tool"],
+      resume: true,
+      sandbox: undefined,
+      notes: version === undefined ? [] : [`claude ${version}`]
+    })
+  }
+}

@@ -1,0 +1,680 @@
+/**
+ * The one Effect driver of a session: the I/O and the waiting around the pure machine (`machine.ts`).
+ *
+ * - one reader fiber feeds every stdout line to the machine, a chunk at a time;
+ * - one serialized writer writes the lines the machine asks for (a sender whose prompt is the only pending line
+ *   writes it itself, which saves a fiber hop on the hot path) and tells the machine when each finished;
+ * - one timer fiber sleeps until the machine's next deadline, on `Clock` (so `TestClock` drives it);
+ * - the Deferreds callers wait on (turns, controls, interrupts, the handshake) are completed from the machine's
+ *   outputs; policy and host-request fibers feed their answers back as inputs;
+ * - the scope's release ends stdin, waits the close grace, tears the process tree down and reaps.
+ *
+ * Every machine call goes through `step`, which drains the machine's outputs in order. Effects run by the outputs
+ * may resume fibers synchronously (a settled turn wakes its waiter on this stack), and those may call the machine
+ * again: `drain` is re-entrant and keeps the machine's order.
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
+import * as FiberSet from "effect/FiberSet"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as EventLog from "../../EventLog.ts"
+import type * as Permission from "../../Permission.ts"
+import type * as Provider from "../../Provider.ts"
+import type { SendError } from "../../Session.ts"
+import { isTerminal, type SessionEvent, type Status } from "../../SessionEvent.ts"
+import {
+  HandshakeFailed,
+  type InterruptReason,
+  InvalidConfig,
+  type SpawnError,
+  StartupTimeout
+} from "../../TetherError.ts"
+import { type Timeouts, validate as validateTimeouts } from "../../Timeouts.ts"
+import * as Transport from "../../Transport.ts"
+import type { AnyTurnError, Phase, Prompt, ProviderTurnError, Turn, TurnResult } from "../../Turn.ts"
+import * as Machine from "./machine.ts"
+
+/** What the driver needs to run a session. */
+export interface Options {
+  readonly provider: Provider.ProtocolMachine
+  readonly launch: Transport.LaunchSpec
+  readonly timeouts: Timeouts
+  readonly policy: Permission.Policy
+  /** Answers the CLI's other requests (hook callbacks, MCP messages); bounded by the control timeout. */
+  readonly handle: (request: unknown) => Effect.Effect<Provider.Reply>
+  readonly queue: boolean
+  readonly queueCapacity: number
+  readonly eventRing: number
+  readonly subscriberBuffer: number
+  readonly makeId: () => string
+  readonly permissionWait: Metric.Metric<Duration.Duration, unknown>
+}
+
+/** The driver's state for one turn (its handle reads it). */
+interface TurnState {
+  readonly turn: Machine.Turn
+  readonly done: Deferred.Deferred<TurnResult, AnyTurnError>
+  written: Deferred.Deferred<void> | undefined
+  isWritten: boolean
+  /** The log's position when the turn was sent: its handle's events start after it. */
+  readonly startSeq: number
+  /** The seq of the turn's terminal event, once published (a box: the turn's stream must not hold the turn). */
+  readonly terminal: { seq: number | undefined }
+}
+
+/** The session as the public `Session` module exposes it. */
+export interface Driven {
+  readonly protocol: string
+  readonly pid: Option.Option<number>
+  readonly handshake: unknown
+  readonly capabilities: Effect.Effect<Provider.Capabilities>
+  readonly status: Effect.Effect<Status>
+  readonly sessionId: Effect.Effect<Option.Option<string>>
+  readonly send: (
+    prompt: Prompt,
+    options?: { readonly queue?: boolean | undefined; readonly interruptOnCancel?: boolean | undefined }
+  ) => Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError>
+  readonly interrupt: Effect.Effect<Machine.InterruptOutcome>
+  readonly answerPermission: (
+    requestId: string,
+    decision: Permission.Verdict
+  ) => Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved>
+  readonly pendingPermissions: Effect.Effect<ReadonlyArray<Permission.PermissionRequest>>
+  readonly control: (request: unknown) => Effect.Effect<unknown, Machine.ControlError>
+  readonly subscribe: (
+    from?: EventLog.From
+  ) => Effect.Effect<Stream.Stream<EventLog.Delivery<SessionEvent>>, EventLog.ReplayUnavailable, Scope.Scope>
+  readonly latestSeq: Effect.Effect<number>
+  readonly process: Effect.Effect<Machine.ProcessState>
+  readonly isAlive: Effect.Effect<boolean>
+  readonly awaitExit: Effect.Effect<Transport.ExitStatus>
+  readonly stderrTail: Effect.Effect<string>
+  readonly retire: (reason: string) => Effect.Effect<void>
+  readonly close: (reason?: InterruptReason) => Effect.Effect<void>
+}
+
+const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
+
+/**
+ * A turn's handle: an object with accessors, its effects and stream built when read (most hosts read `result`
+ * alone).
+ */
+class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
+  readonly id: string
+  readonly #state: TurnState
+  readonly #driver: Driver
+  constructor(state: TurnState, driver: Driver) {
+    this.id = state.turn.id
+    this.#state = state
+    this.#driver = driver
+  }
+  get result(): Effect.Effect<TurnResult, AnyTurnError> {
+    return this.#driver.awaitTurn(this.#state)
+  }
+  get settled(): Effect.Effect<Exit.Exit<TurnResult, AnyTurnError>> {
+    return Effect.exit(Deferred.await(this.#state.done))
+  }
+  get phase(): Effect.Effect<Phase> {
+    const turn = this.#state.turn
+    return Effect.sync(() => turn.phase)
+  }
+  get interrupt(): Effect.Effect<void> {
+    return Effect.asVoid(this.#driver.interruptTurn(this.#state.turn, "host"))
+  }
+  get events(): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
+    return this.#driver.turnEvents(this.id, this.#state.startSeq, this.#state.terminal)
+  }
+}
+
+class Driver {
+  readonly machine: Machine.Machine
+  private draining = false
+  private writing = false
+  private writerFiber: Fiber.Fiber<void> | undefined = undefined
+  private timer: Fiber.Fiber<void> | undefined = undefined
+  private armedAt = Number.POSITIVE_INFINITY
+  private readonly controls = new Map<number, Deferred.Deferred<unknown, Machine.ControlError>>()
+  private readonly interrupts = new Map<number, Deferred.Deferred<Machine.InterruptOutcome>>()
+  private readonly running = new Map<string, Fiber.Fiber<unknown, unknown>>()
+  readonly ready = Deferred.makeUnsafe<unknown, HandshakeFailed | StartupTimeout>()
+  private ended = false
+
+  readonly options: Options
+  readonly clock: Clock.Clock
+  readonly run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>
+  readonly connection: Transport.Connection
+  readonly log: EventLog.EventLog<SessionEvent>
+  readonly teardown: Effect.Effect<void>
+
+  constructor(
+    options: Options,
+    clock: Clock.Clock,
+    run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>,
+    connection: Transport.Connection,
+    log: EventLog.EventLog<SessionEvent>,
+    teardown: Effect.Effect<void>
+  ) {
+    this.options = options
+    this.clock = clock
+    this.run = run
+    this.connection = connection
+    this.log = log
+    this.teardown = teardown
+    const t = options.timeouts
+    this.machine = new Machine.Machine(options.provider, {
+      deadlines: {
+        startup: millis(t.startup),
+        control: millis(t.control),
+        delivery: millis(t.delivery),
+        ack: millis(t.ack),
+        turn: millis(t.turn),
+        stall: millis(t.stall),
+        interrupt: millis(t.interrupt),
+        permission: millis(t.permission)
+      },
+      queue: options.queue,
+      queueCapacity: options.queueCapacity,
+      makeId: options.makeId,
+      logBurst: 5,
+      logWindow: 10_000
+    })
+  }
+
+  now(): number {
+    return this.clock.currentTimeMillisUnsafe()
+  }
+
+  // --- draining the machine ----------------------------------------------------------------------------------
+
+  drain(): void {
+    if (this.draining) return
+    this.draining = true
+    const machine = this.machine
+    try {
+      while (machine.outputs.length > 0 || machine.events.length > 0) {
+        const events = machine.events
+        const outputs = machine.outputs
+        machine.drained()
+        let published = 0
+        for (let i = 0; i < outputs.length; i++) {
+          const output = outputs[i]
+          if (output.at > published) {
+            this.publish(published === 0 && output.at === events.length ? events : events.slice(published, output.at))
+            published = output.at
+          }
+          this.perform(output)
+        }
+        if (published < events.length) this.publish(published === 0 ? events : events.slice(published))
+      }
+    } finally {
+      this.draining = false
+    }
+    this.arm()
+  }
+
+  private publish(events: ReadonlyArray<SessionEvent>): void {
+    if (!this.ended) this.log.publishAllUnsafe(events)
+  }
+
+  private perform(output: Machine.Output): void {
+    switch (output._tag) {
+      case "Flush":
+        return this.wakeWriter()
+      case "Settle": {
+        const state = output.turn.handle as TurnState
+        state.terminal.seq = this.latest()
+        Deferred.doneUnsafe(state.done, output.exit)
+        return
+      }
+      case "Written": {
+        const state = output.turn.handle as TurnState
+        state.isWritten = true
+        if (state.written !== undefined) Deferred.doneUnsafe(state.written, Exit.void)
+        return
+      }
+      case "ControlDone": {
+        const deferred = this.controls.get(output.ref)
+        if (deferred !== undefined) {
+          this.controls.delete(output.ref)
+          Deferred.doneUnsafe(deferred, output.exit)
+        }
+        return
+      }
+      case "InterruptDone": {
+        const deferred = this.interrupts.get(output.waiter)
+        if (deferred !== undefined) {
+          this.interrupts.delete(output.waiter)
+          Deferred.doneUnsafe(deferred, Exit.succeed(output.outcome))
+        }
+        return
+      }
+      case "Decide":
+        return this.decide(output.request)
+      case "Handle":
+        return this.handleRequest(output.requestId, output.request)
+      case "StopDeciding":
+      case "StopHandling": {
+        const fiber = this.running.get(output.requestId)
+        if (fiber !== undefined) {
+          this.running.delete(output.requestId)
+          fiber.interruptUnsafe()
+        }
+        return
+      }
+      case "Ready":
+        Deferred.doneUnsafe(this.ready, Exit.succeed(output.info))
+        return
+      case "StartFailed": {
+        const ready = this.ready
+        const cause = output.cause
+        const reason = output.reason
+        const stderrTail = output.stderrTail
+        if (stderrTail !== undefined) {
+          Deferred.doneUnsafe(ready, Exit.fail(new HandshakeFailed({ reason, stderrTail })))
+        } else {
+          const timeoutMillis = millis(this.options.timeouts.startup)
+          this.run(Effect.flatMap(this.connection.stderrTail, (tail) =>
+            Deferred.fail(
+              ready,
+              cause === "timeout"
+                ? new StartupTimeout({ timeoutMillis, stderrTail: tail })
+                : new HandshakeFailed({ reason, stderrTail: tail })
+            )))
+        }
+        return
+      }
+      case "Teardown":
+        this.writerFiber?.interruptUnsafe()
+        this.run(this.teardown)
+        return
+      case "Log":
+        this.run(output.level === "Error" ? Effect.logError(output.message) : Effect.logWarning(output.message))
+        return
+      case "PermissionWait":
+        this.run(Metric.update(this.options.permissionWait, Duration.millis(output.millis)))
+        return
+      case "Ended":
+        this.ended = true
+        this.run(this.log.end)
+        return
+    }
+  }
+
+  private latest(): number {
+    return this.log.latestSeqUnsafe()
+  }
+
+  // --- the timer ---------------------------------------------------------------------------------------------
+
+  /** Sleeps until the machine's next deadline. A timer armed for later is replaced; one armed earlier stays. */
+  private arm(): void {
+    const next = this.machine.nextDeadline()
+    if (next >= this.armedAt) return
+    this.timer?.interruptUnsafe()
+    if (next === Number.POSITIVE_INFINITY) {
+      this.timer = undefined
+      this.armedAt = next
+      return
+    }
+    this.armedAt = next
+    this.timer = this.run(Effect.andThen(Effect.sleep(Math.max(0, next - this.now())), this.tick))
+  }
+
+  private readonly tick: Effect.Effect<void> = Effect.sync(() => {
+    this.timer = undefined
+    this.armedAt = Number.POSITIVE_INFINITY
+    this.machine.tick(this.now())
+    this.drain()
+  })
+
+  // --- the writer --------------------------------------------------------------------------------------------
+
+  /** Starts the writer on the next scheduler tick (so that an interrupt racing a result is dropped, not sent). */
+  private wakeWriter(): void {
+    if (this.writing) return
+    this.writing = true
+    this.writerFiber = this.run(Effect.andThen(Effect.yieldNow, this.writeAll))
+  }
+
+  /** Writes the machine's outbox in order, one line at a time, telling the machine when each finished. */
+  readonly writeAll: Effect.Effect<void> = Effect.suspend(() => this.writeNext()).pipe(
+    Effect.onInterrupt(() => Effect.sync(() => this.step((now) => this.machine.abandoned(now)))),
+    Effect.ensuring(Effect.sync(() => {
+      this.writing = false
+      this.writerFiber = undefined
+    }))
+  )
+
+  private writeNext(): Effect.Effect<void> {
+    const line = this.machine.take(this.now())
+    if (line === undefined) return Effect.void
+    // The write's delivery deadline now runs.
+    this.arm()
+    return Effect.matchEffect(this.connection.write(line), {
+      onFailure: (error) => Effect.sync(() => this.step((now) => this.machine.writeFailed(now, error.reason))),
+      onSuccess: () =>
+        Effect.suspend(() => {
+          this.step((now) => this.machine.written(now))
+          return this.writeNext()
+        })
+    })
+  }
+
+  // --- policies and host requests ----------------------------------------------------------------------------
+
+  private decide(request: Permission.PermissionRequest): void {
+    const requestId = request.requestId
+    const fiber = this.run(
+      Effect.suspend(() => this.options.policy(request)).pipe(
+        Effect.matchCauseEffect({
+          onFailure: (cause) =>
+            Cause.hasInterruptsOnly(cause) ?
+              Effect.void :
+              Effect.logWarning("permission policy failed; denying", cause).pipe(
+                Effect.andThen(Effect.sync(() => this.step((now) => this.machine.policyFailed(now, requestId))))
+              ),
+          onSuccess: (decision) => Effect.sync(() => this.step((now) => this.machine.decided(now, requestId, decision)))
+        }),
+        Effect.ensuring(Effect.sync(() => this.running.delete(requestId)))
+      )
+    )
+    if (fiber.pollUnsafe() === undefined) this.running.set(requestId, fiber)
+  }
+
+  private handleRequest(requestId: string, request: unknown): void {
+    const fiber = this.run(
+      Effect.suspend(() => this.options.handle(request)).pipe(
+        Effect.matchCauseEffect({
+          onFailure: (cause) =>
+            Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logWarning("the host's handler failed", cause).pipe(
+              Effect.andThen(
+                Effect.sync(() =>
+                  this.step((now) =>
+                    this.machine.handled(now, requestId, { _tag: "Error", message: "the host's handler failed" })
+                  )
+                )
+              )
+            ),
+          onSuccess: (reply) => Effect.sync(() => this.step((now) => this.machine.handled(now, requestId, reply)))
+        }),
+        Effect.ensuring(Effect.sync(() => this.running.delete(requestId)))
+      )
+    )
+    if (fiber.pollUnsafe() === undefined) this.running.set(requestId, fiber)
+  }
+
+  /** Runs one machine input and drains its outputs. */
+  step(input: (now: number) => void): void {
+    input(this.now())
+    this.drain()
+  }
+
+  // --- the reader --------------------------------------------------------------------------------------------
+
+  readonly onLines = (lines: ReadonlyArray<Transport.Line>): Effect.Effect<void> => {
+    const machine = this.machine
+    const now = this.now()
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i]
+      if (line._tag === "Text") machine.receive(now, line.text)
+      else machine.tooLong(now, line.length, line.limit, line.prefix)
+    }
+    this.drain()
+    // Let subscribers read before the next chunk: a burst of chunks must not push a reader that keeps up out of
+    // its window.
+    return Effect.yieldNow
+  }
+
+  readonly onExit: Effect.Effect<void> = Effect.suspend(() =>
+    Effect.flatMap(
+      this.connection.exit,
+      (status) =>
+        Effect.flatMap(this.connection.stderrTail, (stderrTail) =>
+          Effect.sync(() => this.step((now) => this.machine.exited(now, status, stderrTail))))
+    )
+  )
+
+  // --- host commands -----------------------------------------------------------------------------------------
+
+  send(
+    prompt: Prompt,
+    queue: boolean | undefined,
+    interruptOnCancel: boolean
+  ): Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError> {
+    const machine = this.machine
+    const startSeq = this.latest()
+    const turn = machine.send(this.now(), prompt, queue, interruptOnCancel)
+    if (!(turn instanceof Machine.Turn)) {
+      this.drain()
+      return Effect.fail(turn)
+    }
+    const state: TurnState = {
+      turn,
+      done: Deferred.makeUnsafe(),
+      written: undefined,
+      isWritten: turn.phase === "queued",
+      startSeq,
+      terminal: { seq: undefined }
+    }
+    turn.handle = state
+    this.drain()
+    const handle = new TurnHandle(state, this)
+    if (state.isWritten) return Effect.succeed(handle)
+    state.written = Deferred.makeUnsafe()
+    return Deferred.await(state.written).pipe(
+      Effect.onInterrupt(() =>
+        // The sender stopped waiting before the CLI took the prompt: nobody holds the turn. Interrupt it (which
+        // retires the session when the CLI has not acknowledged it: delivery is uncertain).
+        Effect.sync(() => {
+          if (turn.interruptOnCancel && !turn.finished) this.interruptTurnUnsafe(turn, "host")
+        })
+      ),
+      Effect.as(handle)
+    )
+  }
+
+  awaitTurn(state: TurnState): Effect.Effect<TurnResult, AnyTurnError> {
+    const turn = state.turn
+    return Deferred.await(state.done).pipe(
+      Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          if (turn.interruptOnCancel && !turn.finished) this.interruptTurnUnsafe(turn, "host")
+        })
+      )
+    )
+  }
+
+  private interruptTurnUnsafe(turn: Machine.Turn, reason: InterruptReason): void {
+    this.machine.interrupt(this.now(), turn, reason)
+    this.drain()
+  }
+
+  interruptTurn(turn: Machine.Turn, reason: InterruptReason): Effect.Effect<Machine.InterruptOutcome> {
+    return Effect.suspend(() => {
+      const outcome = this.machine.interrupt(this.now(), turn, reason)
+      return this.awaitInterrupt(outcome)
+    })
+  }
+
+  readonly interruptActive: Effect.Effect<Machine.InterruptOutcome> = Effect.suspend(() =>
+    this.awaitInterrupt(this.machine.interruptActive(this.now(), "host"))
+  )
+
+  private awaitInterrupt(
+    outcome: Machine.InterruptOutcome | { readonly waiter: number }
+  ): Effect.Effect<Machine.InterruptOutcome> {
+    if (typeof outcome === "string") {
+      this.drain()
+      return Effect.succeed(outcome)
+    }
+    const deferred = Deferred.makeUnsafe<Machine.InterruptOutcome>()
+    this.interrupts.set(outcome.waiter, deferred)
+    this.drain()
+    // The settlement is the machine's: it completes even if this caller stops waiting.
+    return Deferred.await(deferred)
+  }
+
+  control(request: unknown): Effect.Effect<unknown, Machine.ControlError> {
+    return Effect.suspend(() => {
+      const ref = this.machine.control(this.now(), request)
+      if (typeof ref !== "number") {
+        this.drain()
+        return Effect.fail(ref)
+      }
+      const deferred = Deferred.makeUnsafe<unknown, Machine.ControlError>()
+      this.controls.set(ref, deferred)
+      this.drain()
+      return Deferred.await(deferred)
+    })
+  }
+
+  answerPermission(
+    requestId: string,
+    verdict: Permission.Verdict
+  ): Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved> {
+    return Effect.suspend(() => {
+      // One synchronous step: the answer is queued for the writer before this returns, so a caller interrupted
+      // afterwards cannot leave the request resolved but unanswered.
+      const error = this.machine.answerPermission(this.now(), requestId, verdict)
+      this.drain()
+      return error === undefined ? Effect.void : Effect.fail(error)
+    })
+  }
+
+  /**
+   * A turn's own event stream. It closes over the turn's id and terminal box only, never the turn: whatever a
+   * stream's closures reach can survive minor GCs until the next full one (see the README's performance notes).
+   */
+  turnEvents(
+    turnId: string,
+    after: number,
+    terminal: TurnState["terminal"]
+  ): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
+    return Stream.unwrap(
+      Effect.map(
+        this.log.subscribe({ after }),
+        (deliveries) =>
+          deliveries.pipe(
+            Stream.filter((d) => d._tag === "Lag" || d.event.turnId === turnId),
+            Stream.takeUntil((d) =>
+              d._tag === "Event"
+                ? isTerminal(d.event)
+                // A lag that skipped the terminal event still ends the turn's stream.
+                : terminal.seq !== undefined && d.resumeSeq > terminal.seq
+            )
+          )
+      )
+    )
+  }
+}
+
+/**
+ * Runs a session in `sessionScope`: opens the transport, starts the reader and the handshake, and waits for it
+ * (bounded by the machine's startup deadline). Closing the scope releases it.
+ */
+export const make = Effect.fnUntraced(function*(options: Options, sessionScope: Scope.Closeable) {
+  const problems = validateTimeouts(options.timeouts)
+  if (problems.length > 0) return yield* new InvalidConfig({ problems })
+  const transport = yield* Transport.Transport
+  const clock = yield* Clock.Clock
+  // Background fibers and the connection live in child scopes so that release can order them: graceful close
+  // first, then the transport's teardown, then the fibers.
+  const fibers = yield* Scope.fork(sessionScope, "parallel")
+  const connectionScope = yield* Scope.fork(sessionScope, "sequential")
+  const run = yield* FiberSet.makeRuntime<never>().pipe(Scope.provide(fibers))
+  const log = yield* EventLog.make<SessionEvent>({
+    ringSize: options.eventRing,
+    subscriberBuffer: options.subscriberBuffer
+  }).pipe(Scope.provide(fibers))
+  const connection: Transport.Connection = yield* transport.open(options.launch, {
+    termGrace: options.timeouts.termGrace
+  }).pipe(Scope.provide(connectionScope)) as Effect.Effect<Transport.Connection, SpawnError>
+  const teardown = Scope.close(connectionScope, Exit.void)
+  const driver = new Driver(
+    options,
+    clock,
+    run,
+    connection,
+    log,
+    Effect.forkIn(teardown, sessionScope).pipe(Effect.asVoid)
+  )
+  const machine = driver.machine
+
+  // The handshake's first lines are queued before the reader starts: the CLI prints nothing before its first stdin
+  // line, and whatever it prints is read in the handshake's light.
+  driver.step((now) => machine.start(now))
+  run(
+    Stream.runForEachArray(connection.stdout, driver.onLines).pipe(
+      // A defect in the reader (a decoder that throws) must not leave a session that looks alive but reads
+      // nothing: it is retired like any other failure.
+      Effect.catchDefect((defect) =>
+        Effect.logError("the session's reader failed", defect).pipe(
+          Effect.andThen(
+            Effect.sync(() => driver.step((now) => machine.retire(now, "the session's reader failed", undefined)))
+          )
+        )
+      ),
+      Effect.andThen(driver.onExit)
+    )
+  )
+
+  let releaseReason: InterruptReason = "closed"
+  yield* Scope.addFinalizer(
+    sessionScope,
+    Effect.gen(function*() {
+      driver.step((now) => machine.close(now, releaseReason))
+      yield* connection.endInput
+      yield* Effect.timeoutOption(connection.exit, options.timeouts.closeGrace)
+      yield* Scope.close(connectionScope, Exit.void)
+      // Teardown reaped the process: record its exit if the reader has not yet.
+      const status = yield* connection.exitStatus
+      if (Option.isSome(status)) {
+        const stderrTail = yield* connection.stderrTail
+        driver.step((now) => machine.exited(now, status.value, stderrTail))
+      }
+      machine.closed()
+      yield* log.end
+      yield* Scope.close(fibers, Exit.void)
+    }).pipe(Effect.uninterruptible)
+  )
+
+  const handshake = yield* Deferred.await(driver.ready)
+
+  const driven: Driven = {
+    protocol: options.provider.capabilities().provider,
+    pid: connection.pid,
+    handshake,
+    capabilities: Effect.sync(() => options.provider.capabilities()),
+    status: Effect.sync(() => machine.status),
+    sessionId: Effect.sync(() => Option.fromNullishOr(machine.sessionId)),
+    send: (prompt, sendOptions) =>
+      Effect.suspend(() => driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true)),
+    interrupt: driver.interruptActive,
+    answerPermission: (requestId, verdict) => driver.answerPermission(requestId, verdict),
+    pendingPermissions: Effect.sync(() => machine.pendingPermissions()),
+    control: (request) => driver.control(request),
+    subscribe: (from = "latest") => log.subscribe(from),
+    latestSeq: log.latestSeq,
+    process: Effect.sync(() => machine.process),
+    isAlive: Effect.map(connection.exitStatus, Option.isNone),
+    awaitExit: connection.exit,
+    stderrTail: connection.stderrTail,
+    retire: (reason) => Effect.sync(() => driver.step((now) => machine.retire(now, reason, undefined))),
+    close: (reason = "closed") =>
+      Effect.suspend(() => {
+        if (!machine.closing) releaseReason = reason
+        return Scope.close(sessionScope, Exit.void)
+      })
+  }
+  return driven
+})

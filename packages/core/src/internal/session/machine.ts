@@ -1,0 +1,1054 @@
+/**
+ * The session machine: every rule of a session as a plain, synchronous state machine.
+ *
+ * Inputs are decoded lines (through the provider's protocol machine), host commands (send, interrupt, answer,
+ * control, close), the results of what the driver did for it (a write finished, a policy decided, the process
+ * exited) and clock ticks; every input carries the current time in milliseconds. Outputs are collected in two
+ * arrays the driver drains after each input: the events to publish, in order, and everything else (lines to write,
+ * turns and controls to settle, policies to run, the process to tear down), each stamped with how many events
+ * precede it so the driver keeps their order. `nextDeadline` says when the machine wants its next tick.
+ *
+ * No Effect runs here: the machine is what the tests table-drive and property-test, and what every provider
+ * shares. Its one Effect driver lives in `driver.ts`.
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Permission from "../../Permission.ts"
+import type * as Provider from "../../Provider.ts"
+import type { SessionEvent, Status } from "../../SessionEvent.ts"
+import {
+  CliExited,
+  ControlFailed,
+  ControlTimeout,
+  DeliveryTimeout,
+  type InterruptReason,
+  InterruptTimeout,
+  InvalidPrompt,
+  ProtocolError,
+  QueueFull,
+  SessionRetired,
+  SessionUnavailable,
+  TransportWriteError,
+  TurnInFlight,
+  TurnInterrupted
+} from "../../TetherError.ts"
+import type * as Transport from "../../Transport.ts"
+import { type AnyTurnError, ApiError, type Phase, type Prompt, type TurnResult } from "../../Turn.ts"
+
+/** The deadlines of a live session, in milliseconds. */
+export interface Deadlines {
+  readonly startup: number
+  readonly control: number
+  readonly delivery: number
+  readonly ack: number
+  readonly turn: number
+  readonly stall: number
+  readonly interrupt: number
+  readonly permission: number
+}
+
+export interface Settings {
+  readonly deadlines: Deadlines
+  /** Queue sends behind a running turn by default (else `TurnInFlight`). */
+  readonly queue: boolean
+  readonly queueCapacity: number
+  readonly makeId: () => string
+  /** Protocol errors logged verbatim per `logWindow` milliseconds; the rest are counted in one summary line. */
+  readonly logBurst: number
+  readonly logWindow: number
+}
+
+/** What an interrupt did. */
+export type InterruptOutcome = "no-active-turn" | "interrupted" | "completed-first" | "retired"
+
+/** The errors a control request can fail with. */
+export type ControlError = ControlFailed | ControlTimeout | CliExited | SessionRetired
+
+/** How the process ended, or that it is still running. */
+export type ProcessState =
+  | { readonly _tag: "Running" }
+  | { readonly _tag: "Completed"; readonly status: Transport.ExitStatus; readonly stderrTail: string }
+  | { readonly _tag: "Failed"; readonly status: Transport.ExitStatus; readonly stderrTail: string }
+
+/** A queued or running turn. `handle` is the driver's: the machine never reads it. */
+export class Turn {
+  phase: Phase = "queued"
+  acknowledged = false
+  finished = false
+  startedAt = 0
+  lastProgress = 0
+  ackWarned = false
+  interruptReason: InterruptReason | undefined = undefined
+  /** Set once an interrupt was sent to the CLI: the interrupt deadline runs. */
+  interruptAt: number | undefined = undefined
+  waiters: Array<number> | undefined = undefined
+  handle: unknown = undefined
+  readonly id: string
+  /** The provider's lines for the prompt, encoded when it was sent. */
+  readonly prompt: Provider.Items
+  readonly interruptOnCancel: boolean
+  constructor(id: string, prompt: Provider.Items, interruptOnCancel: boolean) {
+    this.id = id
+    this.prompt = prompt
+    this.interruptOnCancel = interruptOnCancel
+  }
+}
+
+/** What the machine asks the driver to do, in order with the events (`at`: events emitted before it). */
+export type Output =
+  /** Lines wait in the outbox: the writer should take them (see `take`). */
+  | { readonly _tag: "Flush"; readonly at: number }
+  | {
+    readonly _tag: "Settle"
+    readonly at: number
+    readonly turn: Turn
+    readonly exit: Exit.Exit<TurnResult, AnyTurnError>
+  }
+  /** The sender of `turn` may return: its prompt was written, or never will be. */
+  | { readonly _tag: "Written"; readonly at: number; readonly turn: Turn }
+  | {
+    readonly _tag: "ControlDone"
+    readonly at: number
+    readonly ref: number
+    readonly exit: Exit.Exit<unknown, ControlError>
+  }
+  | { readonly _tag: "InterruptDone"; readonly at: number; readonly waiter: number; readonly outcome: InterruptOutcome }
+  | { readonly _tag: "Decide"; readonly at: number; readonly request: Permission.PermissionRequest }
+  | { readonly _tag: "StopDeciding"; readonly at: number; readonly requestId: string }
+  | { readonly _tag: "Handle"; readonly at: number; readonly requestId: string; readonly request: unknown }
+  | { readonly _tag: "StopHandling"; readonly at: number; readonly requestId: string }
+  | { readonly _tag: "Ready"; readonly at: number; readonly info: unknown }
+  | {
+    readonly _tag: "StartFailed"
+    readonly at: number
+    readonly cause: "timeout" | "refused" | "exited"
+    readonly reason: string
+    readonly stderrTail: string | undefined
+  }
+  /** Tear the process tree down now (the session was retired). */
+  | { readonly _tag: "Teardown"; readonly at: number }
+  | { readonly _tag: "Log"; readonly at: number; readonly level: "Warning" | "Error"; readonly message: string }
+  | { readonly _tag: "PermissionWait"; readonly at: number; readonly millis: number }
+  /** The CLI exited: nothing more will be published. */
+  | { readonly _tag: "Ended"; readonly at: number }
+
+interface PendingPermission {
+  readonly request: Permission.PermissionRequest
+  readonly requestedAt: number
+  state: "deciding" | "deferred" | "resolved"
+  how: string
+  deadline: number
+}
+
+interface Outgoing {
+  readonly line: string
+  /** The turn whose prompt this is: its sender waits until it is written. */
+  readonly owner: Turn | undefined
+  /** Dropped, unwritten, if this turn has ended by the time the writer takes it (an interrupt racing a result). */
+  readonly unless: Turn | undefined
+}
+
+interface PendingControl {
+  readonly subtype: string
+  readonly deadline: number
+  /** The session's own (an interrupt): nobody waits for its answer. */
+  readonly internal: boolean
+}
+
+const never = Number.POSITIVE_INFINITY
+
+const formatExit = (status: Transport.ExitStatus): string =>
+  status._tag === "Exited" ? `exit code ${status.code}` : `signal ${status.signal}`
+
+const subtypeOf = (request: unknown): string =>
+  typeof request === "object" && request !== null && "subtype" in request && typeof request.subtype === "string"
+    ? request.subtype
+    : typeof request === "object" && request !== null && "method" in request && typeof request.method === "string"
+    ? request.method
+    : "control"
+
+const forEach = (items: Provider.Items, f: (item: Provider.Item) => void): void => {
+  if (items === undefined) return
+  if (Array.isArray(items)) {
+    for (let i = 0; i < items.length; i++) f((items as ReadonlyArray<Provider.Item>)[i])
+  } else {
+    f(items as Provider.Item)
+  }
+}
+
+const reasonOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
+
+export class Machine {
+  // --- outputs (drained by the driver) ---------------------------------------------------------------------
+  events: Array<SessionEvent> = []
+  outputs: Array<Output> = []
+
+  // --- state -----------------------------------------------------------------------------------------------
+  status: Status = "starting"
+  sessionId: string | undefined = undefined
+  active: Turn | undefined = undefined
+  readonly queue: Array<Turn> = []
+  process: ProcessState = { _tag: "Running" }
+  /** Why the session was retired; undefined while it is not. */
+  retiredBecause: string | undefined = undefined
+  closing = false
+  closeReason: InterruptReason = "closed"
+  private exit: { readonly status: Transport.ExitStatus; readonly stderrTail: string } | undefined = undefined
+  private exitedFirst = false
+  private startupAt = never
+  private refs = 0
+  private waiterIds = 0
+  private readonly controls = new Map<number, PendingControl>()
+  private readonly permissions = new Map<string, PendingPermission>()
+  private readonly hostRequests = new Map<string, number>()
+  /** Lines waiting for the writer, oldest first. */
+  private readonly outbox: Array<Outgoing> = []
+  /** The line being written: its owner (a turn for a prompt's line), or null for another line. */
+  private inFlight: Turn | null | undefined = undefined
+  private writeAt = never
+  private logWindowEnd = 0
+  private logCount = 0
+  private logSuppressed = 0
+
+  readonly provider: Provider.ProtocolMachine
+  readonly settings: Settings
+  constructor(provider: Provider.ProtocolMachine, settings: Settings) {
+    this.provider = provider
+    this.settings = settings
+  }
+
+  // --- inputs: the CLI ---------------------------------------------------------------------------------------
+
+  /** Begins the handshake. */
+  start(now: number): void {
+    this.startupAt = now + this.settings.deadlines.startup
+    this.apply(now, this.provider.start())
+  }
+
+  /** One stdout line. */
+  receive(now: number, line: string): void {
+    this.apply(now, this.provider.receive(line))
+  }
+
+  /** A line longer than the transport's limit, dropped by the transport. */
+  tooLong(now: number, length: number, limit: number, prefix: string): void {
+    this.malformed(
+      now,
+      new ProtocolError({
+        reason: "too-long",
+        detail: `line of ${length} characters exceeds the limit of ${limit}`,
+        linePrefix: prefix
+      }),
+      undefined
+    )
+  }
+
+  /** The process exited (stdout is closed and its exit status known). */
+  exited(now: number, status: Transport.ExitStatus, stderrTail: string): void {
+    if (this.exit !== undefined) return
+    this.exit = { status, stderrTail }
+    if (this.status === "starting" && this.retiredBecause === undefined) {
+      this.startupAt = never
+      this.output({ _tag: "StartFailed", at: 0, cause: "exited", reason: this.cliExited(false).message, stderrTail })
+    }
+    const clean = this.closing || (status._tag === "Exited" && status.code === 0 && this.active === undefined)
+    this.process = clean ? { _tag: "Completed", status, stderrTail } : { _tag: "Failed", status, stderrTail }
+    if (!this.closing && this.retiredBecause === undefined) {
+      this.exitedFirst = true
+      this.retire(now, `the CLI exited (${formatExit(status)})`, undefined)
+    } else {
+      const turn = this.active
+      if (turn !== undefined) this.finish(now, turn, Exit.fail(this.cliExited(turn.acknowledged)))
+      this.failControls(this.cliExited(true))
+    }
+    this.emit({ _tag: "Exit", turnId: undefined, raw: undefined, status, stderrTail })
+    this.output({ _tag: "Ended", at: 0 })
+  }
+
+  // --- inputs: the host --------------------------------------------------------------------------------------
+
+  /** Sends a prompt: starts its turn, or queues it. */
+  send(
+    now: number,
+    prompt: Prompt,
+    queue: boolean | undefined,
+    interruptOnCancel: boolean
+  ): Turn | TurnInFlight | QueueFull | SessionUnavailable | InvalidPrompt {
+    if (this.status === "closed" || this.status === "failed" || this.closing || this.retiredBecause !== undefined) {
+      return new SessionUnavailable({ status: this.status, reason: "the session no longer accepts prompts" })
+    }
+    const busy = this.active !== undefined || this.queue.length > 0
+    if (busy && !(queue ?? this.settings.queue)) {
+      return new TurnInFlight({ activeTurnId: this.active?.id ?? this.queue[0].id })
+    }
+    if (busy && this.queue.length >= this.settings.queueCapacity) {
+      return new QueueFull({ capacity: this.settings.queueCapacity })
+    }
+    const id = this.settings.makeId()
+    let lines: Provider.Items
+    try {
+      lines = this.provider.prompt(id, prompt)
+    } catch (cause) {
+      return new InvalidPrompt({ reason: reasonOf(cause) })
+    }
+    const turn = new Turn(id, lines, interruptOnCancel)
+    if (busy) {
+      this.queue.push(turn)
+      this.emit({ _tag: "TurnQueued", turnId: id, raw: undefined })
+    } else {
+      this.startTurn(now, turn)
+    }
+    return turn
+  }
+
+  /**
+   * Interrupts a turn. A queued turn is dropped; a turn the CLI has not acknowledged retires the session (delivery
+   * is uncertain); an acknowledged one is interrupted in the CLI, and the outcome arrives later as `InterruptDone`
+   * for the returned waiter.
+   */
+  interrupt(
+    now: number,
+    turn: Turn,
+    reason: InterruptReason
+  ): InterruptOutcome | { readonly waiter: number } {
+    if (turn.finished) return "completed-first"
+    if (turn.phase === "queued") {
+      const index = this.queue.indexOf(turn)
+      if (index >= 0) this.queue.splice(index, 1)
+      this.finish(
+        now,
+        turn,
+        Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false, written: false }))
+      )
+      return "interrupted"
+    }
+    if (turn !== this.active) return "completed-first"
+    const waiter = ++this.waiterIds
+    if (turn.interruptAt !== undefined) {
+      ;(turn.waiters ??= []).push(waiter)
+      return { waiter }
+    }
+    turn.interruptReason = reason
+    if (!turn.acknowledged) {
+      // The CLI may or may not have the prompt: delivery is uncertain, and the session is not reused.
+      this.retire(
+        now,
+        `turn ${turn.id} was interrupted before the CLI acknowledged it`,
+        new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false, written: true })
+      )
+      return "retired"
+    }
+    turn.interruptAt = now + this.settings.deadlines.interrupt
+    ;(turn.waiters ??= []).push(waiter)
+    this.setStatus("cancelling")
+    const ref = ++this.refs
+    this.controls.set(ref, { subtype: "interrupt", deadline: now + this.settings.deadlines.control, internal: true })
+    forEach(this.provider.interrupt(turn.id, ref), (item) => {
+      if (item._tag === "Write") this.write(item.line, undefined, turn)
+      else this.item(now, item)
+    })
+    return { waiter }
+  }
+
+  /** Interrupts the running turn, if any. */
+  interruptActive(now: number, reason: InterruptReason): InterruptOutcome | { readonly waiter: number } {
+    return this.active === undefined ? "no-active-turn" : this.interrupt(now, this.active, reason)
+  }
+
+  /** Sends a raw control request. Its answer arrives as `ControlDone` for the returned ref. */
+  control(now: number, request: unknown): number | ControlError {
+    if (this.retiredBecause !== undefined && !this.exitedFirst) {
+      return new SessionRetired({ reason: this.retiredBecause, acknowledged: true })
+    }
+    if (this.retiredBecause !== undefined || this.exit !== undefined) return this.cliExited(true)
+    const subtype = subtypeOf(request)
+    const ref = ++this.refs
+    let lines: Provider.Items
+    try {
+      lines = this.provider.control(ref, request)
+    } catch (cause) {
+      return new ControlFailed({
+        subtype,
+        reason: `not sent, the request is not a valid frame: ${reasonOf(cause)}`,
+        code: "invalid_request"
+      })
+    }
+    this.controls.set(ref, { subtype, deadline: now + this.settings.deadlines.control, internal: false })
+    this.apply(now, lines)
+    return ref
+  }
+
+  /** Answers a deferred (or still undecided) permission request, exactly once. */
+  answerPermission(
+    now: number,
+    requestId: string,
+    verdict: Permission.Verdict
+  ): Permission.PermissionNotFound | Permission.PermissionAlreadyResolved | undefined {
+    const pending = this.permissions.get(requestId)
+    if (pending === undefined) return new Permission.PermissionNotFound({ requestId })
+    if (pending.state === "resolved") {
+      return new Permission.PermissionAlreadyResolved({ requestId, how: pending.how })
+    }
+    this.resolve(now, pending, { _tag: "Decided", by: "host", decision: verdict }, verdict)
+    return undefined
+  }
+
+  /** The permission requests waiting for a decision. */
+  pendingPermissions(): ReadonlyArray<Permission.PermissionRequest> {
+    const out: Array<Permission.PermissionRequest> = []
+    for (const pending of this.permissions.values()) {
+      if (pending.state !== "resolved") out.push(pending.request)
+    }
+    return out
+  }
+
+  /** Begins release: the running turn fails with `TurnInterrupted(reason)`, queued turns are dropped. */
+  close(now: number, reason: InterruptReason): void {
+    if (this.closing) return
+    this.closing = true
+    this.closeReason = reason
+    const turn = this.active
+    if (turn !== undefined) {
+      this.finish(
+        now,
+        turn,
+        // Only a started turn is active, and starting writes its prompt.
+        Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: turn.acknowledged, written: true }))
+      )
+    }
+    this.failQueued(now, "the session was closed")
+    this.expirePermissions(now, undefined, "session-ended")
+    this.stopHostRequests()
+    this.releaseWriters()
+  }
+
+  /** Release is done: the process tree is gone. */
+  closed(): void {
+    if (this.status !== "failed") {
+      this.status = "closed"
+    }
+  }
+
+  /** Retires the session now: fails the running turn, tears the process tree down. */
+  retire(now: number, reason: string, turnError: AnyTurnError | undefined): void {
+    if (this.retiredBecause !== undefined) return
+    this.retiredBecause = reason
+    this.startupAt = never
+    this.setStatus("failed")
+    this.log("Warning", `session retired: ${reason}`)
+    const turn = this.active
+    if (turn !== undefined) {
+      this.finish(now, turn, Exit.fail(turnError ?? this.retirementError(reason, turn.acknowledged)))
+    }
+    this.failQueued(now, `the session was retired: ${reason}`)
+    this.failControls(this.retirementError(reason, true))
+    this.expirePermissions(now, undefined, "session-ended")
+    this.stopHostRequests()
+    this.releaseWriters()
+    this.output({ _tag: "Teardown", at: 0 })
+  }
+
+  // --- inputs: what the driver did ---------------------------------------------------------------------------
+
+  /**
+   * The writer takes the next line to write, or undefined when there is none. Its write is then in flight, bounded
+   * by the delivery deadline, until `written` (or `writeFailed`). An interrupt whose turn ended meanwhile is
+   * dropped: writing it now could only reach a later turn.
+   */
+  take(now: number): string | undefined {
+    if (this.inFlight !== undefined) return undefined
+    while (this.outbox.length > 0) {
+      const next = this.outbox.shift()!
+      if (next.unless !== undefined && next.unless.finished) continue
+      this.inFlight = next.owner ?? null
+      this.writeAt = now + this.settings.deadlines.delivery
+      return next.line
+    }
+    return undefined
+  }
+
+  /** The line in flight was written. */
+  written(_now: number): void {
+    const owner = this.inFlight
+    this.inFlight = undefined
+    this.writeAt = never
+    if (owner !== undefined && owner !== null) this.output({ _tag: "Written", at: 0, turn: owner })
+  }
+
+  /**
+   * The write in flight was abandoned half-way (its writer was interrupted, the session is torn down): the CLI may
+   * or may not have the line, so the session cannot go on.
+   */
+  abandoned(now: number): void {
+    const owner = this.inFlight
+    if (owner === undefined) return
+    this.inFlight = undefined
+    this.writeAt = never
+    this.retire(
+      now,
+      owner === null
+        ? "a write to the CLI was abandoned half-way"
+        : `the prompt of turn ${owner.id} was being written when its writer was interrupted`,
+      owner === null
+        ? undefined
+        : new TurnInterrupted({ turnId: owner.id, reason: "host", acknowledged: false, written: true })
+    )
+  }
+
+  /** A write failed: the stdin pipe is broken. */
+  writeFailed(now: number, reason: string): void {
+    this.retire(now, reason, new TransportWriteError({ reason }))
+  }
+
+  /** The policy decided a permission request (late decisions are ignored). */
+  decided(now: number, requestId: string, decision: Permission.Decision): void {
+    const pending = this.permissions.get(requestId)
+    if (pending === undefined || pending.state !== "deciding") return
+    if (decision._tag === "Defer") {
+      pending.state = "deferred"
+      pending.deadline = now + this.settings.deadlines.permission
+      return
+    }
+    this.resolve(now, pending, { _tag: "Decided", by: "policy", decision }, decision)
+  }
+
+  /** The policy failed or died: the CLI gets a deny. */
+  policyFailed(now: number, requestId: string): void {
+    const pending = this.permissions.get(requestId)
+    if (pending === undefined || pending.state !== "deciding") return
+    this.resolve(
+      now,
+      pending,
+      { _tag: "PolicyFailed", reason: "the host's permission policy failed" },
+      Permission.deny("the host's permission policy failed")
+    )
+  }
+
+  /** The host's handler answered a request of the CLI (late answers are ignored). */
+  handled(now: number, requestId: string, reply: Provider.Reply): void {
+    if (!this.hostRequests.delete(requestId)) return
+    this.reply(now, requestId, reply)
+  }
+
+  /** The clock reached (or passed) `nextDeadline`. */
+  tick(now: number): void {
+    const d = this.settings.deadlines
+    if (now >= this.startupAt) {
+      this.startupAt = never
+      this.output({
+        _tag: "StartFailed",
+        at: 0,
+        cause: "timeout",
+        reason: `the handshake did not finish within ${d.startup} ms`,
+        stderrTail: undefined
+      })
+      this.retire(now, "the handshake did not finish in time", undefined)
+      return
+    }
+    if (now >= this.writeAt) {
+      const error = new DeliveryTimeout({ timeoutMillis: d.delivery })
+      this.retire(now, error.message, error)
+      return
+    }
+    for (const [ref, control] of this.controls) {
+      if (now < control.deadline) break
+      this.controls.delete(ref)
+      const timeout = new ControlTimeout({ subtype: control.subtype, timeoutMillis: d.control })
+      if (!control.internal) this.output({ _tag: "ControlDone", at: 0, ref, exit: Exit.fail(timeout) })
+      this.retire(now, timeout.message, undefined)
+      return
+    }
+    const turn = this.active
+    if (turn !== undefined) {
+      if (turn.interruptAt !== undefined) {
+        if (now >= turn.interruptAt) {
+          const error = new InterruptTimeout({
+            turnId: turn.id,
+            reason: turn.interruptReason ?? "host",
+            timeoutMillis: d.interrupt,
+            acknowledged: turn.acknowledged
+          })
+          this.retire(now, error.message, error)
+          return
+        }
+      } else if (now >= turn.startedAt + d.turn) {
+        this.interrupt(now, turn, "turn-timeout")
+      } else if (this.status !== "awaiting-permission" && now >= turn.lastProgress + d.stall) {
+        this.interrupt(now, turn, "stall")
+      }
+      if (this.active === turn && !turn.ackWarned && !turn.acknowledged && now >= turn.startedAt + d.ack) {
+        turn.ackWarned = true
+        this.log("Warning", `turn ${turn.id} was not acknowledged by the CLI within ${d.ack} ms`)
+      }
+    }
+    for (const pending of this.permissions.values()) {
+      if (pending.state === "resolved" || now < pending.deadline) continue
+      if (pending.state === "deciding") {
+        const decision = Permission.deny("the host's permission policy did not decide in time")
+        this.resolve(now, pending, { _tag: "Decided", by: "policy", decision }, decision)
+      } else {
+        this.resolve(
+          now,
+          pending,
+          { _tag: "Expired", why: "timeout" },
+          Permission.deny("the permission request timed out")
+        )
+      }
+    }
+    for (const [requestId, deadline] of this.hostRequests) {
+      if (now < deadline) break
+      this.hostRequests.delete(requestId)
+      this.output({ _tag: "StopHandling", at: 0, requestId })
+      this.reply(now, requestId, { _tag: "Error", message: "the host did not answer in time" })
+    }
+    if (this.logSuppressed > 0 && now >= this.logWindowEnd) this.flushLogSummary(now)
+  }
+
+  /** When the machine next wants `tick`, in clock milliseconds (`Infinity`: no deadline). */
+  nextDeadline(): number {
+    let next = this.startupAt < this.writeAt ? this.startupAt : this.writeAt
+    for (const control of this.controls.values()) {
+      if (control.deadline < next) next = control.deadline
+      break
+    }
+    const turn = this.active
+    if (turn !== undefined) {
+      const d = this.settings.deadlines
+      if (turn.interruptAt !== undefined) {
+        if (turn.interruptAt < next) next = turn.interruptAt
+      } else {
+        const turnAt = turn.startedAt + d.turn
+        if (turnAt < next) next = turnAt
+        if (this.status !== "awaiting-permission") {
+          const stallAt = turn.lastProgress + d.stall
+          if (stallAt < next) next = stallAt
+        }
+      }
+      if (!turn.ackWarned && !turn.acknowledged) {
+        const ackAt = turn.startedAt + d.ack
+        if (ackAt < next) next = ackAt
+      }
+    }
+    if (this.permissions.size > 0) {
+      for (const pending of this.permissions.values()) {
+        if (pending.state !== "resolved" && pending.deadline < next) next = pending.deadline
+      }
+    }
+    for (const deadline of this.hostRequests.values()) {
+      if (deadline < next) next = deadline
+      break
+    }
+    if (this.logSuppressed > 0 && this.logWindowEnd < next) next = this.logWindowEnd
+    return next
+  }
+
+  /** Drops the outputs collected so far (the driver has taken them). */
+  drained(): void {
+    this.events = []
+    this.outputs = []
+  }
+
+  // --- items from the provider ---------------------------------------------------------------------------------
+
+  private apply(now: number, items: Provider.Items): void {
+    if (items === undefined) return
+    if (Array.isArray(items)) {
+      for (let i = 0; i < items.length; i++) this.item(now, (items as ReadonlyArray<Provider.Item>)[i])
+    } else {
+      this.item(now, items as Provider.Item)
+    }
+  }
+
+  private item(now: number, item: Provider.Item): void {
+    switch (item._tag) {
+      case "Write":
+        return this.write(item.line, undefined, undefined)
+      case "Ready": {
+        if (this.status !== "starting") return
+        this.startupAt = never
+        this.setStatus("idle")
+        this.output({ _tag: "Ready", at: 0, info: item.info })
+        return
+      }
+      case "Refused": {
+        if (this.status !== "starting") return
+        this.output({ _tag: "StartFailed", at: 0, cause: "refused", reason: item.reason, stderrTail: "" })
+        this.retire(now, `the CLI refused the handshake: ${item.reason}`, undefined)
+        return
+      }
+      case "Receipt": {
+        const turn = this.active
+        if (turn !== undefined && turn.id === item.turnId) this.acknowledge(now, turn)
+        return
+      }
+      case "SessionId":
+        this.sessionId = item.sessionId
+        return
+      case "TurnEnd":
+        return this.turnEnd(now, item)
+      case "ControlAnswer":
+        return this.controlAnswer(item)
+      case "PermissionRequest":
+        return this.permissionRequest(now, item.request)
+      case "HostRequest": {
+        this.hostRequests.set(item.requestId, now + this.settings.deadlines.control)
+        this.output({ _tag: "Handle", at: 0, requestId: item.requestId, request: item.request })
+        return
+      }
+      case "Cancel": {
+        const pending = this.permissions.get(item.requestId)
+        if (pending !== undefined) {
+          this.resolve(now, pending, { _tag: "Expired", why: "cancelled-by-cli" }, undefined)
+        } else if (this.hostRequests.delete(item.requestId)) {
+          this.output({ _tag: "StopHandling", at: 0, requestId: item.requestId })
+        }
+        return
+      }
+      case "Malformed":
+        return this.malformed(now, item.error, item.raw)
+      default:
+        return this.event(now, item)
+    }
+  }
+
+  /** An event item: attributed to its turn, or to the running one. */
+  private event(now: number, item: Provider.EventItem): void {
+    const turn = this.active
+    if (item.turnId !== undefined) {
+      if (turn !== undefined && turn.id === item.turnId) this.progress(now, turn)
+    } else if (turn !== undefined && item.scope !== "session") {
+      // The session never writes a second prompt while a turn runs: what the CLI prints now is this turn's.
+      ;(item as { turnId: string | undefined }).turnId = turn.id
+      this.progress(now, turn)
+    }
+    this.events.push(item as SessionEvent)
+  }
+
+  private progress(now: number, turn: Turn): void {
+    turn.lastProgress = now
+    if (!turn.acknowledged) this.acknowledge(now, turn)
+  }
+
+  private acknowledge(now: number, turn: Turn): void {
+    if (turn.acknowledged) return
+    turn.acknowledged = true
+    turn.lastProgress = now
+    if (turn.phase === "started") turn.phase = "acknowledged"
+    this.emit({ _tag: "TurnAcknowledged", turnId: turn.id, raw: undefined })
+  }
+
+  private turnEnd(now: number, item: Extract<Provider.Item, { readonly _tag: "TurnEnd" }>): void {
+    const turn = this.active
+    if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) {
+      // A result for no turn of ours (a stale turn already failed, or a prompt the CLI ran on its own).
+      this.emit({ _tag: "Frame", turnId: item.turnId, raw: item.result.raw, type: "result", subtype: undefined })
+      return
+    }
+    // A CLI that never acknowledged (no receipt, no earlier frame) acknowledges with its result.
+    this.acknowledge(now, turn)
+    const result = { ...item.result, turnId: turn.id } as TurnResult
+    const cost = (result as { readonly totalCostUsd?: number | undefined }).totalCostUsd
+    this.emit({ _tag: "Usage", turnId: turn.id, raw: undefined, usage: result.usage, totalCostUsd: cost })
+    const outcome = item.outcome
+    switch (outcome._tag) {
+      case "Success":
+        return this.finish(now, turn, Exit.succeed(result))
+      case "Interrupted":
+        return this.finish(
+          now,
+          turn,
+          Exit.fail(
+            new TurnInterrupted({
+              turnId: turn.id,
+              reason: turn.interruptReason ?? "host",
+              acknowledged: true,
+              written: true
+            })
+          )
+        )
+      case "Api":
+        return this.finish(
+          now,
+          turn,
+          Exit.fail(new ApiError({ turnId: turn.id, status: outcome.status, detail: outcome.detail }))
+        )
+      case "Failed":
+        return this.finish(now, turn, Exit.fail(outcome.error(turn.id)))
+    }
+  }
+
+  private controlAnswer(item: Extract<Provider.Item, { readonly _tag: "ControlAnswer" }>): void {
+    const control = this.controls.get(item.ref)
+    if (control === undefined) return
+    this.controls.delete(item.ref)
+    if (control.internal) return
+    const answer = item.answer
+    this.output({
+      _tag: "ControlDone",
+      at: 0,
+      ref: item.ref,
+      exit: answer._tag === "Success"
+        ? Exit.succeed(answer.payload)
+        : Exit.fail(new ControlFailed({ subtype: control.subtype, reason: answer.message, code: answer.code }))
+    })
+  }
+
+  // --- permissions -------------------------------------------------------------------------------------------
+
+  private permissionRequest(now: number, raw: Omit<Permission.PermissionRequest, "turnId">): void {
+    const turn = this.active
+    if (turn !== undefined) this.progress(now, turn)
+    const request: Permission.PermissionRequest = { ...raw, turnId: turn?.id ?? "" }
+    this.permissions.set(request.requestId, {
+      request,
+      requestedAt: now,
+      state: "deciding",
+      how: "",
+      deadline: now + this.settings.deadlines.permission
+    })
+    if (turn !== undefined) this.setStatus("awaiting-permission")
+    this.emit({ _tag: "PermissionRequested", turnId: request.turnId, raw: request.raw, request })
+    this.output({ _tag: "Decide", at: 0, request })
+  }
+
+  private resolve(
+    now: number,
+    pending: PendingPermission,
+    resolution: Permission.Resolution,
+    answer: Permission.Verdict | undefined
+  ): void {
+    if (pending.state === "resolved") return
+    const wasDeciding = pending.state === "deciding"
+    pending.state = "resolved"
+    pending.how = resolution._tag === "Expired" ? `expired: ${resolution.why}` : resolution._tag
+    const request = pending.request
+    if (wasDeciding) this.output({ _tag: "StopDeciding", at: 0, requestId: request.requestId })
+    if (answer !== undefined) {
+      const turn = this.active
+      if (answer._tag === "Deny" && answer.interrupt === true && turn !== undefined && turn.id === request.turnId) {
+        turn.interruptReason = "permission"
+      }
+      let lines: Provider.Items
+      try {
+        lines = this.provider.answerPermission(request, answer)
+      } catch (cause) {
+        // A host answer the protocol refuses to encode (a rewritten input that is not JSON) must not reach the CLI:
+        // one unparsable stdin line kills it. The CLI gets an error answer instead.
+        this.log(
+          "Warning",
+          `refusing to send an invalid answer to CLI request ${request.requestId}: ${reasonOf(cause)}`
+        )
+        lines = this.provider.reply(request.requestId, { _tag: "Error", message: "the host's answer was invalid" })
+      }
+      this.apply(now, lines)
+    }
+    this.emit({
+      _tag: "PermissionResolved",
+      turnId: request.turnId,
+      raw: undefined,
+      requestId: request.requestId,
+      resolution
+    })
+    this.output({ _tag: "PermissionWait", at: 0, millis: now - pending.requestedAt })
+    const turn = this.active
+    if (turn !== undefined && this.status === "awaiting-permission" && !this.awaitingPermission()) {
+      // Waiting on a decision is not a stall: the stall clock restarts when the last one is made.
+      turn.lastProgress = now
+      this.setStatus("running")
+    }
+    this.pruneResolved()
+  }
+
+  private awaitingPermission(): boolean {
+    for (const pending of this.permissions.values()) {
+      if (pending.state !== "resolved") return true
+    }
+    return false
+  }
+
+  private expirePermissions(now: number, turnId: string | undefined, why: "turn-ended" | "session-ended"): void {
+    if (this.permissions.size === 0) return
+    for (const pending of [...this.permissions.values()]) {
+      if (pending.state !== "resolved" && (turnId === undefined || pending.request.turnId === turnId)) {
+        this.resolve(now, pending, { _tag: "Expired", why }, undefined)
+      }
+    }
+  }
+
+  // Resolved requests are kept so that a second answer says `PermissionAlreadyResolved`, up to a bound.
+  private pruneResolved(): void {
+    if (this.permissions.size <= 1024) return
+    for (const [id, pending] of this.permissions) {
+      if (this.permissions.size <= 512) break
+      if (pending.state === "resolved") this.permissions.delete(id)
+    }
+  }
+
+  // --- turns -------------------------------------------------------------------------------------------------
+
+  private startTurn(now: number, turn: Turn): void {
+    this.active = turn
+    turn.phase = "started"
+    turn.startedAt = now
+    turn.lastProgress = now
+    this.emit({ _tag: "TurnStarted", turnId: turn.id, raw: undefined })
+    this.setStatus("running")
+    forEach(turn.prompt, (item) => this.promptItem(now, turn, item))
+  }
+
+  private promptItem(now: number, turn: Turn, item: Provider.Item): void {
+    if (item._tag === "Write") this.write(item.line, turn, undefined)
+    else this.item(now, item)
+  }
+
+  private finish(now: number, turn: Turn, exit: Exit.Exit<TurnResult, AnyTurnError>): void {
+    if (turn.finished) return
+    turn.finished = true
+    turn.phase = Exit.isSuccess(exit) ? "completed" : turn.phase === "queued" ? "cancelled" : "failed"
+    this.expirePermissions(now, turn.id, "turn-ended")
+    const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : Option.none()
+    if (Exit.isSuccess(exit)) {
+      this.emit({ _tag: "TurnCompleted", turnId: turn.id, raw: exit.value.raw, result: exit.value })
+    } else if (Option.isSome(error)) {
+      this.emit({ _tag: "TurnFailed", turnId: turn.id, raw: undefined, error: error.value })
+    }
+    if (this.active === turn) {
+      this.active = undefined
+      if (!this.closing) this.setStatus("idle")
+    }
+    this.output({ _tag: "Settle", at: 0, turn, exit })
+    const waiters = turn.waiters
+    if (waiters !== undefined) {
+      turn.waiters = undefined
+      const outcome: InterruptOutcome = this.retiredBecause !== undefined && !Exit.isSuccess(exit) &&
+          turn.interruptAt !== undefined
+        ? "retired"
+        : Exit.isSuccess(exit)
+        ? "completed-first"
+        : "interrupted"
+      for (const waiter of waiters) this.output({ _tag: "InterruptDone", at: 0, waiter, outcome })
+    }
+    if (this.active === undefined && !this.closing && this.retiredBecause === undefined) {
+      const next = this.queue.shift()
+      if (next !== undefined) this.startTurn(now, next)
+    }
+  }
+
+  private failQueued(now: number, reason: string): void {
+    const queued = this.queue.splice(0)
+    for (const turn of queued) {
+      this.finish(now, turn, Exit.fail(new SessionUnavailable({ status: this.status, reason })))
+    }
+  }
+
+  // --- controls, host requests, writes ----------------------------------------------------------------------
+
+  private failControls(error: ControlError): void {
+    for (const [ref, control] of this.controls) {
+      if (!control.internal) this.output({ _tag: "ControlDone", at: 0, ref, exit: Exit.fail(error) })
+    }
+    this.controls.clear()
+  }
+
+  private stopHostRequests(): void {
+    for (const requestId of this.hostRequests.keys()) this.output({ _tag: "StopHandling", at: 0, requestId })
+    this.hostRequests.clear()
+  }
+
+  private reply(now: number, requestId: string, reply: Provider.Reply): void {
+    let lines: Provider.Items
+    try {
+      lines = this.provider.reply(requestId, reply)
+    } catch (cause) {
+      this.log("Warning", `refusing to send an invalid answer to CLI request ${requestId}: ${reasonOf(cause)}`)
+      lines = this.provider.reply(requestId, { _tag: "Error", message: "the host's answer was invalid" })
+    }
+    this.apply(now, lines)
+  }
+
+  private write(line: string, owner: Turn | undefined, unless: Turn | undefined): void {
+    if (this.retiredBecause !== undefined || this.exit !== undefined) {
+      if (owner !== undefined) this.output({ _tag: "Written", at: 0, turn: owner })
+      return
+    }
+    this.outbox.push({ line, owner, unless })
+    if (this.outbox.length === 1 && this.inFlight === undefined) this.output({ _tag: "Flush", at: 0 })
+  }
+
+  /** Senders waiting for writes that will never happen may return (their turns have failed). */
+  private releaseWriters(): void {
+    const inFlight = this.inFlight
+    if (inFlight !== undefined && inFlight !== null) this.output({ _tag: "Written", at: 0, turn: inFlight })
+    for (const pending of this.outbox) {
+      if (pending.owner !== undefined) this.output({ _tag: "Written", at: 0, turn: pending.owner })
+    }
+    this.outbox.length = 0
+    this.inFlight = undefined
+    this.writeAt = never
+  }
+
+  // --- errors and status -------------------------------------------------------------------------------------
+
+  private cliExited(acknowledged: boolean): CliExited {
+    const exit = this.exit
+    return exit === undefined
+      ? new CliExited({ exit: "still running", code: null, signal: null, stderrTail: "", acknowledged })
+      : new CliExited({
+        exit: formatExit(exit.status),
+        code: exit.status._tag === "Exited" ? exit.status.code : null,
+        signal: exit.status._tag === "Signaled" ? exit.status.signal : null,
+        stderrTail: exit.stderrTail,
+        acknowledged
+      })
+  }
+
+  /** The error for work cut short by retirement: the CLI's exit if it exited, else the retirement. */
+  private retirementError(reason: string, acknowledged: boolean): CliExited | SessionRetired {
+    return this.exit !== undefined
+      ? this.cliExited(acknowledged)
+      : new SessionRetired({ reason, acknowledged })
+  }
+
+  private setStatus(next: Status): void {
+    if (this.status === next || this.status === "closed" || this.status === "failed") return
+    this.status = next
+    this.emit({ _tag: "Status", turnId: this.active?.id, raw: undefined, status: next })
+  }
+
+  private malformed(now: number, error: ProtocolError, raw: unknown): void {
+    this.events.push({ _tag: "ProtocolError", turnId: undefined, raw, error })
+    if (now >= this.logWindowEnd) {
+      if (this.logSuppressed > 0) this.flushLogSummary(now)
+      this.logWindowEnd = now + this.settings.logWindow
+      this.logCount = 0
+    }
+    if (++this.logCount <= this.settings.logBurst) this.log("Warning", error.message)
+    else this.logSuppressed++
+  }
+
+  private flushLogSummary(now: number): void {
+    this.log(
+      "Warning",
+      `${this.logSuppressed} more protocol errors in the last ${this.settings.logWindow} ms were not logged`
+    )
+    this.logSuppressed = 0
+    this.logCount = 0
+    this.logWindowEnd = now + this.settings.logWindow
+  }
+
+  private log(level: "Warning" | "Error", message: string): void {
+    this.output({ _tag: "Log", at: 0, level, message })
+  }
+
+  private emit(event: SessionEvent): void {
+    this.events.push(event)
+  }
+
+  private output(output: Output): void {
+    ;(output as { at: number }).at = this.events.length
+    this.outputs.push(output)
+  }
+}
