@@ -37,11 +37,12 @@
  */
 import type * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
+import * as Channel from "effect/Channel"
 import * as Effect from "effect/Effect"
 import type * as Pull from "effect/Pull"
 import * as Scheduler from "effect/Scheduler"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { fixDisposition } from "./internal/disposition.ts"
 import type * as TetherError from "./TetherError.ts"
@@ -206,6 +207,13 @@ export interface EventLog<A> {
    * holds one cursor: run it from one fiber at a time (running it again continues where the last run stopped).
    */
   readonly subscribe: (from: From) => Effect.Effect<Stream.Stream<Delivery<A>>, ReplayUnavailable, Scope.Scope>
+  /**
+   * A subscription as a stream that holds its own scope: it subscribes when run and unsubscribes when it ends. With
+   * a {@link View}, only the events it keeps are delivered (lag markers always are), and the stream ends after the
+   * view's last event. Cheaper than `subscribe` piped through `Stream.filter` and `Stream.takeUntil`: one cursor,
+   * filtered where it reads the ring.
+   */
+  readonly stream: (from: From, view?: View<A>) => Stream.Stream<Delivery<A>, ReplayUnavailable>
   /** The seq of the last published event, 0 before the first. */
   readonly latestSeq: Effect.Effect<number>
   /** {@link EventLog.latestSeq} as a plain function, for code that already runs inside an effect. */
@@ -215,6 +223,20 @@ export interface EventLog<A> {
   /** Ends every subscription once it has delivered what was published so far. Idempotent. */
   readonly end: Effect.Effect<void>
   readonly diagnostics: Effect.Effect<Diagnostics>
+}
+
+/**
+ * What a {@link EventLog.stream} delivers: the events `keep` accepts, up to and including the first event `last`
+ * accepts. `lastSeq` gives the seq of that last event once it is known, so that a lag that skipped it still ends
+ * the stream.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface View<A> {
+  readonly keep: (event: A) => boolean
+  readonly last: (event: A) => boolean
+  readonly lastSeq: () => number | undefined
 }
 
 interface Subscriber {
@@ -227,6 +249,8 @@ interface Subscriber {
   resume: ((effect: Effect.Effect<void>) => void) | undefined
   /** Whether it is in the list of subscribers to wake on the next flush. */
   queued: boolean
+  /** A view's subscriber ends once its last event was delivered. */
+  done: boolean
 }
 
 const ended = (): Effect.Effect<never, Cause.Done> => Cause.done()
@@ -347,11 +371,14 @@ const makeUnsafe = <A>(
     return wake
   })
 
-  const ready = (sub: Subscriber) => sub.closed || isEnded || sub.next <= latest
+  const ready = (sub: Subscriber) => sub.closed || sub.done || isEnded || sub.next <= latest
 
   // One pull step: a non-empty chunk, the end of the stream, or undefined when the subscriber must wait.
-  const step = (sub: Subscriber): Effect.Effect<Arr.NonEmptyReadonlyArray<Delivery<A>>, Cause.Done> | undefined => {
-    if (sub.closed) return ended()
+  const step = (
+    sub: Subscriber,
+    view: View<A> | undefined
+  ): Effect.Effect<Arr.NonEmptyReadonlyArray<Delivery<A>>, Cause.Done> | undefined => {
+    if (sub.closed || sub.done) return ended()
     if (sub.next > latest) {
       return isEnded ? ended() : undefined
     }
@@ -363,16 +390,41 @@ const makeUnsafe = <A>(
     if (resume > sub.replayEnd && resume < liveFloor) resume = liveFloor
     if (resume > sub.next) {
       out.push({ _tag: "Lag", missed: resume - sub.next, resumeSeq: resume })
+      if (view !== undefined) {
+        const lastSeq = view.lastSeq()
+        // A lag that skipped the view's last event still ends the stream.
+        if (lastSeq !== undefined && resume > lastSeq) {
+          sub.done = true
+          sub.next = resume
+          return Effect.succeed(out as unknown as Arr.NonEmptyReadonlyArray<Delivery<A>>)
+        }
+      }
     }
     const last = Math.min(latest, resume + subscriberBuffer - 1)
-    for (let seq = resume; seq <= last; seq++) {
-      out.push(ring[(seq - 1) % ringSize]!)
+    if (view === undefined) {
+      for (let seq = resume; seq <= last; seq++) {
+        out.push(ring[(seq - 1) % ringSize]!)
+      }
+      sub.next = last + 1
+    } else {
+      let seq = resume
+      for (; seq <= last; seq++) {
+        const entry = ring[(seq - 1) % ringSize]!
+        if (!view.keep(entry.event)) continue
+        out.push(entry)
+        if (view.last(entry.event)) {
+          sub.done = true
+          seq++
+          break
+        }
+      }
+      sub.next = seq
+      if (out.length === 0) return sub.next > latest ? (isEnded ? ended() : undefined) : step(sub, view)
     }
-    sub.next = last + 1
     return Effect.succeed(out as unknown as Arr.NonEmptyReadonlyArray<Delivery<A>>)
   }
 
-  const makePull = (sub: Subscriber): Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> => {
+  const makePull = (sub: Subscriber, view?: View<A>): Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> => {
     const wait = Effect.callback<void>((resume) => {
       if (ready(sub)) {
         resume(Effect.void)
@@ -391,37 +443,51 @@ const makeUnsafe = <A>(
         if (sub.resume === resume) sub.resume = undefined
       })
     })
-    const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> = Effect.suspend(() => step(sub) ?? waitThenPull)
+    const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> = Effect.suspend(() =>
+      step(sub, view) ?? waitThenPull
+    )
     const waitThenPull = Effect.flatMap(wait, () => pull)
     return pull
   }
 
+  /** Registers a cursor at `from`, atomically with respect to publishing (one synchronous step). */
+  const register = (from: From): Subscriber | ReplayUnavailable => {
+    let next: number
+    if (from === "latest") {
+      next = latest + 1
+    } else if (from === "start") {
+      next = 1
+    } else {
+      const after = from.after
+      const oldest = oldestSeq()
+      if (!Number.isSafeInteger(after) || after < 0 || after > latest || after + 1 < oldest) {
+        return new ReplayUnavailable({ requestedAfter: after, oldestAvailable: oldest, latestSeq: latest })
+      }
+      next = after + 1
+    }
+    const sub: Subscriber = { next, replayEnd: latest, closed: false, resume: undefined, queued: false, done: false }
+    subscribers.add(sub)
+    return sub
+  }
+
   const subscribe = (from: From): Effect.Effect<Stream.Stream<Delivery<A>>, ReplayUnavailable, Scope.Scope> =>
     Effect.suspend(() => {
-      // Reading the log's position and registering the cursor happen in this one synchronous step, so no
-      // publish can fall between them.
-      let next: number
-      if (from === "latest") {
-        next = latest + 1
-      } else if (from === "start") {
-        next = 1
-      } else {
-        const after = from.after
-        const oldest = oldestSeq()
-        if (!Number.isSafeInteger(after) || after < 0 || after > latest || after + 1 < oldest) {
-          return Effect.fail(
-            new ReplayUnavailable({ requestedAfter: after, oldestAvailable: oldest, latestSeq: latest })
-          )
-        }
-        next = after + 1
-      }
-      const sub: Subscriber = { next, replayEnd: latest, closed: false, resume: undefined, queued: false }
-      subscribers.add(sub)
+      const sub = register(from)
+      if (sub instanceof ReplayUnavailable) return Effect.fail(sub)
       return Effect.as(
         Effect.addFinalizer(() => unsubscribe(sub)),
         Stream.fromPull(Effect.succeed(makePull(sub)))
       )
     }).pipe(Effect.uninterruptible)
+
+  const stream = (from: From, view?: View<A>): Stream.Stream<Delivery<A>, ReplayUnavailable> =>
+    Stream.fromChannel(Channel.fromTransform((_, scope) =>
+      Effect.suspend(() => {
+        const sub = register(from)
+        if (sub instanceof ReplayUnavailable) return Effect.fail(sub)
+        return Effect.as(Scope.addFinalizer(scope, unsubscribe(sub)), makePull(sub, view))
+      })
+    ))
 
   const unsubscribe = (sub: Subscriber) =>
     Effect.suspend(() => {
@@ -440,6 +506,7 @@ const makeUnsafe = <A>(
     publishUnsafe,
     publishAllUnsafe,
     subscribe,
+    stream,
     latestSeq: Effect.sync(() => latest),
     latestSeqUnsafe: () => latest,
     snapshot: Effect.sync(() => {

@@ -139,8 +139,11 @@ class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
 class Driver {
   readonly machine: Machine.Machine
   private draining = false
-  private writing = false
-  private writerFiber: Fiber.Fiber<void> | undefined = undefined
+  /** The writer fiber's resumption while it waits for lines; undefined while it writes. */
+  private parked: ((effect: Effect.Effect<void>) => void) | undefined = undefined
+  /** Events published by the reader since it last let other fibers run. */
+  private sinceYield = 0
+  private readonly yieldBudget: number
   private timer: Fiber.Fiber<void> | undefined = undefined
   private armedAt = Number.POSITIVE_INFINITY
   private readonly controls = new Map<number, Deferred.Deferred<unknown, Machine.ControlError>>()
@@ -170,6 +173,7 @@ class Driver {
     this.connection = connection
     this.log = log
     this.teardown = teardown
+    this.yieldBudget = Math.max(1, Math.floor(options.subscriberBuffer / 4))
     const t = options.timeouts
     this.machine = new Machine.Machine(options.provider, {
       deadlines: {
@@ -228,8 +232,14 @@ class Driver {
 
   private perform(output: Machine.Output): void {
     switch (output._tag) {
-      case "Flush":
-        return this.wakeWriter()
+      case "Flush": {
+        const resume = this.parked
+        if (resume === undefined) return // the writer is writing: it takes the line next
+        this.parked = undefined
+        // A line that may be dropped is taken a tick later: an interrupt racing a result the reader already holds.
+        resume(output.deferred ? Effect.yieldNow : Effect.void)
+        return
+      }
       case "Settle": {
         const state = output.turn.handle as TurnState
         state.terminal.seq = this.latest()
@@ -294,7 +304,6 @@ class Driver {
         return
       }
       case "Teardown":
-        this.writerFiber?.interruptUnsafe()
         this.run(this.teardown)
         return
       case "Log":
@@ -339,29 +348,33 @@ class Driver {
 
   // --- the writer --------------------------------------------------------------------------------------------
 
-  /** Starts the writer on the next scheduler tick (so that an interrupt racing a result is dropped, not sent). */
-  private wakeWriter(): void {
-    if (this.writing) return
-    this.writing = true
-    this.writerFiber = this.run(Effect.andThen(Effect.yieldNow, this.writeAll))
-  }
-
-  /** Writes the machine's outbox in order, one line at a time, telling the machine when each finished. */
-  readonly writeAll: Effect.Effect<void> = Effect.suspend(() => this.writeNext()).pipe(
-    Effect.onInterrupt(() => Effect.sync(() => this.step((now) => this.machine.abandoned(now)))),
-    Effect.ensuring(Effect.sync(() => {
-      this.writing = false
-      this.writerFiber = undefined
-    }))
+  /**
+   * The writer: takes the machine's outbox one line at a time, tells the machine when each is written, and parks
+   * while there is nothing to write. Woken synchronously by a `Flush`, so a prompt reaches the pipe within its
+   * sender's step. Interrupted (by teardown or release) in the middle of a write, it reports the write abandoned.
+   */
+  readonly writer: Effect.Effect<never> = Effect.suspend(() => this.writeNext()).pipe(
+    Effect.onInterrupt(() => Effect.sync(() => this.step((now) => this.machine.abandoned(now))))
   )
 
-  private writeNext(): Effect.Effect<void> {
+  private readonly park: Effect.Effect<void> = Effect.callback<void>((resume) => {
+    this.parked = resume
+    return Effect.sync(() => {
+      if (this.parked === resume) this.parked = undefined
+    })
+  })
+
+  private writeNext(): Effect.Effect<never> {
     const line = this.machine.take(this.now())
-    if (line === undefined) return Effect.void
+    if (line === undefined) return Effect.flatMap(this.park, () => this.writeNext())
     // The write's delivery deadline now runs.
     this.arm()
     return Effect.matchEffect(this.connection.write(line), {
-      onFailure: (error) => Effect.sync(() => this.step((now) => this.machine.writeFailed(now, error.reason))),
+      onFailure: (error) =>
+        Effect.suspend(() => {
+          this.step((now) => this.machine.writeFailed(now, error.reason))
+          return this.writeNext()
+        }),
       onSuccess: () =>
         Effect.suspend(() => {
           this.step((now) => this.machine.written(now))
@@ -421,18 +434,32 @@ class Driver {
 
   // --- the reader --------------------------------------------------------------------------------------------
 
-  readonly onLines = (lines: ReadonlyArray<Transport.Line>): Effect.Effect<void> => {
+  /**
+   * Feeds a chunk of stdout lines to the machine. After every `yieldBudget` events published it lets other fibers
+   * run (the subscribers' wake-ups are queued before its continuation), so that a burst of lines cannot push a
+   * subscriber that keeps up out of its window: lag is for one that stays behind, not one that was not scheduled.
+   */
+  readonly onLines = (lines: ReadonlyArray<Transport.Line>): Effect.Effect<void> => this.readFrom(lines, 0)
+
+  private readFrom(lines: ReadonlyArray<Transport.Line>, start: number): Effect.Effect<void> {
     const machine = this.machine
     const now = this.now()
-    for (let i = 0; i < lines.length; i++) {
-      const line = lines[i]
+    let i = start
+    while (i < lines.length) {
+      const line = lines[i++]
       if (line._tag === "Text") machine.receive(now, line.text)
       else machine.tooLong(now, line.length, line.limit, line.prefix)
+      if (this.sinceYield + machine.events.length >= this.yieldBudget) {
+        this.drain()
+        this.sinceYield = 0
+        return i < lines.length
+          ? Effect.andThen(Effect.yieldNow, Effect.suspend(() => this.readFrom(lines, i)))
+          : Effect.yieldNow
+      }
     }
+    this.sinceYield += machine.events.length
     this.drain()
-    // Let subscribers read before the next chunk: a burst of chunks must not push a reader that keeps up out of
-    // its window.
-    return Effect.yieldNow
+    return Effect.void
   }
 
   readonly onExit: Effect.Effect<void> = Effect.suspend(() =>
@@ -560,21 +587,11 @@ class Driver {
     after: number,
     terminal: TurnState["terminal"]
   ): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
-    return Stream.unwrap(
-      Effect.map(
-        this.log.subscribe({ after }),
-        (deliveries) =>
-          deliveries.pipe(
-            Stream.filter((d) => d._tag === "Lag" || d.event.turnId === turnId),
-            Stream.takeUntil((d) =>
-              d._tag === "Event"
-                ? isTerminal(d.event)
-                // A lag that skipped the terminal event still ends the turn's stream.
-                : terminal.seq !== undefined && d.resumeSeq > terminal.seq
-            )
-          )
-      )
-    )
+    return this.log.stream({ after }, {
+      keep: (event) => event.turnId === turnId,
+      last: isTerminal,
+      lastSeq: () => terminal.seq
+    })
   }
 }
 
@@ -610,6 +627,7 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
   )
   const machine = driver.machine
 
+  run(driver.writer)
   // The handshake's first lines are queued before the reader starts: the CLI prints nothing before its first stdin
   // line, and whatever it prints is read in the handshake's light.
   driver.step((now) => machine.start(now))

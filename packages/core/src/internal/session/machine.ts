@@ -99,8 +99,11 @@ export class Turn {
 
 /** What the machine asks the driver to do, in order with the events (`at`: events emitted before it). */
 export type Output =
-  /** Lines wait in the outbox: the writer should take them (see `take`). */
-  | { readonly _tag: "Flush"; readonly at: number }
+  /**
+   * Lines wait in the outbox: the writer should take them (see `take`). `deferred`: the line may be dropped if
+   * what it is about ends meanwhile (an interrupt racing a result), so the writer may take it a tick later.
+   */
+  | { readonly _tag: "Flush"; readonly at: number; readonly deferred: boolean }
   | {
     readonly _tag: "Settle"
     readonly at: number
@@ -975,7 +978,9 @@ export class Machine {
       return
     }
     this.outbox.push({ line, owner, unless })
-    if (this.outbox.length === 1 && this.inFlight === undefined) this.output({ _tag: "Flush", at: 0 })
+    if (this.outbox.length === 1 && this.inFlight === undefined) {
+      this.output({ _tag: "Flush", at: 0, deferred: unless !== undefined })
+    }
   }
 
   /** Senders waiting for writes that will never happen may return (their turns have failed). */
