@@ -671,6 +671,31 @@ describe("Controls", () => {
         assert.strictEqual(yield* session.status, "idle")
       })).pipe(mock()))
 
+  it.effect("a control answered without a payload, as older CLIs do, succeeds with what the CLI sent", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        // claude 2.1.197 answers set_model and set_permission_mode with no payload, although the change was made.
+        const model = yield* Effect.forkChild(session.setModel("claude-haiku"))
+        const mode = yield* Effect.forkChild(session.setPermissionMode("plan"))
+        yield* advance("10 millis")
+        const ids = (yield* writtenFrames(cli)).flatMap((frame) =>
+          frame.type === "control_request" && frame.request?.subtype !== "initialize" ? [frame.request_id] : []
+        )
+        assert.strictEqual(ids.length, 2)
+        for (const id of ids) {
+          yield* cli.inject(`{"type":"control_response","response":{"subtype":"success","request_id":"${id}"}}`)
+        }
+        assert.deepStrictEqual(yield* settle(Fiber.join(model)), {})
+        assert.deepStrictEqual(yield* settle(Fiber.join(mode)), {})
+        assert.strictEqual(yield* session.status, "idle")
+      })).pipe(
+        mock(
+          MockClaude.make([], {
+            faults: [MockClaude.neverAnswer("set_model"), MockClaude.neverAnswer("set_permission_mode")]
+          })
+        )
+      ))
+
   it.effect("a control left unanswered past its deadline retires the session with ControlTimeout", () =>
     withSession({ timeouts: timeouts({ control: "2 seconds" }) }, (session, cli) =>
       Effect.gen(function*() {

@@ -2401,10 +2401,13 @@ export const InterruptResponse = open({ still_queued: Schema.optionalKey(Schema.
 export type InterruptResponse = typeof InterruptResponse.Type
 
 /**
+ * The answer to `set_permission_mode`. 2.1.3xx echoes the mode; older releases answer without a payload, so `mode`
+ * is optional (the change was still made).
+ *
  * @category responses
  * @since 0.1.0
  */
-export const SetPermissionModeResponse = open({ mode: Schema.String })
+export const SetPermissionModeResponse = open({ mode: Schema.optionalKey(Schema.String) })
 
 /**
  * @category responses
@@ -2413,10 +2416,13 @@ export const SetPermissionModeResponse = open({ mode: Schema.String })
 export type SetPermissionModeResponse = typeof SetPermissionModeResponse.Type
 
 /**
+ * The answer to `set_model`. 2.1.3xx echoes the resolved model; older releases (2.1.197) answer without a payload,
+ * so `model` is optional (the model did change).
+ *
  * @category responses
  * @since 0.1.0
  */
-export const SetModelResponse = open({ model: Schema.NullOr(Schema.String) })
+export const SetModelResponse = open({ model: Schema.optionalKey(Schema.NullOr(Schema.String)) })
 
 /**
  * @category responses
