@@ -67,3 +67,18 @@ export * as ClaudeRegistry from "./claude/ClaudeRegistry.ts"
  * @since 0.2.0
  */
 export * as Provider from "./Provider.ts"
+
+/**
+ * @since 0.2.0
+ */
+export * as CodexSession from "./codex/CodexSession.ts"
+
+/**
+ * @since 0.2.0
+ */
+export * as CodexProtocol from "./codex/CodexProtocol.ts"
+
+/**
+ * @since 0.2.0
+ */
+export * as CodexOptions from "./codex/CodexOptions.ts"
