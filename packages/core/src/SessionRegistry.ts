@@ -66,10 +66,10 @@ import { fixDisposition } from "./internal/disposition.ts"
 import type * as Permission from "./Permission.ts"
 import type * as Session from "./Session.ts"
 import type { SessionEvent, Status } from "./SessionEvent.ts"
-import { InvalidConfig, SessionUnavailable, TurnInterrupted } from "./TetherError.ts"
+import { InvalidConfig, SessionUnavailable } from "./TetherError.ts"
 import type * as TetherError from "./TetherError.ts"
 import type * as Transport from "./Transport.ts"
-import type { Phase as TurnPhase, Prompt, ProviderTurnError, Turn, TurnError, TurnResult } from "./Turn.ts"
+import type { Prompt, ProviderTurnError, Turn, TurnError, TurnResult } from "./Turn.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors
@@ -604,53 +604,6 @@ const unavailable = <E, A extends TurnResult, TE>(entry: Entry<E, A, TE>): Sessi
       : `session ${entry.id} is being closed (${entry.closeReason})`
   })
 
-/**
- * A turn sent through a registry, as its caller sees it: when the registry closed the session under the running
- * turn (force-evict, replacement), the session reports reason `"closed"`; the caller learns it was `"evicted"`. The
- * disposition (acknowledged or not) is the session's. Like the session's own handle, its effects and stream are
- * built when a host reads them (most hosts read `result` alone).
- */
-class RegistryTurn<E, A extends TurnResult, TE> implements Turn<A, TE> {
-  readonly id: string
-  readonly #turn: Turn<A, TE>
-  readonly #entry: Entry<E, A, TE>
-  constructor(turn: Turn<A, TE>, entry: Entry<E, A, TE>) {
-    this.id = turn.id
-    this.#turn = turn
-    this.#entry = entry
-  }
-  get result(): Effect.Effect<A, TurnError | TE> {
-    // The mapping closes over the entry, not this handle (which holds the session's turn).
-    const entry = this.#entry
-    return Effect.mapError(this.#turn.result, (error) => evictedTurnError(entry, error))
-  }
-  get settled(): Effect.Effect<Exit.Exit<A, TurnError | TE>> {
-    const entry = this.#entry
-    return Effect.map(this.#turn.settled, Exit.mapError((error) => evictedTurnError(entry, error)))
-  }
-  get events(): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
-    return this.#turn.events
-  }
-  get phase(): Effect.Effect<TurnPhase> {
-    return this.#turn.phase
-  }
-  get interrupt(): Effect.Effect<void> {
-    return this.#turn.interrupt
-  }
-}
-
-/** A turn the session ended with reason `"closed"` because the registry closed it (but for shutdown) was evicted. */
-const evictedTurnError = <E, A extends TurnResult, TE, X>(entry: Entry<E, A, TE>, error: X): X | TurnInterrupted =>
-  error instanceof TurnInterrupted && error.reason === "closed" && entry.closeReason !== undefined &&
-    entry.closeReason !== "shutdown"
-    ? new TurnInterrupted({
-      turnId: error.turnId,
-      reason: "evicted",
-      acknowledged: error.acknowledged,
-      written: error.written
-    })
-    : error
-
 const decodeDuration = (
   input: Duration.Input | undefined,
   fallback: Duration.Duration
@@ -1014,7 +967,8 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult = 
     const turn = sent.value
     yield* Metric.modify(metrics.turnsInFlight, 1)
     yield* Effect.forkIn(trackTurn(entry, turn), entry.watchers)
-    return new RegistryTurn(turn, entry)
+    // The session's own turn: when the registry closes the session under it, the session reports why ("evicted").
+    return turn
   })
 
   const run = (id: string, prompt: Prompt, sendOptions?: SendOptions) =>

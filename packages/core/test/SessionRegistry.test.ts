@@ -17,6 +17,7 @@ import {
   Metric,
   Option,
   Redacted,
+  Result,
   Scope,
   Stream
 } from "effect"
@@ -511,6 +512,57 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
           assert.isTrue(uncertain.deliveryUncertain)
         }
         yield* assertEnded(yield* mock.connection(1))
+      })))
+
+  it.effect("an evicted turn says so to its waiter and to the session's subscribers alike", () =>
+    withRegistry({ capacity: 4 }, (registry) =>
+      Effect.gen(function*() {
+        // The reason comes from the session (the registry closes it with "evicted"), so the session's own event
+        // log agrees with the turn's waiter: a subscriber never reads "closed" for an eviction.
+        yield* touch(registry, "a")
+        const failures = yield* Effect.forkChild(
+          Effect.scoped(
+            Effect.flatMap(registry.subscribe("a"), (stream) =>
+              Stream.runCollect(
+                Stream.filterMap(stream, (delivery) =>
+                  delivery._tag === "Event" && delivery.event._tag === "TurnFailed"
+                    ? Result.succeed(delivery.event.error)
+                    : Result.failVoid)
+              ))
+          )
+        )
+        yield* TestClock.adjust("1 millis")
+        const turn = yield* settle(registry.send("a", "slow"))
+        yield* advanceUntil(Effect.map(turn.phase, (phase) => phase === "acknowledged"))
+        const waiter = yield* Effect.forkChild(turn.result)
+        yield* settle(registry.forceEvict("a"))
+        const error = yield* Fiber.join(waiter).pipe(Effect.flip)
+        const published = yield* settle(Fiber.join(failures))
+        assert.strictEqual(published.length, 1)
+        for (const failure of [error, published[0]]) {
+          assert.instanceOf(failure, TetherError.TurnInterrupted)
+          if (failure instanceof TetherError.TurnInterrupted) assert.strictEqual(failure.reason, "evicted")
+        }
+      })))
+
+  it.effect("replacing a session under a running turn fails the turn as evicted", () =>
+    withRegistry({ capacity: 4 }, (registry, mock) =>
+      Effect.gen(function*() {
+        yield* touch(registry, "a", { model: "sonnet" })
+        const turn = yield* settle(registry.send("a", "slow"))
+        yield* advanceUntil(Effect.map(turn.phase, (phase) => phase === "acknowledged"))
+        const waiter = yield* Effect.forkChild(turn.result)
+        const replaced = yield* settle(
+          Effect.scoped(registry.getOrCreate("a", { model: "opus" }, { onConflict: "replace" }))
+        )
+        const error = yield* Fiber.join(waiter).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "TurnInterrupted")
+        if (error._tag === "TurnInterrupted") {
+          assert.strictEqual(error.reason, "evicted")
+          assert.isTrue(error.acknowledged)
+        }
+        assert.strictEqual((yield* registry.snapshot("a")).generation, replaced.generation)
+        yield* assertEnded(yield* mock.connection(0))
       })))
 
   it.effect("interrupts the running turn by id; the session stays live for the next turn", () =>
