@@ -44,6 +44,41 @@
  * program.pipe(Effect.provide(ClaudeRegistry.layer({ capacity: 32 }).pipe(Layer.provide(NodeTransport.layer()))))
  * ```
  *
+ * Several providers side by side: {@link kinds} makes one kind of several providers' kinds. Its configuration names
+ * the provider and carries that provider's options, typed per provider; the fingerprint includes the provider, so
+ * asking for a live id with another provider is a {@link SessionConflict} (or, with `onConflict: "replace"`, a new
+ * generation with the other provider).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { ClaudeSession, SessionRegistry } from "@tether/core"
+ * import { NodeTransport } from "@tether/transport-node"
+ *
+ * // Another provider's kind: Codex's `CodexSession.kind`, when it lands.
+ * declare const codex: SessionRegistry.Kind<{ readonly model: string }, never, never>
+ *
+ * class Agents extends SessionRegistry.Service<Agents>()(
+ *   "app/Agents",
+ *   SessionRegistry.kinds({ claude: ClaudeSession.kind, codex })
+ * ) {}
+ *
+ * const program = Effect.gen(function*() {
+ *   const agents = yield* Agents
+ *   // Pinned until the scope closes; a Claude session and a Codex session, by id.
+ *   const writer = yield* agents.getOrCreate("writer", { provider: "claude", options: { model: "opus" } })
+ *   const reviewer = yield* agents.getOrCreate("reviewer", { provider: "codex", options: { model: "gpt-5" } })
+ *   const draft = yield* writer.run("Fix the failing test")
+ *   const review = yield* reviewer.run(`Review this change:\n${draft.text}`)
+ *   console.log(review.text)
+ * })
+ *
+ * program.pipe(
+ *   Effect.scoped,
+ *   Effect.provide(Agents.layer({ capacity: 16 }).pipe(Layer.provide(NodeTransport.layer())))
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
 import * as Config from "effect/Config"
@@ -59,6 +94,7 @@ import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
 import { fixDisposition } from "./internal/disposition.ts"
 import * as fingerprints from "./internal/registry/fingerprint.ts"
+import * as internalKinds from "./internal/registry/kinds.ts"
 import * as internal from "./internal/registry/registry.ts"
 import type * as Permission from "./Permission.ts"
 import type * as Session from "./Session.ts"
@@ -211,7 +247,7 @@ export type AdmissionError = SessionConflict | CapacityExceeded | SessionUnavail
  *
  * `C` is the configuration, `E` what starting a session can fail with, `R` what starting one requires (the
  * `Transport`), `A` and `TE` the provider's turn result and turn errors. A provider's module exports its kind
- * (`ClaudeSession.kind`).
+ * (`ClaudeSession.kind`); {@link kinds} makes one kind of several providers' kinds.
  *
  * @category models
  * @since 0.1.0
@@ -220,6 +256,78 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = ProviderT
   readonly acquire: (id: string, config: C) => Effect.Effect<Session.Session<A, TE>, E, Scope.Scope | R>
   readonly fingerprint: (config: C) => string
 }
+
+/**
+ * Types read off a {@link Kind}.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export declare namespace Kind {
+  /**
+   * Any kind (a constraint).
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type Any = Kind<any, any, any, any, any>
+
+  /**
+   * A kind's configuration.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type Config<K extends Any> = K extends Kind<infer C, infer _E, infer _R, infer _A, infer _TE> ? C : never
+
+  /**
+   * What starting a kind's session can fail with.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type StartError<K extends Any> = K extends Kind<infer _C, infer E, infer _R, infer _A, infer _TE> ? E
+    : never
+
+  /**
+   * What starting a kind's session requires.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type Services<K extends Any> = K extends Kind<infer _C, infer _E, infer R, infer _A, infer _TE> ? R
+    : never
+
+  /**
+   * The turn result of a kind's sessions.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type Result<K extends Any> = K extends Kind<infer _C, infer _E, infer _R, infer A, infer _TE> ? A
+    : never
+
+  /**
+   * The provider's own turn errors of a kind's sessions.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type TurnError<K extends Any> = K extends Kind<infer _C, infer _E, infer _R, infer _A, infer TE> ? TE
+    : never
+}
+
+/**
+ * The configuration of a registry made with {@link kinds}: the provider's name (a key of `Kinds`) and that
+ * provider's options, typed per provider. For `kinds({ claude: ClaudeSession.kind, codex })` it is
+ * `{ provider: "claude"; options: ClaudeSession.Options } | { provider: "codex"; options: <codex's options> }`.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type KindsConfig<Kinds extends Record<string, Kind.Any>> = {
+  readonly [P in keyof Kinds & string]: { readonly provider: P; readonly options: Kind.Config<Kinds[P]> }
+}[keyof Kinds & string]
 
 /**
  * What `getOrCreate` does when the id is live with a different configuration: `"fail"` with
@@ -547,6 +655,38 @@ export const fingerprint: (config: unknown) => string = fingerprints.fingerprint
 export const make: <C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>(
   options: Options<C, E, R, A, TE>
 ) => Effect.Effect<Registry<C, E, A, TE>, InvalidConfig, Scope.Scope | R> = internal.make
+
+/**
+ * One kind made of several providers' kinds, so that one registry holds sessions of every provider side by side.
+ * Its configuration names the provider and carries that provider's options, typed per provider
+ * ({@link KindsConfig}); its fingerprint is the provider's name, a colon and the provider's own fingerprint of the
+ * options, so the same id asked for with another provider is a {@link SessionConflict} (or a replacement). A
+ * provider the kind does not know (a configuration read from outside) fails to start with `InvalidConfig`. The
+ * turn results and errors of its sessions are the union of the providers'.
+ *
+ * @example
+ * ```ts
+ * import { ClaudeSession, SessionRegistry } from "@tether/core"
+ *
+ * // Another provider's kind (Codex's `CodexSession.kind`, when it lands).
+ * declare const codex: SessionRegistry.Kind<{ readonly model: string }, never, never>
+ *
+ * const agents = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex })
+ * agents.fingerprint({ provider: "codex", options: { model: "gpt-5" } }) // "codex:…"
+ *
+ * class Agents extends SessionRegistry.Service<Agents>()("app/Agents", agents) {}
+ * ```
+ *
+ * @category constructors
+ * @since 0.2.0
+ */
+export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Kind<
+  KindsConfig<Kinds>,
+  Kind.StartError<Kinds[keyof Kinds]> | InvalidConfig,
+  Kind.Services<Kinds[keyof Kinds]>,
+  Kind.Result<Kinds[keyof Kinds]>,
+  Kind.TurnError<Kinds[keyof Kinds]>
+> = internalKinds.kinds
 
 // ---------------------------------------------------------------------------------------------------------------
 // Configuration

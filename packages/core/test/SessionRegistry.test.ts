@@ -809,3 +809,119 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
       assert.strictEqual((yield* Effect.flip(Effect.scoped(registry.getOrCreate("b", {}))))._tag, "ExecutableNotFound")
     }))
 })
+
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("SessionRegistry.kinds: several providers in one registry", () => {
+  // Claude over MockTransport and the stub kind (standing in for a second provider) side by side.
+  const agentsOf = (stub: SessionRegistry.Kind<StubConfig, never, never>) =>
+    SessionRegistry.kinds({ claude: ClaudeSession.kind, stub })
+  type Agents = ReturnType<typeof agentsOf>
+  type AgentRegistry = SessionRegistry.Registry<
+    SessionRegistry.Kind.Config<Agents>,
+    SessionRegistry.Kind.StartError<Agents>,
+    SessionRegistry.Kind.Result<Agents>,
+    SessionRegistry.Kind.TurnError<Agents>
+  >
+
+  const withAgents = <A, E>(
+    body: (
+      registry: AgentRegistry,
+      stub: ReturnType<typeof makeStub>,
+      mock: Context.Service.Shape<typeof MockTransport.MockTransport>
+    ) => Effect.Effect<A, E, Scope.Scope>
+  ) =>
+    Effect.gen(function*() {
+      const stub = makeStub()
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...agentsOf(stub.kind), capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      const exit = yield* Effect.exit(body(registry, stub, Context.get(context, MockTransport.MockTransport)))
+      yield* settle(Scope.close(scope, Exit.void))
+      return yield* exit
+    })
+
+  it.effect("holds sessions of each provider by id, each started by its own kind", () =>
+    withAgents((registry, stub, mock) =>
+      Effect.gen(function*() {
+        const chat = yield* settle(Effect.scoped(registry.getOrCreate("chat", { provider: "claude", options: {} })))
+        const tool = yield* settle(
+          Effect.scoped(registry.getOrCreate("tool", { provider: "stub", options: { model: "m" } }))
+        )
+        assert.notStrictEqual(chat.generation, tool.generation)
+        assert.strictEqual((yield* settle(chat.run("hello"))).text, "hello")
+        assert.deepStrictEqual(yield* tool.control({ subtype: "ping" }), { subtype: "ping" })
+        assert.deepStrictEqual(stub.started, ["tool"])
+        assert.strictEqual((yield* mock.connections).length, 1)
+        const fingerprints = (yield* registry.list).map((s) => [s.id, s.fingerprint])
+        assert.deepStrictEqual(fingerprints, [
+          ["chat", `claude:${SessionRegistry.fingerprint({})}`],
+          ["tool", `stub:${SessionRegistry.fingerprint({ model: "m" })}`]
+        ])
+      })
+    ))
+
+  it.effect("the provider is part of the fingerprint: another provider for a live id is a conflict, or a replacement", () =>
+    withAgents((registry, stub, mock) =>
+      Effect.gen(function*() {
+        const agents = agentsOf(stub.kind)
+        // The same options under two providers are two configurations.
+        assert.notStrictEqual(
+          agents.fingerprint({ provider: "claude", options: { model: "m" } }),
+          agents.fingerprint({ provider: "stub", options: { model: "m" } })
+        )
+        const first = yield* settle(
+          Effect.scoped(registry.getOrCreate("a", { provider: "claude", options: { model: "m" } }))
+        )
+        const conflict = yield* settle(
+          Effect.scoped(registry.getOrCreate("a", { provider: "stub", options: { model: "m" } })).pipe(Effect.flip)
+        )
+        assert.strictEqual(conflict._tag, "SessionConflict")
+        if (conflict._tag === "SessionConflict") {
+          assert.match(conflict.liveFingerprint, /^claude:/)
+          assert.match(conflict.requestedFingerprint, /^stub:/)
+        }
+        const replaced = yield* settle(
+          Effect.scoped(
+            registry.getOrCreate("a", { provider: "stub", options: { model: "m" } }, { onConflict: "replace" })
+          )
+        )
+        assert.isAbove(replaced.generation, first.generation)
+        assert.deepStrictEqual(stub.started, ["a"])
+        yield* assertEnded(yield* mock.connection(0))
+      })
+    ))
+
+  it.effect("a provider it does not know (a configuration read from outside) fails to start with InvalidConfig", () =>
+    withAgents((registry) =>
+      Effect.gen(function*() {
+        const outside: unknown = { provider: "toString", options: {} }
+        const error = yield* settle(
+          Effect.scoped(registry.getOrCreate("x", outside as Parameters<typeof registry.getOrCreate>[1])).pipe(
+            Effect.flip
+          )
+        )
+        assert.strictEqual(error._tag, "InvalidConfig")
+        if (error._tag === "InvalidConfig") assert.include(error.problems[0], `unknown provider "toString"`)
+        // Nothing was started, and sending it again as it is cannot help.
+        assert.isFalse(error.safeToRequeue)
+        assert.isFalse(error.deliveryUncertain)
+        assert.strictEqual(yield* registry.size, 0)
+      })
+    ))
+
+  it("types each provider's options", () => {
+    const agents = agentsOf(makeStub().kind)
+    agents.fingerprint({ provider: "claude", options: { model: "opus", maxTurns: 3 } })
+    agents.fingerprint({ provider: "stub", options: { model: "m" } })
+    // @ts-expect-error the stub's options need a model
+    agents.fingerprint({ provider: "stub", options: {} })
+    // @ts-expect-error Claude's model is a string
+    agents.fingerprint({ provider: "claude", options: { model: 1 } })
+    // @ts-expect-error no such provider
+    agents.fingerprint({ provider: "codex", options: {} })
+  })
+})
