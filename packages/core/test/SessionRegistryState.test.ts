@@ -90,6 +90,17 @@ describe("SessionRegistry's pure core", () => {
       assert.strictEqual(State.admit(state, "b", "fp", 2)._tag, "Closed")
     })
 
+    it("a started entry is live and the most recently used; one that failed to start is closing", () => {
+      const state = stateOf(slot("a", { phase: "starting" }), slot("b"), slot("c", { phase: "starting" }))
+      const [a, , c] = state.entries.values()
+      State.started(state, a, 4)
+      assert.deepStrictEqual([a.phase, a.lastUsed], ["live", 4])
+      assert.deepStrictEqual(ids(state.entries.values()), ["b", "c", "a"])
+      State.startFailed(c)
+      assert.deepStrictEqual([c.phase, c.closeReason], ["closing", "failed"])
+      assert.strictEqual(State.admit(state, "c", "fp", 3)._tag, "Leaving")
+    })
+
     it("generations are never reused, across ids", () => {
       const state = State.make<State.Slot>()
       const seen = Array.from({ length: 5 }, () => State.claimGeneration(state))

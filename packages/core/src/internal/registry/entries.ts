@@ -131,8 +131,7 @@ export const start = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>
   // Closed while it was starting: the teardown has settled `started` and closes the scope.
   if (entry.phase !== "starting") return
   if (Exit.isFailure(exit)) {
-    entry.phase = "closing"
-    entry.closeReason = "failed"
+    State.startFailed(entry)
     Deferred.doneUnsafe(entry.started, exit)
     yield* Scope.close(entry.scope, exit)
     remove(self, entry)
@@ -140,11 +139,10 @@ export const start = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>
   }
   const session = exit.value
   entry.session = session
-  entry.phase = "live"
-  State.touch(self.state, entry, now(self))
+  State.started(self.state, entry, now(self))
   yield* Metric.modify(metrics.sessions, 1)
   yield* Metric.update(metrics.sessionStart, Duration.millis(now(self) - t0))
-  yield* Effect.forkIn(Effect.andThen(session.awaitExit, Effect.suspend(() => onExit(self, entry))), entry.watchers)
+  yield* Effect.forkIn(Effect.andThen(session.awaitExit, Effect.suspend(() => onGone(self, entry))), entry.watchers)
   Deferred.doneUnsafe(entry.started, Exit.succeed(session))
   notify(self)
 })
@@ -154,7 +152,7 @@ export const start = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>
 // ---------------------------------------------------------------------------------------------------------------
 
 /** Removes a session that failed, retired or whose process exited, so the id's next use starts afresh. */
-export const onExit = <C, E, A extends TurnResult, TE>(
+export const onGone = <C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   entry: Entry<E, A, TE>
 ): Effect.Effect<void> => State.isOpen(entry) ? background(self, close(self, entry, "failed")) : Effect.void

@@ -82,7 +82,7 @@ const resolve = <C, E, A extends TurnResult, TE>(
     return Effect.flatMap(entry.session!.status, (status) =>
       State.isDead(status)
         ? Effect.andThen(
-          Entries.onExit(self, entry),
+          Entries.onGone(self, entry),
           Effect.fail(new SessionUnavailable({ status, reason: `session ${id} has ${status}` }))
         )
         : Effect.succeed(entry))

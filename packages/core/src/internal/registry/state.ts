@@ -174,6 +174,18 @@ export const admit = <S extends Slot>(
   return entry.phase === "starting" ? { _tag: "Starting", entry } : { _tag: "Live", entry }
 }
 
+/** The entry's session has started: it is live, and used now. */
+export const started = <S extends Slot>(state: State<S>, entry: S, now: number): void => {
+  entry.phase = "live"
+  touch(state, entry, now)
+}
+
+/** The entry's session failed to start: the entry closes (and leaves once its scope is closed). */
+export const startFailed = (slot: Slot): void => {
+  slot.phase = "closing"
+  slot.closeReason = "failed"
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Lookups and generations
 // ---------------------------------------------------------------------------------------------------------------
