@@ -1,5 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ClaudeRegistry, Permission, Session, SessionRegistry, TetherError, Transport } from "@tether/core"
+import {
+  ClaudeRegistry,
+  type EventLog,
+  Permission,
+  Session,
+  type SessionEvent,
+  SessionRegistry,
+  TetherError,
+  Transport
+} from "@tether/core"
 import { ClaudeSession } from "@tether/core"
 import type { Status } from "@tether/core/SessionEvent"
 import { MockClaude, MockTransport } from "@tether/testing"
@@ -290,6 +299,16 @@ const withRegistry = <A, E>(
 const touch = (registry: Registry, id: string, config: ClaudeSession.Options = {}) =>
   settle(Effect.scoped(registry.getOrCreate(id, config)))
 
+/** A fiber that subscribes to the id's events and collects what `f` keeps of them until the session closes. */
+const collect = <B>(
+  registry: Registry,
+  id: string,
+  f: (delivery: EventLog.Delivery<SessionEvent.SessionEvent>) => Result.Result<B, void>
+) =>
+  Effect.forkChild(
+    Effect.scoped(Effect.flatMap(registry.subscribe(id), (stream) => Stream.runCollect(Stream.filterMap(stream, f))))
+  )
+
 const evictions = (reason: SessionRegistry.EvictionReason) =>
   Effect.map(Metric.value(Metric.withAttributes(SessionRegistry.metrics.evictions, { reason })), (state) => state.count)
 
@@ -520,20 +539,14 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         // The reason comes from the session (the registry closes it with "evicted"), so the session's own event
         // log agrees with the turn's waiter: a subscriber never reads "closed" for an eviction.
         yield* touch(registry, "a")
-        const failures = yield* Effect.forkChild(
-          Effect.scoped(
-            Effect.flatMap(registry.subscribe("a"), (stream) =>
-              Stream.runCollect(
-                Stream.filterMap(stream, (delivery) =>
-                  delivery._tag === "Event" && delivery.event._tag === "TurnFailed"
-                    ? Result.succeed(delivery.event.error)
-                    : Result.failVoid)
-              ))
-          )
-        )
+        const failures = yield* collect(registry, "a", (delivery) =>
+          delivery._tag === "Event" && delivery.event._tag === "TurnFailed"
+            ? Result.succeed(delivery.event.error)
+            : Result.failVoid)
         yield* TestClock.adjust("1 millis")
         const turn = yield* settle(registry.send("a", "slow"))
-        yield* advanceUntil(Effect.map(turn.phase, (phase) => phase === "acknowledged"))
+        yield* advanceUntil(Effect.map(turn.phase, (phase) =>
+          phase === "acknowledged"))
         const waiter = yield* Effect.forkChild(turn.result)
         yield* settle(registry.forceEvict("a"))
         const error = yield* Fiber.join(waiter).pipe(Effect.flip)
@@ -541,7 +554,9 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         assert.strictEqual(published.length, 1)
         for (const failure of [error, published[0]]) {
           assert.instanceOf(failure, TetherError.TurnInterrupted)
-          if (failure instanceof TetherError.TurnInterrupted) assert.strictEqual(failure.reason, "evicted")
+          if (failure instanceof TetherError.TurnInterrupted) {
+            assert.strictEqual(failure.reason, "evicted")
+          }
         }
       })))
 
@@ -679,11 +694,10 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
     withRegistry({ capacity: 4 }, (registry) =>
       Effect.gen(function*() {
         yield* touch(registry, "a")
-        const events = yield* Effect.forkChild(
-          Effect.scoped(
-            Effect.flatMap(registry.subscribe("a"), (stream) =>
-              Stream.runCollect(Stream.map(stream, (d) => d._tag === "Event" ? d.event._tag : "Lag")))
-          )
+        const events = yield* collect(
+          registry,
+          "a",
+          (delivery) => Result.succeed(delivery._tag === "Event" ? delivery.event._tag : "Lag")
         )
         yield* TestClock.adjust("1 millis")
         yield* settle(registry.run("a", "hello"))

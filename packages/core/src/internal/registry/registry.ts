@@ -143,14 +143,24 @@ const run = <C, E, A extends TurnResult, TE>(
   options?: SendOptions
 ) => Effect.flatMap(send(self, id, prompt, options), (turn) => turn.result)
 
+/** The entry for a call that controls the session (allowed while it drains), annotated on the span, used now. */
+const forControl = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  target: Target | undefined
+) {
+  const entry = yield* resolve(self, id, target?.generation, "control")
+  yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
+  State.touch(self.state, entry, Entries.now(self))
+  return entry
+})
+
 const interrupt = Effect.fn("SessionRegistry.interrupt")(function*<C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   id: string,
   target?: Target
 ) {
-  const entry = yield* resolve(self, id, target?.generation, "control")
-  yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
-  State.touch(self.state, entry, Entries.now(self))
+  const entry = yield* forControl(self, id, target)
   return yield* entry.session!.interrupt
 })
 
@@ -161,13 +171,8 @@ const answerPermission = Effect.fn("SessionRegistry.answerPermission")(function*
   decision: Exclude<Permission.Decision, { _tag: "Defer" }>,
   target?: Target
 ) {
-  const entry = yield* resolve(self, id, target?.generation, "control")
-  yield* Effect.annotateCurrentSpan({
-    "tether.session.id": id,
-    "tether.session.generation": entry.generation,
-    "tether.permission.request_id": requestId
-  })
-  State.touch(self.state, entry, Entries.now(self))
+  yield* Effect.annotateCurrentSpan("tether.permission.request_id", requestId)
+  const entry = yield* forControl(self, id, target)
   return yield* entry.session!.answerPermission(requestId, decision)
 })
 
@@ -183,9 +188,7 @@ const control = Effect.fn("SessionRegistry.control")(function*<C, E, A extends T
   request: unknown,
   target?: Target
 ) {
-  const entry = yield* resolve(self, id, target?.generation, "control")
-  yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
-  State.touch(self.state, entry, Entries.now(self))
+  const entry = yield* forControl(self, id, target)
   return yield* entry.session!.control(request)
 })
 
