@@ -699,10 +699,10 @@ export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Ki
  * @example
  * ```ts
  * import { Config, ConfigProvider, Layer } from "effect"
- * import { SessionRegistry } from "@tether/core"
+ * import { ClaudeRegistry, SessionRegistry } from "@tether/core"
  *
  * // TETHER_REGISTRY_CAPACITY=32 TETHER_REGISTRY_IDLE_TIME_TO_LIVE="20 minutes"
- * const Registry = SessionRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
+ * const Registry = ClaudeRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
  *   Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)))
  * )
  * ```
