@@ -3,6 +3,9 @@
  * calls by id and by handle, eviction, snapshots. Each is a short function over the registry's record
  * (`entries.ts`) that asks the pure core (`state.ts`) what to do.
  *
+ * `SessionRegistry.ts` delegates to this module and this module builds the public module's errors: load it
+ * through `SessionRegistry.ts` (the core, `state.ts`, imports only types from it and loads on its own).
+ *
  * @internal
  */
 import * as Clock from "effect/Clock"
