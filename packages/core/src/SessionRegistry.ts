@@ -44,32 +44,65 @@
  * program.pipe(Effect.provide(ClaudeRegistry.layer({ capacity: 32 }).pipe(Layer.provide(NodeTransport.layer()))))
  * ```
  *
+ * Several providers side by side: {@link kinds} makes one kind of several providers' kinds. Its configuration names
+ * the provider and carries that provider's options, typed per provider; the fingerprint includes the provider, so
+ * asking for a live id with another provider is a {@link SessionConflict} (or, with `onConflict: "replace"`, a new
+ * generation with the other provider).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { ClaudeSession, SessionRegistry } from "@tether/core"
+ * import { NodeTransport } from "@tether/transport-node"
+ *
+ * // Another provider's kind: Codex's `CodexSession.kind`, when it lands.
+ * declare const codex: SessionRegistry.Kind<{ readonly model: string }, never, never>
+ *
+ * class Agents extends SessionRegistry.Service<Agents>()(
+ *   "app/Agents",
+ *   SessionRegistry.kinds({ claude: ClaudeSession.kind, codex })
+ * ) {}
+ *
+ * const program = Effect.gen(function*() {
+ *   const agents = yield* Agents
+ *   // Pinned until the scope closes; a Claude session and a Codex session, by id.
+ *   const writer = yield* agents.getOrCreate("writer", { provider: "claude", options: { model: "opus" } })
+ *   const reviewer = yield* agents.getOrCreate("reviewer", { provider: "codex", options: { model: "gpt-5" } })
+ *   const draft = yield* writer.run("Fix the failing test")
+ *   const review = yield* reviewer.run(`Review this change:\n${draft.text}`)
+ *   console.log(review.text)
+ * })
+ *
+ * program.pipe(
+ *   Effect.scoped,
+ *   Effect.provide(Agents.layer({ capacity: 16 }).pipe(Layer.provide(NodeTransport.layer())))
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
-import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
 import { fixDisposition } from "./internal/disposition.ts"
+import * as fingerprints from "./internal/registry/fingerprint.ts"
+import * as internalKinds from "./internal/registry/kinds.ts"
+import * as internal from "./internal/registry/registry.ts"
 import type * as Permission from "./Permission.ts"
 import type * as Session from "./Session.ts"
 import type { SessionEvent, Status } from "./SessionEvent.ts"
-import { InvalidConfig, SessionUnavailable, TurnInterrupted } from "./TetherError.ts"
+import type { InvalidConfig, SessionUnavailable } from "./TetherError.ts"
 import type * as TetherError from "./TetherError.ts"
 import type * as Transport from "./Transport.ts"
-import type { Phase as TurnPhase, Prompt, ProviderTurnError, Turn, TurnError, TurnResult } from "./Turn.ts"
+import type { Prompt, ProviderTurnError, Turn, TurnError, TurnResult } from "./Turn.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors
@@ -212,6 +245,10 @@ export type AdmissionError = SessionConflict | CapacityExceeded | SessionUnavail
  * registry gives each session its own), `fingerprint` reduces a configuration to a string; two configurations
  * with the same fingerprint are the same session as far as the registry is concerned.
  *
+ * `C` is the configuration, `E` what starting a session can fail with, `R` what starting one requires (the
+ * `Transport`), `A` and `TE` the provider's turn result and turn errors. A provider's module exports its kind
+ * (`ClaudeSession.kind`); {@link kinds} makes one kind of several providers' kinds.
+ *
  * @category models
  * @since 0.1.0
  */
@@ -219,6 +256,78 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = ProviderT
   readonly acquire: (id: string, config: C) => Effect.Effect<Session.Session<A, TE>, E, Scope.Scope | R>
   readonly fingerprint: (config: C) => string
 }
+
+/**
+ * Types read off a {@link Kind}.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export declare namespace Kind {
+  /**
+   * Any kind (a constraint).
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type Any = Kind<any, any, any, any, any>
+
+  /**
+   * A kind's configuration.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type Config<K extends Any> = K extends Kind<infer C, infer _E, infer _R, infer _A, infer _TE> ? C : never
+
+  /**
+   * What starting a kind's session can fail with.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type StartError<K extends Any> = K extends Kind<infer _C, infer E, infer _R, infer _A, infer _TE> ? E
+    : never
+
+  /**
+   * What starting a kind's session requires.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type Services<K extends Any> = K extends Kind<infer _C, infer _E, infer R, infer _A, infer _TE> ? R
+    : never
+
+  /**
+   * The turn result of a kind's sessions.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type Result<K extends Any> = K extends Kind<infer _C, infer _E, infer _R, infer A, infer _TE> ? A
+    : never
+
+  /**
+   * The provider's own turn errors of a kind's sessions.
+   *
+   * @category models
+   * @since 0.2.0
+   */
+  export type TurnError<K extends Any> = K extends Kind<infer _C, infer _E, infer _R, infer _A, infer TE> ? TE
+    : never
+}
+
+/**
+ * The configuration of a registry made with {@link kinds}: the provider's name (a key of `Kinds`) and that
+ * provider's options, typed per provider. For `kinds({ claude: ClaudeSession.kind, codex })` it is
+ * `{ provider: "claude"; options: ClaudeSession.Options } | { provider: "codex"; options: <codex's options> }`.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type KindsConfig<Kinds extends Record<string, Kind.Any>> = {
+  readonly [P in keyof Kinds & string]: { readonly provider: P; readonly options: Kind.Config<Kinds[P]> }
+}[keyof Kinds & string]
 
 /**
  * What `getOrCreate` does when the id is live with a different configuration: `"fail"` with
@@ -507,58 +616,8 @@ export const metrics = {
 } as const
 
 // ---------------------------------------------------------------------------------------------------------------
-// Fingerprints
+// Constructors
 // ---------------------------------------------------------------------------------------------------------------
-
-const canonical = (value: unknown, seen: Set<object>): string | undefined => {
-  switch (typeof value) {
-    case "undefined":
-    case "function":
-    case "symbol":
-      return undefined
-    case "bigint":
-      return `"${value}n"`
-    case "number":
-    case "boolean":
-    case "string":
-      return JSON.stringify(value)
-  }
-  if (value === null) return "null"
-  if (Redacted.isRedacted(value)) return `{"$redacted":${JSON.stringify(Redacted.value(value))}}`
-  if (Duration.isDuration(value)) return `{"$duration":${JSON.stringify(String(Duration.toMillis(value)))}}`
-  const object = value as object
-  if (seen.has(object)) return `"$cycle"`
-  seen.add(object)
-  let out: string
-  if (Array.isArray(object)) {
-    out = `[${object.map((item) => canonical(item, seen) ?? "null").join(",")}]`
-  } else {
-    const record = object as { readonly [key: string]: unknown }
-    const parts: Array<string> = []
-    for (const key of Object.keys(record).sort()) {
-      const encoded = canonical(record[key], seen)
-      if (encoded !== undefined) parts.push(`${JSON.stringify(key)}:${encoded}`)
-    }
-    out = `{${parts.join(",")}}`
-  }
-  seen.delete(object)
-  return out
-}
-
-// cyrb53: a fast 53-bit string hash. Fingerprints only need to tell configurations apart, and hashing keeps
-// secrets (Redacted values) out of snapshots and logs.
-const hash53 = (input: string): string => {
-  let h1 = 0xdeadbeef
-  let h2 = 0x41c6ce57
-  for (let i = 0; i < input.length; i++) {
-    const ch = input.charCodeAt(i)
-    h1 = Math.imul(h1 ^ ch, 2654435761)
-    h2 = Math.imul(h2 ^ ch, 1597334677)
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
-  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, "0")
-}
 
 /**
  * A fingerprint of plain configuration data: a hash of its canonical JSON (keys sorted; functions and `undefined`
@@ -568,125 +627,7 @@ const hash53 = (input: string): string => {
  * @category fingerprints
  * @since 0.1.0
  */
-export const fingerprint = (config: unknown): string => hash53(canonical(config, new Set()) ?? "undefined")
-
-// ---------------------------------------------------------------------------------------------------------------
-// Implementation
-// ---------------------------------------------------------------------------------------------------------------
-
-interface Entry<E, A extends TurnResult, TE> {
-  readonly id: string
-  readonly generation: number
-  readonly fingerprint: string
-  readonly scope: Scope.Closeable
-  /** Fibers that watch the session (its exit, its turns); closed after the session itself. */
-  readonly watchers: Scope.Closeable
-  readonly createdAt: number
-  readonly started: Deferred.Deferred<Session.Session<A, TE>, E | SessionUnavailable>
-  readonly closed: Deferred.Deferred<void>
-  phase: Phase
-  session: Session.Session<A, TE> | undefined
-  startFiber: Fiber.Fiber<void> | undefined
-  closeReason: EvictionReason | undefined
-  pins: number
-  turns: number
-  lastUsed: number
-}
-
-// A registry only holds sessions whose handshake is done, so "starting" never shows up here.
-const busyStatuses: ReadonlySet<Status> = new Set(["running", "awaiting-permission", "cancelling"])
-
-const unavailable = <E, A extends TurnResult, TE>(entry: Entry<E, A, TE>): SessionUnavailable =>
-  new SessionUnavailable({
-    status: entry.phase,
-    reason: entry.closeReason === undefined
-      ? `session ${entry.id} is ${entry.phase}`
-      : `session ${entry.id} is being closed (${entry.closeReason})`
-  })
-
-/**
- * A turn sent through a registry, as its caller sees it: when the registry closed the session under the running
- * turn (force-evict, replacement), the session reports reason `"closed"`; the caller learns it was `"evicted"`. The
- * disposition (acknowledged or not) is the session's. Like the session's own handle, its effects and stream are
- * built when a host reads them (most hosts read `result` alone).
- */
-class RegistryTurn<E, A extends TurnResult, TE> implements Turn<A, TE> {
-  readonly id: string
-  readonly #turn: Turn<A, TE>
-  readonly #entry: Entry<E, A, TE>
-  constructor(turn: Turn<A, TE>, entry: Entry<E, A, TE>) {
-    this.id = turn.id
-    this.#turn = turn
-    this.#entry = entry
-  }
-  get result(): Effect.Effect<A, TurnError | TE> {
-    // The mapping closes over the entry, not this handle (which holds the session's turn).
-    const entry = this.#entry
-    return Effect.mapError(this.#turn.result, (error) => evictedTurnError(entry, error))
-  }
-  get settled(): Effect.Effect<Exit.Exit<A, TurnError | TE>> {
-    const entry = this.#entry
-    return Effect.map(this.#turn.settled, Exit.mapError((error) => evictedTurnError(entry, error)))
-  }
-  get events(): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
-    return this.#turn.events
-  }
-  get phase(): Effect.Effect<TurnPhase> {
-    return this.#turn.phase
-  }
-  get interrupt(): Effect.Effect<void> {
-    return this.#turn.interrupt
-  }
-}
-
-/** A turn the session ended with reason `"closed"` because the registry closed it (but for shutdown) was evicted. */
-const evictedTurnError = <E, A extends TurnResult, TE, X>(entry: Entry<E, A, TE>, error: X): X | TurnInterrupted =>
-  error instanceof TurnInterrupted && error.reason === "closed" && entry.closeReason !== undefined &&
-    entry.closeReason !== "shutdown"
-    ? new TurnInterrupted({
-      turnId: error.turnId,
-      reason: "evicted",
-      acknowledged: error.acknowledged,
-      written: error.written
-    })
-    : error
-
-const decodeDuration = (
-  input: Duration.Input | undefined,
-  fallback: Duration.Duration
-): Duration.Duration | undefined => {
-  if (input === undefined) return fallback
-  const decoded = Duration.fromInput(input)
-  return Option.isSome(decoded) ? decoded.value : undefined
-}
-
-const validateSettings = (settings: Settings) => {
-  const problems: Array<string> = []
-  const capacity = settings.capacity ?? 12
-  if (!Number.isSafeInteger(capacity) || capacity < 1) {
-    problems.push(`capacity must be a positive integer (got ${capacity})`)
-  }
-  const shutdownConcurrency = settings.shutdownConcurrency ?? 16
-  if (!Number.isSafeInteger(shutdownConcurrency) || shutdownConcurrency < 1) {
-    problems.push(`shutdownConcurrency must be a positive integer (got ${shutdownConcurrency})`)
-  }
-  const ttl = decodeDuration(settings.idleTimeToLive, Duration.minutes(15))
-  if (ttl === undefined || !Duration.isPositive(ttl)) problems.push("idleTimeToLive must be a positive duration")
-  const admission = decodeDuration(settings.admissionTimeout, Duration.zero)
-  if (admission === undefined || !Duration.isFinite(admission)) {
-    problems.push("admissionTimeout must be a finite duration")
-  }
-  const onConflict = settings.onConflict ?? "fail"
-  if (onConflict !== "fail" && onConflict !== "replace") problems.push(`onConflict must be "fail" or "replace"`)
-  return {
-    problems,
-    capacity,
-    shutdownConcurrency,
-    ttl: ttl ?? Duration.infinity,
-    admission: admission ?? Duration.zero,
-    onConflict
-  }
-}
+export const fingerprint: (config: unknown) => string = fingerprints.fingerprint
 
 /**
  * Creates a registry in the current scope. Closing the scope closes every session (concurrently, at most
@@ -711,631 +652,41 @@ const validateSettings = (settings: Settings) => {
  * @category constructors
  * @since 0.1.0
  */
-export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>(
+export const make: <C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>(
   options: Options<C, E, R, A, TE>
-) {
-  const settings = validateSettings(options)
-  if (settings.problems.length > 0) return yield* new InvalidConfig({ problems: settings.problems })
-  const { capacity, shutdownConcurrency, onConflict: defaultOnConflict } = settings
-  const ttlMillis = Duration.toMillis(settings.ttl)
-  const context = yield* Effect.context<R>()
-  const clock = yield* Clock.Clock
-  const scope = yield* Effect.scope
-  // Order matters at release (finalizers run in reverse): the shutdown finalizer first closes every session,
-  // bounded; then the (by then empty) sessions scope; then the background fibers, which the shutdown still uses.
-  const fibers = yield* Scope.fork(scope, "parallel")
-  const sessions = yield* Scope.fork(scope, "parallel")
+) => Effect.Effect<Registry<C, E, A, TE>, InvalidConfig, Scope.Scope | R> = internal.make
 
-  const entries = new Map<string, Entry<E, A, TE>>()
-  let nextGeneration = 1
-  let closed = false
-  let changed = Deferred.makeUnsafe<void>()
-
-  const now = () => clock.currentTimeMillisUnsafe()
-
-  /** Wakes everyone waiting for a slot or for a drain. */
-  const notify = () => {
-    const previous = changed
-    changed = Deferred.makeUnsafe<void>()
-    Deferred.doneUnsafe(previous, Exit.void)
-  }
-
-  /** Marks the entry used now and moves it to the most recently used end of the map. */
-  const touch = (entry: Entry<E, A, TE>) => {
-    entry.lastUsed = now()
-    if (entries.get(entry.id) === entry) {
-      entries.delete(entry.id)
-      entries.set(entry.id, entry)
-    }
-  }
-
-  const inContext = <A, E2>(effect: Effect.Effect<A, E2, R>): Effect.Effect<A, E2> =>
-    Effect.provideContext(effect, context)
-
-  const background = <A, E2>(effect: Effect.Effect<A, E2>) => Effect.asVoid(Effect.forkIn(effect, fibers))
-
-  // Effects built per call (per turn, per start, per eviction) come from `Effect.fnUntraced` (or `Effect.fn`)
-  // functions created once per registry, never from `(...) => Effect.gen(function*() {...})`: V8 gives each new
-  // generator function its own map, allocated in the old generation, and that map keeps the closure (with whatever
-  // it captures: a turn, its result) alive through every minor GC until the next full one. For the same reason the
-  // closures Effect stores per turn (a stream's consumer, an `ensuring`) close over the entry, never the turn.
-
-  // --- closing ---------------------------------------------------------------------------------------------------
-
-  /** A closed entry leaves the map (unless a newer one took its id) and wakes those waiting for it. */
-  const removeEntry = (entry: Entry<E, A, TE>): void => {
-    if (entries.get(entry.id) === entry) entries.delete(entry.id)
-    Deferred.doneUnsafe(entry.closed, Exit.void)
-    notify()
-  }
-
-  const evictable = (entry: Entry<E, A, TE>) => entry.phase === "live" && entry.pins === 0 && entry.turns === 0
-
-  /** Closes a session that `closeEntry` has marked closing; removes the entry and wakes its waiters however it ends. */
-  const teardown = Effect.fnUntraced(
-    function*(entry: Entry<E, A, TE>, reason: EvictionReason, wasLive: boolean) {
-      yield* Metric.update(Metric.withAttributes(metrics.evictions, { reason }), 1)
-      const start = entry.startFiber
-      if (start !== undefined) yield* Fiber.interrupt(start)
-      if (!Deferred.isDoneUnsafe(entry.started)) {
-        Deferred.doneUnsafe(
-          entry.started,
-          Exit.fail(
-            new SessionUnavailable({
-              status: "closing",
-              reason: `session ${entry.id} was closed (${reason}) while starting`
-            })
-          )
-        )
-      }
-      const t0 = now()
-      // The session itself says why its running turn ended: evicted, or closed with the registry.
-      if (entry.session !== undefined) yield* entry.session.close(reason === "shutdown" ? "closed" : "evicted")
-      yield* Scope.close(entry.scope, Exit.void)
-      yield* Metric.update(metrics.teardownDuration, Duration.millis(now() - t0))
-      if (wasLive) yield* Metric.modify(metrics.sessions, -1)
-    },
-    (effect, entry, reason) =>
-      effect.pipe(
-        Effect.ensuring(Effect.sync(() => removeEntry(entry))),
-        Effect.withSpan("SessionRegistry.teardown", {
-          attributes: { "tether.session.id": entry.id, "tether.session.generation": entry.generation, reason }
-        }),
-        Effect.uninterruptible
-      )
-  )
-
-  /**
-   * Closes the entry's scope (the session's release: stdin EOF, close grace, the transport's teardown) in a fiber
-   * of the registry, so that an interrupted caller never leaves a half-closed entry, and waits for it. With
-   * `onlyIfEvictable` it does nothing (and returns false) for a session that is pinned or busy by now.
-   */
-  const closeEntry = (
-    entry: Entry<E, A, TE>,
-    reason: EvictionReason,
-    onlyIfEvictable = false
-  ): Effect.Effect<boolean> =>
-    Effect.suspend(() => {
-      if (entry.phase === "closing") return Effect.as(Deferred.await(entry.closed), true)
-      if (onlyIfEvictable && !evictable(entry)) return Effect.succeed(false)
-      const wasLive = entry.session !== undefined
-      entry.phase = "closing"
-      entry.closeReason = reason
-      notify()
-      return Effect.forkIn(teardown(entry, reason, wasLive), fibers).pipe(
-        Effect.andThen(Deferred.await(entry.closed)),
-        Effect.as(true)
-      )
-    })
-
-  // --- watching sessions -----------------------------------------------------------------------------------------
-
-  /** Removes a session that failed, retired or whose process exited, so the id's next use starts afresh. */
-  const onGone = (entry: Entry<E, A, TE>) =>
-    entry.phase === "live" || entry.phase === "draining" ? background(closeEntry(entry, "failed")) : Effect.void
-
-  const isDead = (status: Status) => status === "failed" || status === "closed"
-
-  /** Watches a turn sent through the registry until it ends: its metrics, its span, the entry's count of turns. */
-  const trackTurn = Effect.fnUntraced(
-    function*(_entry: Entry<E, A, TE>, turn: Turn<A, TE>) {
-      const start = now()
-      const exit = yield* turn.settled
-      yield* Metric.update(metrics.turnDuration, Duration.millis(now() - start))
-      yield* Effect.annotateCurrentSpan("tether.turn.outcome", Exit.isSuccess(exit) ? "completed" : "failed")
-    },
-    (effect, entry, turn) =>
-      effect.pipe(
-        Effect.withSpan("SessionRegistry.turn", {
-          attributes: {
-            "tether.session.id": entry.id,
-            "tether.session.generation": entry.generation,
-            "tether.turn.id": turn.id
-          }
-        }),
-        // Closes over the entry alone (not the turn): the registry keeps entries anyway.
-        Effect.ensuring(
-          Effect.suspend(() => {
-            entry.turns--
-            touch(entry)
-            notify()
-            return Metric.modify(metrics.turnsInFlight, -1)
-          })
-        )
-      )
-  )
-
-  // --- starting --------------------------------------------------------------------------------------------------
-
-  const startEntry = Effect.fnUntraced(function*(entry: Entry<E, A, TE>, config: C) {
-    const t0 = now()
-    const exit = yield* options.acquire(entry.id, config).pipe(
-      Scope.provide(entry.scope),
-      inContext,
-      Effect.withSpan("SessionRegistry.start", {
-        attributes: { "tether.session.id": entry.id, "tether.session.generation": entry.generation }
-      }),
-      Effect.exit
-    )
-    entry.startFiber = undefined
-    if (entry.phase !== "starting") return
-    if (Exit.isFailure(exit)) {
-      entry.phase = "closing"
-      entry.closeReason = "failed"
-      Deferred.doneUnsafe(entry.started, exit)
-      yield* Scope.close(entry.scope, exit)
-      removeEntry(entry)
-      return
-    }
-    const session = exit.value
-    entry.session = session
-    entry.phase = "live"
-    touch(entry)
-    yield* Metric.modify(metrics.sessions, 1)
-    yield* Metric.update(metrics.sessionStart, Duration.millis(now() - t0))
-    yield* Effect.forkIn(Effect.andThen(session.awaitExit, Effect.suspend(() => onGone(entry))), entry.watchers)
-    Deferred.doneUnsafe(entry.started, Exit.succeed(session))
-    notify()
-  })
-
-  const createEntry = (id: string, fp: string): Entry<E, A, TE> => {
-    const entryScope = Scope.forkUnsafe(sessions, "sequential")
-    // Forked before the session is acquired into the same scope, so it is closed after the session's release.
-    const watchers = Scope.forkUnsafe(entryScope, "parallel")
-    const t = now()
-    const entry: Entry<E, A, TE> = {
-      id,
-      generation: nextGeneration++,
-      fingerprint: fp,
-      scope: entryScope,
-      watchers,
-      createdAt: t,
-      started: Deferred.makeUnsafe(),
-      closed: Deferred.makeUnsafe(),
-      phase: "starting",
-      session: undefined,
-      startFiber: undefined,
-      closeReason: undefined,
-      pins: 0,
-      turns: 0,
-      lastUsed: t
-    }
-    entries.set(id, entry)
-    return entry
-  }
-
-  // --- lookups ---------------------------------------------------------------------------------------------------
-
-  type Intent = "work" | "control"
-
-  /** The entry for an id (and generation), whatever its phase. */
-  const findEntry = (id: string, target: Target | undefined): Effect.Effect<Entry<E, A, TE>, LookupError> =>
-    Effect.suspend((): Effect.Effect<Entry<E, A, TE>, LookupError> => {
-      if (closed) return Effect.fail(new RegistryClosed())
-      const generation = target?.generation
-      const entry = entries.get(id)
-      if (entry === undefined) {
-        return Effect.fail(
-          generation === undefined
-            ? new SessionNotFound({ id })
-            : new GenerationChanged({ id, expected: generation, current: null })
-        )
-      }
-      if (generation !== undefined && entry.generation !== generation) {
-        return Effect.fail(new GenerationChanged({ id, expected: generation, current: entry.generation }))
-      }
-      return Effect.succeed(entry)
-    })
-
-  /** The live entry for an id (and generation), waiting for one that is starting. */
-  const resolve = (
-    id: string,
-    generation: number | undefined,
-    intent: Intent
-  ): Effect.Effect<Entry<E, A, TE>, LookupError> =>
-    Effect.flatMap(findEntry(id, { generation }), (entry): Effect.Effect<Entry<E, A, TE>, LookupError> => {
-      switch (entry.phase) {
-        case "starting":
-          return Deferred.await(entry.started).pipe(
-            Effect.mapError(() => unavailable(entry)),
-            Effect.andThen(resolve(id, entry.generation, intent))
-          )
-        case "closing":
-          return Effect.fail(unavailable(entry))
-        case "draining":
-          if (intent === "work") return Effect.fail(unavailable(entry))
-      }
-      const session = entry.session!
-      return Effect.flatMap(session.status, (status) => {
-        if (!isDead(status)) return Effect.succeed(entry)
-        return Effect.andThen(
-          onGone(entry),
-          Effect.fail(new SessionUnavailable({ status, reason: `session ${id} has ${status}` }))
-        )
-      })
-    })
-
-  /**
-   * Pins a live entry until the caller's scope closes; false (and no pin) for an entry no longer live. The pin and
-   * its release are registered together: an interruption in between would leak the pin.
-   */
-  const pin = (entry: Entry<E, A, TE>, callerScope: Scope.Scope): Effect.Effect<boolean> =>
-    Effect.uninterruptible(Effect.suspend(() => {
-      if (entry.phase !== "live") return Effect.succeed(false)
-      entry.pins++
-      touch(entry)
-      return Effect.as(
-        Scope.addFinalizer(
-          callerScope,
-          Effect.sync(() => {
-            entry.pins--
-            touch(entry)
-            notify()
-          })
-        ),
-        true
-      )
-    }))
-
-  // --- operations --------------------------------------------------------------------------------------------------
-
-  const send = Effect.fn("SessionRegistry.send")(function*(id: string, prompt: Prompt, sendOptions?: SendOptions) {
-    const entry = yield* resolve(id, sendOptions?.generation, "work")
-    yield* Effect.annotateCurrentSpan({ "tether.session.id": entry.id, "tether.session.generation": entry.generation })
-    // Counted before the write so that no eviction can slip in between.
-    entry.turns++
-    touch(entry)
-    const sent = yield* Effect.exit(entry.session!.send(prompt, sendOptions))
-    if (Exit.isFailure(sent)) {
-      entry.turns--
-      notify()
-      return yield* sent
-    }
-    const turn = sent.value
-    yield* Metric.modify(metrics.turnsInFlight, 1)
-    yield* Effect.forkIn(trackTurn(entry, turn), entry.watchers)
-    return new RegistryTurn(turn, entry)
-  })
-
-  const run = (id: string, prompt: Prompt, sendOptions?: SendOptions) =>
-    Effect.flatMap(send(id, prompt, sendOptions), (turn) => turn.result)
-
-  const interrupt = Effect.fn("SessionRegistry.interrupt")(function*(id: string, target?: Target) {
-    const entry = yield* resolve(id, target?.generation, "control")
-    yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
-    touch(entry)
-    return yield* entry.session!.interrupt
-  })
-
-  const answerPermission = Effect.fn("SessionRegistry.answerPermission")(function*(
-    id: string,
-    requestId: string,
-    decision: Exclude<Permission.Decision, { _tag: "Defer" }>,
-    target?: Target
-  ) {
-    const entry = yield* resolve(id, target?.generation, "control")
-    yield* Effect.annotateCurrentSpan({
-      "tether.session.id": id,
-      "tether.session.generation": entry.generation,
-      "tether.permission.request_id": requestId
-    })
-    touch(entry)
-    return yield* entry.session!.answerPermission(requestId, decision)
-  })
-
-  const pendingPermissions = (id: string, target?: Target) =>
-    Effect.flatMap(resolve(id, target?.generation, "control"), (entry) => entry.session!.pendingPermissions)
-
-  const control = Effect.fn("SessionRegistry.control")(function*(id: string, request: unknown, target?: Target) {
-    const entry = yield* resolve(id, target?.generation, "control")
-    yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
-    touch(entry)
-    return yield* entry.session!.control(request)
-  })
-
-  const subscribe = (id: string, from: EventLog.From = "latest", target?: Target) =>
-    Effect.flatMap(resolve(id, target?.generation, "control"), (entry) => entry.session!.subscribe(from))
-
-  const snapshotOf = Effect.fnUntraced(function*(entry: Entry<E, A, TE>): Effect.fn.Return<Snapshot> {
-    const session = entry.session
-    let status: Status = "starting"
-    let sessionId: string | undefined
-    let exit: Transport.ExitStatus | undefined
-    let pendingPermissions = 0
-    if (session !== undefined) {
-      status = yield* session.status
-      sessionId = Option.getOrUndefined(yield* session.sessionId)
-      const process = yield* session.process
-      exit = process._tag === "Running" ? undefined : process.status
-      pendingPermissions = (yield* session.pendingPermissions).length
-    }
-    return {
-      id: entry.id,
-      generation: entry.generation,
-      fingerprint: entry.fingerprint,
-      phase: entry.phase,
-      status,
-      pins: entry.pins,
-      turnsInFlight: entry.turns,
-      pendingPermissions,
-      createdAt: entry.createdAt,
-      lastUsedAt: entry.lastUsed,
-      pid: session === undefined ? undefined : Option.getOrUndefined(session.pid),
-      sessionId,
-      exit
-    }
-  })
-
-  const snapshot = (id: string): Effect.Effect<Snapshot, SessionNotFound> =>
-    Effect.suspend(() => {
-      const entry = entries.get(id)
-      return entry === undefined ? Effect.fail(new SessionNotFound({ id })) : snapshotOf(entry)
-    })
-
-  const list: Effect.Effect<ReadonlyArray<Snapshot>> = Effect.suspend(() =>
-    Effect.forEach([...entries.values()], snapshotOf)
-  )
-
-  /** Waits until `done()` holds, or the deadline passes (returns false). */
-  const waitUntil = (done: () => boolean, deadline: number): Effect.Effect<boolean> =>
-    Effect.suspend(() => {
-      const signal = changed
-      if (done()) return Effect.succeed(true)
-      const remaining = deadline - now()
-      if (remaining <= 0) return Effect.succeed(false)
-      const wait = Number.isFinite(remaining)
-        ? Effect.timeoutOption(Deferred.await(signal), Duration.millis(remaining))
-        : Deferred.await(signal)
-      return Effect.andThen(wait, waitUntil(done, deadline))
-    })
-
-  /** Waits for a draining entry's turn to end and its pins to be released (until the deadline), then closes it. */
-  const drain = Effect.fnUntraced(function*(entry: Entry<E, A, TE>, deadline: number) {
-    const drained = yield* waitUntil(
-      () => entry.phase !== "draining" || (entry.pins === 0 && entry.turns === 0),
-      deadline
-    )
-    yield* closeEntry(entry, drained ? "evicted" : "forced")
-  })
-
-  const evict = Effect.fn("SessionRegistry.evict")(function*(id: string, evictOptions?: EvictOptions) {
-    const entry = yield* findEntry(id, evictOptions)
-    yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
-    if (entry.phase === "starting") yield* Effect.ignore(Deferred.await(entry.started))
-    if (entry.phase === "closing") return yield* Deferred.await(entry.closed)
-    entry.phase = "draining"
-    notify()
-    const timeout = decodeDuration(evictOptions?.timeout, Duration.infinity) ?? Duration.zero
-    const deadline = Duration.isFinite(timeout) ? now() + Duration.toMillis(timeout) : Number.POSITIVE_INFINITY
-    // The drain runs in the registry so that it completes (and the entry closes) even if this caller stops waiting.
-    yield* background(drain(entry, deadline))
-    yield* Deferred.await(entry.closed)
-  })
-
-  const forceEvict = Effect.fn("SessionRegistry.forceEvict")(function*(id: string, target?: Target) {
-    const entry = yield* findEntry(id, target)
-    yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
-    yield* closeEntry(entry, "forced")
-  })
-
-  /** The least recently used session that can be evicted now, if any. */
-  const findVictim: Effect.Effect<Entry<E, A, TE> | undefined> = Effect.gen(function*() {
-    for (const entry of entries.values()) {
-      if (!evictable(entry)) continue
-      const status = yield* entry.session!.status
-      if (!busyStatuses.has(status)) return entry
-    }
-    return undefined
-  })
-
-  const handleOf = (entry: Entry<E, A, TE>): Handle<A, TE> => {
-    const target: Target = { generation: entry.generation }
-    return {
-      id: entry.id,
-      generation: entry.generation,
-      send: (prompt, sendOptions) => send(entry.id, prompt, { ...sendOptions, generation: entry.generation }),
-      run: (prompt, sendOptions) => run(entry.id, prompt, { ...sendOptions, generation: entry.generation }),
-      interrupt: interrupt(entry.id, target),
-      answerPermission: (requestId, decision) => answerPermission(entry.id, requestId, decision, target),
-      pendingPermissions: pendingPermissions(entry.id, target),
-      control: (request) => control(entry.id, request, target),
-      subscribe: (from) => subscribe(entry.id, from, target),
-      snapshot: Effect.flatMap(findEntry(entry.id, target), snapshotOf)
-    }
-  }
-
-  type Step =
-    | { readonly _tag: "Closed" }
-    | { readonly _tag: "Live"; readonly entry: Entry<E, A, TE> }
-    | { readonly _tag: "Starting"; readonly entry: Entry<E, A, TE> }
-    | { readonly _tag: "Leaving"; readonly entry: Entry<E, A, TE> }
-    | { readonly _tag: "Conflict"; readonly entry: Entry<E, A, TE> }
-    | { readonly _tag: "Full" }
-    | { readonly _tag: "Created"; readonly entry: Entry<E, A, TE> }
-
-  const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(function*(
-    id: string,
-    config: C,
-    getOptions?: GetOptions
-  ) {
-    yield* Effect.annotateCurrentSpan("tether.session.id", id)
-    const callerScope = yield* Scope.Scope
-    const fp = options.fingerprint(config)
-    const onConflict = getOptions?.onConflict ?? defaultOnConflict
-    const admission = decodeDuration(getOptions?.admissionTimeout, settings.admission) ?? Duration.zero
-    const startedAt = now()
-    const deadline = startedAt + Duration.toMillis(admission)
-
-    while (true) {
-      const signal = changed
-      // Decided in one synchronous step, so that the check for the id, the capacity check and the insertion
-      // cannot interleave with another caller.
-      const decide = Effect.sync((): Step => {
-        if (closed) return { _tag: "Closed" }
-        const existing = entries.get(id)
-        if (existing !== undefined) {
-          if (existing.phase === "draining" || existing.phase === "closing") return { _tag: "Leaving", entry: existing }
-          if (existing.fingerprint !== fp) return { _tag: "Conflict", entry: existing }
-          return existing.phase === "starting"
-            ? { _tag: "Starting", entry: existing }
-            : { _tag: "Live", entry: existing }
-        }
-        if (entries.size >= capacity) return { _tag: "Full" }
-        return { _tag: "Created", entry: createEntry(id, fp) }
-      })
-      // An entry is created together with the fiber that starts it: a caller interrupted in between would leave
-      // an entry "starting" forever, holding a slot.
-      const step = yield* Effect.uninterruptible(
-        Effect.flatMap(decide, (step): Effect.Effect<Step> =>
-          step._tag === "Created"
-            ? Effect.map(Effect.forkIn(startEntry(step.entry, config), fibers), (fiber): Step => {
-              step.entry.startFiber = fiber
-              return step
-            })
-            : Effect.succeed(step))
-      )
-      switch (step._tag) {
-        case "Closed":
-          return yield* new RegistryClosed()
-        case "Leaving":
-          yield* Deferred.await(step.entry.closed)
-          continue
-        case "Conflict": {
-          if (onConflict === "fail") {
-            return yield* new SessionConflict({
-              id,
-              generation: step.entry.generation,
-              liveFingerprint: step.entry.fingerprint,
-              requestedFingerprint: fp
-            })
-          }
-          yield* closeEntry(step.entry, "replaced")
-          continue
-        }
-        case "Created": {
-          yield* Effect.annotateCurrentSpan("tether.session.generation", step.entry.generation)
-          continue
-        }
-        case "Starting": {
-          // A start that failed (or that the registry aborted) fails every caller waiting for it.
-          const started = yield* Effect.exit(Deferred.await(step.entry.started))
-          if (Exit.isFailure(started)) return yield* Effect.failCause(started.cause)
-          continue
-        }
-        case "Live": {
-          const entry = step.entry
-          const status = yield* entry.session!.status
-          if (isDead(status)) {
-            yield* closeEntry(entry, "failed")
-            continue
-          }
-          if (!(yield* pin(entry, callerScope))) continue
-          yield* Effect.annotateCurrentSpan("tether.session.generation", entry.generation)
-          return handleOf(entry)
-        }
-        case "Full": {
-          const victim = yield* findVictim
-          if (victim !== undefined) {
-            yield* closeEntry(victim, "capacity", true)
-            continue
-          }
-          const remaining = deadline - now()
-          if (remaining <= 0) {
-            return yield* new CapacityExceeded({ id, capacity, waitedMillis: now() - startedAt })
-          }
-          yield* Effect.timeoutOption(Deferred.await(signal), Duration.millis(remaining))
-          continue
-        }
-      }
-    }
-  })
-
-  const get = Effect.fn("SessionRegistry.get")(function*(id: string, target?: Target) {
-    const callerScope = yield* Scope.Scope
-    const entry = yield* resolve(id, target?.generation, "work")
-    if (!(yield* pin(entry, callerScope))) return yield* unavailable(entry)
-    return handleOf(entry)
-  })
-
-  // --- the idle sweep --------------------------------------------------------------------------------------------
-
-  if (Number.isFinite(ttlMillis)) {
-    // One fiber for the whole registry. The map is ordered by last use, so it looks at expired entries and stops
-    // at the first idle one that has not expired; it then sleeps until that one expires (or a full TTL: any entry
-    // used after now expires later than that).
-    const sweep = Effect.gen(function*() {
-      while (!closed) {
-        const t = now()
-        let wake = ttlMillis
-        for (const entry of entries.values()) {
-          if (!evictable(entry)) continue
-          const expires = entry.lastUsed + ttlMillis
-          if (expires > t) {
-            wake = expires - t
-            break
-          }
-          const status = yield* entry.session!.status
-          if (isDead(status)) yield* background(closeEntry(entry, "failed"))
-          else if (!busyStatuses.has(status)) yield* background(closeEntry(entry, "idle", true))
-        }
-        yield* Effect.sleep(Duration.millis(wake))
-      }
-    })
-    yield* Effect.forkIn(sweep, fibers)
-  }
-
-  // --- release -----------------------------------------------------------------------------------------------------
-
-  yield* Scope.addFinalizer(
-    scope,
-    Effect.suspend(() => {
-      closed = true
-      notify()
-      return Effect.forEach([...entries.values()], (entry) => closeEntry(entry, "shutdown"), {
-        concurrency: shutdownConcurrency,
-        discard: true
-      })
-    }).pipe(Effect.withSpan("SessionRegistry.shutdown"))
-  )
-
-  const registry: Registry<C, E, A, TE> = {
-    getOrCreate,
-    get,
-    send,
-    run,
-    interrupt,
-    answerPermission,
-    pendingPermissions,
-    control,
-    subscribe,
-    snapshot,
-    list,
-    evict,
-    forceEvict,
-    size: Effect.sync(() => entries.size)
-  }
-  return registry
-})
+/**
+ * One kind made of several providers' kinds, so that one registry holds sessions of every provider side by side.
+ * Its configuration names the provider and carries that provider's options, typed per provider
+ * ({@link KindsConfig}); its fingerprint is the provider's name, a colon and the provider's own fingerprint of the
+ * options, so the same id asked for with another provider is a {@link SessionConflict} (or a replacement). A
+ * provider the kind does not know (a configuration read from outside) fails to start with `InvalidConfig`. The
+ * turn results and errors of its sessions are the union of the providers'.
+ *
+ * @example
+ * ```ts
+ * import { ClaudeSession, SessionRegistry } from "@tether/core"
+ *
+ * // Another provider's kind (Codex's `CodexSession.kind`, when it lands).
+ * declare const codex: SessionRegistry.Kind<{ readonly model: string }, never, never>
+ *
+ * const agents = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex })
+ * agents.fingerprint({ provider: "codex", options: { model: "gpt-5" } }) // "codex:…"
+ *
+ * class Agents extends SessionRegistry.Service<Agents>()("app/Agents", agents) {}
+ * ```
+ *
+ * @category constructors
+ * @since 0.2.0
+ */
+export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Kind<
+  KindsConfig<Kinds>,
+  Kind.StartError<Kinds[keyof Kinds]> | InvalidConfig,
+  Kind.Services<Kinds[keyof Kinds]>,
+  Kind.Result<Kinds[keyof Kinds]>,
+  Kind.TurnError<Kinds[keyof Kinds]>
+> = internalKinds.kinds
 
 // ---------------------------------------------------------------------------------------------------------------
 // Configuration
@@ -1348,10 +699,10 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult = 
  * @example
  * ```ts
  * import { Config, ConfigProvider, Layer } from "effect"
- * import { SessionRegistry } from "@tether/core"
+ * import { ClaudeRegistry, SessionRegistry } from "@tether/core"
  *
  * // TETHER_REGISTRY_CAPACITY=32 TETHER_REGISTRY_IDLE_TIME_TO_LIVE="20 minutes"
- * const Registry = SessionRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
+ * const Registry = ClaudeRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
  *   Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)))
  * )
  * ```

@@ -1,5 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ClaudeRegistry, Permission, Session, SessionRegistry, TetherError, Transport } from "@tether/core"
+import {
+  ClaudeRegistry,
+  type EventLog,
+  Permission,
+  Session,
+  type SessionEvent,
+  SessionRegistry,
+  TetherError,
+  Transport
+} from "@tether/core"
 import { ClaudeSession } from "@tether/core"
 import type { Status } from "@tether/core/SessionEvent"
 import { MockClaude, MockTransport } from "@tether/testing"
@@ -17,6 +26,7 @@ import {
   Metric,
   Option,
   Redacted,
+  Result,
   Scope,
   Stream
 } from "effect"
@@ -289,6 +299,16 @@ const withRegistry = <A, E>(
 const touch = (registry: Registry, id: string, config: ClaudeSession.Options = {}) =>
   settle(Effect.scoped(registry.getOrCreate(id, config)))
 
+/** A fiber that subscribes to the id's events and collects what `f` keeps of them until the session closes. */
+const collect = <B>(
+  registry: Registry,
+  id: string,
+  f: (delivery: EventLog.Delivery<SessionEvent.SessionEvent>) => Result.Result<B, void>
+) =>
+  Effect.forkChild(
+    Effect.scoped(Effect.flatMap(registry.subscribe(id), (stream) => Stream.runCollect(Stream.filterMap(stream, f))))
+  )
+
 const evictions = (reason: SessionRegistry.EvictionReason) =>
   Effect.map(Metric.value(Metric.withAttributes(SessionRegistry.metrics.evictions, { reason })), (state) => state.count)
 
@@ -513,6 +533,53 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         yield* assertEnded(yield* mock.connection(1))
       })))
 
+  it.effect("an evicted turn says so to its waiter and to the session's subscribers alike", () =>
+    withRegistry({ capacity: 4 }, (registry) =>
+      Effect.gen(function*() {
+        // The reason comes from the session (the registry closes it with "evicted"), so the session's own event
+        // log agrees with the turn's waiter: a subscriber never reads "closed" for an eviction.
+        yield* touch(registry, "a")
+        const failures = yield* collect(registry, "a", (delivery) =>
+          delivery._tag === "Event" && delivery.event._tag === "TurnFailed"
+            ? Result.succeed(delivery.event.error)
+            : Result.failVoid)
+        yield* TestClock.adjust("1 millis")
+        const turn = yield* settle(registry.send("a", "slow"))
+        yield* advanceUntil(Effect.map(turn.phase, (phase) =>
+          phase === "acknowledged"))
+        const waiter = yield* Effect.forkChild(turn.result)
+        yield* settle(registry.forceEvict("a"))
+        const error = yield* Fiber.join(waiter).pipe(Effect.flip)
+        const published = yield* settle(Fiber.join(failures))
+        assert.strictEqual(published.length, 1)
+        for (const failure of [error, published[0]]) {
+          assert.instanceOf(failure, TetherError.TurnInterrupted)
+          if (failure instanceof TetherError.TurnInterrupted) {
+            assert.strictEqual(failure.reason, "evicted")
+          }
+        }
+      })))
+
+  it.effect("replacing a session under a running turn fails the turn as evicted", () =>
+    withRegistry({ capacity: 4 }, (registry, mock) =>
+      Effect.gen(function*() {
+        yield* touch(registry, "a", { model: "sonnet" })
+        const turn = yield* settle(registry.send("a", "slow"))
+        yield* advanceUntil(Effect.map(turn.phase, (phase) => phase === "acknowledged"))
+        const waiter = yield* Effect.forkChild(turn.result)
+        const replaced = yield* settle(
+          Effect.scoped(registry.getOrCreate("a", { model: "opus" }, { onConflict: "replace" }))
+        )
+        const error = yield* Fiber.join(waiter).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "TurnInterrupted")
+        if (error._tag === "TurnInterrupted") {
+          assert.strictEqual(error.reason, "evicted")
+          assert.isTrue(error.acknowledged)
+        }
+        assert.strictEqual((yield* registry.snapshot("a")).generation, replaced.generation)
+        yield* assertEnded(yield* mock.connection(0))
+      })))
+
   it.effect("interrupts the running turn by id; the session stays live for the next turn", () =>
     withRegistry({ capacity: 4 }, (registry, mock) =>
       Effect.gen(function*() {
@@ -627,11 +694,10 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
     withRegistry({ capacity: 4 }, (registry) =>
       Effect.gen(function*() {
         yield* touch(registry, "a")
-        const events = yield* Effect.forkChild(
-          Effect.scoped(
-            Effect.flatMap(registry.subscribe("a"), (stream) =>
-              Stream.runCollect(Stream.map(stream, (d) => d._tag === "Event" ? d.event._tag : "Lag")))
-          )
+        const events = yield* collect(
+          registry,
+          "a",
+          (delivery) => Result.succeed(delivery._tag === "Event" ? delivery.event._tag : "Lag")
         )
         yield* TestClock.adjust("1 millis")
         yield* settle(registry.run("a", "hello"))
@@ -756,4 +822,120 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
       // The slot is free again.
       assert.strictEqual((yield* Effect.flip(Effect.scoped(registry.getOrCreate("b", {}))))._tag, "ExecutableNotFound")
     }))
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("SessionRegistry.kinds: several providers in one registry", () => {
+  // Claude over MockTransport and the stub kind (standing in for a second provider) side by side.
+  const agentsOf = (stub: SessionRegistry.Kind<StubConfig, never, never>) =>
+    SessionRegistry.kinds({ claude: ClaudeSession.kind, stub })
+  type Agents = ReturnType<typeof agentsOf>
+  type AgentRegistry = SessionRegistry.Registry<
+    SessionRegistry.Kind.Config<Agents>,
+    SessionRegistry.Kind.StartError<Agents>,
+    SessionRegistry.Kind.Result<Agents>,
+    SessionRegistry.Kind.TurnError<Agents>
+  >
+
+  const withAgents = <A, E>(
+    body: (
+      registry: AgentRegistry,
+      stub: ReturnType<typeof makeStub>,
+      mock: Context.Service.Shape<typeof MockTransport.MockTransport>
+    ) => Effect.Effect<A, E, Scope.Scope>
+  ) =>
+    Effect.gen(function*() {
+      const stub = makeStub()
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...agentsOf(stub.kind), capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      const exit = yield* Effect.exit(body(registry, stub, Context.get(context, MockTransport.MockTransport)))
+      yield* settle(Scope.close(scope, Exit.void))
+      return yield* exit
+    })
+
+  it.effect("holds sessions of each provider by id, each started by its own kind", () =>
+    withAgents((registry, stub, mock) =>
+      Effect.gen(function*() {
+        const chat = yield* settle(Effect.scoped(registry.getOrCreate("chat", { provider: "claude", options: {} })))
+        const tool = yield* settle(
+          Effect.scoped(registry.getOrCreate("tool", { provider: "stub", options: { model: "m" } }))
+        )
+        assert.notStrictEqual(chat.generation, tool.generation)
+        assert.strictEqual((yield* settle(chat.run("hello"))).text, "hello")
+        assert.deepStrictEqual(yield* tool.control({ subtype: "ping" }), { subtype: "ping" })
+        assert.deepStrictEqual(stub.started, ["tool"])
+        assert.strictEqual((yield* mock.connections).length, 1)
+        const fingerprints = (yield* registry.list).map((s) => [s.id, s.fingerprint])
+        assert.deepStrictEqual(fingerprints, [
+          ["chat", `claude:${SessionRegistry.fingerprint({})}`],
+          ["tool", `stub:${SessionRegistry.fingerprint({ model: "m" })}`]
+        ])
+      })
+    ))
+
+  it.effect("the provider is part of the fingerprint: another provider for a live id is a conflict, or a replacement", () =>
+    withAgents((registry, stub, mock) =>
+      Effect.gen(function*() {
+        const agents = agentsOf(stub.kind)
+        // The same options under two providers are two configurations.
+        assert.notStrictEqual(
+          agents.fingerprint({ provider: "claude", options: { model: "m" } }),
+          agents.fingerprint({ provider: "stub", options: { model: "m" } })
+        )
+        const first = yield* settle(
+          Effect.scoped(registry.getOrCreate("a", { provider: "claude", options: { model: "m" } }))
+        )
+        const conflict = yield* settle(
+          Effect.scoped(registry.getOrCreate("a", { provider: "stub", options: { model: "m" } })).pipe(Effect.flip)
+        )
+        assert.strictEqual(conflict._tag, "SessionConflict")
+        if (conflict._tag === "SessionConflict") {
+          assert.match(conflict.liveFingerprint, /^claude:/)
+          assert.match(conflict.requestedFingerprint, /^stub:/)
+        }
+        const replaced = yield* settle(
+          Effect.scoped(
+            registry.getOrCreate("a", { provider: "stub", options: { model: "m" } }, { onConflict: "replace" })
+          )
+        )
+        assert.isAbove(replaced.generation, first.generation)
+        assert.deepStrictEqual(stub.started, ["a"])
+        yield* assertEnded(yield* mock.connection(0))
+      })
+    ))
+
+  it.effect("a provider it does not know (a configuration read from outside) fails to start with InvalidConfig", () =>
+    withAgents((registry) =>
+      Effect.gen(function*() {
+        const outside: unknown = { provider: "toString", options: {} }
+        const error = yield* settle(
+          Effect.scoped(registry.getOrCreate("x", outside as Parameters<typeof registry.getOrCreate>[1])).pipe(
+            Effect.flip
+          )
+        )
+        assert.strictEqual(error._tag, "InvalidConfig")
+        if (error._tag === "InvalidConfig") assert.include(error.problems[0], `unknown provider "toString"`)
+        // Nothing was started, and sending it again as it is cannot help.
+        assert.isFalse(error.safeToRequeue)
+        assert.isFalse(error.deliveryUncertain)
+        assert.strictEqual(yield* registry.size, 0)
+      })
+    ))
+
+  it("types each provider's options", () => {
+    const agents = agentsOf(makeStub().kind)
+    agents.fingerprint({ provider: "claude", options: { model: "opus", maxTurns: 3 } })
+    agents.fingerprint({ provider: "stub", options: { model: "m" } })
+    // @ts-expect-error the stub's options need a model
+    agents.fingerprint({ provider: "stub", options: {} })
+    // @ts-expect-error Claude's model is a string
+    agents.fingerprint({ provider: "claude", options: { model: 1 } })
+    // @ts-expect-error no such provider
+    agents.fingerprint({ provider: "codex", options: {} })
+  })
 })

@@ -1,0 +1,460 @@
+/**
+ * The session registry's operations: `make`, admission (`getOrCreate`), pins, lookups fenced by generation, the
+ * calls by id and by handle, eviction, snapshots. Each is a short function over the registry's record
+ * (`entries.ts`) that asks the pure core (`state.ts`) what to do.
+ *
+ * `SessionRegistry.ts` delegates to this module and this module builds the public module's errors: load it
+ * through `SessionRegistry.ts` (the core, `state.ts`, imports only types from it and loads on its own).
+ *
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import * as Scope from "effect/Scope"
+import type * as EventLog from "../../EventLog.ts"
+import type * as Permission from "../../Permission.ts"
+import {
+  CapacityExceeded,
+  type EvictOptions,
+  GenerationChanged,
+  type GetOptions,
+  type Handle,
+  type LookupError,
+  metrics,
+  type Options,
+  type Registry as PublicRegistry,
+  RegistryClosed,
+  type SendOptions,
+  SessionConflict,
+  SessionNotFound,
+  type Snapshot,
+  type Target
+} from "../../SessionRegistry.ts"
+import { InvalidConfig, SessionUnavailable } from "../../TetherError.ts"
+import type { Prompt, TurnResult } from "../../Turn.ts"
+import * as Entries from "./entries.ts"
+import type { Entry, Registry } from "./entries.ts"
+import * as State from "./state.ts"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Lookups and pins
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The entry for an id (and generation), whatever its phase. */
+const find = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  generation: number | undefined
+): Effect.Effect<Entry<E, A, TE>, LookupError> =>
+  Effect.suspend((): Effect.Effect<Entry<E, A, TE>, LookupError> => {
+    const found = State.lookup(self.state, id, generation)
+    switch (found._tag) {
+      case "Found":
+        return Effect.succeed(found.entry)
+      case "Closed":
+        return Effect.fail(new RegistryClosed())
+      case "NotFound":
+        return Effect.fail(new SessionNotFound({ id }))
+      case "GenerationChanged":
+        return Effect.fail(new GenerationChanged({ id, expected: generation!, current: found.current }))
+    }
+  })
+
+/** The live entry for an id (and generation), waiting for one that is starting; a dead session's entry is closed. */
+const resolve = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  generation: number | undefined,
+  intent: State.Intent
+): Effect.Effect<Entry<E, A, TE>, LookupError> =>
+  Effect.flatMap(find(self, id, generation), (entry): Effect.Effect<Entry<E, A, TE>, LookupError> => {
+    switch (State.access(entry, intent)) {
+      case "wait":
+        return Deferred.await(entry.started).pipe(
+          Effect.mapError(() => State.unavailable(entry)),
+          Effect.andThen(resolve(self, id, entry.generation, intent))
+        )
+      case "unavailable":
+        return Effect.fail(State.unavailable(entry))
+    }
+    return Effect.flatMap(entry.session!.status, (status) =>
+      State.isDead(status)
+        ? Effect.andThen(
+          Entries.onGone(self, entry),
+          Effect.fail(new SessionUnavailable({ status, reason: `session ${id} has ${status}` }))
+        )
+        : Effect.succeed(entry))
+  })
+
+/**
+ * Pins a live entry until the caller's scope closes; false (and no pin) for an entry no longer live. The pin and
+ * its release are registered together: an interruption in between would leak the pin.
+ */
+const pin = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  entry: Entry<E, A, TE>,
+  callerScope: Scope.Scope
+): Effect.Effect<boolean> =>
+  Effect.uninterruptible(Effect.suspend(() => {
+    if (!State.pin(self.state, entry, Entries.now(self))) return Effect.succeed(false)
+    return Effect.as(
+      Scope.addFinalizer(
+        callerScope,
+        Effect.sync(() => {
+          State.unpin(self.state, entry, Entries.now(self))
+          Entries.notify(self)
+        })
+      ),
+      true
+    )
+  }))
+
+// ---------------------------------------------------------------------------------------------------------------
+// Calls by id
+// ---------------------------------------------------------------------------------------------------------------
+
+const send = Effect.fn("SessionRegistry.send")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  prompt: Prompt,
+  options?: SendOptions
+) {
+  const entry = yield* resolve(self, id, options?.generation, "work")
+  yield* Effect.annotateCurrentSpan({ "tether.session.id": entry.id, "tether.session.generation": entry.generation })
+  State.turnSent(self.state, entry, Entries.now(self))
+  const sent = yield* Effect.exit(entry.session!.send(prompt, options))
+  if (Exit.isFailure(sent)) {
+    State.turnRefused(entry)
+    Entries.notify(self)
+    return yield* sent
+  }
+  yield* Metric.modify(metrics.turnsInFlight, 1)
+  yield* Effect.forkIn(Entries.track(self, entry, sent.value), entry.watchers)
+  // The session's own turn: when the registry closes the session under it, the session reports why ("evicted").
+  return sent.value
+})
+
+const run = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  prompt: Prompt,
+  options?: SendOptions
+) => Effect.flatMap(send(self, id, prompt, options), (turn) => turn.result)
+
+/** The entry for a call that controls the session (allowed while it drains), annotated on the span, used now. */
+const forControl = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  target: Target | undefined
+) {
+  const entry = yield* resolve(self, id, target?.generation, "control")
+  yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
+  State.touch(self.state, entry, Entries.now(self))
+  return entry
+})
+
+const interrupt = Effect.fn("SessionRegistry.interrupt")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  target?: Target
+) {
+  const entry = yield* forControl(self, id, target)
+  return yield* entry.session!.interrupt
+})
+
+const answerPermission = Effect.fn("SessionRegistry.answerPermission")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  requestId: string,
+  decision: Exclude<Permission.Decision, { _tag: "Defer" }>,
+  target?: Target
+) {
+  yield* Effect.annotateCurrentSpan("tether.permission.request_id", requestId)
+  const entry = yield* forControl(self, id, target)
+  return yield* entry.session!.answerPermission(requestId, decision)
+})
+
+const pendingPermissions = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  target?: Target
+) => Effect.flatMap(resolve(self, id, target?.generation, "control"), (entry) => entry.session!.pendingPermissions)
+
+const control = Effect.fn("SessionRegistry.control")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  request: unknown,
+  target?: Target
+) {
+  const entry = yield* forControl(self, id, target)
+  return yield* entry.session!.control(request)
+})
+
+const subscribe = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  from: EventLog.From = "latest",
+  target?: Target
+) => Effect.flatMap(resolve(self, id, target?.generation, "control"), (entry) => entry.session!.subscribe(from))
+
+// ---------------------------------------------------------------------------------------------------------------
+// Snapshots
+// ---------------------------------------------------------------------------------------------------------------
+
+const snapshotOf = Effect.fnUntraced(function*<E, A extends TurnResult, TE>(
+  entry: Entry<E, A, TE>
+): Effect.fn.Return<Snapshot> {
+  const session = entry.session
+  if (session === undefined) return State.snapshot(entry, undefined)
+  return State.snapshot(entry, {
+    status: yield* session.status,
+    sessionId: Option.getOrUndefined(yield* session.sessionId),
+    process: yield* session.process,
+    pendingPermissions: (yield* session.pendingPermissions).length,
+    pid: Option.getOrUndefined(session.pid)
+  })
+})
+
+const snapshot = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string
+): Effect.Effect<Snapshot, SessionNotFound> =>
+  Effect.suspend(() => {
+    const entry = self.state.entries.get(id)
+    return entry === undefined ? Effect.fail(new SessionNotFound({ id })) : snapshotOf(entry)
+  })
+
+const list = <C, E, A extends TurnResult, TE>(self: Registry<C, E, A, TE>): Effect.Effect<ReadonlyArray<Snapshot>> =>
+  Effect.suspend(() => Effect.forEach([...self.state.entries.values()], snapshotOf))
+
+// ---------------------------------------------------------------------------------------------------------------
+// Eviction
+// ---------------------------------------------------------------------------------------------------------------
+
+const evict = Effect.fn("SessionRegistry.evict")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  options?: EvictOptions
+) {
+  const entry = yield* find(self, id, options?.generation)
+  yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
+  if (entry.phase === "starting") yield* Effect.ignore(Deferred.await(entry.started))
+  if (entry.phase === "closing") return yield* Deferred.await(entry.closed)
+  State.beginDrain(entry)
+  Entries.notify(self)
+  // An unreadable timeout forces at once.
+  const deadline = Entries.now(self) + (State.millis(options?.timeout, Number.POSITIVE_INFINITY) ?? 0)
+  // The drain runs in the registry so that it completes (and the entry closes) even if this caller stops waiting.
+  yield* Entries.background(self, Entries.drain(self, entry, deadline))
+  yield* Deferred.await(entry.closed)
+})
+
+const forceEvict = Effect.fn("SessionRegistry.forceEvict")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  target?: Target
+) {
+  const entry = yield* find(self, id, target?.generation)
+  yield* Effect.annotateCurrentSpan({ "tether.session.id": id, "tether.session.generation": entry.generation })
+  yield* Entries.close(self, entry, "forced")
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Admission
+// ---------------------------------------------------------------------------------------------------------------
+
+type Step<E, A extends TurnResult, TE> =
+  | Exclude<State.Admission<Entry<E, A, TE>>, { readonly _tag: "Vacant" }>
+  | { readonly _tag: "Created"; readonly entry: Entry<E, A, TE> }
+
+/**
+ * Decides what `getOrCreate` finds and, for a vacant id, creates the entry together with the fiber that starts
+ * it: a caller interrupted in between would leave an entry "starting" forever, holding a slot.
+ */
+const admit = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  fingerprint: string,
+  config: C
+): Effect.Effect<Step<E, A, TE>> =>
+  Effect.uninterruptible(Effect.suspend((): Effect.Effect<Step<E, A, TE>> => {
+    const admission = State.admit(self.state, id, fingerprint, self.settings.capacity)
+    if (admission._tag !== "Vacant") return Effect.succeed(admission)
+    const entry = Entries.create(self, id, fingerprint)
+    return Effect.map(Effect.forkIn(Entries.start(self, entry, config), self.fibers), (fiber): Step<E, A, TE> => {
+      entry.startFiber = fiber
+      return { _tag: "Created", entry }
+    })
+  }))
+
+/**
+ * Makes room in a full registry: evicts the least recently used idle session (true: decide again), or waits for
+ * a change until the deadline (true), or gives up (false).
+ */
+const makeRoom = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  signal: Deferred.Deferred<void>,
+  deadline: number
+) {
+  const victim = yield* Entries.victim(self)
+  if (victim !== undefined) {
+    yield* Entries.close(self, victim, "capacity", true)
+    return true
+  }
+  const remaining = deadline - Entries.now(self)
+  if (remaining <= 0) return false
+  yield* Effect.timeoutOption(Deferred.await(signal), remaining)
+  return true
+})
+
+const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  config: C,
+  options?: GetOptions
+) {
+  yield* Effect.annotateCurrentSpan("tether.session.id", id)
+  const callerScope = yield* Scope.Scope
+  const fingerprint = self.fingerprint(config)
+  const onConflict = options?.onConflict ?? self.settings.onConflict
+  const startedAt = Entries.now(self)
+  // An unreadable admission timeout fails at once when full.
+  const deadline = startedAt + (State.millis(options?.admissionTimeout, self.settings.admissionTimeout) ?? 0)
+  while (true) {
+    // Read before deciding: a change between the decision and the wait must wake the wait.
+    const signal = self.changed
+    const step = yield* admit(self, id, fingerprint, config)
+    switch (step._tag) {
+      case "Closed":
+        return yield* new RegistryClosed()
+      case "Leaving":
+        yield* Deferred.await(step.entry.closed)
+        continue
+      case "Conflict":
+        if (onConflict === "fail") {
+          return yield* new SessionConflict({
+            id,
+            generation: step.entry.generation,
+            liveFingerprint: step.entry.fingerprint,
+            requestedFingerprint: fingerprint
+          })
+        }
+        yield* Entries.close(self, step.entry, "replaced")
+        continue
+      case "Created":
+        yield* Effect.annotateCurrentSpan("tether.session.generation", step.entry.generation)
+        continue
+      case "Starting": {
+        // A start that failed (or that the registry aborted) fails every caller waiting for it.
+        const started = yield* Effect.exit(Deferred.await(step.entry.started))
+        if (Exit.isFailure(started)) return yield* Effect.failCause(started.cause)
+        continue
+      }
+      case "Live": {
+        const entry = step.entry
+        if (State.isDead(yield* entry.session!.status)) {
+          yield* Entries.close(self, entry, "failed")
+          continue
+        }
+        if (!(yield* pin(self, entry, callerScope))) continue
+        yield* Effect.annotateCurrentSpan("tether.session.generation", entry.generation)
+        return handle(self, entry)
+      }
+      case "Full":
+        if (yield* makeRoom(self, signal, deadline)) continue
+        return yield* new CapacityExceeded({
+          id,
+          capacity: self.settings.capacity,
+          waitedMillis: Entries.now(self) - startedAt
+        })
+    }
+  }
+})
+
+const get = Effect.fn("SessionRegistry.get")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  target?: Target
+) {
+  const callerScope = yield* Scope.Scope
+  const entry = yield* resolve(self, id, target?.generation, "work")
+  if (!(yield* pin(self, entry, callerScope))) return yield* State.unavailable(entry)
+  return handle(self, entry)
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Handles and the registry
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A handle on one generation: every call names it, so it fails once that generation is gone. */
+const handle = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  entry: Entry<E, A, TE>
+): Handle<A, TE> => {
+  const id = entry.id
+  const generation = entry.generation
+  const target: Target = { generation }
+  return {
+    id,
+    generation,
+    send: (prompt, options) => send(self, id, prompt, { ...options, generation }),
+    run: (prompt, options) => run(self, id, prompt, { ...options, generation }),
+    interrupt: interrupt(self, id, target),
+    answerPermission: (requestId, decision) => answerPermission(self, id, requestId, decision, target),
+    pendingPermissions: pendingPermissions(self, id, target),
+    control: (request) => control(self, id, request, target),
+    subscribe: (from) => subscribe(self, id, from, target),
+    snapshot: Effect.flatMap(find(self, id, generation), snapshotOf)
+  }
+}
+
+/**
+ * Creates a registry in the current scope; closing the scope closes every session. Order matters at release
+ * (finalizers run in reverse): the shutdown first closes every session, bounded; then the (by then empty) sessions
+ * scope; then the background fibers, which the shutdown still uses.
+ */
+export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, TE>(
+  options: Options<C, E, R, A, TE>
+) {
+  const settings = State.resolve(options)
+  if (Result.isFailure(settings)) return yield* new InvalidConfig({ problems: [...settings.failure] })
+  const context = yield* Effect.context<R>()
+  const scope = yield* Effect.scope
+  const fibers = yield* Scope.fork(scope, "parallel")
+  const sessions = yield* Scope.fork(scope, "parallel")
+  const self: Registry<C, E, A, TE> = {
+    state: State.make(),
+    settings: settings.success,
+    acquire: (id, config, sessionScope) =>
+      options.acquire(id, config).pipe(Scope.provide(sessionScope), Effect.provideContext(context)),
+    fingerprint: options.fingerprint,
+    clock: yield* Clock.Clock,
+    fibers,
+    sessions,
+    changed: Deferred.makeUnsafe()
+  }
+  if (Number.isFinite(self.settings.idleTimeToLive)) yield* Effect.forkIn(Entries.sweep(self), fibers)
+  yield* Scope.addFinalizer(scope, Entries.shutdown(self))
+  const registry: PublicRegistry<C, E, A, TE> = {
+    getOrCreate: (id, config, getOptions) => getOrCreate(self, id, config, getOptions),
+    get: (id, target) => get(self, id, target),
+    send: (id, prompt, sendOptions) => send(self, id, prompt, sendOptions),
+    run: (id, prompt, sendOptions) => run(self, id, prompt, sendOptions),
+    interrupt: (id, target) => interrupt(self, id, target),
+    answerPermission: (id, requestId, decision, target) => answerPermission(self, id, requestId, decision, target),
+    pendingPermissions: (id, target) => pendingPermissions(self, id, target),
+    control: (id, request, target) => control(self, id, request, target),
+    subscribe: (id, from, target) => subscribe(self, id, from, target),
+    snapshot: (id) => snapshot(self, id),
+    list: list(self),
+    evict: (id, evictOptions) => evict(self, id, evictOptions),
+    forceEvict: (id, target) => forceEvict(self, id, target),
+    size: Effect.sync(() => self.state.entries.size)
+  }
+  return registry
+})
