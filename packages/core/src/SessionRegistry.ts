@@ -52,15 +52,12 @@
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { ClaudeSession, SessionRegistry } from "@tether/core"
+ * import { ClaudeSession, CodexSession, SessionRegistry } from "@tether/core"
  * import { NodeTransport } from "@tether/transport-node"
- *
- * // Another provider's kind: Codex's `CodexSession.kind`, when it lands.
- * declare const codex: SessionRegistry.Kind<{ readonly model: string }, never, never>
  *
  * class Agents extends SessionRegistry.Service<Agents>()(
  *   "app/Agents",
- *   SessionRegistry.kinds({ claude: ClaudeSession.kind, codex })
+ *   SessionRegistry.kinds({ claude: ClaudeSession.kind, codex: CodexSession.kind })
  * ) {}
  *
  * const program = Effect.gen(function*() {
@@ -666,12 +663,9 @@ export const make: <C, E, R, A extends TurnResult = TurnResult, TE = ProviderTur
  *
  * @example
  * ```ts
- * import { ClaudeSession, SessionRegistry } from "@tether/core"
+ * import { ClaudeSession, CodexSession, SessionRegistry } from "@tether/core"
  *
- * // Another provider's kind (Codex's `CodexSession.kind`, when it lands).
- * declare const codex: SessionRegistry.Kind<{ readonly model: string }, never, never>
- *
- * const agents = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex })
+ * const agents = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex: CodexSession.kind })
  * agents.fingerprint({ provider: "codex", options: { model: "gpt-5" } }) // "codex:…"
  *
  * class Agents extends SessionRegistry.Service<Agents>()("app/Agents", agents) {}
