@@ -158,7 +158,14 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
           { _tag: "Write", line: CodexProtocol.encodeNotification("initialized") },
           thread._tag === "Start"
             ? request("thread/start", thread.params, { _tag: "Thread" })
-            : request("thread/resume", { ...thread.params, threadId: thread.threadId }, { _tag: "Thread" })
+            : request(
+              "thread/resume",
+              // Tether reads none of the thread's past turns: without `excludeTurns` the server sends the whole
+              // history in the response (one line that grows with the thread, toward the transport's line limit),
+              // and 0.171 answers with a deprecationNotice saying full-history hydration is deprecated.
+              { ...thread.params, threadId: thread.threadId, excludeTurns: true },
+              { _tag: "Thread" }
+            )
         ]
       }
       case "Thread": {
