@@ -132,12 +132,13 @@ export interface Options {
 }
 
 /**
- * Variables Tether sets for every server (`RUST_LOG=warn` keeps stderr to warnings).
+ * Variables Tether sets for every server: `RUST_LOG=warn` keeps stderr to warnings, `NO_COLOR=1` keeps it plain
+ * text (0.171 colours its log lines even when stderr is a pipe, and the tail of stderr ends up in typed errors).
  *
  * @category launch
  * @since 0.2.0
  */
-export const defaultEnvironment: { readonly [name: string]: string } = { RUST_LOG: "warn" }
+export const defaultEnvironment: { readonly [name: string]: string } = { RUST_LOG: "warn", NO_COLOR: "1" }
 
 const bareKey = /^[A-Za-z0-9_-]+$/
 

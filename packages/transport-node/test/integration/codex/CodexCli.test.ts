@@ -381,6 +381,7 @@ describe("the real codex app-server, offline", () => {
           assert.strictEqual(error._tag, "HandshakeFailed")
           if (error._tag === "HandshakeFailed") {
             assert.include(error.stderrTail, "unknown variant `nope`")
+            assert.notInclude(error.stderrTail, "\u001b[", "plain text, no colour codes (NO_COLOR)")
             assert.include(error.reason, "exit code 1")
             assert.isTrue(error.safeToFallback)
           }
