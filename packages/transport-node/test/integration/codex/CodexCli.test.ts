@@ -162,7 +162,9 @@ describe("the real codex app-server, offline", () => {
           const policy: Permission.Policy = (request) => {
             if (request.kind === "file-change") return Effect.succeed(Permission.allow())
             const command = String(request.input["command"])
-            if (command.includes("allowed.txt")) return Effect.succeed(Permission.allow())
+            if (command.includes("allowed.txt") || command.includes("/tmp/.git")) {
+              return Effect.succeed(Permission.allow())
+            }
             if (command.includes("denied.txt")) return Effect.succeed(Permission.deny("the host says no"))
             if (command.includes("stopped.txt")) {
               return Effect.succeed(Permission.deny("the host says stop", { interrupt: true }))
@@ -249,7 +251,12 @@ describe("the real codex app-server, offline", () => {
           assert.strictEqual(after.text, "Hello from the mock: Still there?")
           assert.strictEqual(yield* session.status, "idle")
 
-          // The sandbox's protected folders are masked in the world's folders, never made in the machine's /tmp.
+          // The sandbox masks its protected folders in every writable root by making them there while a command
+          // runs: with a TMPDIR of the session's own, /tmp is no writable root, so nothing is made in it.
+          const probe = yield* session.send("[exec] test -e /tmp/.git && echo masked || echo clean")
+          const probeEvents = yield* eventsOf(probe)
+          yield* probe.result
+          assert.deepStrictEqual(probeEvents.filter(isTag("ToolResult")).map((result) => result.content), ["clean\n"])
           for (const dir of protectedDirs) assert.isFalse(Fs.existsSync(Path.join("/tmp", dir)), `/tmp/${dir}`)
         })
       ),
