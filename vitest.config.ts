@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
-    projects: ["packages/*", "packages/transport-node/test/integration"],
+    projects: ["packages/*", "packages/transport-node/test/integration", "packages/transport-node/test/integration/codex"],
     reporters: ["default", "./scripts/summary-reporter.ts"]
   }
 })

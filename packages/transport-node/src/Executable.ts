@@ -2,12 +2,19 @@
  * Executable discovery: where the transport finds the program a `LaunchSpec` names.
  *
  * In order: an explicit path from the transport's options, the environment variable `TETHER_<PROGRAM>_PATH`
- * (`TETHER_CLAUDE_PATH` for `claude`), the directories of `PATH`, and for `claude` the native binary of an installed
- * `@anthropic-ai/claude-code` (its per-platform package `@anthropic-ai/claude-code-<platform>-<arch>`, looked up the
- * way Node resolves packages, from the working directory and from this package, and next to the main package for
- * pnpm's strict layout; `NODE_PATH` is not consulted). An explicit path or the environment variable, when set, is
- * authoritative: if it does not name an executable file the search fails there rather than silently running another
- * binary from `PATH`.
+ * (`TETHER_CLAUDE_PATH` for `claude`), the directories of `PATH`, and for `claude` and `codex` the native binary of
+ * an installed npm package (`@anthropic-ai/claude-code`'s per-platform package
+ * `@anthropic-ai/claude-code-<platform>-<arch>`; `@openai/codex`'s `@openai/codex-<platform>-<arch>`, whose binary is
+ * `vendor/<target triple>/bin/codex`), looked up the way Node resolves packages, from the working directory and from
+ * this package, and next to the main package for pnpm's strict layout; `NODE_PATH` is not consulted. An explicit path
+ * or the environment variable, when set, is authoritative: if it does not name an executable file the search fails
+ * there rather than silently running another binary from `PATH`.
+ *
+ * `codex` is never resolved to the npm package's Node launcher (`@openai/codex/bin/codex.js`, or the shim a package
+ * manager puts on `PATH` for it): that launcher spawns the native binary as its child on older Node and replaces
+ * itself with it on newer Node, so what Tether would own differs by Node version. A launcher found on `PATH` (or named
+ * by the explicit path or the variable) stands for the native binary of its own installation, which is used in its
+ * place; a launcher without one is skipped on `PATH`, and fails an explicit choice.
  *
  * @since 0.1.0
  */
@@ -24,7 +31,7 @@ import { isWindows } from "./internal/platform.ts"
  * @since 0.1.0
  */
 export interface Search {
-  /** The logical program (`"claude"`). */
+  /** The logical program (`"claude"`, `"codex"`). */
   readonly program: string
   /** An explicit path: authoritative when set. */
   readonly path?: string | undefined
@@ -67,6 +74,23 @@ const isMusl = (): boolean => {
   return musl
 }
 
+/** The target triple `@openai/codex` names its vendored binaries by (as its launcher, `bin/codex.js`, does). */
+const codexTriple = (): string | undefined => {
+  const arch = process.arch === "x64" ? "x86_64" : process.arch === "arm64" ? "aarch64" : undefined
+  if (arch === undefined) return undefined
+  switch (process.platform) {
+    case "linux":
+    case "android":
+      return `${arch}-unknown-linux-musl`
+    case "darwin":
+      return `${arch}-apple-darwin`
+    case "win32":
+      return `${arch}-pc-windows-msvc`
+    default:
+      return undefined
+  }
+}
+
 /**
  * The npm packages that ship a program's native binary for this platform, most specific first.
  *
@@ -74,10 +98,47 @@ const isMusl = (): boolean => {
  * @since 0.1.0
  */
 export const packagedBinaries = (program: string): ReadonlyArray<string> => {
+  if (program === "codex") {
+    const triple = codexTriple()
+    if (triple === undefined) return []
+    const binary = `vendor/${triple}/bin/${isWindows ? "codex.exe" : "codex"}`
+    const platform = process.platform === "android" ? "linux" : process.platform
+    // Releases before the per-platform packages vendored every binary in the main package.
+    return [`@openai/codex-${platform}-${process.arch}/${binary}`, `@openai/codex/${binary}`]
+  }
   if (program !== "claude") return []
   const base = `@anthropic-ai/claude-code-${process.platform}-${process.arch}`
   const binary = isWindows ? "claude.exe" : "claude"
   return isMusl() ? [`${base}-musl/${binary}`, `${base}/${binary}`] : [`${base}/${binary}`]
+}
+
+/** The npm launcher of a program that must never run in place of its native binary. */
+const launchers: Record<string, string> = { codex: "@openai/codex/bin/codex.js" }
+
+/**
+ * Where the installation of a program's npm launcher is, when `file` is that launcher (or a symlink to it), or a
+ * shim a package manager wrote for it (pnpm's shell script, npm's `.cmd` on Windows): a directory to search the
+ * native binary from. Undefined when `file` is something else.
+ */
+const launcherInstallation = (program: string, file: string): string | undefined => {
+  const launcher = launchers[program]
+  if (launcher === undefined) return undefined
+  /** The launcher's package directory (`…/node_modules/@openai/codex`), when `path` is the launcher. */
+  const packageOf = (path: string) =>
+    path.replaceAll("\\", "/").endsWith(`/node_modules/${launcher}`) ? Path.dirname(Path.dirname(path)) : undefined
+  try {
+    const real = packageOf(Fs.realpathSync(file))
+    if (real !== undefined) return real
+    // A shim is a small script; the native binary is hundreds of megabytes and is never read here.
+    if (Fs.statSync(file).size > 65_536) return undefined
+    const text = Fs.readFileSync(file, "utf8")
+    if (!text.replaceAll("\\", "/").includes(launcher)) return undefined
+    // pnpm names the shim's target in a comment; other shims find it relative to their own directory.
+    const target = /^# cmd-shim-target=(.+)$/m.exec(text)?.[1].trim()
+    return (target !== undefined ? packageOf(target) : undefined) ?? Path.dirname(file)
+  } catch {
+    return undefined
+  }
 }
 
 const pathCandidates = (program: string, pathVar: string | undefined, pathExt: string | undefined) => {
@@ -100,7 +161,7 @@ const nodeModulesDirs = (from: string): Array<string> => {
   }
 }
 
-const mainPackage: Record<string, string> = { claude: "@anthropic-ai/claude-code" }
+const mainPackage: Record<string, string> = { claude: "@anthropic-ai/claude-code", codex: "@openai/codex" }
 
 const fromPackages = (
   program: string,
@@ -157,15 +218,24 @@ export const resolve = (search: Search): Effect.Effect<string, ExecutableNotFoun
     const env = search.env ?? process.env
     const notFound = (searched: ReadonlyArray<string>) => Effect.fail(new ExecutableNotFound({ program, searched }))
 
+    /** An explicit choice: itself, or for a launcher the native binary of the launcher's own installation. */
+    const chosen = (file: string, place: string) => {
+      const installation = launcherInstallation(program, file)
+      if (installation === undefined) return isExecutable(file) ? Effect.succeed(file) : notFound([place])
+      const searched: Array<string> = [`${place} (the npm launcher, not the native binary)`]
+      const native = fromPackages(program, [installation], searched)
+      return native !== undefined ? Effect.succeed(native) : notFound(searched)
+    }
+
     if (search.path !== undefined) {
       const file = Path.resolve(search.path)
-      return isExecutable(file) ? Effect.succeed(file) : notFound([`explicit path ${file}`])
+      return chosen(file, `explicit path ${file}`)
     }
     const variable = envVar(program)
     const fromEnv = env[variable]
     if (fromEnv !== undefined && fromEnv.length > 0) {
       const file = Path.resolve(fromEnv)
-      return isExecutable(file) ? Effect.succeed(file) : notFound([`${variable}=${file}`])
+      return chosen(file, `${variable}=${file}`)
     }
 
     const searched: Array<string> = [`${variable} (unset)`]
@@ -173,7 +243,13 @@ export const resolve = (search: Search): Effect.Effect<string, ExecutableNotFoun
     for (const dir of dirs) {
       for (const name of names) {
         const file = Path.resolve(dir, name)
-        if (isExecutable(file)) return Effect.succeed(file)
+        if (!isExecutable(file)) continue
+        const installation = launcherInstallation(program, file)
+        if (installation === undefined) return Effect.succeed(file)
+        // The launcher's place on PATH is its installation's: the native binary it would have run.
+        const native = fromPackages(program, [installation], [])
+        if (native !== undefined) return Effect.succeed(native)
+        searched.push(`${file} (the npm launcher, with no native binary beside it)`)
       }
     }
     searched.push(dirs.length === 0 ? "PATH (empty)" : `PATH (${dirs.join(Path.delimiter)})`)

@@ -12,8 +12,15 @@
  * from the environment.
  *
  * Where Codex writes: everything of its own goes to `CODEX_HOME` (`codexHome`; Codex's default is `~/.codex`):
- * its config, sqlite state, thread rollouts, shell snapshots. The Linux sandbox also uses `TMPDIR` (`tmpDir`) for
- * its mount targets. Give each session its own folders to keep sessions apart; Tether creates nothing itself.
+ * its config, sqlite state, thread rollouts, shell snapshots, helper links. The Linux sandbox also uses `TMPDIR`
+ * (`tmpDir`) for its mount targets, and masks `.git`, `.agents`, `.codex` and `.aws` in every writable root by
+ * making them there while a command runs (a server killed mid-command leaves them behind). Give each session its
+ * own folders to keep sessions apart and the machine clean: with a `tmpDir`, `/tmp` stops being a writable root of
+ * `workspace-write` (`sandbox_workspace_write.exclude_slash_tmp`; commands write their temporary files to the
+ * session's `TMPDIR`), so nothing is made there. The one exception Codex 0.171 does not let a host move: its Linux
+ * sandbox creates an empty `/tmp/codex-daemon-<uid>` (mode 0700, shared by every Codex of that user) to mask it
+ * from commands. Tether creates nothing itself; a `codexHome` that does not exist makes the server exit at start
+ * (`HandshakeFailed`, its stderr saying so).
  *
  * @since 0.2.0
  */
@@ -110,7 +117,11 @@ export interface Options {
   readonly cwd?: string | undefined
   /** `CODEX_HOME`: where Codex keeps its configuration and state (default `~/.codex`). */
   readonly codexHome?: string | undefined
-  /** `TMPDIR` of the server (the Linux sandbox puts its mount targets there). */
+  /**
+   * `TMPDIR` of the server (the Linux sandbox puts its mount targets there). Given, it also keeps `/tmp` out of the
+   * writable roots of `workspace-write` (see the module's docs; a `config` of its own for
+   * `sandbox_workspace_write.exclude_slash_tmp` wins).
+   */
   readonly tmpDir?: string | undefined
   /** `features.plugins`. Default `false` (on, the server reaches github.com at start). */
   readonly plugins?: boolean | undefined
@@ -132,12 +143,13 @@ export interface Options {
 }
 
 /**
- * Variables Tether sets for every server (`RUST_LOG=warn` keeps stderr to warnings).
+ * Variables Tether sets for every server: `RUST_LOG=warn` keeps stderr to warnings, `NO_COLOR=1` keeps it plain
+ * text (0.171 colours its log lines even when stderr is a pipe, and the tail of stderr ends up in typed errors).
  *
  * @category launch
  * @since 0.2.0
  */
-export const defaultEnvironment: { readonly [name: string]: string } = { RUST_LOG: "warn" }
+export const defaultEnvironment: { readonly [name: string]: string } = { RUST_LOG: "warn", NO_COLOR: "1" }
 
 const bareKey = /^[A-Za-z0-9_-]+$/
 
@@ -209,7 +221,8 @@ export const validate = (options: Options): Effect.Effect<Options, InvalidConfig
 const envKeyOf = (provider: Provider): string => provider.envKey ?? "TETHER_CODEX_API_KEY"
 
 /**
- * The `-c` overrides for the options: the provider, the model, the plugins feature, the host's own `config`.
+ * The `-c` overrides for the options: the provider, the model, the plugins feature, `/tmp` out of the sandbox's
+ * writable roots when the session has a `tmpDir`, the host's own `config`.
  *
  * @category launch
  * @since 0.2.0
@@ -231,6 +244,11 @@ export const toOverrides = (options: Options): ReadonlyArray<readonly [string, T
   }
   if (options.model !== undefined) overrides.push(["model", options.model])
   overrides.push(["features.plugins", options.plugins ?? false])
+  const excludeSlashTmp = "sandbox_workspace_write.exclude_slash_tmp"
+  if (options.tmpDir !== undefined && options.config?.[excludeSlashTmp] === undefined) {
+    // The session's TMPDIR stays writable for commands; /tmp itself is the machine's, not the host's folder.
+    overrides.push([excludeSlashTmp, true])
+  }
   for (const [key, value] of Object.entries(options.config ?? {})) overrides.push([key, value])
   return overrides
 }

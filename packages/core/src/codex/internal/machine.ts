@@ -109,6 +109,21 @@ const errorInfo = (info: unknown): string =>
   info === undefined || info === null ? "" : typeof info === "string" ? info : JSON.stringify(info)
 
 /**
+ * The upstream HTTP status a `codexErrorInfo` carries, if any: the server forwards it in the variants that have one
+ * (`{"responseTooManyFailedAttempts":{"httpStatusCode":429}}`); plain variants (`"internalServerError"`) have none.
+ */
+const httpStatusOf = (info: unknown): number | null => {
+  if (typeof info !== "object" || info === null) return null
+  for (const value of Object.values(info)) {
+    const status = typeof value === "object" && value !== null
+      ? (value as { readonly httpStatusCode?: unknown }).httpStatusCode
+      : undefined
+    if (typeof status === "number" && Number.isFinite(status)) return status
+  }
+  return null
+}
+
+/**
  * The protocol machine of one Codex session.
  */
 export const make = (options: MachineOptions): Provider.ProtocolMachine => {
@@ -158,7 +173,14 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
           { _tag: "Write", line: CodexProtocol.encodeNotification("initialized") },
           thread._tag === "Start"
             ? request("thread/start", thread.params, { _tag: "Thread" })
-            : request("thread/resume", { ...thread.params, threadId: thread.threadId }, { _tag: "Thread" })
+            : request(
+              "thread/resume",
+              // Tether reads none of the thread's past turns: without `excludeTurns` the server sends the whole
+              // history in the response (one line that grows with the thread, toward the transport's line limit),
+              // and 0.171 answers with a deprecationNotice saying full-history hydration is deprecated.
+              { ...thread.params, threadId: thread.threadId, excludeTurns: true },
+              { _tag: "Thread" }
+            )
         ]
       }
       case "Thread": {
@@ -242,7 +264,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       ? { _tag: "Interrupted" }
       : {
         _tag: "Api",
-        status: null,
+        status: httpStatusOf(turn.error?.codexErrorInfo),
         detail: `${turn.error?.message ?? `the turn ended ${status}`}${
           turn.error?.codexErrorInfo === undefined ? "" : ` (${errorInfo(turn.error.codexErrorInfo)})`
         }`
