@@ -975,6 +975,52 @@ describe("MockTransport", () => {
       }))
   })
 
+  describe("any simulator", () => {
+    it.effect("openWith runs a simulator on the clock: a 2.1.197 CLI, replay with the first assistant message", () =>
+      Effect.gen(function*() {
+        const old = MockClaude.simulator(MockClaude.make([], { version: "2.1.197" }))
+        const cli = yield* MockTransport.openWith(old, MockTransport.launchSpec())
+        yield* cli.write(initialize())
+        yield* cli.write(user("hi", "u-1"))
+        yield* TestClock.adjust("412 millis")
+        assert.deepStrictEqual(kinds(yield* framesOf(cli)), [
+          "control_response/success",
+          "system/init",
+          "system/status"
+        ])
+        yield* TestClock.adjust("1 millis")
+        assert.deepStrictEqual(kinds(yield* framesOf(cli)).slice(3), [
+          "stream_event:message_start",
+          "stream_event:content_block_start",
+          "stream_event:content_block_delta",
+          "user:replay",
+          "assistant",
+          "stream_event:content_block_stop",
+          "stream_event:message_delta",
+          "stream_event:message_stop"
+        ])
+        const [handshake] = yield* framesOf(cli)
+        assert.notProperty(handshake.response.response, "claude_code_version")
+      }))
+
+    it.effect("a flood reaches stdout whole and in order, without starving the reader", () =>
+      Effect.gen(function*() {
+        const cli = yield* MockTransport.open()
+        const stdout = yield* collect(cli)
+        yield* cli.trigger(MockClaude.flood(10_000))
+        // Handed out a few thousand at a time: other fibers (this one, the reader) run in between.
+        let turns = 0
+        while (stdout.lines.length < 10_000 && turns < 1_000) {
+          turns++
+          yield* Effect.yieldNow
+        }
+        assert.isAbove(turns, 1)
+        const texts = stdout.lines.map((line) => line._tag === "Text" ? JSON.parse(line.text).event.delta.text : "")
+        assert.deepStrictEqual(texts.slice(-2), ["flood 9998", "flood 9999"])
+        assert.strictEqual(texts.length, 10_000)
+      }))
+  })
+
   describe("layer", () => {
     it.effect("provides Transport, and MockTransport hands tests each connection", () =>
       Effect.gen(function*() {
