@@ -163,6 +163,15 @@ describe("MockClaude.simulator", () => {
       })
       const lines = out.flatMap(({ output }) => output._tag === "Stdout" ? [output.line] : [])
       assert.isAbove(lines.length, 30)
+      const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+      // Minted ids are UUIDs, and never twice the same (a replay carries the host's own).
+      const minted = frames(out).filter((frame) => frame.isReplay !== true && frame.uuid !== undefined)
+      assert.isAbove(minted.length, 30)
+      for (const frame of minted) {
+        assert.match(frame.uuid, uuid)
+        assert.match(frame.session_id, uuid)
+      }
+      assert.strictEqual(new Set(minted.map((frame) => frame.uuid)).size, minted.length)
       for (const line of lines) {
         assert.strictEqual(ClaudeProtocol.encodeFrame(JSON.parse(line)), line)
         const decoded = ClaudeProtocol.decodeLine(line)

@@ -1659,7 +1659,10 @@ const makeIds = (seed: number): Ids => {
     return low
   }
   return {
-    uuid: () => uuidHigh + lowDigits[next12()],
+    uuid: () => {
+      const low = next12()
+      return uuidHigh + lowDigits[low]
+    },
     hex: (length) => {
       const low = next12()
       return (high + lowDigits[low]).slice(-length)
