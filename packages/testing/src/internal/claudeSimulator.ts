@@ -41,12 +41,12 @@ type JsonObject = Json.JsonObject
  * - ends an interrupted stream without `aborted: true` and without the closing stream events, and an API error
  *   with `terminal_reason: "completed"`.
  */
-export interface Profile {
+interface Profile {
   readonly legacy: boolean
 }
 
 /** 2.1.197 and older behave like 2.1.197; anything newer like 2.1.332. */
-export const profileOf = (version: string): Profile => ({ legacy: compareVersions(version, "2.1.197") <= 0 })
+const profileOf = (version: string): Profile => ({ legacy: compareVersions(version, "2.1.197") <= 0 })
 
 const compareVersions = (a: string, b: string): number => {
   const pa = a.split(".").map((part) => Number.parseInt(part, 10))

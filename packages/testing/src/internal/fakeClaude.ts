@@ -34,7 +34,7 @@ const modesOf = (env: Env): ReadonlySet<string> =>
  * `FAKE_CLAUDE_FRAME_DELAY_MS` apart; the modes of `FAKE_CLAUDE_MODE` that are about the protocol are faults or
  * steps of the script.
  */
-export const fakeScript = (env: Env, pid: number, onTurn: () => void): MockClaude.Script => {
+const fakeScript = (env: Env, pid: number, onTurn: () => void): MockClaude.Script => {
   const modes = modesOf(env)
   const frameDelay = Number(env.FAKE_CLAUDE_FRAME_DELAY_MS ?? "0")
   const deltas = Math.max(1, Number(env.FAKE_CLAUDE_DELTAS ?? "3"))
@@ -72,7 +72,7 @@ export const fakeScript = (env: Env, pid: number, onTurn: () => void): MockClaud
 }
 
 /** `bin/fast-claude.mjs` (the benchmarks' CLI): a prompt `FRAMES:<n>` streams n text deltas, at once. */
-export const fastScript = (env: Env): MockClaude.Script => {
+const fastScript = (env: Env): MockClaude.Script => {
   const frames = Number(env.FAST_CLAUDE_FRAMES ?? "3")
   // A benchmark sends the same prompt turn after turn: its steps are built once.
   const steps = new Map<number, ReadonlyArray<MockClaude.Step>>()

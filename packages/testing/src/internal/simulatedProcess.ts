@@ -21,22 +21,9 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
+import type { MockConnection } from "../MockTransport.ts"
 import type * as Simulator from "../Simulator.ts"
 import * as Json from "./json.ts"
-
-/** What a test sees of a simulated process, beyond the `Connection` the host sees. */
-export interface Connection<Fault> extends Transport.Connection {
-  readonly index: number
-  readonly spec: Transport.LaunchSpec
-  readonly written: Effect.Effect<ReadonlyArray<unknown>>
-  readonly writtenLines: Effect.Effect<ReadonlyArray<string>>
-  readonly emitted: Effect.Effect<ReadonlyArray<Transport.Line>>
-  readonly frames: Effect.Effect<ReadonlyArray<unknown>>
-  readonly stdinEnded: Effect.Effect<boolean>
-  readonly isAlive: Effect.Effect<boolean>
-  readonly inject: (line: string | Transport.Line) => Effect.Effect<void>
-  readonly trigger: (fault: Fault) => Effect.Effect<void>
-}
 
 export interface Options {
   readonly index: number
@@ -48,7 +35,7 @@ export interface Options {
 const drainBudget = 4096
 
 /** What the simulated process sees of a launch: the environment the spec sets (revealed), its cwd, a pid. */
-export const launchOf = (spec: Transport.LaunchSpec, pid: number): Simulator.Launch => {
+const launchOf = (spec: Transport.LaunchSpec, pid: number): Simulator.Launch => {
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(spec.env.set)) {
     env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
@@ -218,7 +205,7 @@ export const open = Effect.fnUntraced(function*<Fault>(
     })
   )
 
-  const connection: Connection<Fault> = {
+  const connection: MockConnection<Fault> = {
     index: options.index,
     spec,
     pid: Option.none(),
