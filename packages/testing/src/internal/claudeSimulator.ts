@@ -33,7 +33,9 @@ type JsonObject = Json.JsonObject
  * transcripts). 2.1.197:
  *
  * - sends no `command_lifecycle`, no `system/session_state_changed`, no `user_message_uuid(s)` anywhere, no
- *   capabilities in `system/init`, no timestamps on `assistant` frames and no `api_message_id` on stream events;
+ *   capabilities in `system/init`, no timestamps on `assistant` frames, no `api_message_id` on stream events, no
+ *   `tool_result_meta` on tool results, no `is_api_error_message` / `api_error_*` on API errors, and no
+ *   `result_index` / `queued_turn_count` on results;
  * - replays the user message only when the turn writes its first `assistant` message (or at an interrupt);
  * - answers `initialize` with only `commands, agents, output_style, available_output_styles, models, account,
  *   pid`, `interrupt` and `set_model` without a payload (`set_model` after replaying a `<local-command-stdout>`

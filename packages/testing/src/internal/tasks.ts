@@ -25,7 +25,6 @@ export type Task<A = void> = Generator<Wait, A, unknown>
 export class Cell<A> {
   done = false
   value: A | undefined = undefined
-  /** @internal */
   waiters: Array<Fiber> | undefined = undefined
 }
 
@@ -36,7 +35,6 @@ export const End: unique symbol = Symbol.for("@tether/testing/Simulator/End")
 export class Mailbox<A> {
   readonly items: Array<A> = []
   ended = false
-  /** @internal */
   waiter: Fiber | undefined = undefined
 }
 
@@ -68,6 +66,8 @@ export class Fiber<A = unknown> {
   wake = 0
   seq = 0
   resume: unknown = undefined
+  /** Woken by a value offered to this mailbox: the task takes it when it runs (unless it was cleared meanwhile). */
+  retake: Mailbox<unknown> | undefined = undefined
   done = false
   /** Set when the task returns, or with the value it was stopped with. */
   readonly exit = new Cell<A | undefined>()
@@ -200,7 +200,9 @@ export class Scheduler<Out> {
     const waiter = mailbox.waiter
     if (waiter === undefined) return
     mailbox.waiter = undefined
-    if (!waiter.done) this.ready(waiter, mailbox)
+    if (waiter.done) return
+    waiter.retake = mailbox
+    this.ready(waiter, undefined)
   }
 
   private ready(fiber: Fiber, value: unknown): void {
@@ -224,13 +226,13 @@ export class Scheduler<Out> {
     if (fiber.wake > this.now) this.now = fiber.wake
     let value = fiber.resume
     fiber.resume = undefined
-    if (value instanceof Mailbox) {
-      // Woken by an offer: take now, or wait again if the value is gone.
-      const mailbox = value
-      value = this.available(mailbox)
+    const retake = fiber.retake
+    if (retake !== undefined) {
+      fiber.retake = undefined
+      value = this.available(retake)
       if (value === blocked) {
         fiber.wake = Number.POSITIVE_INFINITY
-        mailbox.waiter = fiber
+        retake.waiter = fiber
         return
       }
     }
