@@ -9,6 +9,7 @@ import * as fc from "fast-check"
 import * as MockClaude from "../src/MockClaude.ts"
 import * as MockTransport from "../src/MockTransport.ts"
 import type * as Simulator from "../src/Simulator.ts"
+import { controlRequest, initialize, user } from "./support/HostLines.ts"
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Frame = Record<string, any>
@@ -85,21 +86,6 @@ const name = (output: Simulator.Output): string => {
 
 const timeline = (out: ReadonlyArray<Out>): Array<string> => out.map(({ at, output }) => `${at} ${name(output)}`)
 
-const initialize = (requestId = "req_1", hooks: object = {}) =>
-  JSON.stringify({ type: "control_request", request_id: requestId, request: { subtype: "initialize", hooks } })
-
-const control = (requestId: string, request: object) =>
-  JSON.stringify({ type: "control_request", request_id: requestId, request })
-
-const user = (text: string, uuid?: string) =>
-  JSON.stringify({
-    type: "user",
-    message: { role: "user", content: [{ type: "text", text }] },
-    parent_tool_use_id: null,
-    session_id: "",
-    ...(uuid === undefined ? {} : { uuid })
-  })
-
 const old = MockClaude.make([], { version: "2.1.197" })
 
 describe("MockClaude.simulator", () => {
@@ -156,7 +142,7 @@ describe("MockClaude.simulator", () => {
         script,
         inputs: [[0, initialize()], [0, user("one", "u-1")], [0, user("two", "u-2")], [
           5_000,
-          control("r", {
+          controlRequest("r", {
             subtype: "interrupt"
           })
         ]]
@@ -244,10 +230,10 @@ describe("MockClaude.simulator", () => {
       const out = frames(play({
         script: old,
         inputs: [
-          [0, control("r1", { subtype: "interrupt" })],
-          [0, control("r2", { subtype: "set_model", model: "claude-sonnet-4-5" })],
-          [0, control("r3", { subtype: "set_permission_mode", mode: "acceptEdits" })],
-          [0, control("r4", { subtype: "no_such_subtype" })]
+          [0, controlRequest("r1", { subtype: "interrupt" })],
+          [0, controlRequest("r2", { subtype: "set_model", model: "claude-sonnet-4-5" })],
+          [0, controlRequest("r3", { subtype: "set_permission_mode", mode: "acceptEdits" })],
+          [0, controlRequest("r4", { subtype: "no_such_subtype" })]
         ]
       }))
       assert.deepStrictEqual(out.map((frame) => frame.response ?? frame.message ?? frame.subtype), [
@@ -264,7 +250,10 @@ describe("MockClaude.simulator", () => {
       const script = MockClaude.make([MockClaude.turn(MockClaude.text(["w0 ", "w1 ", "w2 "], { delay: 100 }))], {
         version: "2.1.197"
       })
-      const out = play({ script, inputs: [[0, user("slow", "u-1")], [550, control("r1", { subtype: "interrupt" })]] })
+      const out = play({
+        script,
+        inputs: [[0, user("slow", "u-1")], [550, controlRequest("r1", { subtype: "interrupt" })]]
+      })
       assert.deepStrictEqual(timeline(out).slice(-6), [
         "508 stream_event:content_block_delta",
         "575 control_response/success",
@@ -356,7 +345,7 @@ describe("MockClaude.simulator", () => {
         const output = simulator.poll(0)
         if (output?._tag === "Stdout" && output.line.includes(`"content_block_delta"`)) deltas++
       }
-      simulator.write(0, control("r1", { subtype: "interrupt" }))
+      simulator.write(0, controlRequest("r1", { subtype: "interrupt" }))
       const rest: Array<string> = []
       for (let output = simulator.poll(0); output !== undefined; output = simulator.poll(0)) rest.push(name(output))
       assert.isBelow(rest.filter((kind) => kind === "stream_event:content_block_delta").length, 3)
@@ -369,7 +358,7 @@ describe("MockClaude.simulator", () => {
         script,
         inputs: [[0, user("go", "u-1")], [450, { fault: MockClaude.stall(1_000) }], [
           500,
-          control("r1", {
+          controlRequest("r1", {
             subtype: "mcp_status"
           })
         ]]

@@ -5,6 +5,7 @@ import { Duration, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as MockClaude from "../src/MockClaude.ts"
 import * as MockTransport from "../src/MockTransport.ts"
+import { allow, controlRequest, fail, initialize, user } from "./support/HostLines.ts"
 
 // These tests drive the simulated CLI directly through its Connection, writing the raw JSON lines a host would
 // write. Everything runs on TestClock: the default timing is startup 300 ms, control 5 ms, receipt 10 ms,
@@ -12,27 +13,6 @@ import * as MockTransport from "../src/MockTransport.ts"
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Frame = Record<string, any>
-
-const initialize = (requestId = "req_1", hooks: object = {}) =>
-  JSON.stringify({ type: "control_request", request_id: requestId, request: { subtype: "initialize", hooks } })
-
-const user = (text: string, uuid?: string) =>
-  JSON.stringify({
-    type: "user",
-    message: { role: "user", content: [{ type: "text", text }] },
-    parent_tool_use_id: null,
-    session_id: "",
-    ...(uuid === undefined ? {} : { uuid })
-  })
-
-const controlRequest = (requestId: string, request: object) =>
-  JSON.stringify({ type: "control_request", request_id: requestId, request })
-
-const allow = (requestId: string, response: object) =>
-  JSON.stringify({ type: "control_response", response: { subtype: "success", request_id: requestId, response } })
-
-const fail = (requestId: string, error: string) =>
-  JSON.stringify({ type: "control_response", response: { subtype: "error", request_id: requestId, error } })
 
 const framesOf = (cli: MockTransport.MockConnection) => Effect.map(cli.frames, (all) => all as ReadonlyArray<Frame>)
 
