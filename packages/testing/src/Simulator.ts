@@ -13,8 +13,8 @@
  * simulators are `MockClaude.simulator` (Claude Code's stream-json) and, next, Codex's app-server.
  *
  * Outputs are pulled one at a time, so a shell applies its own backpressure: a simulator streaming a
- * 100,000-frame turn produces the next frame only when asked for it, and an interrupt written in between lands
- * between two frames.
+ * 100,000-frame turn produces its frames as they are asked for (a small batch ahead at most), and an interrupt
+ * written in between stops the stream a batch or two later.
  *
  * @example
  * ```ts

@@ -333,7 +333,7 @@ describe("MockClaude.simulator", () => {
       ])
     })
 
-    it("an interrupt written in the middle of a stream with no waits lands between two frames", () => {
+    it("an interrupt written in the middle of a stream with no waits stops it within two batches of 64 frames", () => {
       const chunks = Array.from({ length: 1_000 }, (_, i) => `t${i} `)
       const script = MockClaude.make([MockClaude.turn(MockClaude.text(chunks))], {
         timing: Object.fromEntries(Object.keys(MockClaude.defaultTiming).map((key) => [key, 0]))
@@ -348,7 +348,7 @@ describe("MockClaude.simulator", () => {
       simulator.write(0, controlRequest("r1", { subtype: "interrupt" }))
       const rest: Array<string> = []
       for (let output = simulator.poll(0); output !== undefined; output = simulator.poll(0)) rest.push(name(output))
-      assert.isBelow(rest.filter((kind) => kind === "stream_event:content_block_delta").length, 3)
+      assert.isAtMost(rest.filter((kind) => kind === "stream_event:content_block_delta").length, 128)
       assert.include(rest, "result:error_during_execution")
     })
 

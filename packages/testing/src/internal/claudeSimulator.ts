@@ -106,8 +106,8 @@ interface OpenMessage {
   readonly requestId: string
   readonly first: boolean
   index: number
-  /** The text of the block being streamed, while it streams. */
-  partial: string | undefined
+  /** The text block being streamed, while it streams: its chunks, and how many are out. */
+  streaming: { readonly chunks: ReadonlyArray<MockClaude.Chunk>; sent: number } | undefined
   blockOpen: boolean
   stopped: boolean
 }
@@ -656,7 +656,7 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
       id: `msg_mock${this.ids.hex(20)}`,
       requestId: `req_mock${this.ids.hex(20)}`,
       index: 0,
-      partial: undefined,
+      streaming: undefined,
       blockOpen: false,
       stopped: false,
       first: run.messages === 0
@@ -700,20 +700,23 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private *streamText(run: TurnRun, message: OpenMessage, chunks: ReadonlyArray<MockClaude.Chunk>): Task {
     const index = message.index++
     message.blockOpen = true
-    message.partial = ""
+    // The text so far is joined when it is needed (the block's end, an interrupt), not grown chunk by chunk.
+    const streaming = { chunks, sent: 0 }
+    message.streaming = streaming
     yield* this.streamEvent(message, { type: "content_block_start", index, content_block: { type: "text", text: "" } })
     const delta = this.launch.partials ? this.textDeltas(message, index) : undefined
     for (let i = 0; i < chunks.length; i++) {
       const chunk = chunks[i]
-      // A pause between frames even without delay: a shell hands out what came before, and input gets in between.
-      yield chunk.delay === undefined ? (i === 0 ? 0 : this.timing.chunk) : millis(chunk.delay)
+      // With no wait between chunks, still a yield point every 64 deltas: the shell hands out what came before and
+      // input (an interrupt) gets in, without a trip through the scheduler for every frame of a long stream.
+      const pause = chunk.delay === undefined ? (i === 0 ? 0 : this.timing.chunk) : millis(chunk.delay)
+      if (pause > 0 || (i & 63) === 0) yield pause
       if (this.stall !== undefined) yield* this.gate()
-      const text = chunk.text
-      message.partial += text
-      if (delta !== undefined) this.print(delta(text, this.ids.uuid()))
+      streaming.sent = i + 1
+      if (delta !== undefined) this.print(delta(chunk.text, this.ids.uuid()))
     }
-    const full = message.partial
-    message.partial = undefined
+    const full = textSent(streaming)
+    message.streaming = undefined
     if (this.profile.legacy) yield* this.replay(run)
     yield* this.turnEmit(this.assistantFrame(run, message, [{ type: "text", text: full }]))
     yield* this.streamEvent(message, { type: "content_block_stop", index })
@@ -1177,9 +1180,14 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     } else {
       yield* this.replay(run, false)
       const message = run.message
-      if (message !== undefined && message.partial !== undefined) {
+      if (message !== undefined && message.streaming !== undefined) {
         this.emit(
-          this.assistantFrame(run, message, [{ type: "text", text: message.partial }], legacy ? {} : { aborted: true })
+          this.assistantFrame(
+            run,
+            message,
+            [{ type: "text", text: textSent(message.streaming) }],
+            legacy ? {} : { aborted: true }
+          )
         )
       }
       this.userText("[Request interrupted by user]")
@@ -1306,6 +1314,8 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
       // From now on an answer to the pending request is stale: it is ignored and not echoed.
       if (current.pending !== undefined) this.pending.delete(current.pending.requestId)
       this.sched.stop(current.fiber, current.abortRequest)
+      // The aborted turn is wound up before the next stdin line is read.
+      yield 0
       return
     }
     yield* sleep(this.timing.control)
@@ -1469,6 +1479,12 @@ const typeOf = (line: string): string | undefined => {
   const parsed = Json.parseJson(line)
   if (parsed._tag === "None" || !Json.isRecord(parsed.value)) return undefined
   return typeof parsed.value.type === "string" ? parsed.value.type : undefined
+}
+
+const textSent = (streaming: { readonly chunks: ReadonlyArray<MockClaude.Chunk>; readonly sent: number }): string => {
+  const parts = new Array<string>(streaming.sent)
+  for (let i = 0; i < streaming.sent; i++) parts[i] = streaming.chunks[i].text
+  return parts.join("")
 }
 
 /** The result of a turn whose tool use was interrupted (a deny-and-interrupt, or an interrupt while the tool ran). */
