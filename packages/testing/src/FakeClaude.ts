@@ -1,11 +1,18 @@
 /**
- * A fake `claude` executable for process-level tests: a plain Node script (no dependencies, fast to start) that
- * speaks enough of the stream-json duplex protocol to stand in for the real CLI, with misbehaving modes for
- * teardown and framing tests.
+ * A fake `claude` executable for process-level tests: the simulated CLI of `MockClaude` (the same simulator
+ * `MockTransport` runs in memory) run as a real process over real stdio, with real timers and signals, plus
+ * misbehaving modes for teardown and framing tests.
+ *
+ * `bin/fake-claude.mjs` is the executable: it starts what is about the process (descendants, a flood on stderr)
+ * before it loads the simulator, then calls {@link main}. `bin/fast-claude.mjs`, the benchmarks' CLI, is the same
+ * simulator with no waits, streaming `FRAMES:<n>` text deltas. Both reach the simulator through this package's own
+ * export (`@tether/testing/FakeClaude`): the TypeScript sources in the workspace, the build once installed, where
+ * Node strips no types.
  *
  * @since 0.1.0
  */
 import { fileURLToPath } from "node:url"
+import * as internal from "./internal/fakeClaude.ts"
 
 /**
  * The absolute path of the fake CLI script (`bin/fake-claude.mjs`). It is executable (`#!/usr/bin/env node`), so
@@ -30,10 +37,11 @@ export const path: string = fileURLToPath(new URL("../bin/fake-claude.mjs", impo
  * - `grandchildren`: spawns `sleep` children in its own process group (`FAKE_CLAUDE_CHILDREN`, default 2).
  * - `setsid-child`: spawns `sh -c 'sleep N; :'` as the leader of a new session, as the Bash tool does.
  * - `double-fork-daemon`: spawns a daemon whose parent exits at once (the daemon is re-parented).
- * - `crash-mid-turn`: exits with `FAKE_CLAUDE_EXIT_CODE` (default 3) after the first frames of a turn.
+ * - `crash-mid-turn`: exits with `FAKE_CLAUDE_EXIT_CODE` (default 3) after the turn's `system/init`.
  * - `hang`: reads stdin but never answers, and ignores EOF (SIGTERM ends it).
- * - `flood`: writes `stream_event` frames without end (`FAKE_CLAUDE_FLOOD_COUNT` bounds them).
- * - `giant-line`: the first turn starts with one assistant frame of `FAKE_CLAUDE_GIANT_BYTES` (default 3 MiB).
+ * - `flood`: writes `stream_event` frames without end from the start (`FAKE_CLAUDE_FLOOD_COUNT` bounds them).
+ * - `giant-line`: the first turn starts with a text block of `FAKE_CLAUDE_GIANT_BYTES` (default 3 MiB) characters:
+ *   one assistant frame that long (and one `stream_event` delta, with partial messages).
  * - `stderr-flood`: writes to stderr without end.
  * - `exit-after-result`: exits 0 right after the first result.
  *
@@ -115,3 +123,15 @@ export const env = (knobs: Knobs): Record<string, string> => {
   put("FAKE_CLAUDE_DELTAS", knobs.deltas)
   return out
 }
+
+/**
+ * Runs this process as the fake `claude`: the entry point of `bin/fake-claude.mjs` (and, with `fast`, of
+ * `bin/fast-claude.mjs`). It reads the launch arguments and the knobs from the process, and keeps it alive until
+ * the simulated CLI exits. `onTurn` runs when a turn starts (for descendants started at the first turn).
+ *
+ * @category entry points
+ * @since 0.2.0
+ */
+export const main = (
+  options: { readonly fast?: boolean | undefined; readonly onTurn?: (() => void) | undefined } = {}
+): void => internal.main({ fast: options.fast ?? false, onTurn: options.onTurn ?? (() => {}) })

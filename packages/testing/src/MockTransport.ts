@@ -1,11 +1,12 @@
 /**
- * An in-memory `Transport` that runs a scripted Claude Code CLI ({@link MockClaude}) instead of a process.
+ * An in-memory `Transport` that runs a simulated CLI (see `Simulator`) instead of a process: Claude Code's by
+ * default ({@link MockClaude}), any provider's with {@link openWith} and {@link layerWith}.
  *
  * `MockTransport.layer(script)` provides `Transport.Transport`: each `open` starts a simulated CLI in the
  * connection's scope. Lines written to the connection drive it exactly as they would drive `claude
  * --input-format stream-json`; its frames come out of `stdout` as raw JSON lines, with the real CLI's timing
- * expressed as `Effect.sleep`s. Under `it.effect` (`TestClock`) nothing arrives until the test adjusts the clock,
- * so session code can be tested deterministically: timeouts, stalls, interrupts, crashes and teardown included.
+ * kept on Effect's `Clock`. Under `it.effect` (`TestClock`) nothing arrives until the test adjusts the clock, so
+ * session code can be tested deterministically: timeouts, stalls, interrupts, crashes and teardown included.
  *
  * The same layer provides the {@link MockTransport} service, which hands tests every opened
  * {@link MockConnection}: what the host wrote, whether stdin was closed, the exit status, a way to inject a raw
@@ -29,21 +30,26 @@
  *
  * @since 0.1.0
  */
-import * as TetherError from "@tether/core/TetherError"
+import type * as TetherError from "@tether/core/TetherError"
 import * as Transport from "@tether/core/Transport"
-import type * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
-import * as Json from "./internal/json.ts"
+import * as SimulatedProcess from "./internal/simulatedProcess.ts"
 import * as MockClaude from "./MockClaude.ts"
+import type * as Simulator from "./Simulator.ts"
+
+/**
+ * The faults a test can trigger on the connections of {@link layer}: the simulated CLIs' (Claude's).
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type Fault = MockClaude.Fault
 
 /**
  * A connection to a simulated CLI: a `Transport.Connection` plus what a test needs to look inside.
@@ -53,7 +59,7 @@ import * as MockClaude from "./MockClaude.ts"
  * @category models
  * @since 0.1.0
  */
-export interface MockConnection extends Transport.Connection {
+export interface MockConnection<F = Fault> extends Transport.Connection {
   /** 0 for the first connection the transport opened, 1 for the next, … */
   readonly index: number
   /** What the host asked to launch. */
@@ -73,7 +79,7 @@ export interface MockConnection extends Transport.Connection {
   /** Writes one raw line to stdout, as if the CLI had printed it (ignored once stdout is closed). */
   readonly inject: (line: string | Transport.Line) => Effect.Effect<void>
   /** Triggers a fault now (crash, hang, stall, malformed line, …). */
-  readonly trigger: (fault: MockClaude.Fault) => Effect.Effect<void>
+  readonly trigger: (fault: F) => Effect.Effect<void>
 }
 
 /**
@@ -142,13 +148,42 @@ export const capabilities: Transport.Capabilities = {
   killsDetachedDescendants: true,
   killsOrphanedDescendants: true,
   diesWithHost: true,
-  notes: ["in-memory simulation of the Claude Code CLI; no process is started"]
+  notes: ["in-memory simulated CLIs; no process is started"]
 }
 
 /**
- * Opens one simulated CLI in the current scope, without the `Transport` service. Closing the scope is the
- * teardown: a process that is still running ends with `Signaled("SIGTERM")` (or `Signaled("SIGKILL")` after
- * `termGrace` when it ignores SIGTERM), its fiber is interrupted and stdout ends.
+ * Opens one simulated process of any provider in the current scope, without the `Transport` service: `simulator`
+ * is the provider's {@link Simulator.Factory}, driven on `Clock`. Closing the scope is the teardown: a process that
+ * is still running gets SIGTERM and, if it is still running `termGrace` later (it ignores SIGTERM), SIGKILL;
+ * stdout ends.
+ *
+ * @example
+ * ```ts
+ * import { MockClaude, MockTransport } from "@tether/testing"
+ *
+ * // a Claude Code 2.1.197: no receipts, late replays
+ * const oldCli = MockTransport.openWith(
+ *   MockClaude.simulator(MockClaude.make([], { version: "2.1.197" })),
+ *   MockTransport.launchSpec()
+ * )
+ * ```
+ *
+ * @category constructors
+ * @since 0.2.0
+ */
+export const openWith = <F>(
+  simulator: Simulator.Factory<F>,
+  spec: Transport.LaunchSpec,
+  options: OpenOptions = {}
+): Effect.Effect<MockConnection<F>, never, Scope.Scope> =>
+  SimulatedProcess.open(simulator, spec, {
+    index: options.index ?? 0,
+    termGrace: options.termGrace ?? "5 seconds",
+    stderrLimit: options.stderrLimit ?? 8192
+  })
+
+/**
+ * Opens one simulated Claude Code CLI playing `script` in the current scope (see {@link openWith}).
  *
  * @example
  * ```ts
@@ -166,112 +201,11 @@ export const capabilities: Transport.Capabilities = {
  * @category constructors
  * @since 0.1.0
  */
-export const open: (
-  script?: MockClaude.Script,
-  spec?: Transport.LaunchSpec,
-  options?: OpenOptions
-) => Effect.Effect<MockConnection, never, Scope.Scope> = Effect.fnUntraced(function*(
+export const open = (
   script: MockClaude.Script = MockClaude.defaultScript,
   spec: Transport.LaunchSpec = launchSpec(),
   options: OpenOptions = {}
-) {
-  const index = options.index ?? 0
-  const stderrLimit = options.stderrLimit ?? 8192
-  const termGrace = options.termGrace ?? "5 seconds"
-  const stdin = yield* Queue.unbounded<string, Cause.Done>()
-  const stdout = yield* Queue.unbounded<Transport.Line, Cause.Done>()
-  const faults = yield* Queue.unbounded<MockClaude.Fault>()
-  const exited = yield* Deferred.make<Transport.ExitStatus>()
-  const writtenLines: Array<string> = []
-  const emitted: Array<Transport.Line> = []
-  let status: Transport.ExitStatus | undefined
-  let inputEnded = false
-  let tornDown = false
-  let stderr = ""
-  let ignoreSigterm = script.options.faults.some((fault) => fault._tag === "IgnoreSigterm")
-
-  const finish = (exit: Transport.ExitStatus) =>
-    Effect.suspend(() => {
-      if (status !== undefined) return Effect.void
-      status = exit
-      return Effect.andThen(Queue.end(stdout), Deferred.succeed(exited, exit))
-    })
-
-  const emit = (line: Transport.Line) =>
-    Effect.suspend(() => {
-      if (status !== undefined) return Effect.void
-      emitted.push(line)
-      return Effect.asVoid(Queue.offer(stdout, line))
-    })
-
-  const io: MockClaude.Io = {
-    stdin,
-    stdout: emit,
-    stderr: (text) =>
-      Effect.sync(() => {
-        stderr = (stderr + text).slice(-stderrLimit)
-      }),
-    faults
-  }
-
-  const fiber = yield* MockClaude.run(script, spec, io, { pid: 40_000 + index }).pipe(
-    Effect.flatMap((code) => finish(Transport.ExitStatus.Exited({ code }))),
-    Effect.forkScoped
-  )
-
-  yield* Effect.addFinalizer(() =>
-    Effect.gen(function*() {
-      tornDown = true
-      inputEnded = true
-      if (status === undefined && ignoreSigterm) {
-        // The process keeps running (and may still exit by itself) until the grace is over.
-        yield* Deferred.await(exited).pipe(Effect.timeoutOrElse({ duration: termGrace, orElse: () => Effect.void }))
-      }
-      yield* Fiber.interrupt(fiber)
-      yield* finish(Transport.ExitStatus.Signaled({ signal: ignoreSigterm ? "SIGKILL" : "SIGTERM" }))
-    })
-  )
-
-  const connection: MockConnection = {
-    index,
-    spec,
-    pid: Option.none(),
-    write: (line) =>
-      Effect.suspend(() => {
-        if (status !== undefined || tornDown) {
-          return Effect.fail(new TetherError.TransportWriteError({ reason: "EPIPE: the process has exited" }))
-        }
-        if (inputEnded) return Effect.fail(new TetherError.TransportWriteError({ reason: "stdin is closed" }))
-        writtenLines.push(line)
-        return Effect.asVoid(Queue.offer(stdin, line))
-      }),
-    endInput: Effect.suspend(() => {
-      if (inputEnded) return Effect.void
-      inputEnded = true
-      return Effect.asVoid(Queue.end(stdin))
-    }),
-    stdout: Stream.fromQueue(stdout),
-    stderrTail: Effect.sync(() => stderr),
-    exit: Deferred.await(exited),
-    exitStatus: Effect.sync(() => Option.fromUndefinedOr(status)),
-    written: Effect.sync(() => writtenLines.map((line) => Option.getOrElse(Json.parseJson(line), () => line))),
-    writtenLines: Effect.sync(() => writtenLines.slice()),
-    emitted: Effect.sync(() => emitted.slice()),
-    frames: Effect.sync(() =>
-      emitted.flatMap((line) => line._tag === "Text" ? Option.toArray(Json.parseJson(line.text)) : [])
-    ),
-    stdinEnded: Effect.sync(() => inputEnded),
-    isAlive: Effect.sync(() => status === undefined && !tornDown),
-    inject: (line) => emit(typeof line === "string" ? Transport.Line.Text({ text: line }) : line),
-    trigger: (fault) =>
-      fault._tag === "IgnoreSigterm"
-        ? Effect.sync(() => {
-          ignoreSigterm = true
-        })
-        : Effect.asVoid(Queue.offer(faults, fault))
-  }
-  return connection
-})
+): Effect.Effect<MockConnection, never, Scope.Scope> => openWith(MockClaude.simulator(script), spec, options)
 
 /**
  * The connections a {@link layer} opened, for tests.
@@ -302,25 +236,14 @@ export interface LayerOptions {
 }
 
 /**
- * Provides `Transport.Transport` backed by simulated CLIs, and {@link MockTransport} to inspect them. Every `open`
- * starts a fresh process running `script` (or the script the function returns for that launch); turn rules marked
- * `once` are used up per process.
- *
- * @example
- * ```ts
- * import { MockClaude, MockTransport } from "@tether/testing"
- *
- * const TestTransport = MockTransport.layer(
- *   MockClaude.make([MockClaude.when("deploy", MockClaude.tool({ name: "Bash", input: { command: "make deploy" } }))])
- * )
- * ```
+ * Provides `Transport.Transport` backed by simulated processes of any provider, and {@link MockTransport} to inspect
+ * them: every `open` starts the process `simulator(spec, index)` makes.
  *
  * @category layers
- * @since 0.1.0
+ * @since 0.2.0
  */
-export const layer = (
-  script: MockClaude.Script | ((spec: Transport.LaunchSpec, index: number) => MockClaude.Script) =
-    MockClaude.defaultScript,
+export const layerWith = (
+  simulator: (spec: Transport.LaunchSpec, index: number) => Simulator.Factory<Fault>,
   options: LayerOptions = {}
 ): Layer.Layer<Transport.Transport | MockTransport> =>
   Layer.effectContext(Effect.sync(() => {
@@ -335,7 +258,7 @@ export const layer = (
           const error = options.spawnError?.(spec)
           if (error !== undefined) return yield* error
           const index = connections.length
-          const connection = yield* open(typeof script === "function" ? script(spec, index) : script, spec, {
+          const connection = yield* openWith(simulator(spec, index), spec, {
             index,
             termGrace: teardown.termGrace,
             stderrLimit: options.stderrLimit
@@ -374,3 +297,30 @@ export const layer = (
       )
     )
   }))
+
+/**
+ * Provides `Transport.Transport` backed by simulated Claude Code CLIs, and {@link MockTransport} to inspect them.
+ * Every `open` starts a fresh process running `script` (or the script the function returns for that launch); turn
+ * rules marked `once` are used up per process.
+ *
+ * @example
+ * ```ts
+ * import { MockClaude, MockTransport } from "@tether/testing"
+ *
+ * const TestTransport = MockTransport.layer(
+ *   MockClaude.make([MockClaude.when("deploy", MockClaude.tool({ name: "Bash", input: { command: "make deploy" } }))])
+ * )
+ * ```
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (
+  script: MockClaude.Script | ((spec: Transport.LaunchSpec, index: number) => MockClaude.Script) =
+    MockClaude.defaultScript,
+  options: LayerOptions = {}
+): Layer.Layer<Transport.Transport | MockTransport> =>
+  layerWith(
+    (spec, index) => MockClaude.simulator(typeof script === "function" ? script(spec, index) : script),
+    options
+  )

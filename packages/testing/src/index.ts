@@ -19,3 +19,8 @@ export * as MockTransport from "./MockTransport.ts"
  * @since 0.2.0
  */
 export * as MockOpenAI from "./MockOpenAI.ts"
+
+/**
+ * @since 0.2.0
+ */
+export * as Simulator from "./Simulator.ts"

@@ -28,10 +28,15 @@ const cliFrames = (name: string): Array<Frame> =>
   Fs.readFileSync(Path.join(fixtures, `${name}.stdout.jsonl`), "utf8").split("\n").filter((line) => line.length > 0)
     .map((line) => JSON.parse(line) as Frame)
 
-/** Runs the fake with the host's frames on stdin (then EOF) and collects its stdout frames. */
-const runFake = (input: ReadonlyArray<Frame>, args: ReadonlyArray<string>, env: Record<string, string>) =>
+/** Runs a fake with the host's frames on stdin (then EOF) and collects its stdout frames. */
+const runFakeAt = (
+  program: string,
+  input: ReadonlyArray<Frame>,
+  args: ReadonlyArray<string>,
+  env: Record<string, string>
+) =>
   Effect.callback<{ frames: Array<Frame>; code: number | null }>((resume) => {
-    const child = ChildProcess.spawn(FakeClaude.path, args, {
+    const child = ChildProcess.spawn(program, args, {
       env: { ...process.env, ...env },
       stdio: ["pipe", "pipe", "ignore"]
     })
@@ -48,6 +53,9 @@ const runFake = (input: ReadonlyArray<Frame>, args: ReadonlyArray<string>, env: 
     child.stdin.end(input.map((frame) => JSON.stringify(frame) + "\n").join(""))
     return Effect.sync(() => child.kill("SIGKILL"))
   })
+
+const runFake = (input: ReadonlyArray<Frame>, args: ReadonlyArray<string>, env: Record<string, string>) =>
+  runFakeAt(FakeClaude.path, input, args, env)
 
 const extraKeys = (fake: Frame, real: Frame): Array<string> => Object.keys(fake).filter((key) => !(key in real))
 
@@ -96,5 +104,31 @@ describe.skipIf(!Fs.existsSync(fixtures))("FakeClaude", () => {
         {}
       )
       assert.deepStrictEqual(frames.map(kind), ["system/init", "assistant", "result/success"])
+    }))
+})
+
+describe("the fast fake (the benchmarks' CLI)", () => {
+  it.live("a prompt FRAMES:<n> streams n text deltas, then the result; EOF ends it", () =>
+    Effect.gen(function*() {
+      const fast = Path.join(import.meta.dirname, "../bin/fast-claude.mjs")
+      const { frames, code } = yield* runFakeAt(
+        fast,
+        [
+          { type: "control_request", request_id: "req_1", request: { subtype: "initialize", hooks: {} } },
+          {
+            type: "user",
+            message: { role: "user", content: [{ type: "text", text: "FRAMES:1000" }] },
+            parent_tool_use_id: null,
+            session_id: "",
+            uuid: "00000000-0000-4000-8000-000000000001"
+          }
+        ],
+        ["--input-format", "stream-json", "--include-partial-messages"],
+        {}
+      )
+      assert.strictEqual(code, 0)
+      assert.strictEqual(frames.filter((frame) => kind(frame) === "stream_event/content_block_delta").length, 1000)
+      assert.strictEqual(frames.at(-2)?.type, "result")
+      assert.strictEqual(frames.at(-1)?.state, "completed")
     }))
 })

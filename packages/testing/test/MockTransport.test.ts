@@ -5,6 +5,7 @@ import { Duration, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as MockClaude from "../src/MockClaude.ts"
 import * as MockTransport from "../src/MockTransport.ts"
+import { allow, controlRequest, fail, initialize, user } from "./support/HostLines.ts"
 
 // These tests drive the simulated CLI directly through its Connection, writing the raw JSON lines a host would
 // write. Everything runs on TestClock: the default timing is startup 300 ms, control 5 ms, receipt 10 ms,
@@ -12,27 +13,6 @@ import * as MockTransport from "../src/MockTransport.ts"
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Frame = Record<string, any>
-
-const initialize = (requestId = "req_1", hooks: object = {}) =>
-  JSON.stringify({ type: "control_request", request_id: requestId, request: { subtype: "initialize", hooks } })
-
-const user = (text: string, uuid?: string) =>
-  JSON.stringify({
-    type: "user",
-    message: { role: "user", content: [{ type: "text", text }] },
-    parent_tool_use_id: null,
-    session_id: "",
-    ...(uuid === undefined ? {} : { uuid })
-  })
-
-const controlRequest = (requestId: string, request: object) =>
-  JSON.stringify({ type: "control_request", request_id: requestId, request })
-
-const allow = (requestId: string, response: object) =>
-  JSON.stringify({ type: "control_response", response: { subtype: "success", request_id: requestId, response } })
-
-const fail = (requestId: string, error: string) =>
-  JSON.stringify({ type: "control_response", response: { subtype: "error", request_id: requestId, error } })
 
 const framesOf = (cli: MockTransport.MockConnection) => Effect.map(cli.frames, (all) => all as ReadonlyArray<Frame>)
 
@@ -972,6 +952,52 @@ describe("MockTransport", () => {
         yield* TestClock.adjust("1 millis")
         yield* Fiber.join(closing)
         assert.deepStrictEqual(yield* cli.exitStatus, Option.some(Transport.ExitStatus.Signaled({ signal: "SIGKILL" })))
+      }))
+  })
+
+  describe("any simulator", () => {
+    it.effect("openWith runs a simulator on the clock: a 2.1.197 CLI, replay with the first assistant message", () =>
+      Effect.gen(function*() {
+        const old = MockClaude.simulator(MockClaude.make([], { version: "2.1.197" }))
+        const cli = yield* MockTransport.openWith(old, MockTransport.launchSpec())
+        yield* cli.write(initialize())
+        yield* cli.write(user("hi", "u-1"))
+        yield* TestClock.adjust("412 millis")
+        assert.deepStrictEqual(kinds(yield* framesOf(cli)), [
+          "control_response/success",
+          "system/init",
+          "system/status"
+        ])
+        yield* TestClock.adjust("1 millis")
+        assert.deepStrictEqual(kinds(yield* framesOf(cli)).slice(3), [
+          "stream_event:message_start",
+          "stream_event:content_block_start",
+          "stream_event:content_block_delta",
+          "user:replay",
+          "assistant",
+          "stream_event:content_block_stop",
+          "stream_event:message_delta",
+          "stream_event:message_stop"
+        ])
+        const [handshake] = yield* framesOf(cli)
+        assert.notProperty(handshake.response.response, "claude_code_version")
+      }))
+
+    it.effect("a flood reaches stdout whole and in order, without starving the reader", () =>
+      Effect.gen(function*() {
+        const cli = yield* MockTransport.open()
+        const stdout = yield* collect(cli)
+        yield* cli.trigger(MockClaude.flood(10_000))
+        // Handed out a few thousand at a time: other fibers (this one, the reader) run in between.
+        let turns = 0
+        while (stdout.lines.length < 10_000 && turns < 1_000) {
+          turns++
+          yield* Effect.yieldNow
+        }
+        assert.isAbove(turns, 1)
+        const texts = stdout.lines.map((line) => line._tag === "Text" ? JSON.parse(line.text).event.delta.text : "")
+        assert.deepStrictEqual(texts.slice(-2), ["flood 9998", "flood 9999"])
+        assert.strictEqual(texts.length, 10_000)
       }))
   })
 
