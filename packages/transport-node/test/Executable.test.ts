@@ -2,10 +2,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Executable } from "@tether/transport-node"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
+import { tempDir } from "./utils.ts"
 
-const tmp = () => Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-exe-")))
+/** A fresh directory, removed when the test's scope closes, passed or failed. */
+const tmp = tempDir("tether-exe-")
 
 const touch = (file: string, mode = 0o755) => {
   Fs.mkdirSync(Path.dirname(file), { recursive: true })
@@ -25,7 +26,7 @@ describe("Executable", () => {
 
   it.effect("an explicit path wins over the environment variable and PATH", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       const explicit = touch(Path.join(dir, "explicit", "claude"))
       const fromEnv = touch(Path.join(dir, "env", "claude"))
       touch(Path.join(dir, "bin", "claude"))
@@ -39,7 +40,7 @@ describe("Executable", () => {
 
   it.effect("an explicit path that is not an executable file fails there (no silent fallback)", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       touch(Path.join(dir, "bin", "claude"))
       const error = yield* Effect.flip(Executable.resolve({
         program: "claude",
@@ -53,7 +54,7 @@ describe("Executable", () => {
 
   it.effect("then TETHER_<PROGRAM>_PATH, authoritative when set", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       const fromEnv = touch(Path.join(dir, "env", "claude"))
       touch(Path.join(dir, "bin", "claude"))
       assert.strictEqual(
@@ -75,7 +76,7 @@ describe("Executable", () => {
 
   it.effect("then the directories of PATH, in order, skipping files that are not executable", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       touch(Path.join(dir, "a", "claude"), 0o644)
       const second = touch(Path.join(dir, "b", "claude"))
       touch(Path.join(dir, "c", "claude"))
@@ -85,7 +86,7 @@ describe("Executable", () => {
 
   it.effect("then the native binary of an installed @anthropic-ai/claude-code platform package", () =>
     Effect.gen(function*() {
-      const project = tmp()
+      const project = yield* tmp
       const binary = touch(Path.join(project, "node_modules", packaged[0]))
       const nested = Path.join(project, "packages", "app")
       Fs.mkdirSync(nested, { recursive: true })
@@ -95,7 +96,7 @@ describe("Executable", () => {
 
   it.effect("finds the platform package next to the main package in pnpm's strict layout", () =>
     Effect.gen(function*() {
-      const project = tmp()
+      const project = yield* tmp
       const store = Path.join(project, "node_modules", ".pnpm", "@anthropic-ai+claude-code@1.0.0", "node_modules")
       Fs.mkdirSync(Path.join(store, "@anthropic-ai", "claude-code"), { recursive: true })
       const binary = touch(Path.join(store, packaged[0]))
@@ -109,7 +110,7 @@ describe("Executable", () => {
 
   it.effect("not found names every place searched", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       const error = yield* Effect.flip(Executable.resolve({ program: "claude", env: { PATH: dir }, roots: [dir] }))
       assert.strictEqual(error._tag, "ExecutableNotFound")
       assert.strictEqual(error.program, "claude")
