@@ -1,3 +1,6 @@
+/**
+ * @since 0.1.0
+ */
 export * as MockAnthropic from "./MockAnthropic.ts"
 
 /**
@@ -14,3 +17,8 @@ export * as MockClaude from "./MockClaude.ts"
  * @since 0.1.0
  */
 export * as MockTransport from "./MockTransport.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as HostTest from "./HostTest.ts"
