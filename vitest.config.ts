@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
-    projects: ["packages/*", "packages/transport-node/test/integration"],
+    projects: ["packages/*", "packages/transport-node/test/integration", "examples"],
     reporters: ["default", "./scripts/summary-reporter.ts"]
   }
 })
