@@ -223,10 +223,8 @@ try {
       missing.stderr.startsWith("nothing reached the CLI, fall back: claude executable not found"),
     `without claude, the host exited ${missing.status}:\n${missing.stderr}`
   )
-  log(
-    `the host ran against the installed fake claude: "${said}", nothing left running; without claude: ` +
-      `"${missing.stderr.trim().slice(0, 60)}…" (${seconds(ranAt)})`
-  )
+  log(`the host ran against the installed fake claude and left nothing running: "${said}" (${seconds(ranAt)})`)
+  log(`without claude, the host exits 1 with: "${missing.stderr.trim()}"`)
 
   const testedAt = Date.now()
   const vitest = run(Path.join(app, "node_modules", ".bin", "vitest"), ["run", "--reporter=dot"], {
