@@ -12,8 +12,8 @@
  * - {@link advance} and {@link advanceUntil} move the clock by a duration, or until a condition holds.
  *
  * Each has a budget of `TestClock` time (`within`, 1 minute by default): when it is spent, the test dies with
- * {@link Unsettled} instead of hanging until the runner's timeout. Nothing here needs real time: a test that settles
- * a one-minute turn timeout takes milliseconds.
+ * {@link Unsettled} instead of hanging until the runner's timeout. No real time passes: a step costs a fraction of
+ * a millisecond, so a whole minute of 10 ms steps takes a second or two, and a longer wait wants a larger step.
  *
  * To test a host's service, build its layer without a transport (`layerNoDeps`, as Effect's own services do) and
  * provide `MockTransport.layer(script)` in tests, `NodeTransport.layer()` in the program:
