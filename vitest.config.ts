@@ -2,7 +2,12 @@ import { defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
-    projects: ["packages/*", "packages/transport-node/test/integration", "packages/transport-node/test/integration/codex"],
+    projects: [
+      "packages/*",
+      "packages/transport-node/test/integration",
+      "packages/transport-node/test/integration/codex",
+      "examples"
+    ],
     reporters: ["default", "./scripts/summary-reporter.ts"]
   }
 })

@@ -13,14 +13,16 @@ import { Console, Context, Effect, Layer, Stream } from "effect"
 // The session is a service of the host: acquired when the layer is built, released (stdin EOF, grace, SIGTERM
 // to the whole process tree, SIGKILL) when the program ends — including on Ctrl-C under NodeRuntime.runMain.
 class Assistant extends Context.Service<Assistant, ClaudeSession.ClaudeSession>()("examples/Assistant") {
-  static readonly layer = Layer.effect(
+  // Without its transport, so that a test can run it against MockTransport (see "Testing your host").
+  static readonly layerNoDeps = Layer.effect(
     Assistant,
     ClaudeSession.make({
       // Read-only tools are fine; shell commands that would escape the session's teardown are not.
       policy: Permission.denyDetachedShell(Permission.allowTools(["Read", "Glob", "Grep", "Bash"])),
       permissionMode: "default"
     })
-  ).pipe(Layer.provide(NodeTransport.layer()))
+  )
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide(NodeTransport.layer()))
 }
 
 const ask = (prompt: string) =>
@@ -29,11 +31,10 @@ const ask = (prompt: string) =>
     const turn = yield* session.send(prompt)
     // Stream the turn's text as it arrives; the turn's own stream ends with its terminal event.
     yield* turn.events.pipe(
-      Stream.runForEach((delivery) =>
-        delivery._tag === "Event" && delivery.event._tag === "TextDelta"
-          ? Effect.sync(() => process.stdout.write(delivery.event._tag === "TextDelta" ? delivery.event.text : ""))
-          : Effect.void
-      ),
+      Stream.runForEach((delivery) => {
+        const event = delivery._tag === "Event" ? delivery.event : undefined
+        return event?._tag === "TextDelta" ? Effect.sync(() => process.stdout.write(event.text)) : Effect.void
+      }),
       Effect.ignore
     )
     const result = yield* turn.result
@@ -43,6 +44,9 @@ const ask = (prompt: string) =>
   })
 
 const program = ask(process.argv[2] ?? "In one sentence, what is a scoped resource?").pipe(
+  // Provided before the failures are handled: starting the session can fail too (no `claude` found, no handshake
+  // within the startup timeout), and those failures are handled below like the turn's.
+  Effect.provide(Assistant.layer),
   // Expected failures are values with a disposition, not exceptions.
   Effect.catchTags({
     TurnInFlight: (e) => Console.error(`busy, try again later: ${e.message}`),
@@ -58,8 +62,7 @@ const program = ask(process.argv[2] ?? "In one sentence, what is a scoped resour
         ? `the CLI may have run it; do not resend blindly: ${error.message}`
         : `failed: ${error.message}`
     )
-  ),
-  Effect.provide(Assistant.layer)
+  )
 )
 
 NodeRuntime.runMain(program)

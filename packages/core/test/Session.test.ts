@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import {
+  ClaudeProtocol,
   ClaudeSession,
   EventLog,
   Permission,
@@ -12,6 +13,7 @@ import {
 } from "@tether/core"
 import { MockClaude, MockTransport } from "@tether/testing"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Scope, Stream } from "effect"
+import { expectTypeOf } from "vitest"
 import * as TestTime from "./support/TestTime.ts"
 
 // Every test here runs on TestClock through MockTransport: the simulated CLI's own timing (startup 300 ms, first
@@ -657,6 +659,15 @@ describe("Permissions", () => {
 })
 
 describe("Controls", () => {
+  it("the controls take the protocol's types: a mode that does not exist does not compile", () => {
+    type Mode = Parameters<ClaudeSession.ClaudeSession["setPermissionMode"]>[0]
+    expectTypeOf<Mode>().toEqualTypeOf<ClaudeProtocol.PermissionMode>()
+    expectTypeOf<Mode>().toEqualTypeOf<"default" | "acceptEdits" | "bypassPermissions" | "plan" | "dontAsk" | "auto">()
+    // @ts-expect-error "acceptEdit" is not a permission mode
+    const typo: Mode = "acceptEdit"
+    assert.strictEqual(typo, "acceptEdit")
+  })
+
   it.effect("controls are typed operations with decoded responses", () =>
     withSession({}, (session) =>
       Effect.gen(function*() {

@@ -1,3 +1,6 @@
+/**
+ * @since 0.1.0
+ */
 export * as MockAnthropic from "./MockAnthropic.ts"
 
 /**
@@ -24,3 +27,8 @@ export * as MockOpenAI from "./MockOpenAI.ts"
  * @since 0.2.0
  */
 export * as Simulator from "./Simulator.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as HostTest from "./HostTest.ts"

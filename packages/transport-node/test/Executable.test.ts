@@ -2,10 +2,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Executable } from "@tether/transport-node"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
+import { tempDir } from "./utils.ts"
 
-const tmp = () => Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-exe-")))
+/** A fresh directory, removed when the test's scope closes, passed or failed. */
+const tmp = tempDir("tether-exe-")
 
 const touch = (file: string, mode = 0o755) => {
   Fs.mkdirSync(Path.dirname(file), { recursive: true })
@@ -45,7 +46,7 @@ describe("Executable", () => {
 
   it.effect("an explicit path wins over the environment variable and PATH", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       const explicit = touch(Path.join(dir, "explicit", "claude"))
       const fromEnv = touch(Path.join(dir, "env", "claude"))
       touch(Path.join(dir, "bin", "claude"))
@@ -59,7 +60,7 @@ describe("Executable", () => {
 
   it.effect("an explicit path that is not an executable file fails there (no silent fallback)", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       touch(Path.join(dir, "bin", "claude"))
       const error = yield* Effect.flip(Executable.resolve({
         program: "claude",
@@ -73,7 +74,7 @@ describe("Executable", () => {
 
   it.effect("then TETHER_<PROGRAM>_PATH, authoritative when set", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       const fromEnv = touch(Path.join(dir, "env", "claude"))
       touch(Path.join(dir, "bin", "claude"))
       assert.strictEqual(
@@ -95,7 +96,7 @@ describe("Executable", () => {
 
   it.effect("then the directories of PATH, in order, skipping files that are not executable", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       touch(Path.join(dir, "a", "claude"), 0o644)
       const second = touch(Path.join(dir, "b", "claude"))
       touch(Path.join(dir, "c", "claude"))
@@ -105,7 +106,7 @@ describe("Executable", () => {
 
   it.effect("then the native binary of an installed @anthropic-ai/claude-code platform package", () =>
     Effect.gen(function*() {
-      const project = tmp()
+      const project = yield* tmp
       const binary = touch(Path.join(project, "node_modules", packaged[0]))
       const nested = Path.join(project, "packages", "app")
       Fs.mkdirSync(nested, { recursive: true })
@@ -115,7 +116,7 @@ describe("Executable", () => {
 
   it.effect("finds the platform package next to the main package in pnpm's strict layout", () =>
     Effect.gen(function*() {
-      const project = tmp()
+      const project = yield* tmp
       const store = Path.join(project, "node_modules", ".pnpm", "@anthropic-ai+claude-code@1.0.0", "node_modules")
       Fs.mkdirSync(Path.join(store, "@anthropic-ai", "claude-code"), { recursive: true })
       const binary = touch(Path.join(store, packaged[0]))
@@ -129,7 +130,7 @@ describe("Executable", () => {
 
   it.effect("not found names every place searched", () =>
     Effect.gen(function*() {
-      const dir = tmp()
+      const dir = yield* tmp
       const error = yield* Effect.flip(Executable.resolve({ program: "claude", env: { PATH: dir }, roots: [dir] }))
       assert.strictEqual(error._tag, "ExecutableNotFound")
       assert.strictEqual(error.program, "claude")
@@ -154,7 +155,7 @@ describe("Executable", () => {
 
     it.effect("an explicit path, then TETHER_CODEX_PATH, then PATH, as for claude", () =>
       Effect.gen(function*() {
-        const dir = tmp()
+        const dir = yield* tmp
         const explicit = touch(Path.join(dir, "explicit", "codex"))
         const fromEnv = touch(Path.join(dir, "env", "codex"))
         const onPath = touch(Path.join(dir, "bin", "codex"))
@@ -173,7 +174,7 @@ describe("Executable", () => {
 
     it.effect("then the native binary of an installed @openai/codex (pnpm's strict layout), never its launcher", () =>
       Effect.gen(function*() {
-        const project = tmp()
+        const project = yield* tmp
         const { native } = installCodex(project)
         const nested = Path.join(project, "packages", "app")
         Fs.mkdirSync(nested, { recursive: true })
@@ -182,16 +183,16 @@ describe("Executable", () => {
 
     it.effect("a launcher shim on PATH stands for its installation's native binary", () =>
       Effect.gen(function*() {
-        const project = tmp()
+        const project = yield* tmp
         const { native, shim } = installCodex(project)
         const later = touch(Path.join(project, "later", "codex"))
         const PATH = [Path.dirname(shim), Path.dirname(later)].join(Path.delimiter)
-        assert.strictEqual(yield* Executable.resolve({ program: "codex", env: { PATH }, roots: [tmp()] }), native)
+        assert.strictEqual(yield* Executable.resolve({ program: "codex", env: { PATH }, roots: [yield* tmp] }), native)
       }))
 
     it.effect("a launcher symlinked onto PATH (npm -g) stands for its installation's native binary", () =>
       Effect.gen(function*() {
-        const prefix = tmp()
+        const prefix = yield* tmp
         const main = Path.join(prefix, "lib", "node_modules", "@openai", "codex")
         const launcher = touch(Path.join(main, "bin", "codex.js"))
         // npm nests or hoists the optional dependency; hoisted here.
@@ -199,20 +200,20 @@ describe("Executable", () => {
         Fs.mkdirSync(Path.join(prefix, "bin"))
         Fs.symlinkSync(launcher, Path.join(prefix, "bin", "codex"))
         assert.strictEqual(
-          yield* Executable.resolve({ program: "codex", env: { PATH: Path.join(prefix, "bin") }, roots: [tmp()] }),
+          yield* Executable.resolve({ program: "codex", env: { PATH: Path.join(prefix, "bin") }, roots: [yield* tmp] }),
           native
         )
       }))
 
     it.effect("a launcher without a native binary is skipped on PATH, and named in ExecutableNotFound", () =>
       Effect.gen(function*() {
-        const project = tmp()
+        const project = yield* tmp
         const { shim } = installCodex(project, { native: false })
         const later = touch(Path.join(project, "later", "codex"))
         const PATH = [Path.dirname(shim), Path.dirname(later)].join(Path.delimiter)
-        assert.strictEqual(yield* Executable.resolve({ program: "codex", env: { PATH }, roots: [tmp()] }), later)
+        assert.strictEqual(yield* Executable.resolve({ program: "codex", env: { PATH }, roots: [yield* tmp] }), later)
 
-        const elsewhere = tmp()
+        const elsewhere = yield* tmp
         const error = yield* Effect.flip(
           Executable.resolve({ program: "codex", env: { PATH: Path.dirname(shim) }, roots: [elsewhere] })
         )
@@ -230,7 +231,7 @@ describe("Executable", () => {
 
     it.effect("an explicit launcher resolves to its own installation's native binary, or fails there", () =>
       Effect.gen(function*() {
-        const project = tmp()
+        const project = yield* tmp
         const { launcher, native, shim } = installCodex(project)
         assert.strictEqual(yield* Executable.resolve({ program: "codex", path: launcher, env: { PATH: "" } }), native)
         assert.strictEqual(
@@ -238,7 +239,7 @@ describe("Executable", () => {
           native
         )
 
-        const bare = tmp()
+        const bare = yield* tmp
         const lonely = installCodex(bare, { native: false })
         const onPath = touch(Path.join(bare, "bin", "codex"))
         const error = yield* Effect.flip(

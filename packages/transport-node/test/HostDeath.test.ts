@@ -9,7 +9,7 @@ import { Data, Duration, Effect, Exit, Layer, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { title } from "../src/internal/watchdog.ts"
-import { allProcs, fakeClaudePath, fakeSpec, killMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
+import { allProcs, fakeClaudePath, fakeSpec, killAllMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
 
 const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
 
@@ -43,7 +43,7 @@ const exited = (host: ChildProcess.ChildProcess) =>
   })
 
 /** Kills whatever a test deliberately left behind, so that nothing outlives the suite. */
-const cleanup = (mark: string) => Effect.sync(() => killMarked(mark))
+const cleanup = (mark: string) => killAllMarked(mark)
 
 describe("host death", () => {
   it.live("a host under NodeRuntime.runMain that receives SIGTERM tears its whole tree down", () => {
@@ -104,6 +104,8 @@ describe("host death", () => {
         )
       const before = watchdogs()
       const scope = yield* Scope.make()
+      // Released by the test, or here when it fails first: the watchdog process must not outlive the test.
+      yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
       const context = yield* Layer.buildWithScope(
         NodeTransport.layer({ executables: { claude: fakeClaudePath } }),
         scope
@@ -111,6 +113,7 @@ describe("host death", () => {
       const transport = yield* Effect.provide(Transport.Transport, context)
       assert.deepStrictEqual(watchdogs(), before, "no watchdog before the first session")
       const mark = newMark()
+      yield* Effect.addFinalizer(() => cleanup(mark))
       yield* Effect.scoped(
         transport.open(fakeSpec(mark, {}), { termGrace: Duration.millis(300) }).pipe(Effect.map((c) => c.pid))
       )
@@ -121,5 +124,5 @@ describe("host death", () => {
       assert.strictEqual(started().length, 1)
       yield* Scope.close(scope, Exit.void)
       yield* waitUntil("the watchdog to exit", () => !watchdogs().has(watchdog), 3_000)
-    }))
+    }).pipe(Effect.scoped))
 })

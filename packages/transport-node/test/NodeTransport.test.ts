@@ -2,16 +2,38 @@ import { assert, describe, it } from "@effect/vitest"
 import { TetherError, Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, Scope, Stream } from "effect"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
-import { fakeClaudePath, fakeSpec, initialize, isAlive, marked, newMark, userMessage, waitUntil } from "./utils.ts"
+import {
+  fakeClaudePath,
+  fakeSpec,
+  initialize,
+  isAlive,
+  killOnExit,
+  marked,
+  newMark,
+  tempDir,
+  userMessage,
+  waitUntil,
+  withMark
+} from "./utils.ts"
 
 const termGrace = { termGrace: Duration.millis(300) }
 
 const TransportLive = NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false })
 
+/**
+ * Opens a connection in the current scope, its processes marked (`TEST_MARK`, kept when the spec has one) and
+ * killed when the scope closes, after the transport's own teardown: a failing test leaves nothing running.
+ */
 const open = (spec: Transport.LaunchSpec) =>
+  Effect.gen(function*() {
+    const marked = withMark(spec)
+    yield* killOnExit(marked.mark)
+    const transport = yield* Transport.Transport
+    return yield* transport.open(marked.spec, termGrace)
+  })
+
+/** Opens a connection with exactly `spec`'s environment: for a process that exits by itself. */
+const openAsIs = (spec: Transport.LaunchSpec) =>
   Effect.flatMap(Transport.Transport, (transport) => transport.open(spec, termGrace))
 
 const inheritEnv: Transport.Environment = { mode: "inherit", set: {}, unset: [] }
@@ -205,7 +227,8 @@ describe("NodeTransport", () => {
     Effect.gen(function*() {
       const readEnv = (environment: Transport.Environment) =>
         Effect.gen(function*() {
-          const connection = yield* open({ program: "env", args: [], cwd: Option.none(), env: environment })
+          // `env` exits by itself: opened as is, since a mark would show in the environment it prints.
+          const connection = yield* openAsIs({ program: "env", args: [], cwd: Option.none(), env: environment })
           const lines = yield* Stream.runCollect(connection.stdout)
           return new Map(lines.map((line) => {
             const text = line._tag === "Text" ? line.text : ""
@@ -271,7 +294,7 @@ describe("NodeTransport", () => {
 
   it.live("runs in the requested cwd", () =>
     Effect.gen(function*() {
-      const dir = Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-cwd-")))
+      const dir = yield* tempDir("tether-cwd-")
       const connection = yield* open({
         program: "pwd",
         args: [],
@@ -280,7 +303,6 @@ describe("NodeTransport", () => {
       })
       const lines = yield* Stream.runCollect(connection.stdout)
       assert.deepStrictEqual(lines, [Transport.Line.Text({ text: dir })])
-      Fs.rmSync(dir, { recursive: true })
     }).pipe(Effect.scoped, Effect.provide(TransportLive)))
 
   it.live("the pid is the CLI's, in its own session", () =>

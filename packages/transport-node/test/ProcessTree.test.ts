@@ -5,7 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as ProcessTree from "../src/internal/processTree.ts"
-import { killMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
+import { killAllMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
 
 /** A root (own session) with a child, a setsid grandchild with its own child, and an orphaned daemon. */
 const spawnTree = (mark: string) =>
@@ -18,10 +18,10 @@ const spawnTree = (mark: string) =>
       )
     ),
     (root) =>
-      Effect.sync(() => {
-        killMarked(mark)
-        root.kill("SIGKILL")
-      })
+      Effect.andThen(
+        Effect.sync(() => root.kill("SIGKILL")),
+        killAllMarked(mark)
+      )
   )
 
 /** Whether Node reaped the root (its exit was seen): from then on its pid may name another process. */

@@ -12,9 +12,11 @@ import {
   fakeClaudePath,
   fakeSpec,
   initialize,
+  killOnExit,
   marked,
   newMark,
   type Proc,
+  scopedMark,
   sleeping,
   userMessage,
   waitUntil
@@ -86,8 +88,12 @@ const closeWithin = <A, E>(
 const scenario = (s: Scenario, layer = TransportLive) =>
   Effect.gen(function*() {
     const marks = s.marks ?? [newMark()]
+    // Registered first, so run last: after the sessions' own teardown, which is what the scenario checks.
+    for (const mark of marks) yield* killOnExit(mark)
     const transport = yield* Transport.Transport
     const scope = yield* Scope.make()
+    // When the scenario fails before it closes the sessions' scope, the sessions are still released.
+    yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
     const termGrace = s.termGrace ?? termGraceMillis
     const sessions = yield* Effect.forEach(marks, (mark) =>
       Effect.gen(function*() {
@@ -109,7 +115,7 @@ const scenario = (s: Scenario, layer = TransportLive) =>
       killNotAwaited: s.killNotAwaited
     })
     return { before, millis, connection, cliPid }
-  }).pipe(Effect.provide(layer))
+  }).pipe(Effect.scoped, Effect.provide(layer))
 
 const handshake = (connection: Transport.Connection) =>
   Effect.gen(function*() {
@@ -232,9 +238,10 @@ describe("teardown", () => {
 
   it.live("the CLI exited on EOF while grandchildren hold its stdout open: the stream ends at teardown", () =>
     Effect.gen(function*() {
-      const mark = newMark()
+      const mark = yield* scopedMark
       const transport = yield* Transport.Transport
       const scope = yield* Scope.make()
+      yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
       const connection = yield* transport.open(
         fakeSpec(mark, { modes: ["grandchildren"], childStdio: "inherit" }),
         { termGrace: Duration.millis(termGraceMillis) }
@@ -248,7 +255,7 @@ describe("teardown", () => {
       assert.deepStrictEqual(marked(mark), [])
       const lines = yield* Fiber.join(reader).pipe(Effect.timeout(Duration.seconds(2)))
       assert.deepStrictEqual(lines, [])
-    }).pipe(Effect.provide(TransportLive)))
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
 
   it.live("a CLI that hangs (reads, never answers, ignores EOF)", () =>
     scenario({
@@ -309,7 +316,7 @@ describe("teardown", () => {
 
   it.live("the host fiber is interrupted mid-turn", () =>
     Effect.gen(function*() {
-      const mark = newMark()
+      const mark = yield* scopedMark
       const transport = yield* Transport.Transport
       const midTurn = yield* Deferred.make<number>()
       const session = yield* Effect.forkChild(
@@ -337,7 +344,7 @@ describe("teardown", () => {
       const interrupt = Effect.andThen(Fiber.interrupt(session), Fiber.await(session))
       const { result: exit } = yield* closeWithin(interrupt, [mark])
       assert.isTrue(Exit.hasInterrupts(exit))
-    }).pipe(Effect.provide(TransportLive)))
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
 
   it.live("several sessions torn down at once", () =>
     scenario({

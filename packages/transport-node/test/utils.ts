@@ -6,6 +6,8 @@ import { FakeClaude } from "@tether/testing"
 import { Data, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 
 /** A process, from /proc: `args` is its command line, joined with spaces. */
 export interface Proc {
@@ -65,7 +67,7 @@ export const withEnvironment = (entry: string): Array<Proc> => {
 /** Live (non-zombie) processes whose environment carries `<variable>=<mark>` (default `TEST_MARK`), from /proc. */
 export const marked = (mark: string, variable = "TEST_MARK"): Array<Proc> => withEnvironment(`${variable}=${mark}\0`)
 
-/** SIGKILLs every process {@link marked} with `mark`, ignoring the ones already gone: for finalizers. */
+/** SIGKILLs every process {@link marked} with `mark`, ignoring the ones already gone. */
 export const killMarked = (mark: string, variable?: string): void => {
   for (const proc of marked(mark, variable)) {
     try {
@@ -75,6 +77,24 @@ export const killMarked = (mark: string, variable?: string): void => {
     }
   }
 }
+
+/**
+ * SIGKILLs every process {@link marked} with `mark` until none is left (a tree that forks while it is killed needs
+ * more than one pass), for at most `timeoutMillis`: for finalizers, which must leave the machine as they found it
+ * however the test ended.
+ */
+export const killAllMarked = (mark: string, variable?: string, timeoutMillis = 2_000) =>
+  Effect.callback<void>((resume) => {
+    const deadline = Date.now() + timeoutMillis
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const pass = () => {
+      killMarked(mark, variable)
+      if (marked(mark, variable).length === 0 || Date.now() > deadline) return resume(Effect.void)
+      timer = setTimeout(pass, 10)
+    }
+    pass()
+    return Effect.sync(() => clearTimeout(timer))
+  })
 
 /** The processes of `procs` that run `sleep` (by name or by path). */
 export const sleeping = (procs: ReadonlyArray<Proc>): Array<Proc> =>
@@ -105,6 +125,33 @@ export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 5_000)
 
 /** A fresh value for `TEST_MARK`, unique to one test's processes. */
 export const newMark = () => randomUUID()
+
+/**
+ * Kills every process marked with `mark` when the scope closes, whether the test passed, failed or was interrupted
+ * (a teardown that regressed, an assertion before the sessions' scope was closed). Register it before opening the
+ * sessions it marks, so that their own teardown runs first and is what the test checks.
+ */
+export const killOnExit = (mark: string, variable?: string) => Effect.addFinalizer(() => killAllMarked(mark, variable))
+
+/** A fresh mark (see {@link newMark}) whose processes are killed when the scope closes (see {@link killOnExit}). */
+export const scopedMark = Effect.tap(Effect.sync(newMark), (mark) => killOnExit(mark))
+
+/** `spec` with `TEST_MARK` set (kept when it has one), and that mark. */
+export const withMark = (spec: Transport.LaunchSpec, mark: string = newMark()) => {
+  const existing = spec.env.set["TEST_MARK"]
+  const used = typeof existing === "string" ? existing : mark
+  return { mark: used, spec: { ...spec, env: { ...spec.env, set: { ...spec.env.set, TEST_MARK: used } } } }
+}
+
+/**
+ * A temporary directory under the OS's, removed with everything in it when the scope closes (also when the test
+ * fails). Its path has symlinks resolved, as a process's cwd reports it.
+ */
+export const tempDir = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix)))),
+    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  )
 
 /** A launch spec for the fake CLI, marked so that its whole tree can be found in /proc. */
 export const fakeSpec = (mark: string, knobs: FakeClaude.Knobs, extra?: {

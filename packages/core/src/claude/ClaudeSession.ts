@@ -90,7 +90,9 @@ export type ControlError = Session.ControlError
 export interface ClaudeSession extends Session.Session<TurnResult, TurnError> {
   readonly initializeResponse: ClaudeProtocol.InitializeResponse
   /** Answers and errors are decoded: an answer that does not match its schema fails with `ControlFailed`. */
-  readonly setPermissionMode: (mode: string) => Effect.Effect<ClaudeProtocol.SetPermissionModeResponse, ControlError>
+  readonly setPermissionMode: (
+    mode: ClaudeProtocol.PermissionMode
+  ) => Effect.Effect<ClaudeProtocol.SetPermissionModeResponse, ControlError>
   readonly setModel: (model: string | null) => Effect.Effect<ClaudeProtocol.SetModelResponse, ControlError>
   readonly setMaxThinkingTokens: (tokens: number | null) => Effect.Effect<void, ControlError>
   readonly mcpStatus: Effect.Effect<ClaudeProtocol.McpStatusResponse, ControlError>

@@ -13,6 +13,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import {
   isAlive,
+  killAllMarked,
   marked as markedWith,
   type Proc,
   sleeping,
@@ -128,15 +129,24 @@ export interface World {
   readonly options: (extra?: ClaudeSession.Options) => ClaudeSession.Options
 }
 
-/** The marks of every world made in this process. */
-const marks = new Set<string>()
+/** Processes of a world that were still alive when it was released (and were killed then): what a test left. */
+const survivors: Array<Proc> = []
 
-/** A fresh world, removed (directories included) when the scope closes. */
+/**
+ * A fresh world, removed (directories included) when the scope closes. Its release comes after that of the sessions
+ * made in it (it is acquired first): whatever of the world still runs then is recorded for {@link leftBehind} and
+ * killed, so that a failing test leaves nothing on the machine.
+ */
 export const makeWorld = Effect.fnUntraced(function*() {
+  const mark = randomUUID()
+  yield* Effect.addFinalizer(() =>
+    Effect.suspend(() => {
+      survivors.push(...marked(mark))
+      return killAllMarked(mark, markVariable)
+    })
+  )
   const mock = yield* MockAnthropic.make(script)
   const { cwd, env, home } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-it-" })
-  const mark = randomUUID()
-  marks.add(mark)
   const world: World = {
     mock,
     home,
@@ -183,10 +193,10 @@ export const environOf = (pid: number): Record<string, string> => {
 export const marked = (mark: string): Array<Proc> => markedWith(mark, markVariable)
 
 /**
- * Live processes of any world this test file made: what the file left running. (Other runs of the suite, which
- * may share the machine, have marks of their own.)
+ * The processes of this file's worlds that outlived their sessions: found alive when their world was released (and
+ * killed then). Other runs of the suite, which may share the machine, have marks of their own.
  */
-export const leftBehind = (): Array<Proc> => [...marks].flatMap(marked)
+export const leftBehind = (): ReadonlyArray<Proc> => survivors.slice()
 
 /** Polls (real time) until `f` holds, failing after `timeoutMillis` (longer than the unit tests': a real CLI). */
 export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 10_000) =>
