@@ -139,8 +139,10 @@ export const launchSpec = (
  */
 export const capabilities: Transport.Capabilities = {
   name: "mock",
+  containment: "in-memory",
   killsDetachedDescendants: true,
   killsOrphanedDescendants: true,
+  killsEveryDescendant: true,
   diesWithHost: true,
   notes: ["in-memory simulation of the Claude Code CLI; no process is started"]
 }

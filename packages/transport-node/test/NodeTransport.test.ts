@@ -221,9 +221,21 @@ describe("NodeTransport", () => {
         unset: ["TETHER_TEST_INHERITED_NOT_SET", "PLAIN"]
       })
       assert.strictEqual(inherited.get("TETHER_TEST_INHERITED"), "from-host")
-      assert.strictEqual(inherited.get("SECRET"), "s3cret")
+      // The child printed its environment: the secret came back scrubbed (the child itself got the value, below).
+      assert.strictEqual(inherited.get("SECRET"), "[redacted SECRET]")
       assert.isFalse(inherited.has("PLAIN"))
       assert.match(inherited.get(NodeTransport.markerVariable) ?? "", /^[0-9a-f-]{36}$/)
+
+      const received = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* open({
+          program: "sh",
+          args: ["-c", `[ "$SECRET" = s3cret ] && echo received`],
+          cwd: Option.none(),
+          env: { mode: "clean", set: { SECRET: Redacted.make("s3cret") }, unset: [] }
+        })
+        return yield* Stream.runCollect(connection.stdout)
+      }))
+      assert.deepStrictEqual(received, [Transport.Line.Text({ text: "received" })])
 
       const clean = yield* readEnv({ mode: "clean", set: { ONLY: "this" }, unset: [] })
       delete process.env.TETHER_TEST_INHERITED
@@ -330,17 +342,38 @@ describe("NodeTransport", () => {
       assert.instanceOf(error, Config.ConfigError)
     }).pipe(Effect.scoped))
 
-  it.effect("capabilities are reported for this platform", () =>
+  it.effect("capabilities say which containment is in force and what it guarantees", () =>
     Effect.sync(() => {
-      const withWatchdog = NodeTransport.capabilitiesFor({ watchdog: true })
-      const without = NodeTransport.capabilitiesFor({ watchdog: false })
-      assert.strictEqual(withWatchdog.name, `node/${process.platform}`)
-      assert.isFalse(without.diesWithHost)
+      const cgroup = NodeTransport.capabilitiesFor({ containment: "cgroup", watchdog: true })
+      const tree = NodeTransport.capabilitiesFor({ containment: "process-tree", watchdog: false })
+      const namespace = NodeTransport.capabilitiesFor({ containment: "pid-namespace" })
+      assert.strictEqual(cgroup.name, `node/${process.platform}`)
+      assert.isFalse(tree.diesWithHost)
       if (process.platform === "linux") {
-        assert.isTrue(withWatchdog.killsDetachedDescendants)
-        assert.isTrue(withWatchdog.killsOrphanedDescendants)
-        assert.isTrue(withWatchdog.diesWithHost)
+        assert.strictEqual(cgroup.containment, "cgroup")
+        assert.isTrue(cgroup.killsEveryDescendant)
+        assert.isTrue(cgroup.diesWithHost)
+        assert.isTrue(namespace.killsEveryDescendant)
+        assert.strictEqual(tree.containment, "process-tree")
+        assert.isTrue(tree.killsDetachedDescendants)
+        assert.isTrue(tree.killsOrphanedDescendants)
+        // The process tree cannot promise what only the kernel can hold.
+        assert.isFalse(tree.killsEveryDescendant)
+        assert.isTrue(tree.notes.some((note) => note.includes("env -i")))
       }
-      assert.deepStrictEqual(NodeTransport.capabilities, withWatchdog)
     }))
+
+  it.live("auto picks a cgroup where the host can create one, and says so", () =>
+    Effect.gen(function*() {
+      const { capabilities } = yield* Transport.Transport
+      // These machines (and CI) run as root with a cgroup2 hierarchy mounted: a cgroup can be created.
+      if (process.platform === "linux" && process.getuid?.() === 0) {
+        assert.strictEqual(capabilities.containment, "cgroup")
+      }
+      const tree = yield* Effect.provide(
+        Transport.Transport,
+        NodeTransport.layer({ containment: "process-tree", watchdog: false })
+      )
+      assert.strictEqual(tree.capabilities.containment, "process-tree")
+    }).pipe(Effect.provide(NodeTransport.layer({ watchdog: false }))))
 })
