@@ -18,6 +18,8 @@
 //   giant-line          the first turn starts with one assistant frame of FAKE_CLAUDE_GIANT_BYTES (3 MiB)
 //   stderr-flood        writes to stderr without end
 //   exit-after-result   exits 0 right after the first result
+// FAKE_CLAUDE_TOOL runs a shell command the way the Bash tool does (`/bin/bash -c`, the leader of a new session,
+// not waited for), with the descendants; FAKE_CLAUDE_CLI_TOOL runs one in the CLI's own session and process group.
 // Other knobs: FAKE_CLAUDE_FRAME_DELAY_MS (0) between the frames of a turn, FAKE_CLAUDE_SPAWN_AT (`start` | `turn`)
 // for when descendants are started, FAKE_CLAUDE_SLEEP_SECONDS (1000) for their lifetime, FAKE_CLAUDE_CHILD_STDIO
 // (`ignore` | `inherit`: descendants that hold the CLI's stdout open), FAKE_CLAUDE_DELTAS (3).
@@ -90,6 +92,13 @@ const startDescendants = () => {
     const child = spawn("/bin/sh", ["-c", `sleep ${sleepSeconds}; :`], { stdio: childStdio, detached: true })
     child.unref()
     log(`spawned setsid child ${child.pid}`)
+  }
+  for (const [command, detached] of [[env.FAKE_CLAUDE_TOOL, true], [env.FAKE_CLAUDE_CLI_TOOL, false]]) {
+    if (command === undefined) continue
+    const child = spawn("/bin/bash", ["-c", command], { stdio: childStdio, detached })
+    child.on("error", () => {})
+    child.unref()
+    log(`ran tool ${child.pid}`)
   }
   if (modes.has("double-fork-daemon")) {
     // sh starts a new session, backgrounds sleep and exits: sleep is re-parented (PID 1 or a subreaper).

@@ -810,6 +810,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       secretPipes.forEach((pipe, i) => {
         env[pipe.variable] = String(plan.firstSecretFd + i)
       })
+      if (resolved._tag === "Cgroup") {
+        const absent = Cgroup.shellVariables.filter((name) => env[name] === undefined)
+        if (absent.length > 0) env.TETHER_LAUNCHER_UNSET = absent.join(" ")
+      }
       const nul = findNul(file, spec.args, env)
       if (nul !== undefined) return yield* new SpawnFailed({ program, reason: nul })
       const unrunnable = Runnable.check(file, env.PATH)

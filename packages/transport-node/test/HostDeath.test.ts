@@ -45,7 +45,8 @@ const exited = (host: ChildProcess.ChildProcess) =>
 /** Kills whatever a test deliberately left behind, so that nothing outlives the suite. */
 const cleanup = (mark: string) => Effect.sync(() => killMarked(mark))
 
-describe("host death", () => {
+// A host is a Node program that loads Effect from source: on a loaded 2-core machine it takes seconds to start.
+describe("host death", { timeout: 20_000 }, () => {
   it.live("a host under NodeRuntime.runMain that receives SIGTERM tears its whole tree down", () => {
     const mark = newMark()
     return Effect.gen(function*() {

@@ -170,7 +170,17 @@ const code = (error: unknown): string =>
  */
 export const launcher = `IFS= read -r go <&3 && [ "$go" = go ] || exit 125
 exec 3<&-
+unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
 exec "$@"`
+
+/**
+ * The variables a shell adds to the environment it execs with (dash exports `PWD`; bash `SHLVL` and `OLDPWD`):
+ * those the CLI's environment did not have are listed in `TETHER_LAUNCHER_UNSET` for the launcher to remove, so
+ * the CLI starts with exactly the environment it was given.
+ *
+ * @internal
+ */
+export const shellVariables: ReadonlyArray<string> = ["PWD", "OLDPWD", "SHLVL"]
 
 /** argv[0] of the launcher (what `ps` shows until it execs). @internal */
 export const launcherName = "tether-launcher"
