@@ -20,13 +20,22 @@ export interface Escape {
   readonly where: Where
   /** The command line; `report` is a path without quotes or spaces. */
   readonly command: (report: string) => string
-  /**
-   * Whether the `process-tree` containment finds it with no scan during the session (teardown's scan only): the
-   * ones that clear or overwrite their environment after leaving the CLI's session, under a parent that is gone by
-   * then, are out of its reach.
-   */
-  readonly treeFinds: boolean
+  /** It clears its environment, or overwrites it (a long process title): the marker is gone. */
+  readonly clearsEnvironment: boolean
+  /** It leaves the session of the shell that started it (`setsid`). */
+  readonly leavesSession: boolean
+  /** Its parent exits at once (`setsid -f`, a double fork, `fork and exit`): it is re-parented to PID 1. */
+  readonly orphaned: boolean
 }
+
+/**
+ * Whether the `process-tree` containment finds an escape with teardown's scan alone: by the marker, unless the
+ * escape cleared its environment; while the shell that started it is alive, by its parent link to that shell, or
+ * by that shell's session (which a live member leads); always in the CLI's own session.
+ */
+export const treeFinds = (escape: Escape, options: { readonly toolShellAlive: boolean }): boolean =>
+  escape.where === "cli" || !escape.clearsEnvironment ||
+  (options.toolShellAlive && (!escape.orphaned || !escape.leavesSession))
 
 /**
  * Appends `<name> <pid>` to the report. The pid is read from /proc/self/stat, not `$$`: inside a PID namespace `$$`
@@ -49,14 +58,18 @@ export const escapes: ReadonlyArray<Escape> = [
     shape: "`env -i sleep 300 &`",
     where: "tool",
     command: (report) => `env -i ${sleeper("env-i-background", report)} &`,
-    treeFinds: false
+    clearsEnvironment: true,
+    leavesSession: false,
+    orphaned: false
   },
   {
     name: "perl-title",
     shape: "`perl -e '$0=\"x\"x4000; sleep 300' &` (setproctitle over the environment)",
     where: "tool",
     command: (report) => `perl -e '${perlReport("perl-title", report)} $0 = "x" x 4000; sleep 300' &`,
-    treeFinds: false
+    clearsEnvironment: true,
+    leavesSession: false,
+    orphaned: false
   },
   {
     name: "python-setsid-exec",
@@ -66,70 +79,90 @@ export const escapes: ReadonlyArray<Escape> = [
       `${python} -c 'import os; os.setsid(); p = open("/proc/self/stat").read().split()[0]; ` +
       `f = open("${report}", "a"); f.write("python-setsid-exec %s\\n" % p); f.close(); ` +
       `os.execve("/bin/sleep", ["sleep", "300"], {})' &`,
-    treeFinds: false
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: false
   },
   {
     name: "env-i-setsid-f",
     shape: "`env -i setsid -f sleep 300`",
     where: "tool",
     command: (report) => `env -i setsid -f ${sleeper("env-i-setsid-f", report)}`,
-    treeFinds: false
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: true
   },
   {
     name: "nohup",
     shape: "`nohup sleep 300 >/dev/null 2>&1 &`",
     where: "tool",
     command: (report) => `nohup ${sleeper("nohup", report)} >/dev/null 2>&1 &`,
-    treeFinds: true
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: false
   },
   {
     name: "disown",
     shape: "`sleep 300 & disown`",
     where: "tool",
     command: (report) => `${sleeper("disown", report)} & disown`,
-    treeFinds: true
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: false
   },
   {
     name: "perl-fork",
     shape: "`perl -e 'fork and exit; sleep 300'`",
     where: "tool",
     command: (report) => `perl -e 'fork and exit; ${perlReport("perl-fork", report)} sleep 300'`,
-    treeFinds: true
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: true
   },
   {
     name: "setsid",
     shape: "`setsid sh -c 'sleep 300; :' &` (a session leader, like the Bash tool's shell)",
     where: "tool",
     command: (report) => `setsid sh -c '${reportSelf("setsid", report)}; sleep 300; :' &`,
-    treeFinds: true
+    clearsEnvironment: false,
+    leavesSession: true,
+    orphaned: false
   },
   {
     name: "double-fork",
     shape: "`(sleep 300 &) &` (double fork, re-parented)",
     where: "tool",
     command: (report) => `(${sleeper("double-fork", report)} &) &`,
-    treeFinds: true
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: true
   },
   {
     name: "ignores-sigterm",
     shape: "a shell that ignores SIGTERM (`trap '' TERM`)",
     where: "tool",
     command: (report) => `sh -c 'trap "" TERM; ${reportSelf("ignores-sigterm", report)}; while :; do sleep 1; done' &`,
-    treeFinds: true
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: false
   },
   {
     name: "cli-session-env-i",
     shape: "`env -i sleep 300 &` in the CLI's session, its parent exited",
     where: "cli",
     command: (report) => `env -i ${sleeper("cli-session-env-i", report)} &`,
-    treeFinds: true
+    clearsEnvironment: true,
+    leavesSession: false,
+    orphaned: true
   },
   {
     name: "cli-group",
     shape: "a grandchild in the CLI's process group",
     where: "cli",
     command: (report) => `${sleeper("cli-group", report)} &`,
-    treeFinds: true
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: false
   }
 ]
 
