@@ -615,10 +615,18 @@ const makeConnection = (
   stdin.on("error", (error) => {
     inputError ??= describe(error)
   })
+  // A write fails because the CLI closed its stdin, which it almost always does by exiting: the failure is handed
+  // over once the exit status and the stderr are in (bounded), so that whoever asks why finds them.
+  const failWrite = (resume: (effect: Effect.Effect<void, TransportWriteError>) => void, reason: string) =>
+    settled(() => resume(Effect.fail(new TransportWriteError({ reason }))))
   const write = (line: string): Effect.Effect<void, TransportWriteError> =>
     Effect.callback<void, TransportWriteError>((resume) => {
-      if (inputEnded || stdin.destroyed || !stdin.writable) {
-        resume(Effect.fail(new TransportWriteError({ reason: inputError ?? "stdin is closed" })))
+      if (inputEnded) {
+        resume(Effect.fail(new TransportWriteError({ reason: "stdin is closed" })))
+        return
+      }
+      if (stdin.destroyed || !stdin.writable) {
+        failWrite(resume, inputError ?? "stdin is closed")
         return
       }
       // Completes when the kernel took the bytes: a CLI that does not read keeps the write pending, which is what
@@ -627,11 +635,8 @@ const makeConnection = (
       stdin.write(line + "\n", (error) => {
         if (settled) return
         settled = true
-        resume(
-          error === null || error === undefined
-            ? Effect.void
-            : Effect.fail(new TransportWriteError({ reason: inputError ?? describe(error) }))
-        )
+        if (error === null || error === undefined) resume(Effect.void)
+        else failWrite(resume, inputError ?? describe(error))
       })
       // Usually the pipe takes the line at once: nothing is left in the stream's buffer and nothing failed. Then the
       // bytes are in the kernel already, and the write completes now rather than on the next tick.
@@ -904,21 +909,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         })
       )
     ).pipe(
-      Effect.tap((report) =>
-        report.survivors.length > 0
-          ? Effect.andThen(
-            Effect.logWarning(
-              `teardown left ${report.survivors.length} process(es) alive after the kill: ` +
-                report.survivors.map((survivor) => `${survivor.pid} (${survivor.command ?? "gone"})`).join(", "),
-              report
-            ),
-            Metric.update(
-              Metric.withAttributes(survivorsMetric, { containment: report.containment }),
-              report.survivors.length
-            )
-          )
-          : Effect.logDebug("teardown", report)
-      ),
+      Effect.tap((report) => Teardown.logReport(report, survivorsMetric)),
       Effect.ensuring(Effect.sync(() => {
         handle.unwatch()
         watchdog?.unregister(handle.marker)

@@ -7,6 +7,9 @@ import { Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Data, Duration, Effect, Exit, Layer, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { title } from "../src/internal/watchdog.ts"
 import { allProcs, fakeClaudePath, fakeSpec, killMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
@@ -18,13 +21,28 @@ const treeSize = 6
 
 class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
 
-const startHost = (runner: "runMain" | "runPromise", watchdog: boolean, mark: string) =>
+const startHost = (
+  runner: "runMain" | "runPromise",
+  watchdog: boolean,
+  mark: string,
+  options?: { readonly containment?: string; readonly tool?: string }
+) =>
   Effect.acquireRelease(
     Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
       const host = ChildProcess.spawn(
         process.execPath,
-        [hostScript, runner, watchdog ? "watchdog" : "no-watchdog", mark, fakeClaudePath],
-        { stdio: ["ignore", "pipe", "inherit"] }
+        [
+          hostScript,
+          runner,
+          watchdog ? "watchdog" : "no-watchdog",
+          mark,
+          fakeClaudePath,
+          ...(options?.containment === undefined ? [] : [options.containment])
+        ],
+        {
+          stdio: ["ignore", "pipe", "inherit"],
+          env: options?.tool === undefined ? process.env : { ...process.env, TETHER_TEST_TOOL: options.tool }
+        }
       )
       host.stdout.setEncoding("utf8")
       host.stdout.once("data", (data: string) =>
@@ -96,6 +114,40 @@ describe("host death", { timeout: 20_000 }, () => {
       assert.strictEqual(sleeping(marked(mark)).length, 4)
     }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
   })
+
+  for (const containment of ["cgroup", "process-tree"]) {
+    it.live(`the watchdog sends SIGTERM to what its later scans find too, not only its first (${containment})`, () => {
+      const mark = newMark()
+      return Effect.gen(function*() {
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-watchdog-"))),
+          (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+        )
+        const log = Path.join(dir, "log")
+        const go = Path.join(dir, "go")
+        // A spawner that outlives SIGTERM (its trap runs `:`), waits for the go file, then starts a process that
+        // says when SIGTERM reaches it. A trap, not an ignore: an ignored signal would be inherited.
+        const late = Path.join(dir, "late.sh")
+        Fs.writeFileSync(
+          late,
+          `trap 'echo got-term >> ${log}; exit 0' TERM\necho late >> ${log}\nwhile :; do sleep 0.01; done\n`
+        )
+        const tool = `sh -c 'trap : TERM; while [ ! -e ${go} ]; do sleep 0.01; done; sh ${late} & wait' &`
+        const host = yield* startHost("runPromise", true, mark, { containment, tool })
+        yield* waitUntil("the spawner", () => sleeping(marked(mark)).length > 0)
+        host.kill("SIGKILL")
+        yield* exited(host)
+        // The watchdog saw the pipe close and scanned (every 25 ms): the late process starts after that first scan,
+        // and within the 300 ms grace before SIGKILL.
+        yield* Effect.sleep("50 millis")
+        Fs.writeFileSync(go, "")
+        const lines = () => Fs.existsSync(log) ? Fs.readFileSync(log, "utf8").split("\n") : []
+        yield* waitUntil("the late process to start", () => lines().includes("late"), 3_000)
+        yield* waitUntil("SIGTERM to reach the late process", () => lines().includes("got-term"), 3_000)
+        yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 3_000)
+      }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
+    })
+  }
 
   it.live("the watchdog starts with the first session and stops when its layer is released", () =>
     Effect.gen(function*() {

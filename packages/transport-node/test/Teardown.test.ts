@@ -7,7 +7,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { TetherError, Transport } from "@tether/core"
 import type { FakeClaude } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
-import { Deferred, Duration, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Logger, Metric, Option, Scope, Stream } from "effect"
+import * as NodeChildProcess from "node:child_process"
+import * as Teardown from "../src/internal/teardown.ts"
 import {
   fakeClaudePath,
   fakeSpec,
@@ -386,3 +388,57 @@ const suite = (containment: Mechanism) => {
 }
 
 for (const containment of mechanisms) suite(containment)
+
+describe("teardown's report", () => {
+  it.live("looks again after the kill: what is still there is a survivor, named, warned about and counted", () =>
+    Effect.gen(function*() {
+      // A container whose member cannot be ended (as a process stuck in the kernel would be): pid 2 is a kernel
+      // thread (kthreadd), which signals do not end.
+      const stuck = { pid: 2, ppid: 0, pgid: 0, sid: 0, zombie: false, start: "0" }
+      const signals: Array<string> = []
+      const container: Teardown.Container = {
+        mechanism: "cgroup",
+        alive: () => [stuck],
+        terminate: () => signals.push("TERM"),
+        kill: () => signals.push("KILL"),
+        release: () => false
+      }
+      const child = NodeChildProcess.spawn("true", [], { stdio: "pipe" })
+      yield* Effect.callback<void>((resume) => {
+        child.once("exit", () => resume(Effect.void))
+      })
+      const started = Date.now()
+      const report = yield* Effect.callback<Teardown.Report>((resume) => {
+        Teardown.run({
+          child,
+          exited: () => true,
+          container,
+          termGraceMillis: 50,
+          killGraceMillis: 100,
+          describe: () => "[kthreadd]",
+          done: (report) => resume(Effect.succeed(report))
+        })
+      })
+      const millis = Date.now() - started
+      assert.deepStrictEqual(report.survivors, [{ pid: 2, command: "[kthreadd]" }])
+      assert.strictEqual(report.terminated, 1)
+      assert.strictEqual(report.killed, 1)
+      assert.strictEqual(signals[0], "TERM")
+      assert.include(signals, "KILL")
+      // It gives up at termGrace + killGrace (150 ms), one 20 ms poll late at most, plus a loaded machine's slack.
+      assert.isAtLeast(millis, 150)
+      assert.isBelow(millis, 600)
+
+      const logged: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        logged.push(`${logLevel}: ${Array.isArray(message) ? message[0] : message}`)
+      })
+      const counter = Metric.withAttributes(NodeTransport.survivorsMetric, { containment: "cgroup" })
+      const before = (yield* Metric.value(counter)).count
+      yield* Teardown.logReport(report, NodeTransport.survivorsMetric).pipe(
+        Effect.provide(Logger.layer([logger]))
+      )
+      assert.deepStrictEqual(logged, ["Warn: teardown left 1 process(es) alive after the kill: 2 ([kthreadd])"])
+      assert.strictEqual((yield* Metric.value(counter)).count - before, 1)
+    }))
+})

@@ -7,6 +7,8 @@
  * `Clock`: teardown is real time even when a host runs on a `TestClock`. Zombies never count as alive.
  */
 import type * as Transport from "@tether/core/Transport"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import type * as NodeChildProcess from "node:child_process"
 import * as NodeChildProcessRuntime from "node:child_process"
 import type * as Cgroup from "./cgroup.ts"
@@ -205,3 +207,19 @@ export const run = (options: {
     child.off("exit", wake)
   }
 }
+
+/**
+ * Logs a teardown: a warning naming every survivor (pid and command line) and their count added to `metric`
+ * (attribute `containment`) when there are any, a debug line otherwise.
+ *
+ * @internal
+ */
+export const logReport = (report: Report, metric: Metric.Counter<number>): Effect.Effect<void> =>
+  report.survivors.length === 0 ? Effect.logDebug("teardown", report) : Effect.andThen(
+    Effect.logWarning(
+      `teardown left ${report.survivors.length} process(es) alive after the kill: ` +
+        report.survivors.map((survivor) => `${survivor.pid} (${survivor.command ?? "gone"})`).join(", "),
+      report
+    ),
+    Metric.update(Metric.withAttributes(metric, { containment: report.containment }), report.survivors.length)
+  )
