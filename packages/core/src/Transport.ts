@@ -1,9 +1,11 @@
 /**
  * The `Transport` contract: how a session reaches a CLI process.
  *
- * A transport opens a process-like duplex of lines inside a `Scope`. Closing the scope is the teardown: the
- * transport guarantees that when the scope's finalizer returns, every process that the connection started is
- * gone. Sessions never see a process handle, only this interface, so the same session machinery runs over the
+ * A transport opens a process-like duplex of lines inside a `Scope`. Closing the scope is the teardown: when the
+ * scope's finalizer returns, every process the connection started that its containment holds is gone, and what
+ * it could not end has been reported. How far that reaches is the transport's {@link Capabilities}: everything
+ * under a cgroup or a PID namespace, a best-effort tree otherwise. Sessions never see a process handle, only
+ * this interface, so the same session machinery runs over the
  * real subprocess transport (`@tether/transport-node`) and the in-memory `MockTransport` (`@tether/testing`).
  *
  * @since 0.1.0
@@ -216,8 +218,9 @@ export interface TeardownOptions {
 /**
  * The transport service.
  *
- * `open` acquires a {@link Connection} in the caller's scope. The scope's finalizer is the teardown and must
- * leave no process of the connection alive, within a bound, whatever the children do.
+ * `open` acquires a {@link Connection} in the caller's scope. The scope's finalizer is the teardown: within a
+ * bound, whatever the children do, it ends every process of the connection that its containment holds (see
+ * {@link Capabilities}) and reports those it could not end.
  *
  * @example
  * ```ts
