@@ -209,7 +209,8 @@ export const capabilitiesFor = (options: {
   const watchdog = watchdogEnabled(options)
   const extra = options.note === undefined ? [] : [options.note]
   const noWatchdog = "no watchdog: a host killed without running finalizers (SIGKILL, crash, a signal under " +
-    "Effect.runPromise) leaves the CLI running; Node has no prctl(PR_SET_PDEATHSIG)"
+    "Effect.runPromise) leaves the CLI running (and its session's cgroup, if any); Node has no " +
+    "prctl(PR_SET_PDEATHSIG)"
   const watchdogProcess = "a watchdog process (one per layer, in its own session) sees the host's pipe close"
   const bounded = "zombies do not count as alive; teardown is bounded by termGrace + killGrace whatever the " +
     "children do, and names what is still alive after the kill (a warning and the tether_teardown_survivors metric)"

@@ -12,7 +12,17 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { title } from "../src/internal/watchdog.ts"
-import { allProcs, fakeClaudePath, fakeSpec, killMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
+import {
+  allProcs,
+  fakeClaudePath,
+  fakeSpec,
+  killMarked,
+  marked,
+  newMark,
+  removeHostCgroups,
+  sleeping,
+  waitUntil
+} from "./utils.ts"
 
 const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
 
@@ -112,6 +122,9 @@ describe("host death", { timeout: 20_000 }, () => {
       // This is the documented limit (capabilities: diesWithHost = false without the watchdog). The CLI itself
       // exits on the stdin EOF its host's death causes; its descendants do not.
       assert.strictEqual(sleeping(marked(mark)).length, 4)
+      // Nobody is left to remove the session's (emptied) cgroup either.
+      yield* cleanup(mark)
+      yield* removeHostCgroups(host.pid!)
     }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
   })
 

@@ -9,7 +9,6 @@
 import type * as Transport from "@tether/core/Transport"
 import * as NodeChildProcess from "node:child_process"
 import * as Cgroup from "./cgroup.ts"
-import { isWindows } from "./platform.ts"
 import * as ProcessTree from "./processTree.ts"
 
 /** What a host may ask for. @internal */
@@ -75,7 +74,3 @@ export const resolve = (requested: Requested): Resolved => {
     ? { _tag: "Unavailable", requested, reason: layer }
     : { _tag: "ProcessTree", backend, fallback: layer }
 }
-
-/** Whether teardown can see the process table at all. @internal */
-export const hasTable = (resolved: Resolved): boolean =>
-  !isWindows && !(resolved._tag === "ProcessTree" && resolved.backend === undefined)
