@@ -15,8 +15,8 @@ import { NodeTransport } from "@tether/transport-node"
 import { Data, Duration, Effect, Exit, Fiber, Scope, Stream } from "effect"
 import * as ChildProcess from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { awaitEscaped, commandFor, escapes, makeReport, survivors, treeFinds } from "./escapes.ts"
-import { fakeClaudePath, fakeSpec, killMarked, newMark, userMessage, waitUntil } from "./utils.ts"
+import { awaitEscaped, awaitToolShellGone, commandFor, escapes, makeReport, survivors, treeFinds } from "./escapes.ts"
+import { fakeClaudePath, fakeSpec, killMarked, newMark, stat, userMessage, waitUntil } from "./utils.ts"
 
 type Mechanism = "cgroup" | "pid-namespace" | "process-tree"
 type Closing = "close" | "interrupt" | "host SIGKILL"
@@ -96,6 +96,8 @@ const suite = (mechanism: Mechanism) =>
           Scope.provide(scope)
         )
         const escaped = yield* awaitEscaped(escapes, report)
+        // What the process tree finds depends on whether the tool's shell is still there: it is gone.
+        yield* awaitToolShellGone(escaped)
         const started = Date.now()
         yield* Scope.close(scope, Exit.void)
         const millis = Date.now() - started
@@ -122,6 +124,8 @@ const suite = (mechanism: Mechanism) =>
           }).pipe(Effect.scoped)
         )
         const escaped = yield* awaitEscaped(escapes, report)
+        // What the process tree finds depends on whether the tool's shell is still there: it is gone.
+        yield* awaitToolShellGone(escaped)
         const started = Date.now()
         yield* Fiber.interrupt(session)
         const exit = yield* Fiber.await(session)
@@ -140,6 +144,8 @@ const suite = (mechanism: Mechanism) =>
         const report = yield* makeReport
         const host = yield* startHost(mechanism, mark, report)
         const escaped = yield* awaitEscaped(escapes, report)
+        // What the process tree finds depends on whether the tool's shell is still there: it is gone.
+        yield* awaitToolShellGone(escaped)
         host.kill("SIGKILL")
         // The watchdog waits termGrace (300 ms) after the host's pipe closes, then kills; 3 s leaves it room.
         yield* waitUntil(
@@ -156,6 +162,41 @@ const suite = (mechanism: Mechanism) =>
   })
 
 for (const mechanism of mechanisms) suite(mechanism)
+
+describe("the process tree's periodic scan", { timeout: 20_000 }, () => {
+  // `env -i … &` from a shell that leads its own session and lives half a second: with scans every 100 ms one
+  // sees the shell, and its session keeps counting after it exits; with none, nothing links the orphan to the CLI.
+  const escape = escapes.find((each) => each.name === "env-i-background")!
+  for (const scanMillis of [100, 0]) {
+    it.live(`a short-lived session leader ${scanMillis > 0 ? "seen by a scan" : "never scanned"} (${scanMillis} ms)`, () =>
+      Effect.gen(function*() {
+        const mark = newMark()
+        yield* Effect.addFinalizer(() => Effect.sync(() => killMarked(mark)))
+        const report = yield* makeReport
+        const transport = yield* Transport.Transport
+        const scope = yield* Scope.make()
+        yield* transport.open(
+          fakeSpec(mark, { tool: `${escape.command(report)}\nsleep 0.5` }),
+          { termGrace: Duration.millis(termGraceMillis) }
+        ).pipe(Scope.provide(scope))
+        const [escaped] = yield* awaitEscaped([escape], report)
+        // The shell (the only process between the CLI and the orphan, and the leader of its session) exits after
+        // its sleep (as `sleep`: bash execs its last command), and the CLI reaps it: even its zombie is gone.
+        const leader = stat(escaped.pid)!.sid
+        yield* waitUntil("the tool's shell to be reaped", () => stat(leader) === undefined)
+        yield* Scope.close(scope, Exit.void)
+        assert.deepStrictEqual(survivors([escaped]), scanMillis > 0 ? [] : ["env-i-background"])
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(NodeTransport.layer({
+          executables: { claude: fakeClaudePath },
+          watchdog: false,
+          containment: "process-tree",
+          scanInterval: Duration.millis(scanMillis)
+        }))
+      ))
+  }
+})
 
 afterAll(() => {
   const closings: ReadonlyArray<Closing> = ["close", "interrupt", "host SIGKILL"]

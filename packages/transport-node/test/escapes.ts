@@ -269,3 +269,16 @@ export const killEscaped = (escaped: ReadonlyArray<Escaped>): void => {
 /** The names of those still alive now, sorted. */
 export const survivors = (escaped: ReadonlyArray<Escaped>): ReadonlyArray<string> =>
   escaped.filter(isAlive).map((each) => each.name).sort()
+
+/**
+ * Waits until the shell that started the tool escapes is gone, zombie included (its parent reaped it): the
+ * outcome under the process tree depends on it. Its pid is the session id of an escape that stayed in its session.
+ */
+export const awaitToolShellGone = (escaped: ReadonlyArray<Escaped>) =>
+  Effect.gen(function*() {
+    const stayed = escaped.find((each) => each.name === "env-i-background")
+    if (stayed === undefined) return
+    const stat = Fs.readFileSync(`/proc/${stayed.pid}/stat`, "latin1")
+    const sid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3])
+    yield* waitUntil("the tool's shell to be reaped", () => !Fs.existsSync(`/proc/${sid}`))
+  })
