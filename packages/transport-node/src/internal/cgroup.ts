@@ -51,7 +51,8 @@ export const locate = (mountinfo: string, cgroup: string): Location => {
   if (relative === undefined) {
     return { _tag: "Missing", reason: `the host's cgroup ${path} is outside the mounted cgroup2 tree ${mount.root}` }
   }
-  return { _tag: "Found", mount: mount.point, own: Path.join(mount.point, relative) }
+  const own = Path.join(mount.point, relative)
+  return { _tag: "Found", mount: mount.point, own: own.length > 1 && own.endsWith("/") ? own.slice(0, -1) : own }
 }
 
 const unescapeMountinfo = (field: string): string =>
