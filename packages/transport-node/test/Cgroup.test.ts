@@ -4,6 +4,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import * as Cgroup from "../src/internal/cgroup.ts"
 
 const hybrid = [
@@ -58,6 +60,31 @@ describe("Cgroup.locate", () => {
 })
 
 describe("Cgroup (this machine)", () => {
+  it.live.runIf(process.platform === "linux" && process.getuid?.() === 0)(
+    "a new layer removes the empty cgroups a dead host left behind, and nothing of a live one",
+    () =>
+      Effect.gen(function*() {
+        const first = Cgroup.makeLayer()
+        if (typeof first === "string") return assert.fail(first)
+        const own = Path.dirname(first.path)
+        first.remove()
+        // A host that is gone: the pid of a process that exited and was reaped.
+        const gone = ChildProcess.spawnSync("true").pid
+        const stale = Path.join(own, `tether-${gone}-0badc0de`)
+        Fs.mkdirSync(stale)
+        Fs.mkdirSync(Path.join(stale, "s1"))
+        // A live host's (this one's, under another name) is left alone.
+        const live = Path.join(own, `tether-${process.pid}-0000live`)
+        Fs.mkdirSync(live)
+        const layer = Cgroup.makeLayer()
+        if (typeof layer === "string") return assert.fail(layer)
+        assert.isFalse(Fs.existsSync(stale))
+        assert.isTrue(Fs.existsSync(live))
+        Cgroup.removeDir(live)
+        layer.remove()
+      })
+  )
+
   it.live.runIf(process.platform === "linux" && process.getuid?.() === 0)(
     "a session cgroup holds a process, kills it with cgroup.kill, and is removed; the layer too",
     () =>

@@ -6,7 +6,8 @@
  * `/proc/self/mountinfo`) gets one child per transport layer, `tether-<host pid>-<random>`, and that one a child
  * per session, `s<n>`. The host needs write access there: root, or a delegated subtree (systemd `Delegate=yes`, a
  * container's own cgroup namespace). The layer's cgroup is removed with the layer; a host killed without its
- * finalizers leaves them to the watchdog.
+ * finalizers leaves them to the watchdog, and the next layer made under the same cgroup removes the empty ones of
+ * hosts that are gone.
  *
  * Placement: the CLI is started through {@link launcher}, a shell that waits on descriptor 3 until the host wrote
  * its pid into the session's `cgroup.procs`, then execs the CLI (same pid): nothing can fork before it is inside.
@@ -95,6 +96,7 @@ export const makeLayer = (): Layer | string => {
     return `cannot read /proc/self/mountinfo or /proc/self/cgroup (${code(error)})`
   }
   if (location._tag === "Missing") return location.reason
+  sweep(location.own)
   const path = Path.join(location.own, `tether-${process.pid}-${randomBytes(4).toString("hex")}`)
   try {
     Fs.mkdirSync(path)
@@ -120,6 +122,30 @@ export const makeLayer = (): Layer | string => {
   }
   removeDir(probe)
   return layer
+}
+
+/**
+ * Removes the empty cgroups of layers whose host is dead (one killed with neither finalizers nor a watchdog, or a
+ * watchdog that gave up). `rmdir` removes only empty cgroups, so this can end nothing; a live host's are skipped.
+ */
+const sweep = (own: string): void => {
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(own)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const match = /^tether-([0-9]+)-[0-9a-f]+$/.exec(name)
+    if (match === null || Number(match[1]) === process.pid || Fs.existsSync(`/proc/${match[1]}`)) continue
+    const dir = Path.join(own, name)
+    try {
+      for (const session of Fs.readdirSync(dir)) if (/^s[0-9]+$/.test(session)) removeDir(Path.join(dir, session))
+    } catch {
+      continue
+    }
+    removeDir(dir)
+  }
 }
 
 const makeSession = (path: string): Session => {

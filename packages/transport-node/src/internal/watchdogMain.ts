@@ -137,9 +137,19 @@ const killCgroups = () => {
   }
 }
 
+// A cgroup is removed once its last process has left it: a process SIGKILLed a moment ago may still be on its way
+// out (a large CLI on a loaded machine). Keep killing and removing for a few more seconds before giving up.
+let exitTries = 0
+const exitTriesMax = 100
 const exit = () => {
-  for (const entry of entries.values()) if (entry.cgroup !== undefined) removeDir(entry.cgroup)
-  for (const layer of layers) removeDir(layer)
+  let left = false
+  for (const entry of entries.values()) if (entry.cgroup !== undefined && !removeDir(entry.cgroup)) left = true
+  for (const layer of layers) if (!removeDir(layer)) left = true
+  if (left && ++exitTries < exitTriesMax) {
+    killCgroups()
+    setTimeout(exit, 50)
+    return
+  }
   process.exit(0)
 }
 
