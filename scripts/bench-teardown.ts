@@ -78,6 +78,7 @@ const once = (shape: Shape) =>
   })
 
 const program = Effect.gen(function*() {
+  const { capabilities } = yield* Transport.Transport
   const results: Array<{ readonly shape: string } & Summary> = []
   for (const shape of shapes) {
     yield* once(shape) // warm-up, not counted
@@ -89,14 +90,14 @@ const program = Effect.gen(function*() {
     }
     results.push({ shape: shape.name, ...summary })
   }
-  return results
+  return { results, capabilities }
 }).pipe(Effect.provide(NodeTransport.layer({ executables: { claude: FakeClaude.path } })))
 
-const results = await Effect.runPromise(program)
+const { capabilities, results } = await Effect.runPromise(program)
 
 const ms = (x: number) => x.toFixed(1)
 const lines = [
-  `### Teardown latency (termGrace ${termGraceMillis} ms, ${runs} runs each; ${Os.cpus().length} CPUs, Node ${process.version}, ${process.platform})`,
+  `### Teardown latency (termGrace ${termGraceMillis} ms, ${runs} runs each; containment ${capabilities.containment}; ${Os.cpus().length} CPUs, Node ${process.version}, ${process.platform})`,
   "",
   "| shape | median ms | min ms | max ms |",
   "| --- | ---: | ---: | ---: |",
@@ -115,7 +116,7 @@ Fs.writeFileSync(
       cpus: Os.cpus().length,
       termGraceMillis,
       runs,
-      capabilities: NodeTransport.capabilities,
+      capabilities,
       results
     },
     null,

@@ -7,7 +7,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { ClaudeSession, Permission, TetherError } from "@tether/core"
-import { NodeTransport } from "@tether/transport-node"
+import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Console, Context, Effect, Layer, Stream } from "effect"
 
 // The session is a service of the host: acquired when the layer is built, released (stdin EOF, grace, SIGTERM
@@ -18,7 +18,7 @@ class Assistant extends Context.Service<Assistant, ClaudeSession.ClaudeSession>(
     Assistant,
     ClaudeSession.make({
       // Read-only tools are fine; shell commands that would escape the session's teardown are not.
-      policy: Permission.denyDetachedShell(Permission.allowTools(["Read", "Glob", "Grep", "Bash"])),
+      policy: ShellPolicy.denyDetached(Permission.allowTools(["Read", "Glob", "Grep", "Bash"])),
       permissionMode: "default"
     })
   )

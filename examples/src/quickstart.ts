@@ -16,7 +16,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { ClaudeSession, Permission, TetherError } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
-import { NodeTransport } from "@tether/transport-node"
+import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Console, Deferred, Duration, Effect, Fiber, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
@@ -63,7 +63,7 @@ const mockScript: MockAnthropic.Script = (request) => {
 
 /** A policy that allows shell commands unless they would detach work from the session, and says what it decided. */
 const policy: Permission.Policy = (request) =>
-  Permission.denyDetachedShell(Permission.allowTools(["Bash"]))(request).pipe(
+  ShellPolicy.denyDetached(Permission.allowTools(["Bash"]))(request).pipe(
     Effect.tap((decision) =>
       line(
         `${bold("permission")} ${request.toolName} ${JSON.stringify(request.input["command"] ?? request.input)} → ` +

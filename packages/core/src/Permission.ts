@@ -9,7 +9,6 @@
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import { fixDisposition } from "./internal/disposition.ts"
 import type * as TetherError from "./TetherError.ts"
@@ -146,52 +145,6 @@ export const denyTools = (tools: Iterable<string>, otherwise: Policy = allowAll)
   const denied = new Set(tools)
   return (request) =>
     denied.has(request.toolName) ? Effect.succeed(deny(`tool ${request.toolName} is denied`)) : otherwise(request)
-}
-
-// A command that would detach work from the session: background flags, a background `&`, or a
-// detaching program at the start of a command (after `;`, `&&`, `||`, `|`, `(`, a newline, or `sudo`/`exec`).
-const detachingProgram = /(^|[;&|(\n]|\bexec\s+|\bsudo\s+)\s*(nohup|setsid|disown|daemonize|start-stop-daemon)\b/
-// A lone `&` (not `&&`, `>&`, `&>`, `|&`) sends the command before it to the background.
-const backgroundAmpersand = /(^|[^&><|])&(?![&>])/
-const disownAnywhere = /\bdisown\b/
-
-/**
- * True when a shell command would leave work running outside the session's process tree teardown: a trailing
- * `&`, `nohup`, `setsid`, `disown`, or the tool's own `run_in_background` flag.
- *
- * @category policies
- * @since 0.1.0
- */
-export const detachesWork = (input: { readonly [key: string]: unknown }): boolean => {
-  if (input["run_in_background"] === true) return true
-  const command = input["command"]
-  if (!Predicate.isString(command)) return false
-  return detachingProgram.test(command) || backgroundAmpersand.test(command) || disownAnywhere.test(command)
-}
-
-/**
- * Denies shell commands that would detach work from the session (`run_in_background`, a trailing `&`, `nohup`,
- * `setsid`, `disown`) so that tool work stays inside the session's teardown; every other request goes to
- * `otherwise`.
- *
- * @example
- * ```ts
- * import { Permission } from "@tether/core"
- *
- * const policy = Permission.denyDetachedShell(Permission.allowTools(["Bash", "Read"]))
- * ```
- *
- * @category policies
- * @since 0.1.0
- */
-export const denyDetachedShell = (otherwise: Policy, shellTools: Iterable<string> = ["Bash"]): Policy => {
-  const shells = new Set(shellTools)
-  return (request) =>
-    shells.has(request.toolName) && detachesWork(request.input)
-      ? Effect.succeed(
-        deny("commands that detach from the session (background, nohup, setsid, disown) are not allowed")
-      )
-      : otherwise(request)
 }
 
 /**

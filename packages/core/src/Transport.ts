@@ -1,9 +1,11 @@
 /**
  * The `Transport` contract: how a session reaches a CLI process.
  *
- * A transport opens a process-like duplex of lines inside a `Scope`. Closing the scope is the teardown: the
- * transport guarantees that when the scope's finalizer returns, every process that the connection started is
- * gone. Sessions never see a process handle, only this interface, so the same session machinery runs over the
+ * A transport opens a process-like duplex of lines inside a `Scope`. Closing the scope is the teardown: when the
+ * scope's finalizer returns, every process the connection started that its containment holds is gone, and what
+ * it could not end has been reported. How far that reaches is the transport's {@link Capabilities}: everything
+ * under a cgroup or a PID namespace, a best-effort tree otherwise. Sessions never see a process handle, only
+ * this interface, so the same session machinery runs over the
  * real subprocess transport (`@tether/transport-node`) and the in-memory `MockTransport` (`@tether/testing`).
  *
  * @since 0.1.0
@@ -86,6 +88,27 @@ export interface LaunchSpec {
   readonly args: ReadonlyArray<string>
   readonly cwd: Option.Option<string>
   readonly env: Environment
+  /**
+   * Secrets handed to the process through inherited pipes rather than its environment (see {@link SecretPipe}).
+   * A transport that has no pipes to hand (the mock) ignores them.
+   */
+  readonly secretPipes?: ReadonlyArray<SecretPipe> | undefined
+}
+
+/**
+ * A secret handed to the process through an inherited pipe instead of its environment: the transport writes
+ * `value` and a newline into a pipe, closes its own end, and sets the environment variable `variable` to the
+ * number of the pipe's descriptor in the process. The process reads it once; the pipe is then empty, so the
+ * processes the CLI starts (tools) find neither the value in their environment nor anything left to read.
+ * Claude Code reads its API key this way from `CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR` (and removes the variable
+ * from its own environment once read).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface SecretPipe {
+  readonly variable: string
+  readonly value: Redacted.Redacted<string>
 }
 
 /**
@@ -137,18 +160,45 @@ export type Line = Data.TaggedEnum<{
 export const Line = Data.taggedEnum<Line>()
 
 /**
+ * What holds a session's processes together, and what teardown ends:
+ *
+ * - `cgroup`: a cgroup v2 per session (Linux). The kernel keeps every descendant in it, whatever it does (`setsid`,
+ *   a double fork, a cleared environment, a rewritten process title); teardown signals its members, then
+ *   `cgroup.kill`s it.
+ * - `pid-namespace`: a PID namespace per session (Linux). Every descendant stays in it, and orphans are re-parented
+ *   to the CLI inside it; when the namespace's first process dies, the kernel kills the rest.
+ * - `process-tree`: the tree as the process table shows it (parent links, sessions and process groups of members
+ *   seen alive during the session, an environment marker). Best effort: a process that left the session, cleared
+ *   its environment and whose parent exited before anyone looked is not found.
+ * - `in-memory`: no process at all (a mock).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Containment = "cgroup" | "pid-namespace" | "process-tree" | "in-memory"
+
+/**
  * What a transport can guarantee on this platform, so a host can check at runtime instead of reading the
- * README. The mock reports every guarantee; the Node transport reports what Linux, macOS or Windows give it.
+ * README. The mock reports every guarantee; the Node transport reports the mechanism in force (see
+ * {@link Containment}) and what it delivers.
  *
  * @category models
  * @since 0.1.0
  */
 export interface Capabilities {
   readonly name: string
+  /** The mechanism in force. */
+  readonly containment: Containment
   /** Processes that left the session's process group (`setsid`) are found and killed at teardown. */
   readonly killsDetachedDescendants: boolean
   /** Descendants whose parent already exited (re-parented) are found and killed at teardown. */
   readonly killsOrphanedDescendants: boolean
+  /**
+   * Every descendant is killed at teardown, however it detached: its own session, a parent that exited, a cleared
+   * environment, a rewritten process title. True only where the kernel holds the tree (`cgroup`,
+   * `pid-namespace`).
+   */
+  readonly killsEveryDescendant: boolean
   /** The CLI dies with its host if the host is killed without running finalizers. */
   readonly diesWithHost: boolean
   readonly notes: ReadonlyArray<string>
@@ -168,8 +218,9 @@ export interface TeardownOptions {
 /**
  * The transport service.
  *
- * `open` acquires a {@link Connection} in the caller's scope. The scope's finalizer is the teardown and must
- * leave no process of the connection alive, within a bound, whatever the children do.
+ * `open` acquires a {@link Connection} in the caller's scope. The scope's finalizer is the teardown: within a
+ * bound, whatever the children do, it ends every process of the connection that its containment holds (see
+ * {@link Capabilities}) and reports those it could not end.
  *
  * @example
  * ```ts

@@ -195,6 +195,25 @@ describe("ClaudeOptions", () => {
         assert.deepStrictEqual(env.unset, ["DEBUG", "LANG"])
       }))
 
+    it.effect("apiKey: through a secret pipe by default, in the environment only when asked", () =>
+      Effect.gen(function*() {
+        const key = Redacted.make("sk-secret")
+        const piped = yield* ClaudeOptions.toLaunchSpec({ apiKey: key })
+        assert.deepStrictEqual(piped.secretPipes, [{ variable: ClaudeOptions.apiKeyDescriptorVariable, value: key }])
+        assert.isFalse(Object.hasOwn(piped.env.set, "ANTHROPIC_API_KEY"))
+        assert.notInclude(JSON.stringify(piped), "sk-secret")
+        const inEnv = yield* ClaudeOptions.toLaunchSpec({ apiKey: key, apiKeySource: "environment" })
+        assert.deepStrictEqual(inEnv.secretPipes, [])
+        assert.strictEqual(inEnv.env.set.ANTHROPIC_API_KEY, key)
+        assert.deepStrictEqual(problemsOf({ apiKey: Redacted.make("") }), ["apiKey must not be empty"])
+        assert.deepStrictEqual(problemsOf({ apiKey: Redacted.make("sk\nx") }), [
+          "apiKey must not contain a NUL character or a line break"
+        ])
+        assert.deepStrictEqual(problemsOf({ apiKey: key, env: { set: { ANTHROPIC_API_KEY: key } } }), [
+          "apiKey and env.set.ANTHROPIC_API_KEY are both set: give the key once"
+        ])
+      }))
+
     it.effect("lets the host override or remove a default explicitly", () =>
       Effect.gen(function*() {
         const overridden = yield* ClaudeOptions.toEnvironment({

@@ -4,7 +4,8 @@
 // does and for its knobs (FAKE_CLAUDE_MODE and the others).
 //
 // What is about the process rather than the protocol happens here, first, in plain Node: descendants (grandchildren
-// in its process group, a setsid shell, a double-forked daemon) and a flood on stderr. Then it loads the simulator
+// in its process group, a setsid shell, a double-forked daemon, the tool commands of FAKE_CLAUDE_TOOL, run the way
+// the Bash tool runs one, and FAKE_CLAUDE_CLI_TOOL, run in the CLI's own session) and a flood on stderr. Then it loads the simulator
 // through the package's own export, which is the TypeScript source in the workspace and the build when installed.
 import { spawn } from "node:child_process"
 import module from "node:module"
@@ -37,6 +38,13 @@ const startDescendants = () => {
     const child = spawn("/bin/sh", ["-c", `sleep ${sleepSeconds}; :`], { stdio: childStdio, detached: true })
     child.unref()
     log(`spawned setsid child ${child.pid}`)
+  }
+  for (const [command, detached] of [[env.FAKE_CLAUDE_TOOL, true], [env.FAKE_CLAUDE_CLI_TOOL, false]]) {
+    if (command === undefined) continue
+    const child = spawn("/bin/bash", ["-c", command], { stdio: childStdio, detached })
+    child.on("error", () => {})
+    child.unref()
+    log(`ran tool ${child.pid}`)
   }
   if (modes.has("double-fork-daemon")) {
     // sh starts a new session, backgrounds sleep and exits: sleep is re-parented (PID 1 or a subreaper).

@@ -90,6 +90,13 @@ export interface Knobs {
   readonly floodCount?: number | undefined
   readonly giantBytes?: number | undefined
   readonly deltas?: number | undefined
+  /**
+   * A shell command run the way the Bash tool runs one: `/bin/bash -c <tool>` as the leader of a new session, not
+   * waited for; started with the descendants (`spawnAt`).
+   */
+  readonly tool?: string | undefined
+  /** The same, run in the CLI's own session and process group. */
+  readonly cliTool?: string | undefined
 }
 
 /**
@@ -121,6 +128,8 @@ export const env = (knobs: Knobs): Record<string, string> => {
   put("FAKE_CLAUDE_FLOOD_COUNT", knobs.floodCount)
   put("FAKE_CLAUDE_GIANT_BYTES", knobs.giantBytes)
   put("FAKE_CLAUDE_DELTAS", knobs.deltas)
+  put("FAKE_CLAUDE_TOOL", knobs.tool)
+  put("FAKE_CLAUDE_CLI_TOOL", knobs.cliTool)
   return out
 }
 

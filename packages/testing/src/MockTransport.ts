@@ -145,8 +145,10 @@ export const launchSpec = (
  */
 export const capabilities: Transport.Capabilities = {
   name: "mock",
+  containment: "in-memory",
   killsDetachedDescendants: true,
   killsOrphanedDescendants: true,
+  killsEveryDescendant: true,
   diesWithHost: true,
   notes: ["in-memory simulated CLIs; no process is started"]
 }

@@ -12,7 +12,7 @@ const now = Clock.currentTimeMillis
 class Assistant extends Context.Service<Assistant, ClaudeSession.ClaudeSession>()("test/Assistant") {
   static readonly layerNoDeps = Layer.effect(
     Assistant,
-    ClaudeSession.make({ policy: Permission.denyDetachedShell(Permission.denyTools(["Bash"])) })
+    ClaudeSession.make({ policy: Permission.denyTools(["Bash"]) })
   )
 }
 

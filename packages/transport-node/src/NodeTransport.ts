@@ -1,22 +1,30 @@
 /**
  * The real subprocess transport: spawns the CLI, frames its stdout as NDJSON {@link Transport.Line}s, keeps a
- * bounded tail of its stderr, and tears down its whole process tree when the connection's scope closes.
+ * bounded tail of its stderr, and tears down everything the CLI started when the connection's scope closes.
  *
- * Teardown (the scope's finalizer) ends stdin, sends SIGTERM to every process of the tree, waits `termGrace`, sends
- * SIGKILL to whatever remains, and waits for the CLI to be reaped, bounded by `killGrace`. The tree is read from the
- * process table at teardown (see `Capabilities`): on Linux it includes descendants that left the CLI's process
- * group or session (`setsid`, as Claude Code's Bash tool does) and descendants whose parent already exited, found
- * through a marker variable (`TETHER_SESSION_TOKEN`) injected into the CLI's environment. It also runs when the CLI
- * already exited by itself and left descendants behind. It never waits for zombies.
+ * Containment (option `containment`, reported by `transport.capabilities`): on Linux each session gets a cgroup v2
+ * of its own where the host can create one (root, or a delegated subtree): the CLI is placed in it before it can
+ * fork, and teardown ends the cgroup, so nothing the CLI started can escape, however it detached. Where no cgroup
+ * can be created, `auto` falls back to the process tree read from /proc (parent links, the sessions and groups of
+ * every member seen during the session, a marker variable in the environment): best effort, see `Capabilities`.
+ * A PID namespace per session is the third mechanism, on request (`containment: "pid-namespace"`).
+ *
+ * Teardown (the scope's finalizer) ends stdin, sends SIGTERM to every process of the container, waits `termGrace`,
+ * kills whatever remains (`cgroup.kill`, SIGKILL), waits for the CLI to be reaped, bounded by `killGrace`, and
+ * looks again: processes still alive are named in a warning and counted in the `tether_teardown_survivors`
+ * metric. It also runs when the CLI already exited by itself and left descendants behind. It never waits for
+ * zombies.
+ *
+ * Secrets: every `Redacted` value of the launch spec (environment values, secret pipes) is scrubbed from the
+ * stderr tail, from stdout lines and from the transport's own messages before they leave the transport.
  *
  * Host death: under `NodeRuntime.runMain`, SIGINT/SIGTERM interrupt the program and the finalizers run the
  * teardown. Under `Effect.runPromise` (or after SIGKILL, a crash, `process.exit`) no finalizer runs: the CLI is
  * spawned in its own session, so without help it keeps running. That help is the watchdog (on by default
  * everywhere but Windows): a small Node process per layer that notices the host's death by the EOF of a pipe and
- * tears down what the host registered. On Linux (with /proc) it kills each connection's whole tree, found as
- * teardown finds it; elsewhere it only signals each CLI's process group, so descendants that left the group
- * (`setsid`) survive. `watchdog: false` turns it off, and then children outlive a host that dies without
- * finalizers.
+ * tears down what the host registered, through each session's cgroup, or its tree as teardown finds it (with
+ * /proc; elsewhere only each CLI's process group). `watchdog: false` turns it off, and then children outlive a
+ * host that dies without finalizers.
  *
  * @example
  * ```ts
@@ -53,6 +61,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Pull from "effect/Pull"
 import * as Redacted from "effect/Redacted"
@@ -62,11 +71,16 @@ import * as NodeChildProcess from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import type { Readable } from "node:stream"
+import type { Readable, Writable } from "node:stream"
 import * as Executable from "./Executable.ts"
 import * as Framing from "./Framing.ts"
+import * as Cgroup from "./internal/cgroup.ts"
+import * as Containment from "./internal/containment.ts"
 import { isWindows } from "./internal/platform.ts"
 import * as ProcessTree from "./internal/processTree.ts"
+import * as Runnable from "./internal/runnable.ts"
+import * as Secrets from "./internal/secrets.ts"
+import * as Teardown from "./internal/teardown.ts"
 import * as Watchdog from "./internal/watchdog.ts"
 
 /**
@@ -83,20 +97,43 @@ export interface Options {
   /** How much of stderr `stderrTail` keeps (default 8 KiB). */
   readonly stderrTailBytes?: number | undefined
   /**
-   * How long teardown waits after SIGKILL for the tree to be gone and the CLI reaped (default 1 second). With `0`,
-   * SIGKILL is sent but not waited for: the kernel may still be delivering it when the scope's close returns.
+   * How long teardown waits after the kill for the tree to be gone and the CLI reaped (default 1 second). With `0`,
+   * the kill is sent but not waited for: the kernel may still be delivering it when the scope's close returns (and
+   * the processes it had not finished are reported as survivors).
    */
   readonly killGrace?: Duration.Input | undefined
   /**
-   * Start the host-death watchdog (default: true everywhere but Windows, where it is unavailable). On Linux it
-   * kills each connection's whole tree when the host dies; elsewhere only each CLI's process group.
+   * Start the host-death watchdog (default: true everywhere but Windows, where it is unavailable). It ends each
+   * connection's cgroup, or its tree as teardown finds it (Linux), or only each CLI's process group (elsewhere).
    */
   readonly watchdog?: boolean | undefined
+  /**
+   * What contains each session's processes (see `Transport.Containment`); the choice is reported by
+   * `transport.capabilities.containment`.
+   *
+   * - `auto` (default): a cgroup where the host can create one (Linux, root or a delegated cgroup v2 subtree),
+   *   else the process tree.
+   * - `cgroup`: a cgroup or nothing: where none can be created, every `open` fails with `SpawnFailed`.
+   * - `pid-namespace`: each CLI runs as the first process of a PID namespace of its own (Linux, through
+   *   `unshare`; without root, inside a user namespace mapped to the host's uid). Gotchas: `connection.pid` is the
+   *   launcher's (`unshare`), not the CLI's; inside a user namespace the CLI sees files of other users as owned by
+   *   `nobody`, and cannot `sudo`. Where it cannot work, every `open` fails with `SpawnFailed`.
+   * - `process-tree`: the tree read from the process table (what the other mechanisms do not need).
+   */
+  readonly containment?: Containment.Requested | undefined
+  /**
+   * Under the `process-tree` containment, how often the process table is read during a session (default 1
+   * second; one read serves every session of the layer): the session leaders and groups it sees are remembered
+   * until teardown, so a descendant whose parent exited between two scans is still found, as long as a scan saw
+   * that parent. `0` reads the table only at teardown.
+   */
+  readonly scanInterval?: Duration.Input | undefined
 }
 
 /**
  * The name of the marker variable injected into the CLI's environment. Its value is unique per connection; every
- * descendant inherits it, which is how teardown finds orphans on Linux.
+ * descendant that keeps its environment inherits it, which is one of the ways the `process-tree` containment
+ * finds orphans on Linux.
  *
  * @category constants
  * @since 0.1.0
@@ -120,12 +157,32 @@ export const defaultMaxLineBytes = Framing.defaultMaxLineBytes
 export const defaultStderrTailBytes = 8 * 1024
 
 /**
- * The default bound teardown waits after SIGKILL (1 second).
+ * The default bound teardown waits after the kill (1 second).
  *
  * @category constants
  * @since 0.1.0
  */
 export const defaultKillGrace: Duration.Duration = Duration.seconds(1)
+
+/**
+ * The default interval of the `process-tree` containment's scans during a session (1 second).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultScanInterval: Duration.Duration = Duration.seconds(1)
+
+/**
+ * The metric teardown adds its survivors to: processes still alive after the kill, with the attribute
+ * `containment` (the mechanism they escaped or resisted). It stays at 0 while every teardown is complete.
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const survivorsMetric: Metric.Counter<number> = Metric.counter("tether_teardown_survivors", {
+  description: "Processes of a Tether session still alive after its teardown's kill",
+  incremental: true
+})
 
 /**
  * Whether a transport with these options runs the watchdog: asked for (the default), not on Windows, and its
@@ -136,76 +193,131 @@ const watchdogEnabled = (options?: { readonly watchdog?: boolean | undefined }):
   !isWindows && (options?.watchdog ?? true) && Watchdog.available
 
 /**
- * What the transport guarantees on this platform, with or without the watchdog.
+ * What the transport guarantees on this platform under a containment mechanism, with or without the watchdog.
+ * `transport.capabilities` is this for the mechanism the layer chose; a host can read it to refuse to run without
+ * the guarantee it needs.
  *
  * @category capabilities
  * @since 0.1.0
  */
-export const capabilitiesFor = (options?: { readonly watchdog?: boolean | undefined }): Transport.Capabilities => {
+export const capabilitiesFor = (options: {
+  readonly containment: Transport.Containment
+  readonly watchdog?: boolean | undefined
+  /** Why `auto` fell back to the process tree, or why the requested mechanism is unavailable. */
+  readonly note?: string | undefined
+}): Transport.Capabilities => {
   const watchdog = watchdogEnabled(options)
+  const extra = options.note === undefined ? [] : [options.note]
   const noWatchdog = "no watchdog: a host killed without running finalizers (SIGKILL, crash, a signal under " +
-    "Effect.runPromise) leaves the CLI running; Node has no prctl(PR_SET_PDEATHSIG)"
+    "Effect.runPromise) leaves the CLI running (and its session's cgroup, if any); Node has no " +
+    "prctl(PR_SET_PDEATHSIG)"
   const watchdogProcess = "a watchdog process (one per layer, in its own session) sees the host's pipe close"
-  const cgroupKill = "a watchdog killed together with the host (e.g. a cgroup kill) cannot act, but then the " +
-    "cgroup kill reached the CLI too"
-  if (process.platform === "linux") {
-    return {
-      name: "node/linux",
-      killsDetachedDescendants: true,
-      killsOrphanedDescendants: true,
-      diesWithHost: watchdog,
-      notes: [
-        "the tree is read from /proc at teardown: descendants by parent link, members of the sessions and process " +
-        "groups of every member (alive or dead), and every process whose environment carries the connection's " +
-        `${markerVariable} (inherited across setsid and re-parenting)`,
-        "not found: a descendant that clears its environment, leaves the session, and whose parent exited before " +
-        "teardown (only a cgroup or a PID namespace contains that one)",
-        "zombies do not count as alive; teardown is bounded by termGrace + killGrace whatever the children do",
-        watchdog
-          ? `dies with host: ${watchdogProcess} and kills each connection's tree, found as teardown finds it ` +
-            `(with /proc; without it, only each CLI's process group); ${cgroupKill}`
-          : noWatchdog
-      ]
-    }
-  }
+  const bounded = "zombies do not count as alive; teardown is bounded by termGrace + killGrace whatever the " +
+    "children do, and names what is still alive after the kill (a warning and the tether_teardown_survivors metric)"
   if (isWindows) {
     return {
       name: "node/windows",
+      containment: "process-tree",
       killsDetachedDescendants: false,
       killsOrphanedDescendants: false,
+      killsEveryDescendant: false,
       diesWithHost: false,
       notes: [
         "teardown runs taskkill /T on the CLI: it reaches the descendants of a running CLI only, and descendants " +
         "that outlive the CLI are left running (a Job Object would contain them)",
-        "no watchdog on Windows"
+        "no watchdog on Windows",
+        ...extra
+      ]
+    }
+  }
+  const name = `node/${process.platform}`
+  switch (options.containment) {
+    case "cgroup":
+      return {
+        name,
+        containment: "cgroup",
+        killsDetachedDescendants: true,
+        killsOrphanedDescendants: true,
+        killsEveryDescendant: true,
+        diesWithHost: watchdog,
+        notes: [
+          "each session has a cgroup v2 of its own; the CLI is placed in it before it can fork, and the kernel keeps " +
+          "every descendant in it (setsid, double forks, a cleared environment, a rewritten process title included)",
+          "teardown: SIGTERM to every member, termGrace, cgroup.kill, a wait for cgroup.procs to empty, rmdir",
+          bounded,
+          watchdog
+            ? `dies with host: ${watchdogProcess} and ends each session's cgroup the same way`
+            : noWatchdog,
+          "not contained: a process that another cgroup's owner moves out (root only), and what the CLI asks other " +
+          "services to start (systemd-run, a container runtime, ssh to another machine)",
+          ...extra
+        ]
+      }
+    case "pid-namespace":
+      return {
+        name,
+        containment: "pid-namespace",
+        killsDetachedDescendants: true,
+        killsOrphanedDescendants: true,
+        killsEveryDescendant: true,
+        diesWithHost: watchdog,
+        notes: [
+          "each CLI runs as the first process of a PID namespace of its own (unshare; a user namespace too when not " +
+          "root): every descendant stays in it and orphans are re-parented to the CLI; when the CLI dies, the " +
+          "kernel kills the rest",
+          "connection.pid is the launcher's (unshare); inside a user namespace the CLI sees files of other users " +
+          "as nobody's",
+          bounded,
+          watchdog ? `dies with host: ${watchdogProcess} and kills each namespace's tree` : noWatchdog,
+          ...extra
+        ]
+      }
+    default:
+      break
+  }
+  if (process.platform === "linux") {
+    return {
+      name,
+      containment: "process-tree",
+      killsDetachedDescendants: true,
+      killsOrphanedDescendants: true,
+      killsEveryDescendant: false,
+      diesWithHost: watchdog,
+      notes: [
+        "the tree is read from /proc during the session (every scanInterval) and at teardown: descendants by " +
+        "parent link, members of the sessions and process groups of every member seen alive during the session " +
+        `(alive or dead since), and every process whose environment carries the connection's ${markerVariable}`,
+        "not found: a descendant that left the session and whose parent exited before any scan saw that parent, " +
+        "if it also cleared its environment (env -i) or overwrote it with a long process title (setproctitle); " +
+        "the Bash tool's shell running `env -i sleep 300 &` is such a parent. Only a cgroup or a PID namespace " +
+        "contains that one",
+        bounded,
+        watchdog
+          ? `dies with host: ${watchdogProcess} and kills each connection's tree, found as teardown finds it`
+          : noWatchdog,
+        ...extra
       ]
     }
   }
   return {
-    name: `node/${process.platform}`,
+    name,
+    containment: "process-tree",
     killsDetachedDescendants: true,
     killsOrphanedDescendants: false,
+    killsEveryDescendant: false,
     diesWithHost: watchdog,
     notes: [
       "the tree is read with ps at teardown: descendants by parent link (found while their parents live) and the " +
       "members of every member's process group; there is no /proc to find orphans by their environment",
-      "zombies do not count as alive; teardown is bounded by termGrace + killGrace whatever the children do",
+      bounded,
       watchdog
         ? `dies with host, partly: ${watchdogProcess} and signals each CLI's process group only (SIGTERM, then ` +
-          "SIGKILL after termGrace): descendants that left the group (setsid, as the Bash tool does) keep running; " +
-          cgroupKill
-        : noWatchdog
+          "SIGKILL after termGrace): descendants that left the group (setsid, as the Bash tool does) keep running"
+        : noWatchdog,
+      ...extra
     ]
   }
 }
-
-/**
- * What the transport guarantees on this platform with the default options.
- *
- * @category capabilities
- * @since 0.1.0
- */
-export const capabilities: Transport.Capabilities = capabilitiesFor()
 
 // ---------------------------------------------------------------------------------------------------------------
 // environment
@@ -228,6 +340,16 @@ const buildEnvironment = (environment: Transport.Environment): Record<string, st
   for (const [key, value] of Object.entries(environment.set)) env[key] = reveal(value)
   for (const key of environment.unset) delete env[key]
   return env
+}
+
+/** The secrets of a launch spec, by the name they are reported under. */
+const secretsOf = (spec: Transport.LaunchSpec): ReadonlyArray<Secrets.Secret> => {
+  const secrets: Array<Secrets.Secret> = []
+  for (const [name, value] of Object.entries(spec.env.set)) {
+    if (Redacted.isRedacted(value)) secrets.push({ name, value: Redacted.value(value) })
+  }
+  for (const pipe of spec.secretPipes ?? []) secrets.push({ name: pipe.variable, value: Redacted.value(pipe.value) })
+  return secrets
 }
 
 // Node's own NUL check throws an error that quotes the value: check first, so a Redacted value never reaches an
@@ -261,33 +383,41 @@ const describe = (error: unknown): string => {
  * re-parented to a slow PID 1 makes it wait out `forceKillAfter` and then one more second; its exit code reports a
  * signal only inside an error message (no `Signaled` status); and its stdin is a `Sink`, with no per-write
  * completion to carry backpressure and EPIPE back to `write`. So the transport owns the `ChildProcess` and reads
- * its pipes itself (stdout: {@link readLines}).
+ * its pipes itself (stdout: {@link readLines}). `placed` runs right after the spawn, before control returns to the
+ * event loop (so before the child can have been reaped): it reads the start time, and puts the launcher in its
+ * cgroup; when it throws, the child is killed and the spawn fails with its message.
  */
-const spawnProcess = (
+const spawnProcess = <A>(
   program: string,
   file: string,
   args: ReadonlyArray<string>,
   options: NodeChildProcess.SpawnOptions,
-  backend: ProcessTree.Backend | undefined
-): Effect.Effect<{ readonly child: NodeChildProcess.ChildProcess; readonly start: string | undefined }, SpawnFailed> =>
+  placed: (child: NodeChildProcess.ChildProcess) => A,
+  scrub: Secrets.Scrub
+): Effect.Effect<{ readonly child: NodeChildProcess.ChildProcess; readonly placed: A }, SpawnFailed> =>
   Effect.callback((resume) => {
     let child: NodeChildProcess.ChildProcess
-    let start: string | undefined
+    let result: A | undefined
     try {
       child = NodeChildProcess.spawn(file, args, options)
-      // Read before control returns to the event loop, so the child cannot have been reaped and its pid reused.
-      if (backend === "proc" && child.pid !== undefined) start = ProcessTree.readStat(child.pid)?.start
     } catch (error) {
-      resume(Effect.fail(new SpawnFailed({ program, reason: describe(error) })))
+      resume(Effect.fail(new SpawnFailed({ program, reason: scrub(describe(error)) })))
+      return
+    }
+    try {
+      if (child.pid !== undefined) result = placed(child)
+    } catch (error) {
+      child.kill("SIGKILL")
+      resume(Effect.fail(new SpawnFailed({ program, reason: scrub(describe(error)) })))
       return
     }
     const onError = (error: Error) => {
       child.off("spawn", onSpawn)
-      resume(Effect.fail(new SpawnFailed({ program, reason: describe(error) })))
+      resume(Effect.fail(new SpawnFailed({ program, reason: scrub(describe(error)) })))
     }
     const onSpawn = () => {
       child.off("error", onError)
-      resume(Effect.succeed({ child, start }))
+      resume(Effect.succeed({ child, placed: result as A }))
     }
     child.once("error", onError)
     child.once("spawn", onSpawn)
@@ -297,19 +427,25 @@ const spawnProcess = (
 const makeTail = (limit: number) => {
   const chunks: Array<Buffer> = []
   let bytes = 0
+  let cut = false
   return {
     push: (chunk: Buffer) => {
       // Copy the end of an oversized chunk so that the large buffer is not retained.
+      if (chunk.length > limit) cut = true
       const kept = chunk.length > limit ? Buffer.from(chunk.subarray(chunk.length - limit)) : chunk
       chunks.push(kept)
       bytes += kept.length
-      while (chunks.length > 1 && bytes - chunks[0].length >= limit) bytes -= chunks.shift()!.length
+      while (chunks.length > 1 && bytes - chunks[0].length >= limit) {
+        bytes -= chunks.shift()!.length
+        cut = true
+      }
     },
-    read: (): string => {
+    /** The tail, and whether it starts mid-stream (bytes before it were dropped). */
+    read: (): { readonly text: string; readonly cut: boolean } => {
       const all = Buffer.concat(chunks, bytes)
       const last = all.length > limit ? all.subarray(all.length - limit) : all
       // The cut may fall inside a character: drop its undecodable remainder.
-      return last.toString("utf8").replace(/^\uFFFD+/, "")
+      return { text: last.toString("utf8").replace(/^\uFFFD+/, ""), cut: cut || all.length > limit }
     }
   }
 }
@@ -321,18 +457,32 @@ const makeTail = (limit: number) => {
 const stdoutHighWaterBytes = 64 * 1024
 
 /**
+ * How long the end of stdout waits for the CLI's exit and the end of its stderr. A CLI closes stdout when it exits,
+ * but Node reports the exit and the last stderr bytes separately: a reader that sees stdout end and asks why must
+ * find the exit status and the whole stderr (a descendant holding stderr open would hold it forever: bounded).
+ */
+const endSettleMillis = 250
+
+/**
  * Stdout as a stream of lines, read in flowing mode straight into the splitter: each pipe read becomes the lines it
  * completes, and a pull hands over every line read since the last pull as one chunk, without a copy. When the
  * consumer falls `stdoutHighWaterBytes` behind, the pipe is paused until the next pull (so memory stays bounded by
  * that, Node's own buffer of the paused socket, and the splitter's `maxLineBytes`). A read error ends the stream like
  * EOF: the pipe is gone. The stream has one consumer at a time; a consumer that stops early leaves the pipe open,
- * and the next run continues with the lines not yet handed over.
+ * and the next run continues with the lines not yet handed over. Lines are scrubbed of secrets as they are handed
+ * over; the end is handed over once `settled` says the process's exit and stderr are in.
  */
-const readLines = (readable: Readable, splitter: Framing.LineSplitter): Stream.Stream<Transport.Line> => {
+const readLines = (
+  readable: Readable,
+  splitter: Framing.LineSplitter,
+  scrub: Secrets.Scrub,
+  settled: (then: () => void) => void
+): Stream.Stream<Transport.Line> => {
   let lines: Array<Transport.Line> = []
   let unread = 0
   let paused = false
   let ended = false
+  let eof = false
   let wake: ((effect: Effect.Effect<void>) => void) | undefined
 
   const notify = () => {
@@ -355,17 +505,31 @@ const readLines = (readable: Readable, splitter: Framing.LineSplitter): Stream.S
     }
   })
   const finish = () => {
-    if (ended) return
-    ended = true
+    if (eof) return
+    eof = true
     splitter.end(lines)
-    notify()
+    if (lines.length > 0) notify()
+    settled(() => {
+      ended = true
+      notify()
+    })
   }
   readable.on("end", finish)
   readable.on("close", finish)
   readable.on("error", finish)
 
+  const clean = scrub === Secrets.none ? undefined : (line: Transport.Line): Transport.Line => {
+    if (line._tag === "Text") {
+      const text = scrub(line.text)
+      return text === line.text ? line : Transport.Line.Text({ text })
+    }
+    const prefix = scrub(line.prefix, { end: true })
+    return prefix === line.prefix ? line : Transport.Line.TooLong({ ...line, prefix })
+  }
   const take = (): Arr.NonEmptyReadonlyArray<Transport.Line> => {
-    const out = lines as unknown as Arr.NonEmptyReadonlyArray<Transport.Line>
+    const out = (clean === undefined ? lines : lines.map(clean)) as unknown as Arr.NonEmptyReadonlyArray<
+      Transport.Line
+    >
     lines = []
     unread = 0
     if (paused) {
@@ -400,22 +564,44 @@ interface Handle {
   readonly child: NodeChildProcess.ChildProcess
   readonly pid: number
   readonly marker: string
-  readonly tree: ProcessTree.Tree | undefined
+  readonly container: Teardown.Container
   readonly exited: () => boolean
   readonly connection: Transport.Connection
+  readonly scrub: Secrets.Scrub
+  /** Stops the periodic scans of this connection's tree (process-tree containment). */
+  readonly unwatch: () => void
 }
 
 const makeConnection = (
   child: NodeChildProcess.ChildProcess,
-  options: { readonly maxLineBytes: number; readonly stderrTailBytes: number }
+  options: { readonly maxLineBytes: number; readonly stderrTailBytes: number; readonly scrub: Secrets.Scrub }
 ) => {
   const pid = child.pid!
   const exitDeferred = Deferred.makeUnsafe<Transport.ExitStatus>()
   let status: Transport.ExitStatus | undefined
+  let stderrEnded = false
+  const waiting: Array<() => void> = []
+  const check = () => {
+    if (status === undefined || !stderrEnded) return
+    for (const then of waiting.splice(0)) then()
+  }
+  const settled = (then: () => void) => {
+    if (status !== undefined && stderrEnded) return then()
+    waiting.push(then)
+    const timer = setTimeout(() => {
+      const at = waiting.indexOf(then)
+      if (at !== -1) {
+        waiting.splice(at, 1)
+        then()
+      }
+    }, endSettleMillis)
+    timer.unref()
+  }
   const settle = (code: number | null, signal: NodeJS.Signals | null) => {
     if (status !== undefined) return
     status = toExitStatus(code, signal)
     Deferred.doneUnsafe(exitDeferred, Exit.succeed(status))
+    check()
   }
   child.on("exit", settle)
   // A CLI that exited before this listener was attached (the fiber may yield between the spawn and here) has
@@ -430,10 +616,18 @@ const makeConnection = (
   stdin.on("error", (error) => {
     inputError ??= describe(error)
   })
+  // A write fails because the CLI closed its stdin, which it almost always does by exiting: the failure is handed
+  // over once the exit status and the stderr are in (bounded), so that whoever asks why finds them.
+  const failWrite = (resume: (effect: Effect.Effect<void, TransportWriteError>) => void, reason: string) =>
+    settled(() => resume(Effect.fail(new TransportWriteError({ reason }))))
   const write = (line: string): Effect.Effect<void, TransportWriteError> =>
     Effect.callback<void, TransportWriteError>((resume) => {
-      if (inputEnded || stdin.destroyed || !stdin.writable) {
-        resume(Effect.fail(new TransportWriteError({ reason: inputError ?? "stdin is closed" })))
+      if (inputEnded) {
+        resume(Effect.fail(new TransportWriteError({ reason: "stdin is closed" })))
+        return
+      }
+      if (stdin.destroyed || !stdin.writable) {
+        failWrite(resume, inputError ?? "stdin is closed")
         return
       }
       // Completes when the kernel took the bytes: a CLI that does not read keeps the write pending, which is what
@@ -442,11 +636,8 @@ const makeConnection = (
       stdin.write(line + "\n", (error) => {
         if (settled) return
         settled = true
-        resume(
-          error === null || error === undefined
-            ? Effect.void
-            : Effect.fail(new TransportWriteError({ reason: inputError ?? describe(error) }))
-        )
+        if (error === null || error === undefined) resume(Effect.void)
+        else failWrite(resume, inputError ?? describe(error))
       })
       // Usually the pipe takes the line at once: nothing is left in the stream's buffer and nothing failed. Then the
       // bytes are in the kernel already, and the write completes now rather than on the next tick.
@@ -462,17 +653,33 @@ const makeConnection = (
   })
 
   const tail = makeTail(options.stderrTailBytes)
-  child.stderr!.on("data", tail.push)
-  child.stderr!.on("error", () => {})
+  const stderr = child.stderr!
+  stderr.on("data", tail.push)
+  stderr.on("error", () => {})
+  const stderrDone = () => {
+    stderrEnded = true
+    check()
+  }
+  stderr.on("end", stderrDone)
+  stderr.on("close", stderrDone)
+  const stderrTail = Effect.sync(() => {
+    const { cut, text } = tail.read()
+    return options.scrub(text, { start: cut })
+  })
 
-  const stdout = readLines(child.stdout!, Framing.makeSplitter({ maxLineBytes: options.maxLineBytes }))
+  const stdout = readLines(
+    child.stdout!,
+    Framing.makeSplitter({ maxLineBytes: options.maxLineBytes }),
+    options.scrub,
+    settled
+  )
 
   const connection: Transport.Connection = {
     pid: Option.some(pid),
     write,
     endInput,
     stdout,
-    stderrTail: Effect.sync(tail.read),
+    stderrTail,
     exit: Deferred.await(exitDeferred),
     exitStatus: Effect.sync(() => Option.fromUndefinedOr(status))
   }
@@ -480,113 +687,36 @@ const makeConnection = (
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// teardown
+// launch plans: how each containment starts a CLI
 // ---------------------------------------------------------------------------------------------------------------
 
-/** What a teardown did, for the logs. */
-interface TeardownReport {
-  readonly millis: number
-  /** Processes that received SIGTERM (the CLI included). */
-  readonly terminated: number
-  /** Processes that were still alive at the end of `termGrace` and received SIGKILL. */
-  readonly killed: number
-  /** Processes still alive when the bound ran out (unkillable, e.g. stuck in the kernel). */
-  readonly survivors: ReadonlyArray<number>
+interface Plan {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  /** Descriptors before the secret pipes: 3 (stdin, stdout, stderr), or 4 with the launcher's go pipe. */
+  readonly firstSecretFd: number
 }
 
-const firstPolls = 10
-const fastPollMillis = 5
-const slowPollMillis = 20
+const planFor = (
+  resolved: Containment.Resolved,
+  file: string,
+  args: ReadonlyArray<string>
+): Plan => {
+  switch (resolved._tag) {
+    case "Cgroup":
+      return { file: "/bin/sh", args: ["-c", Cgroup.launcher, Cgroup.launcherName, file, ...args], firstSecretFd: 4 }
+    case "PidNamespace":
+      return { file: resolved.unshare[0], args: [...resolved.unshare.slice(1), file, ...args], firstSecretFd: 3 }
+    default:
+      return { file, args, firstSecretFd: 3 }
+  }
+}
 
-/**
- * Runs on native timers, not the `Clock`: teardown is real time even when a host runs on a `TestClock`.
- */
-const teardown = (handle: Handle, termGraceMillis: number, killGraceMillis: number) =>
-  Effect.callback<TeardownReport>((resume) => {
-    const started = Date.now()
-    const termDeadline = started + termGraceMillis
-    const hardDeadline = termDeadline + killGraceMillis
-    const { child, tree } = handle
-    const terminated = new Set<string>()
-    const killed = new Set<string>()
-    let polls = 0
-    let timer: ReturnType<typeof setTimeout> | undefined
-
-    const finish = (survivors: ReadonlyArray<number>) => {
-      clearTimeout(timer)
-      child.off("exit", wake)
-      // Always release the pipes: a reader that stopped while stdout was paused would otherwise never see its
-      // end (leaking the descriptor and its buffered lines), and a descendant that could not be found would keep
-      // stderr, and with it the host's event loop, alive.
-      child.stdin?.destroy()
-      child.stdout?.destroy()
-      child.stderr?.destroy()
-      resume(
-        Effect.succeed({ millis: Date.now() - started, terminated: terminated.size, killed: killed.size, survivors })
-      )
-    }
-
-    const rootOnly = (): ReadonlyArray<ProcessTree.ProcessInfo> =>
-      handle.exited() ? [] : [{ pid: handle.pid, ppid: 0, pgid: handle.pid, sid: -1, zombie: false, start: "" }]
-
-    const alive = (): ReadonlyArray<ProcessTree.ProcessInfo> => {
-      if (tree === undefined) return rootOnly()
-      try {
-        return tree.scan()
-      } catch {
-        // The process table could not be read (no /proc, no ps): the CLI itself is all that is known.
-        return rootOnly()
-      }
-    }
-
-    const signal = (processes: ReadonlyArray<ProcessTree.ProcessInfo>, sig: NodeJS.Signals, sent: Set<string>) => {
-      // SIGTERM once per process; SIGKILL again at every poll (a process may have forked in between).
-      const fresh = sig === "SIGKILL" && tree !== undefined
-        ? processes
-        : processes.filter((info) => !sent.has(`${info.pid}:${info.start}`))
-      for (const info of fresh) sent.add(`${info.pid}:${info.start}`)
-      if (tree !== undefined) ProcessTree.signalAll(fresh, sig)
-      else if (fresh.length > 0) windowsKill(handle.pid, sig === "SIGKILL")
-    }
-
-    const step = () => {
-      clearTimeout(timer)
-      const now = Date.now()
-      const processes = alive()
-      if (processes.length === 0) {
-        // Everything is gone; wait for Node to reap the CLI so that `exit` is settled when the scope closes.
-        if (handle.exited() || now >= hardDeadline) return finish([])
-      } else if (now < termDeadline) {
-        signal(processes, "SIGTERM", terminated)
-      } else if (now < hardDeadline) {
-        signal(processes, "SIGKILL", killed)
-      } else {
-        // Past the hard deadline (a stalled event loop may have skipped the SIGKILL window entirely): one last
-        // SIGKILL, then give up waiting.
-        signal(processes, "SIGKILL", killed)
-        return finish(processes.map((info) => info.pid))
-      }
-      polls++
-      const delay = polls < firstPolls ? fastPollMillis : slowPollMillis
-      // Never sleep past the moment SIGKILL is due.
-      const untilKill = termDeadline - now
-      timer = setTimeout(step, untilKill > 0 ? Math.min(delay, untilKill) : delay)
-    }
-    const wake = () => step()
-
-    if (child.stdin !== null && !child.stdin.writableEnded && !child.stdin.destroyed) child.stdin.end()
-    child.on("exit", wake)
-    step()
-    return Effect.sync(() => {
-      clearTimeout(timer)
-      child.off("exit", wake)
-    })
-  })
-
-const windowsKill = (pid: number, force: boolean) => {
-  const args = ["/pid", String(pid), "/T"]
-  if (force) args.push("/F")
-  NodeChildProcess.execFile("taskkill", args, { windowsHide: true }, () => {})
+/** Writes a secret into its pipe and closes the host's end: the CLI reads it, then EOF; nothing is left after. */
+const handOver = (stream: unknown, value: string) => {
+  const writable = stream as Writable & { destroy: () => void }
+  writable.on("error", () => {})
+  writable.end(value + "\n", () => writable.destroy())
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -594,8 +724,9 @@ const windowsKill = (pid: number, force: boolean) => {
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
- * Builds the transport service. The watchdog (when enabled) is started at the first `open` and stopped when the
- * enclosing scope closes.
+ * Builds the transport service. The containment is decided here (a cgroup layer is created, or the PID namespace
+ * probed); the watchdog (when enabled) is started at the first `open`; both are released when the enclosing scope
+ * closes.
  *
  * @category constructors
  * @since 0.1.0
@@ -604,10 +735,59 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
   const maxLineBytes = options?.maxLineBytes ?? defaultMaxLineBytes
   const stderrTailBytes = options?.stderrTailBytes ?? defaultStderrTailBytes
   const killGraceMillis = Duration.toMillis(options?.killGrace ?? defaultKillGrace)
+  const scanMillis = Duration.toMillis(options?.scanInterval ?? defaultScanInterval)
   const useWatchdog = watchdogEnabled(options)
-  const backend = ProcessTree.defaultBackend()
+  const resolved = Containment.resolve(options?.containment ?? "auto")
+  const backend = resolved._tag === "Cgroup" || resolved._tag === "PidNamespace"
+    ? "proc" as const
+    : resolved._tag === "ProcessTree"
+    ? resolved.backend
+    : undefined
   const watchdog = useWatchdog ? Watchdog.make() : undefined
-  if (watchdog !== undefined) yield* Effect.addFinalizer(() => Effect.sync(watchdog.close))
+
+  // The layer's cgroup is removed when the layer is released and its last session is gone, whichever is last.
+  let open = 0
+  let released = false
+  const cgroupLayer = resolved._tag === "Cgroup" ? resolved.layer : undefined
+  const removeLayer = () => {
+    if (cgroupLayer !== undefined && released && open === 0 && Cgroup.removeDir(cgroupLayer.path)) {
+      watchdog?.layer(cgroupLayer.path, false)
+    }
+  }
+  if (cgroupLayer !== undefined) watchdog?.layer(cgroupLayer.path, true)
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      released = true
+      removeLayer()
+      watchdog?.close()
+    })
+  )
+
+  // Periodic scans of the process-tree containment: one table read for every open tree of the layer.
+  const watched = new Set<ProcessTree.Tree>()
+  let scanner: ReturnType<typeof setInterval> | undefined
+  const watch = (tree: ProcessTree.Tree): () => void => {
+    if (scanMillis <= 0 || backend !== "proc") return () => {}
+    watched.add(tree)
+    if (scanner === undefined) {
+      scanner = setInterval(() => {
+        try {
+          const table = ProcessTree.readTable("proc")
+          for (const each of watched) each.scan(table)
+        } catch {
+          // An unreadable table this time: teardown reads it again.
+        }
+      }, scanMillis)
+      scanner.unref()
+    }
+    return () => {
+      watched.delete(tree)
+      if (watched.size === 0 && scanner !== undefined) {
+        clearInterval(scanner)
+        scanner = undefined
+      }
+    }
+  }
 
   const acquire = (
     program: string,
@@ -617,45 +797,131 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     termGraceMillis: number
   ): Effect.Effect<Handle, SpawnFailed> =>
     Effect.gen(function*() {
+      if (resolved._tag === "Unavailable") {
+        return yield* new SpawnFailed({
+          program,
+          reason: `${resolved.requested} containment was requested and is unavailable: ${resolved.reason}`
+        })
+      }
+      const scrub = Secrets.make(secretsOf(spec))
       const token = randomUUID()
       const marker = `${markerVariable}=${token}`
       const env = buildEnvironment(spec.env)
       env[markerVariable] = token
+      const plan = planFor(resolved, file, spec.args)
+      const secretPipes = spec.secretPipes ?? []
+      if (secretPipes.length > 0 && isWindows) {
+        return yield* new SpawnFailed({ program, reason: "secret pipes are not supported on Windows" })
+      }
+      secretPipes.forEach((pipe, i) => {
+        env[pipe.variable] = String(plan.firstSecretFd + i)
+      })
+      if (resolved._tag === "Cgroup") {
+        const absent = Cgroup.shellVariables.filter((name) => env[name] === undefined)
+        if (absent.length > 0) env.TETHER_LAUNCHER_UNSET = absent.join(" ")
+      }
       const nul = findNul(file, spec.args, env)
       if (nul !== undefined) return yield* new SpawnFailed({ program, reason: nul })
+      const unrunnable = Runnable.check(file, env.PATH)
+      if (unrunnable !== undefined) return yield* new SpawnFailed({ program, reason: scrub(unrunnable) })
+
+      const session = cgroupLayer?.session()
+      const stdio: Array<"pipe" | "ignore"> = ["pipe", "pipe", "pipe"]
+      if (plan.firstSecretFd === 4) stdio.push("pipe")
+      for (let i = 0; i < secretPipes.length; i++) stdio.push("pipe")
       // Registered before the spawn: there is no moment where the CLI runs and the watchdog does not know it.
-      watchdog?.register(marker, termGraceMillis)
-      const { child, start } = yield* spawnProcess(program, file, spec.args, {
+      watchdog?.register(marker, termGraceMillis, session?.path)
+      const unregister = Effect.sync(() => {
+        watchdog?.unregister(marker)
+        session?.remove()
+      })
+      open++
+      const { child, placed: start } = yield* spawnProcess(program, plan.file, plan.args, {
         cwd,
         env,
-        stdio: ["pipe", "pipe", "pipe"],
+        stdio,
         // Its own session and process group (setsid): terminal signals aimed at the host do not reach it, and its
         // session id names the tree.
         detached: !isWindows,
         windowsHide: true
-      }, backend).pipe(Effect.tapError(() => Effect.sync(() => watchdog?.unregister(marker))))
+      }, (child) => {
+        // Before control returns to the event loop, so the child cannot have been reaped and its pid reused.
+        const start = backend === "proc" ? ProcessTree.readStat(child.pid!)?.start : undefined
+        if (session !== undefined) {
+          try {
+            session.place(child.pid!)
+          } catch (error) {
+            throw new Error(`could not place the CLI in its cgroup ${session.path}: ${describe(error)}`)
+          }
+          // Placed: the launcher may exec the CLI now.
+          handOver(child.stdio[3], "go")
+        }
+        return start
+      }, scrub).pipe(
+        Effect.tapError(() =>
+          Effect.andThen(
+            unregister,
+            Effect.sync(() => {
+              open--
+              removeLayer()
+            })
+          )
+        )
+      )
+      secretPipes.forEach((pipe, i) => handOver(child.stdio[plan.firstSecretFd + i], Redacted.value(pipe.value)))
       const pid = child.pid!
       watchdog?.setRoot(marker, pid, start)
-      const { connection, exited } = makeConnection(child, { maxLineBytes, stderrTailBytes })
-      const tree = backend === undefined
-        ? undefined
-        : ProcessTree.make({ backend, rootPid: pid, rootStart: start, rootReaped: exited, marker })
-      return { child, pid, marker, tree, exited, connection }
+      const { connection, exited } = makeConnection(child, { maxLineBytes, stderrTailBytes, scrub })
+      const rootOnly = (): ReadonlyArray<ProcessTree.ProcessInfo> =>
+        exited() ? [] : [{ pid, ppid: 0, pgid: pid, sid: -1, zombie: false, start: "" }]
+      let container: Teardown.Container
+      let unwatch = () => {}
+      if (session !== undefined) {
+        container = Teardown.cgroupContainer(session)
+      } else if (backend === undefined) {
+        container = Teardown.windowsContainer(pid, rootOnly)
+      } else {
+        const tree = ProcessTree.make({ backend, rootPid: pid, rootStart: start, rootReaped: exited, marker })
+        if (resolved._tag === "PidNamespace") {
+          // unshare is spared SIGTERM: its death would SIGKILL the namespace before the CLI could end cleanly.
+          container = Teardown.treeContainer("pid-namespace", tree, rootOnly, pid)
+        } else {
+          container = Teardown.treeContainer("process-tree", tree, rootOnly)
+          unwatch = watch(tree)
+        }
+      }
+      return { child, pid, marker, container, exited, connection, scrub, unwatch }
     })
 
   const release = (handle: Handle, termGraceMillis: number) =>
-    teardown(handle, termGraceMillis, killGraceMillis).pipe(
-      Effect.tap((report) =>
-        report.survivors.length > 0
-          ? Effect.logWarning("teardown left processes alive past its bound", report)
-          : Effect.logDebug("teardown", report)
-      ),
-      Effect.ensuring(Effect.sync(() => watchdog?.unregister(handle.marker))),
+    Effect.callback<Teardown.Report>((resume) =>
+      Effect.sync(
+        Teardown.run({
+          child: handle.child,
+          exited: handle.exited,
+          container: handle.container,
+          termGraceMillis,
+          killGraceMillis,
+          describe: (pid) => {
+            const command = ProcessTree.describeProcess(pid)
+            return command === undefined ? undefined : handle.scrub(command)
+          },
+          done: (report) => resume(Effect.succeed(report))
+        })
+      )
+    ).pipe(
+      Effect.tap((report) => Teardown.logReport(report, survivorsMetric)),
+      Effect.ensuring(Effect.sync(() => {
+        handle.unwatch()
+        watchdog?.unregister(handle.marker)
+        open--
+        removeLayer()
+      })),
       Effect.annotateLogs({ pid: handle.pid }),
       Effect.withSpan("NodeTransport.teardown", { attributes: { pid: handle.pid } })
     )
 
-  const open = Effect.fn("NodeTransport.open")(function*(
+  const openConnection = Effect.fn("NodeTransport.open")(function*(
     spec: Transport.LaunchSpec,
     teardownOptions: Transport.TeardownOptions
   ): Effect.fn.Return<Transport.Connection, SpawnError, Scope.Scope> {
@@ -672,7 +938,15 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     return handle.connection
   })
 
-  return Transport.Transport.of({ open, capabilities: capabilitiesFor({ watchdog: useWatchdog }) })
+  const note = resolved._tag === "ProcessTree" && resolved.fallback !== undefined
+    ? `auto chose the process tree: no cgroup could be created (${resolved.fallback})`
+    : resolved._tag === "Unavailable"
+    ? `${resolved.requested} containment is unavailable (${resolved.reason}): every open fails with SpawnFailed`
+    : undefined
+  return Transport.Transport.of({
+    open: openConnection,
+    capabilities: capabilitiesFor({ containment: Containment.mechanismOf(resolved), watchdog: useWatchdog, note })
+  })
 })
 
 const isDirectory = (path: string): boolean => {

@@ -12,3 +12,8 @@ export * as Framing from "./Framing.ts"
  * @since 0.1.0
  */
 export * as NodeTransport from "./NodeTransport.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as ShellPolicy from "./ShellPolicy.ts"

@@ -7,9 +7,22 @@ import { Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Data, Duration, Effect, Exit, Layer, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { title } from "../src/internal/watchdog.ts"
-import { allProcs, fakeClaudePath, fakeSpec, killAllMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
+import {
+  allProcs,
+  fakeClaudePath,
+  fakeSpec,
+  killAllMarked,
+  marked,
+  newMark,
+  removeHostCgroups,
+  sleeping,
+  waitUntil
+} from "./utils.ts"
 
 const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
 
@@ -18,13 +31,28 @@ const treeSize = 6
 
 class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
 
-const startHost = (runner: "runMain" | "runPromise", watchdog: boolean, mark: string) =>
+const startHost = (
+  runner: "runMain" | "runPromise",
+  watchdog: boolean,
+  mark: string,
+  options?: { readonly containment?: string; readonly tool?: string }
+) =>
   Effect.acquireRelease(
     Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
       const host = ChildProcess.spawn(
         process.execPath,
-        [hostScript, runner, watchdog ? "watchdog" : "no-watchdog", mark, fakeClaudePath],
-        { stdio: ["ignore", "pipe", "inherit"] }
+        [
+          hostScript,
+          runner,
+          watchdog ? "watchdog" : "no-watchdog",
+          mark,
+          fakeClaudePath,
+          ...(options?.containment === undefined ? [] : [options.containment])
+        ],
+        {
+          stdio: ["ignore", "pipe", "inherit"],
+          env: options?.tool === undefined ? process.env : { ...process.env, TETHER_TEST_TOOL: options.tool }
+        }
       )
       host.stdout.setEncoding("utf8")
       host.stdout.once("data", (data: string) =>
@@ -45,7 +73,8 @@ const exited = (host: ChildProcess.ChildProcess) =>
 /** Kills whatever a test deliberately left behind, so that nothing outlives the suite. */
 const cleanup = (mark: string) => killAllMarked(mark)
 
-describe("host death", () => {
+// A host is a Node program that loads Effect from source: on a loaded 2-core machine it takes seconds to start.
+describe("host death", { timeout: 20_000 }, () => {
   it.live("a host under NodeRuntime.runMain that receives SIGTERM tears its whole tree down", () => {
     const mark = newMark()
     return Effect.gen(function*() {
@@ -93,8 +122,45 @@ describe("host death", () => {
       // This is the documented limit (capabilities: diesWithHost = false without the watchdog). The CLI itself
       // exits on the stdin EOF its host's death causes; its descendants do not.
       assert.strictEqual(sleeping(marked(mark)).length, 4)
+      // Nobody is left to remove the session's (emptied) cgroup either.
+      yield* cleanup(mark)
+      yield* removeHostCgroups(host.pid!)
     }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
   })
+
+  for (const containment of ["cgroup", "process-tree"]) {
+    it.live(`the watchdog sends SIGTERM to what its later scans find too, not only its first (${containment})`, () => {
+      const mark = newMark()
+      return Effect.gen(function*() {
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-watchdog-"))),
+          (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+        )
+        const log = Path.join(dir, "log")
+        const go = Path.join(dir, "go")
+        // A spawner that outlives SIGTERM (its trap runs `:`), waits for the go file, then starts a process that
+        // says when SIGTERM reaches it. A trap, not an ignore: an ignored signal would be inherited.
+        const late = Path.join(dir, "late.sh")
+        Fs.writeFileSync(
+          late,
+          `trap 'echo got-term >> ${log}; exit 0' TERM\necho late >> ${log}\nwhile :; do sleep 0.01; done\n`
+        )
+        const tool = `sh -c 'trap : TERM; while [ ! -e ${go} ]; do sleep 0.01; done; sh ${late} & wait' &`
+        const host = yield* startHost("runPromise", true, mark, { containment, tool })
+        yield* waitUntil("the spawner", () => sleeping(marked(mark)).length > 0)
+        host.kill("SIGKILL")
+        yield* exited(host)
+        // The watchdog saw the pipe close and scanned (every 25 ms): the late process starts after that first scan,
+        // and within the 300 ms grace before SIGKILL.
+        yield* Effect.sleep("50 millis")
+        Fs.writeFileSync(go, "")
+        const lines = () => Fs.existsSync(log) ? Fs.readFileSync(log, "utf8").split("\n") : []
+        yield* waitUntil("the late process to start", () => lines().includes("late"), 3_000)
+        yield* waitUntil("SIGTERM to reach the late process", () => lines().includes("got-term"), 3_000)
+        yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 3_000)
+      }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
+    })
+  }
 
   it.live("the watchdog starts with the first session and stops when its layer is released", () =>
     Effect.gen(function*() {

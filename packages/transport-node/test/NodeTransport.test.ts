@@ -1,7 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { TetherError, Transport } from "@tether/core"
+import { ClaudeSession, TetherError, Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, Scope, Stream } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import {
   fakeClaudePath,
   fakeSpec,
@@ -49,6 +52,18 @@ const readUntil = (connection: Transport.Connection, done: (frame: Record<string
     Stream.map(json),
     Stream.takeUntil(done),
     Stream.runCollect
+  )
+
+/** An executable file with this content, in a directory removed with the scope. */
+const script = (content: string | Buffer) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-script-"))
+      const file = Path.join(dir, "claude")
+      Fs.writeFileSync(file, content, { mode: 0o755 })
+      return file
+    }),
+    (file) => Effect.sync(() => Fs.rmSync(Path.dirname(file), { recursive: true, force: true }))
   )
 
 const spawnErrorOf = <A>(effect: Effect.Effect<A, TetherError.SpawnError, Scope.Scope | Transport.Transport>) =>
@@ -244,9 +259,21 @@ describe("NodeTransport", () => {
         unset: ["TETHER_TEST_INHERITED_NOT_SET", "PLAIN"]
       })
       assert.strictEqual(inherited.get("TETHER_TEST_INHERITED"), "from-host")
-      assert.strictEqual(inherited.get("SECRET"), "s3cret")
+      // The child printed its environment: the secret came back scrubbed (the child itself got the value, below).
+      assert.strictEqual(inherited.get("SECRET"), "[redacted SECRET]")
       assert.isFalse(inherited.has("PLAIN"))
       assert.match(inherited.get(NodeTransport.markerVariable) ?? "", /^[0-9a-f-]{36}$/)
+
+      const received = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* open({
+          program: "sh",
+          args: ["-c", `[ "$SECRET" = s3cret ] && echo received`],
+          cwd: Option.none(),
+          env: { mode: "clean", set: { SECRET: Redacted.make("s3cret") }, unset: [] }
+        })
+        return yield* Stream.runCollect(connection.stdout)
+      }))
+      assert.deepStrictEqual(received, [Transport.Line.Text({ text: "received" })])
 
       const clean = yield* readEnv({ mode: "clean", set: { ONLY: "this" }, unset: [] })
       delete process.env.TETHER_TEST_INHERITED
@@ -291,6 +318,81 @@ describe("NodeTransport", () => {
       assert.notInclude(error.message, "secret")
       assert.include(error.message, "TOKEN")
     }))
+
+  it.live("Redacted values are scrubbed from the stderr tail and stdout, a piece at the tail's cut too", () =>
+    Effect.gen(function*() {
+      const secret = "sk-ant-scrub-me-0123456789"
+      // The tail keeps the last 4 + (length - 3) bytes of "AAAA<secret>BBBB": it starts inside the secret.
+      const tailBytes = 4 + secret.length - 3
+      const lines = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* Effect.flatMap(Transport.Transport, (transport) =>
+          transport.open({
+            program: "sh",
+            args: ["-c", `env >&2; printf 'AAAA%sBBBB' "$API_KEY" >&2; printenv API_KEY; exit 3`],
+            cwd: Option.none(),
+            env: { mode: "clean", set: { API_KEY: Redacted.make(secret) }, unset: [] }
+          }, termGrace))
+        const lines = yield* Stream.runCollect(connection.stdout)
+        assert.deepStrictEqual(yield* connection.exitStatus, Option.some(Transport.ExitStatus.Exited({ code: 3 })))
+        const tail = yield* connection.stderrTail
+        assert.notInclude(tail, secret.slice(3))
+        assert.strictEqual(tail, "[redacted API_KEY]BBBB")
+        return lines
+      })).pipe(
+        Effect.provide(NodeTransport.layer({ executables: {}, watchdog: false, stderrTailBytes: tailBytes }))
+      )
+      assert.deepStrictEqual(lines, [Transport.Line.Text({ text: "[redacted API_KEY]" })])
+    }))
+
+  it.live("a CLI that prints its environment and exits: the session's error has its stderr, never the key", () =>
+    Effect.gen(function*() {
+      const key = "sk-ant-never-in-logs-0123456789"
+      const claude = yield* script("#!/bin/sh\nenv >&2\necho 'fatal: no config' >&2\nexit 2\n")
+      // A CLI that dies at start: 20 times, because the end of stdout, the exit and the stderr race in Node.
+      for (let i = 0; i < 20; i++) {
+        const error = yield* Effect.flip(Effect.scoped(ClaudeSession.make({
+          apiKey: Redacted.make(key),
+          apiKeySource: "environment",
+          env: { mode: "clean" }
+        }))).pipe(Effect.provide(NodeTransport.layer({ executables: { claude }, watchdog: false })))
+        assert.strictEqual(error._tag, "HandshakeFailed")
+        if (error._tag !== "HandshakeFailed") continue
+        assert.include(error.reason, "exit code 2", `run ${i}: ${error.reason}`)
+        assert.include(error.stderrTail, "fatal: no config")
+        assert.include(error.stderrTail, "ANTHROPIC_API_KEY=[redacted ANTHROPIC_API_KEY]")
+        assert.notInclude(`${error.message} ${error.reason} ${error.stderrTail}`, key)
+      }
+    }).pipe(Effect.scoped))
+
+  it.live("a `claude` that is not a runnable program: SpawnFailed, saying why", () =>
+    Effect.gen(function*() {
+      const text = yield* script("hello, I am a text file\n")
+      const interpreter = yield* script("#!/no/such/interpreter\n")
+      const viaEnv = yield* script("#!/usr/bin/env tether-no-such-runtime\n")
+      // An ELF header for another architecture than this machine's.
+      const machine = process.arch === "arm64" ? 62 : 183
+      const header = Buffer.alloc(64)
+      header.set([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1], 0)
+      header.writeUInt16LE(machine, 18)
+      const foreign = yield* script(header)
+      const cases: ReadonlyArray<readonly [string, string]> = [
+        [text, "starts with neither #! nor a native executable header"],
+        [interpreter, "its interpreter /no/such/interpreter (#! line) is missing"],
+        [viaEnv, "tether-no-such-runtime is not on the PATH"],
+        [foreign, `and this machine is ${process.arch}`]
+      ]
+      for (const [claude, why] of cases) {
+        const error = yield* Effect.flip(Effect.scoped(ClaudeSession.make({ env: { mode: "clean" } }))).pipe(
+          Effect.provide(NodeTransport.layer({ executables: { claude }, watchdog: false }))
+        )
+        assert.strictEqual(error._tag, "SpawnFailed")
+        if (error._tag === "SpawnFailed") {
+          assert.include(error.reason, "is not a runnable program")
+          assert.include(error.reason, why)
+          assert.isTrue(error.safeToFallback)
+        }
+      }
+    }).pipe(Effect.scoped))
 
   it.live("runs in the requested cwd", () =>
     Effect.gen(function*() {
@@ -352,17 +454,38 @@ describe("NodeTransport", () => {
       assert.instanceOf(error, Config.ConfigError)
     }).pipe(Effect.scoped))
 
-  it.effect("capabilities are reported for this platform", () =>
+  it.effect("capabilities say which containment is in force and what it guarantees", () =>
     Effect.sync(() => {
-      const withWatchdog = NodeTransport.capabilitiesFor({ watchdog: true })
-      const without = NodeTransport.capabilitiesFor({ watchdog: false })
-      assert.strictEqual(withWatchdog.name, `node/${process.platform}`)
-      assert.isFalse(without.diesWithHost)
+      const cgroup = NodeTransport.capabilitiesFor({ containment: "cgroup", watchdog: true })
+      const tree = NodeTransport.capabilitiesFor({ containment: "process-tree", watchdog: false })
+      const namespace = NodeTransport.capabilitiesFor({ containment: "pid-namespace" })
+      assert.strictEqual(cgroup.name, `node/${process.platform}`)
+      assert.isFalse(tree.diesWithHost)
       if (process.platform === "linux") {
-        assert.isTrue(withWatchdog.killsDetachedDescendants)
-        assert.isTrue(withWatchdog.killsOrphanedDescendants)
-        assert.isTrue(withWatchdog.diesWithHost)
+        assert.strictEqual(cgroup.containment, "cgroup")
+        assert.isTrue(cgroup.killsEveryDescendant)
+        assert.isTrue(cgroup.diesWithHost)
+        assert.isTrue(namespace.killsEveryDescendant)
+        assert.strictEqual(tree.containment, "process-tree")
+        assert.isTrue(tree.killsDetachedDescendants)
+        assert.isTrue(tree.killsOrphanedDescendants)
+        // The process tree cannot promise what only the kernel can hold.
+        assert.isFalse(tree.killsEveryDescendant)
+        assert.isTrue(tree.notes.some((note) => note.includes("env -i")))
       }
-      assert.deepStrictEqual(NodeTransport.capabilities, withWatchdog)
     }))
+
+  it.live("auto picks a cgroup where the host can create one, and says so", () =>
+    Effect.gen(function*() {
+      const { capabilities } = yield* Transport.Transport
+      // These machines (and CI) run as root with a cgroup2 hierarchy mounted: a cgroup can be created.
+      if (process.platform === "linux" && process.getuid?.() === 0) {
+        assert.strictEqual(capabilities.containment, "cgroup")
+      }
+      const tree = yield* Effect.provide(
+        Transport.Transport,
+        NodeTransport.layer({ containment: "process-tree", watchdog: false })
+      )
+      assert.strictEqual(tree.capabilities.containment, "process-tree")
+    }).pipe(Effect.provide(NodeTransport.layer({ watchdog: false }))))
 })

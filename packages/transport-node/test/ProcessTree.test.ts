@@ -29,6 +29,125 @@ const rootReaped = (root: ChildProcess.ChildProcess) => () => root.exitCode !== 
 
 const pids = (procs: ReadonlyArray<{ readonly pid: number }>) => procs.map((proc) => proc.pid).sort((a, b) => a - b)
 
+/** A synthetic process: pid, parent, group, session (start time 100 + pid unless given). */
+const proc = (pid: number, ppid: number, pgid: number, sid: number, extra?: { zombie?: boolean; start?: string }) => ({
+  pid,
+  ppid,
+  pgid,
+  sid,
+  zombie: extra?.zombie ?? false,
+  start: extra?.start ?? String(100 + pid)
+})
+
+const table = (...procs: ReadonlyArray<ProcessTree.ProcessInfo>) => new Map(procs.map((info) => [info.pid, info]))
+
+/** Runs scans over tables in order (the state carried from one to the next); the last scan's live pids. */
+const scans = (
+  tables: ReadonlyArray<ReadonlyMap<number, ProcessTree.ProcessInfo>>,
+  options?: { readonly marked?: ReadonlySet<number>; readonly rootAlive?: boolean }
+) => {
+  let state = ProcessTree.initial(root)
+  let alive: ReadonlyArray<ProcessTree.ProcessInfo> = []
+  for (const each of tables) {
+    const next = ProcessTree.step(state, each, {
+      rootPid: root,
+      rootAlive: options?.rootAlive ?? true,
+      isMarked: (info) => options?.marked?.has(info.pid) ?? false,
+      excluded: new Set([1, host])
+    })
+    state = next.state
+    alive = next.alive
+  }
+  return pids(alive)
+}
+
+// The host (Tether), the CLI it spawned in its own session, and unrelated processes around them.
+const host = 50
+const root = 100
+const init = proc(1, 0, 1, 1)
+const hostProc = proc(host, 1, host, host)
+const cli = proc(root, host, root, root)
+const stranger = proc(900, 1, 900, 900)
+
+describe("ProcessTree.step (synthetic tables)", () => {
+  it.effect("descendants by parent link, in and out of the CLI's group and session", () =>
+    Effect.sync(() => {
+      const child = proc(101, root, root, root)
+      const setsid = proc(102, root, 102, 102)
+      const grandchild = proc(103, 102, 102, 102)
+      assert.deepStrictEqual(scans([table(init, hostProc, cli, child, setsid, grandchild, stranger)]), [
+        100,
+        101,
+        102,
+        103
+      ])
+    }))
+
+  it.effect("the session rule alone: a child that cleared its environment, in the CLI's session, parent gone", () =>
+    Effect.sync(() => {
+      // `sh -c 'env -i sleep 300 &'` run by the CLI: sh exited, sleep was re-parented to PID 1, no marker.
+      const orphan = proc(105, 1, 104, root)
+      assert.deepStrictEqual(scans([table(init, hostProc, cli, orphan, stranger)]), [100, 105])
+      // Without the CLI alive (it exited, Node reaped it): its session id still names the tree.
+      assert.deepStrictEqual(scans([table(init, hostProc, orphan, stranger)], { rootAlive: false }), [105])
+    }))
+
+  it.effect("a session leader seen by an earlier scan keeps counting after it exited", () =>
+    Effect.sync(() => {
+      // The Bash tool's shell leads its own session; its `env -i setsid`-less background child outlives it.
+      const shell = proc(110, root, 110, 110)
+      const background = proc(111, 110, 110, 110)
+      const during = table(init, hostProc, cli, shell, background, stranger)
+      const after = table(init, hostProc, cli, proc(111, 1, 110, 110), stranger)
+      assert.deepStrictEqual(scans([during, after]), [100, 111])
+      // The limit of the process tree: had no scan seen the shell, nothing links the orphan to the CLI.
+      assert.deepStrictEqual(scans([after]), [100])
+    }))
+
+  it.effect("the marker rule alone: an orphan in a session of its own", () =>
+    Effect.sync(() => {
+      const daemon = proc(120, 1, 120, 120)
+      assert.deepStrictEqual(scans([table(init, hostProc, cli, daemon, stranger)], { marked: new Set([120]) }), [
+        100,
+        120
+      ])
+      assert.deepStrictEqual(scans([table(init, hostProc, cli, daemon, stranger)]), [100])
+    }))
+
+  it.effect("zombies are members but not alive", () =>
+    Effect.sync(() => {
+      const zombie = proc(130, root, root, root, { zombie: true })
+      const child = proc(131, 130, root, root)
+      assert.deepStrictEqual(scans([table(init, hostProc, cli, zombie, child)]), [100, 131])
+    }))
+
+  it.effect("a member's pid reused by another process is not a member, nor is that process's session", () =>
+    Effect.sync(() => {
+      const shell = proc(140, root, 140, 140)
+      const first = table(init, hostProc, cli, shell)
+      // The shell exited and its session emptied; pid 140 now names an unrelated session leader and its child.
+      const reused = proc(140, 1, 140, 140, { start: "999" })
+      const itsChild = proc(141, 140, 140, 140)
+      assert.deepStrictEqual(scans([first, table(init, hostProc, cli, reused, itsChild)]), [100])
+    }))
+
+  it.effect("a dead leader whose session emptied is forgotten: a later reuse of its pid as a session id is not ours", () =>
+    Effect.sync(() => {
+      const shell = proc(150, root, 150, 150)
+      const first = table(init, hostProc, cli, shell)
+      const empty = table(init, hostProc, cli)
+      // Between two scans, an unrelated process took pid 150, called setsid, forked 151 and exited.
+      const later = table(init, hostProc, cli, proc(151, 1, 150, 150))
+      assert.deepStrictEqual(scans([first, empty, later]), [100])
+    }))
+
+  it.effect("the host and PID 1 are never members, even in the CLI's session", () =>
+    Effect.sync(() => {
+      const odd = proc(host, root, root, root)
+      assert.deepStrictEqual(scans([table(init, odd, cli)]), [100])
+    }))
+})
+
 describe("ProcessTree", () => {
   it.effect("parses /proc/<pid>/stat, including a command name with spaces and parentheses", () =>
     Effect.sync(() => {

@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Cgroup from "../src/internal/cgroup.ts"
 
 /** A process, from /proc: `args` is its command line, joined with spaces. */
 export interface Proc {
@@ -183,3 +184,28 @@ export const userMessage = (text: string, uuid: string = randomUUID()) =>
 
 /** The fake CLI (`@tether/testing`'s fake-claude). */
 export const fakeClaudePath = FakeClaude.path
+
+/**
+ * Removes the (emptied) cgroups a host left behind: one that died with neither finalizers nor a watchdog cannot
+ * remove its own. Call after its processes were killed.
+ */
+export const removeHostCgroups = (hostPid: number): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const location = Cgroup.locate(
+      Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+      Fs.readFileSync("/proc/self/cgroup", "utf8")
+    )
+    if (location._tag === "Missing") return
+    const own = location.own
+    const layers = Fs.readdirSync(own).filter((name) => name.startsWith(`tether-${hostPid}-`))
+    for (const layer of layers) {
+      const dir = `${own}/${layer}`
+      const sessions = () => Fs.readdirSync(dir).filter((name) => /^s[0-9]+$/.test(name))
+      // Killed processes leave cgroup.procs a moment later.
+      yield* waitUntil("the host's cgroups to empty", () => {
+        for (const session of sessions()) Cgroup.removeDir(`${dir}/${session}`)
+        return sessions().length === 0
+      }, 2_000).pipe(Effect.ignore)
+      Cgroup.removeDir(dir)
+    }
+  })

@@ -11,10 +11,10 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type * as Redacted from "effect/Redacted"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { InvalidConfig } from "../TetherError.ts"
-import type { Environment, LaunchSpec } from "../Transport.ts"
+import type { Environment, LaunchSpec, SecretPipe } from "../Transport.ts"
 import type { PermissionMode } from "./ClaudeProtocol.ts"
 
 /**
@@ -112,7 +112,34 @@ export interface Options {
   readonly extraArgs?: { readonly [name: string]: string | null } | undefined
   /** The environment of the process. */
   readonly env?: EnvironmentOptions | undefined
+  /**
+   * The Anthropic API key, handed over as `apiKeySource` says. Kept out of argv, logs and error messages either
+   * way (the transport scrubs it from the CLI's stderr and stdout).
+   */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /**
+   * How the CLI gets `apiKey` (default `"descriptor"`):
+   *
+   * - `"descriptor"`: through an inherited pipe, `CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR` (a transport
+   *   {@link SecretPipe}). The CLI reads it at start and removes the variable; the pipe is empty after. Readable by:
+   *   the host and the CLI (its memory). Not in any environment, argv or file, so tool processes do not inherit
+   *   it; a process of the same user that may ptrace the CLI (root; any same-uid process where Yama's
+   *   ptrace_scope is 0) can still read the CLI's memory. Needs a transport that hands pipes over (the Node
+   *   transport does, except on Windows, where the spawn fails with `SpawnFailed`: use `"environment"` there).
+   * - `"environment"`: `ANTHROPIC_API_KEY` in the CLI's environment. Readable by: the CLI, every process it
+   *   starts (tools, hooks, MCP servers: `printenv` in a Bash tool hands it to the model), and every process of
+   *   the same user through `/proc/<pid>/environ`, for as long as any of them runs.
+   */
+  readonly apiKeySource?: "descriptor" | "environment" | undefined
 }
+
+/**
+ * The environment variable the CLI reads the number of its API key's descriptor from (Claude Code 2.1.3xx).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const apiKeyDescriptorVariable = "CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR"
 
 /**
  * The flags that select the stream-json duplex protocol. Always the first arguments.
@@ -247,6 +274,15 @@ const problemsOf = (options: Options): ReadonlyArray<string> => {
       problems.push(`env.set.${name} must not contain a NUL character`)
     }
   }
+  if (options.apiKey !== undefined) {
+    const key = Redacted.value(options.apiKey)
+    // Never quote the key: only say what is wrong with it.
+    if (key.length === 0) problems.push("apiKey must not be empty")
+    if (/[\0\r\n]/.test(key)) problems.push("apiKey must not contain a NUL character or a line break")
+    if (options.env?.set !== undefined && Object.hasOwn(options.env.set, "ANTHROPIC_API_KEY")) {
+      problems.push("apiKey and env.set.ANTHROPIC_API_KEY are both set: give the key once")
+    }
+  }
   for (const name of options.env?.unset ?? []) {
     if (!envName.test(name)) problems.push(`env.unset: ${JSON.stringify(name)} is not a variable name`)
   }
@@ -322,8 +358,11 @@ const buildArgs = (options: Options): ReadonlyArray<string> => {
 export const toArgs = (options: Options): Effect.Effect<ReadonlyArray<string>, InvalidConfig> =>
   Effect.map(validate(options), buildArgs)
 
-const buildEnvironment = (options: EnvironmentOptions | undefined): Environment => {
-  const userSet = options?.set ?? {}
+const buildEnvironment = (
+  options: EnvironmentOptions | undefined,
+  apiKey?: Redacted.Redacted<string> | undefined
+): Environment => {
+  const userSet = apiKey === undefined ? options?.set ?? {} : { ...options?.set, ANTHROPIC_API_KEY: apiKey }
   const userUnset = options?.unset ?? []
   const set: Record<string, string | Redacted.Redacted<string>> = {}
   for (const [name, value] of Object.entries(defaultEnvironment)) {
@@ -342,7 +381,15 @@ const buildEnvironment = (options: EnvironmentOptions | undefined): Environment 
  * @since 0.1.0
  */
 export const toEnvironment = (options: Options): Effect.Effect<Environment, InvalidConfig> =>
-  Effect.map(validate(options), (valid) => buildEnvironment(valid.env))
+  Effect.map(validate(options), (valid) => buildEnvironment(valid.env, keyInEnvironment(valid)))
+
+const keyInEnvironment = (options: Options): Redacted.Redacted<string> | undefined =>
+  options.apiKeySource === "environment" ? options.apiKey : undefined
+
+const secretPipesOf = (options: Options): ReadonlyArray<SecretPipe> =>
+  options.apiKey === undefined || options.apiKeySource === "environment"
+    ? []
+    : [{ variable: apiKeyDescriptorVariable, value: options.apiKey }]
 
 /**
  * The launch spec of a `claude` process: program `"claude"`, {@link toArgs}, `cwd`, {@link toEnvironment}.
@@ -367,5 +414,6 @@ export const toLaunchSpec = (options: Options): Effect.Effect<LaunchSpec, Invali
     program: "claude",
     args: buildArgs(valid),
     cwd: Option.fromUndefinedOr(valid.cwd),
-    env: buildEnvironment(valid.env)
+    env: buildEnvironment(valid.env, keyInEnvironment(valid)),
+    secretPipes: secretPipesOf(valid)
   }))

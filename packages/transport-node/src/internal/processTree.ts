@@ -1,5 +1,6 @@
 /**
- * Finds every process of a connection's tree from the operating system's process table, not from bookkeeping.
+ * Finds the processes of a connection's tree from the operating system's process table, not from bookkeeping: the
+ * `process-tree` containment, and the tree walk that the other containments use to find their members' parents.
  *
  * A process belongs to the tree when any of these holds, evaluated again on every scan:
  *
@@ -10,13 +11,19 @@
  *   group id is never reused by the kernel, so a dead member's pid keeps identifying its session's survivors;
  * - (Linux) its environment carries the connection's marker variable. The environment block is read from
  *   `/proc/<pid>/environ`, which is inherited across `fork`, `setsid` and re-parenting, so it finds orphans whose
- *   parent already exited (re-parented to PID 1 or a subreaper).
+ *   parent already exited (re-parented to PID 1 or a subreaper) — unless they cleared their environment, or
+ *   rewrote their process title over it (setproctitle).
  *
- * Members are identified by pid and start time, so a pid reused by an unrelated process is not mistaken for a
- * member. Zombies are members but not alive: they are never signalled and never waited for.
+ * Members are remembered from scan to scan: a scan during the session (the transport's periodic one) makes the
+ * session leaders it saw count at teardown, even if they exited in between. Members are identified by pid and
+ * start time, so a pid reused by an unrelated process is not mistaken for a member. Zombies are members but not
+ * alive: they are never signalled and never waited for.
  *
- * Not found: a descendant that clears its environment, leaves the session, and whose parent exited before the
- * scan. Only a cgroup or a PID namespace would contain that one.
+ * Not found: a descendant that cleared its environment (or its title overwrote it), left the session, and whose
+ * parent exited before any scan saw that parent. Only a cgroup or a PID namespace contains that one.
+ *
+ * The rules are {@link step}, a pure function of the state and a process table (tested on synthetic tables); the
+ * reading of /proc, ps and environments is around it.
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -124,6 +131,17 @@ const readPs = (): Map<number, ProcessInfo> => {
 /** The whole process table, by pid. @internal */
 export const readTable = (backend: Backend): Map<number, ProcessInfo> => backend === "proc" ? readProc() : readPs()
 
+/** A process's command line for a message (`comm` when it has none, as for kernel threads), or undefined. @internal */
+export const describeProcess = (pid: number): string | undefined => {
+  try {
+    const cmdline = Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").join(" ").trim()
+    if (cmdline.length > 0) return cmdline.length > 200 ? cmdline.slice(0, 200) + "…" : cmdline
+    return `[${Fs.readFileSync(`/proc/${pid}/comm`, "latin1").trim()}]`
+  } catch {
+    return undefined
+  }
+}
+
 const environHas = (pid: number, entry: Buffer): boolean => {
   let environ: Buffer
   try {
@@ -135,11 +153,114 @@ const environHas = (pid: number, entry: Buffer): boolean => {
   return environ.indexOf(entry) !== -1 || environ.subarray(0, entry.length - 1).equals(entry.subarray(1))
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// the rules, as a pure step
+// ---------------------------------------------------------------------------------------------------------------
+
+/** What the tree remembers between scans. @internal */
+export interface State {
+  /** pid -> start time of every live member seen so far. */
+  readonly members: ReadonlyMap<number, string>
+  /** pids of members, alive or dead: processes in their session or group belong to the tree. */
+  readonly leaders: ReadonlySet<number>
+}
+
+/** The state before the first scan: the root (when known) is a leader. @internal */
+export const initial = (rootPid: number | undefined): State => ({
+  members: new Map(),
+  leaders: new Set(rootPid === undefined ? [] : [rootPid])
+})
+
+/** What a scan needs besides the table. @internal */
+export interface Facts {
+  readonly rootPid: number | undefined
+  /** False once Node has reaped the root: from then on its pid may name another process. */
+  readonly rootAlive: boolean
+  /** Whether a process carries the connection's marker (in its environment); never asked for members. */
+  readonly isMarked: (info: ProcessInfo) => boolean
+  /** pids that are never members (the host, its parent, PID 0 and 1). */
+  readonly excluded: ReadonlySet<number>
+}
+
+/**
+ * One scan: the members of the tree in `table`, given what earlier scans saw. Returns the next state and the live
+ * (non-zombie) members, the root included while it lives.
+ *
+ * @internal
+ */
+export const step = (
+  state: State,
+  table: ReadonlyMap<number, ProcessInfo>,
+  facts: Facts
+): { readonly state: State; readonly alive: ReadonlyArray<ProcessInfo> } => {
+  const members = new Map(state.members)
+  const leaders = new Set(state.leaders)
+  // Members that died, or whose pid now names another process, are no longer members.
+  for (const [pid, start] of members) {
+    const info = table.get(pid)
+    if (info === undefined || info.start !== start) members.delete(pid)
+  }
+  if (facts.rootPid !== undefined && facts.rootAlive) {
+    const root = table.get(facts.rootPid)
+    if (root !== undefined) members.set(facts.rootPid, root.start)
+  }
+  const byParent = new Map<number, Array<ProcessInfo>>()
+  const byGroup = new Map<number, Array<ProcessInfo>>()
+  const index = (map: Map<number, Array<ProcessInfo>>, key: number, info: ProcessInfo) => {
+    const list = map.get(key)
+    if (list === undefined) map.set(key, [info])
+    else list.push(info)
+  }
+  for (const info of table.values()) {
+    index(byParent, info.ppid, info)
+    index(byGroup, info.pgid, info)
+    if (info.sid !== info.pgid && info.sid !== -1) index(byGroup, info.sid, info)
+  }
+  for (const pid of leaders) {
+    const info = table.get(pid)
+    // A leader pid that names a process which is not that member was reused: nothing of ours uses it any more.
+    if (info !== undefined && members.get(pid) !== info.start) leaders.delete(pid)
+    // A dead leader whose session and group are empty can gain no member again (one joins a session or group only
+    // by descending from a process in it), and its pid is free for the kernel to reuse: forget it.
+    else if (info === undefined && !byGroup.has(pid)) leaders.delete(pid)
+  }
+  const work: Array<number> = []
+  const admit = (info: ProcessInfo) => {
+    if (facts.excluded.has(info.pid) || members.has(info.pid)) return
+    members.set(info.pid, info.start)
+    leaders.add(info.pid)
+    work.push(info.pid)
+  }
+  for (const info of table.values()) {
+    if (!info.zombie && !members.has(info.pid) && facts.isMarked(info)) admit(info)
+  }
+  work.push(...members.keys(), ...leaders)
+  while (work.length > 0) {
+    const pid = work.pop()!
+    const children = byParent.get(pid)
+    // ppid links count only from a live member: a dead member's pid may already name another process.
+    if (children !== undefined && members.has(pid)) { for (const child of children) admit(child) }
+    const group = byGroup.get(pid)
+    if (group !== undefined && leaders.has(pid)) { for (const info of group) admit(info) }
+  }
+
+  const alive: Array<ProcessInfo> = []
+  for (const pid of members.keys()) {
+    const info = table.get(pid)
+    if (info !== undefined && !info.zombie) alive.push(info)
+  }
+  return { state: { members, leaders }, alive }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// the shell around it
+// ---------------------------------------------------------------------------------------------------------------
+
 /** @internal */
 export interface Tree {
   /**
    * Reads the process table (or takes `table`, read by the caller for several trees at once) and returns the live
-   * (non-zombie) members, the root included while it lives.
+   * (non-zombie) members, the root included while it lives. Every scan adds to what the tree remembers.
    */
   readonly scan: (table?: ReadonlyMap<number, ProcessInfo>) => ReadonlyArray<ProcessInfo>
 }
@@ -162,16 +283,12 @@ export const make = (options: {
   const { backend, rootPid } = options
   const entry = options.marker === undefined ? undefined : Buffer.from(`\0${options.marker}\0`)
   const excluded = new Set([process.pid, process.ppid, 0, 1])
-  // pid -> start time of every live member seen so far.
-  const members = new Map<number, string>()
-  // pids of members, alive or dead: processes in their session or group belong to the tree.
-  const leaders = new Set<number>(rootPid === undefined ? [] : [rootPid])
+  let state = initial(rootPid)
   // `${pid}:${start}` -> whether the marker is in the environment; the environment of a process is read once.
   const marked = new Map<string, boolean>()
-
   const rootStart = backend === "proc" && options.rootStart !== undefined ? Number(options.rootStart) : Number.NaN
 
-  const hasMarker = (info: ProcessInfo): boolean => {
+  const isMarked = (info: ProcessInfo): boolean => {
     if (entry === undefined || backend !== "proc") return false
     // Started before the root (in clock ticks since boot): not a descendant, whatever its environment says.
     if (Number(info.start) < rootStart) return false
@@ -186,59 +303,16 @@ export const make = (options: {
 
   const scan = (given?: ReadonlyMap<number, ProcessInfo>): ReadonlyArray<ProcessInfo> => {
     const table = given ?? readTable(backend)
-    // Members that died, or whose pid now names another process, are no longer members.
-    for (const [pid, start] of members) {
-      const info = table.get(pid)
-      if (info === undefined || info.start !== start) members.delete(pid)
+    // Forget the marker of processes that are gone, so the cache does not grow with the session's lifetime.
+    if (marked.size > 4 * table.size) {
+      for (const key of marked.keys()) {
+        const pid = Number(key.slice(0, key.indexOf(":")))
+        if (!table.has(pid)) marked.delete(key)
+      }
     }
-    if (rootPid !== undefined && !options.rootReaped()) {
-      const root = table.get(rootPid)
-      if (root !== undefined) members.set(rootPid, root.start)
-    }
-    // A leader pid that names a process which is not that member was reused: nothing of ours uses it any more.
-    for (const pid of leaders) {
-      const info = table.get(pid)
-      if (info !== undefined && members.get(pid) !== info.start) leaders.delete(pid)
-    }
-
-    const byParent = new Map<number, Array<ProcessInfo>>()
-    const byGroup = new Map<number, Array<ProcessInfo>>()
-    const index = (map: Map<number, Array<ProcessInfo>>, key: number, info: ProcessInfo) => {
-      const list = map.get(key)
-      if (list === undefined) map.set(key, [info])
-      else list.push(info)
-    }
-    const work: Array<number> = []
-    const admit = (info: ProcessInfo) => {
-      if (excluded.has(info.pid) || members.has(info.pid)) return
-      members.set(info.pid, info.start)
-      leaders.add(info.pid)
-      work.push(info.pid)
-    }
-    for (const info of table.values()) {
-      index(byParent, info.ppid, info)
-      index(byGroup, info.pgid, info)
-      if (info.sid !== info.pgid && info.sid !== -1) index(byGroup, info.sid, info)
-    }
-    for (const info of table.values()) {
-      if (!info.zombie && !members.has(info.pid) && hasMarker(info)) admit(info)
-    }
-    work.push(...members.keys(), ...leaders)
-    while (work.length > 0) {
-      const pid = work.pop()!
-      const children = byParent.get(pid)
-      // ppid links count only from a live member: a dead member's pid may already name another process.
-      if (children !== undefined && members.has(pid)) { for (const child of children) admit(child) }
-      const group = byGroup.get(pid)
-      if (group !== undefined && leaders.has(pid)) { for (const info of group) admit(info) }
-    }
-
-    const alive: Array<ProcessInfo> = []
-    for (const pid of members.keys()) {
-      const info = table.get(pid)
-      if (info !== undefined && !info.zombie) alive.push(info)
-    }
-    return alive
+    const next = step(state, table, { rootPid, rootAlive: !options.rootReaped(), isMarked, excluded })
+    state = next.state
+    return next.alive
   }
 
   return { scan }

@@ -10,7 +10,9 @@
  * after teardown. The watchdog runs in its own session and ignores SIGINT/SIGHUP/SIGTERM, so a Ctrl-C or a
  * group-wide signal that kills the host does not kill it first.
  *
- * The protocol, one line per message: `+ <marker> <graceMillis>`, `= <marker> <pid> <start or ->`, `- <marker>`.
+ * The protocol, one line per message: `+ <marker> <graceMillis> <cgroup dir or ->`, `= <marker> <pid> <start or ->`,
+ * `- <marker>`, and for a layer's cgroup, removed at the end: `L <dir>` (register), `l <dir>` (forget). Paths are
+ * URI-encoded (no spaces).
  */
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -37,10 +39,13 @@ export const available: boolean = Fs.existsSync(program)
 
 /** @internal */
 export interface Watchdog {
-  readonly register: (marker: string, graceMillis: number) => void
+  /** A connection about to be spawned, and its cgroup when it is contained in one. */
+  readonly register: (marker: string, graceMillis: number, cgroup: string | undefined) => void
   /** The CLI of `marker` was spawned: its pid and its start time (as `ProcessTree` reads it; unknown: undefined). */
   readonly setRoot: (marker: string, pid: number, start: string | undefined) => void
   readonly unregister: (marker: string) => void
+  /** A layer's cgroup, to remove once its sessions' are gone (or to forget, when the layer removed it itself). */
+  readonly layer: (dir: string, registered: boolean) => void
   readonly close: () => void
 }
 
@@ -51,7 +56,8 @@ export interface Watchdog {
  * @internal
  */
 export const make = (): Watchdog => {
-  const registered = new Map<string, { graceMillis: number; root: string | undefined }>()
+  const registered = new Map<string, { graceMillis: number; cgroup: string; root: string | undefined }>()
+  const layers = new Set<string>()
   let child: ChildProcess.ChildProcess | undefined
   let closed = false
 
@@ -83,17 +89,19 @@ export const make = (): Watchdog => {
     const stdin = spawned.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null
     stdin?.unref?.()
     child = spawned
+    for (const dir of layers) send(`L ${dir}`)
     for (const [marker, entry] of registered) {
-      send(`+ ${marker} ${entry.graceMillis}`)
+      send(`+ ${marker} ${entry.graceMillis} ${entry.cgroup}`)
       if (entry.root !== undefined) send(`= ${marker} ${entry.root}`)
     }
   }
 
   return {
-    register: (marker, graceMillis) => {
-      registered.set(marker, { graceMillis, root: undefined })
+    register: (marker, graceMillis, cgroup) => {
+      const entry = { graceMillis, cgroup: cgroup === undefined ? "-" : encodeURIComponent(cgroup), root: undefined }
+      registered.set(marker, entry)
       if (child === undefined) start()
-      else send(`+ ${marker} ${graceMillis}`)
+      else send(`+ ${marker} ${graceMillis} ${entry.cgroup}`)
     },
     setRoot: (marker, pid, start) => {
       const entry = registered.get(marker)
@@ -104,12 +112,23 @@ export const make = (): Watchdog => {
     unregister: (marker) => {
       if (registered.delete(marker)) send(`- ${marker}`)
     },
+    layer: (dir, register) => {
+      const encoded = encodeURIComponent(dir)
+      if (register) {
+        layers.add(encoded)
+        send(`L ${encoded}`)
+      } else if (layers.delete(encoded)) {
+        send(`l ${encoded}`)
+      }
+    },
     close: () => {
       closed = true
       // Connections that outlive the layer are still torn down by their own scopes: the watchdog must not kill
       // them when its input ends.
       for (const marker of registered.keys()) send(`- ${marker}`)
+      for (const dir of layers) send(`l ${dir}`)
       registered.clear()
+      layers.clear()
       child?.stdin?.end()
       child = undefined
     }

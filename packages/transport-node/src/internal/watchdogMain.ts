@@ -2,16 +2,21 @@
  * The host-death watchdog's program (started by `watchdog.ts`, which describes the protocol): reads registrations
  * from stdin and, when stdin ends (the host died, or closed it), does what teardown does, without the host.
  *
- * With /proc (Linux), each registered connection's tree is the one teardown finds: `ProcessTree` from the CLI's
- * pid and start time and the connection's marker variable (descendants that left the session or were
- * re-parented included). Without /proc (macOS, the BSDs), only each registered CLI's process group is signalled:
- * descendants that left the group (`setsid`) survive the host.
+ * A connection contained in a cgroup is ended through its cgroup: its members are the pids in `cgroup.procs`, the
+ * kill is `cgroup.kill`, and the emptied cgroup is removed (then the layer's, once empty). Otherwise, with /proc
+ * (Linux), its tree is the one teardown finds: `ProcessTree` from the CLI's pid and start time and the
+ * connection's marker variable. Without /proc (macOS, the BSDs), only each registered CLI's process group is
+ * signalled: descendants that left the group (`setsid`) survive the host.
  *
- * It SIGTERMs every member, waits the longest registered grace, SIGKILLs what is left (again while anything is
- * left, for a bounded time), and exits.
+ * Every poll sends SIGTERM to members not signalled yet (the ones found in later scans too: a process forked
+ * after the first scan is asked to end like the others), until the longest registered grace has passed; then
+ * SIGKILL to what is left, again while anything is left, for a bounded time; then it exits.
  *
  * @internal
  */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { removeDir } from "./cgroup.ts"
 import * as ProcessTree from "./processTree.ts"
 import { title } from "./watchdog.ts"
 
@@ -20,6 +25,8 @@ for (const signal of ["SIGINT", "SIGHUP", "SIGTERM"] as const) process.on(signal
 
 interface Entry {
   readonly graceMillis: number
+  /** The session's cgroup directory, when it is contained in one. */
+  readonly cgroup: string | undefined
   /** The CLI's pid, once the host reported the spawn. */
   root: number | undefined
   /** The CLI's start time, as `ProcessTree` reads it (undefined: unknown). */
@@ -27,6 +34,7 @@ interface Entry {
 }
 
 const entries = new Map<string, Entry>()
+const layers = new Set<string>()
 const proc = ProcessTree.defaultBackend() === "proc"
 const pollMillis = 25
 const killTries = 40
@@ -40,7 +48,8 @@ process.stdin.on("data", (chunk: string) => {
     const [op, marker, a, b] = buffered.slice(0, newline).split(" ")
     buffered = buffered.slice(newline + 1)
     if (op === "+") {
-      entries.set(marker, { graceMillis: Number(a), root: undefined, rootStart: undefined })
+      const cgroup = b === undefined || b === "-" ? undefined : decodeURIComponent(b)
+      entries.set(marker, { graceMillis: Number(a), cgroup, root: undefined, rootStart: undefined })
     } else if (op === "=") {
       const entry = entries.get(marker)
       if (entry !== undefined) {
@@ -49,13 +58,33 @@ process.stdin.on("data", (chunk: string) => {
       }
     } else if (op === "-") {
       entries.delete(marker)
+    } else if (op === "L") {
+      layers.add(decodeURIComponent(marker))
+    } else if (op === "l") {
+      layers.delete(decodeURIComponent(marker))
     }
   }
 })
 
-/** The trees of the registered connections (with /proc), made once: each keeps its members and marker cache. */
+const cgroupMembers = (dir: string): ReadonlyArray<ProcessTree.ProcessInfo> => {
+  let text: string
+  try {
+    text = Fs.readFileSync(Path.join(dir, "cgroup.procs"), "latin1")
+  } catch {
+    return []
+  }
+  const members: Array<ProcessTree.ProcessInfo> = []
+  for (const line of text.split("\n")) {
+    if (line.length === 0) continue
+    const info = ProcessTree.readStat(Number(line))
+    if (info !== undefined && !info.zombie) members.push(info)
+  }
+  return members
+}
+
+/** The trees of the registered connections that are not in a cgroup (with /proc), made once. */
 const makeTrees = (): ReadonlyArray<ProcessTree.Tree> =>
-  [...entries].map(([marker, entry]) =>
+  [...entries].filter(([, entry]) => entry.cgroup === undefined).map(([marker, entry]) =>
     ProcessTree.make({
       backend: "proc",
       rootPid: entry.root,
@@ -69,15 +98,21 @@ const makeTrees = (): ReadonlyArray<ProcessTree.Tree> =>
     })
   )
 
-/** Sends `signal` (0: probes) to every process left; true when there was one. */
-const signalAll = (trees: ReadonlyArray<ProcessTree.Tree>, signal: NodeJS.Signals | 0): boolean => {
-  if (proc) {
-    const table = ProcessTree.readTable("proc")
-    const members = new Map<number, ProcessTree.ProcessInfo>()
-    for (const tree of trees) for (const info of tree.scan(table)) members.set(info.pid, info)
-    if (signal !== 0) ProcessTree.signalAll([...members.values()], signal)
-    return members.size > 0
+/** Every live member of every registered connection now. */
+const members = (trees: ReadonlyArray<ProcessTree.Tree>): ReadonlyArray<ProcessTree.ProcessInfo> => {
+  const found = new Map<number, ProcessTree.ProcessInfo>()
+  for (const entry of entries.values()) {
+    if (entry.cgroup !== undefined) { for (const info of cgroupMembers(entry.cgroup)) found.set(info.pid, info) }
   }
+  if (trees.length > 0) {
+    const table = ProcessTree.readTable("proc")
+    for (const tree of trees) for (const info of tree.scan(table)) found.set(info.pid, info)
+  }
+  return [...found.values()]
+}
+
+/** Without /proc: signals each CLI's process group (0 probes); true when one was there. */
+const signalGroups = (signal: NodeJS.Signals | 0): boolean => {
   let any = false
   for (const entry of entries.values()) {
     if (entry.root === undefined || entry.root <= 1) continue
@@ -91,29 +126,77 @@ const signalAll = (trees: ReadonlyArray<ProcessTree.Tree>, signal: NodeJS.Signal
   return any
 }
 
+const killCgroups = () => {
+  for (const entry of entries.values()) {
+    if (entry.cgroup === undefined) continue
+    try {
+      Fs.writeFileSync(Path.join(entry.cgroup, "cgroup.kill"), "1")
+    } catch {
+      // Gone already.
+    }
+  }
+}
+
+// A cgroup is removed once its last process has left it: a process SIGKILLed a moment ago may still be on its way
+// out (a large CLI on a loaded machine). Keep killing and removing for a few more seconds before giving up.
+let exitTries = 0
+const exitTriesMax = 100
+const exit = () => {
+  let left = false
+  for (const entry of entries.values()) if (entry.cgroup !== undefined && !removeDir(entry.cgroup)) left = true
+  for (const layer of layers) if (!removeDir(layer)) left = true
+  if (left && ++exitTries < exitTriesMax) {
+    killCgroups()
+    setTimeout(exit, 50)
+    return
+  }
+  process.exit(0)
+}
+
 let reaping = false
 const reap = () => {
   if (reaping) return
   reaping = true
-  if (entries.size === 0) process.exit(0)
+  if (entries.size === 0 && layers.size === 0) process.exit(0)
   const trees = proc ? makeTrees() : []
   const grace = Math.max(0, ...[...entries.values()].map((entry) => entry.graceMillis))
   const deadline = Date.now() + grace
-  signalAll(trees, "SIGTERM")
-  const poll = () => {
-    if (!signalAll(trees, 0)) process.exit(0)
-    if (Date.now() < deadline) {
-      setTimeout(poll, pollMillis)
-      return
+  const terminated = new Set<string>()
+  let tries = 0
+  const kill = () => {
+    let left: boolean
+    if (proc) {
+      killCgroups()
+      const alive = members(trees)
+      ProcessTree.signalAll(alive, "SIGKILL")
+      left = alive.length > 0
+    } else {
+      left = signalGroups("SIGKILL")
     }
-    let tries = 0
-    const kill = () => {
-      if (!signalAll(trees, "SIGKILL") || ++tries > killTries) process.exit(0)
-      setTimeout(kill, pollMillis)
-    }
-    kill()
+    if (!left || ++tries > killTries) return exit()
+    setTimeout(kill, pollMillis)
   }
-  setTimeout(poll, pollMillis)
+  const poll = () => {
+    if (Date.now() >= deadline) return kill()
+    if (proc) {
+      const alive = members(trees)
+      if (alive.length === 0) return exit()
+      // SIGTERM once to each process, including those that appeared since the last poll.
+      const fresh = alive.filter((info) => !terminated.has(`${info.pid}:${info.start}`))
+      for (const info of fresh) terminated.add(`${info.pid}:${info.start}`)
+      ProcessTree.signalAll(fresh, "SIGTERM")
+    } else {
+      // Without /proc a group is all that is known: SIGTERM once, then probe it until the grace ends.
+      if (terminated.size === 0) {
+        terminated.add("groups")
+        if (!signalGroups("SIGTERM")) return exit()
+      } else if (!signalGroups(0)) {
+        return exit()
+      }
+    }
+    setTimeout(poll, pollMillis)
+  }
+  poll()
 }
 process.stdin.on("end", reap)
 process.stdin.on("error", reap)

@@ -9,7 +9,8 @@
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { ClaudeSession, Permission, Transport } from "@tether/core"
-import { Duration, Effect, Exit, Fiber, Option, Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Option, Redacted, Scope } from "effect"
+import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import {
@@ -405,6 +406,59 @@ describe("the real claude CLI, offline", () => {
             assert.isTrue(error.safeToFallback)
           }
           assert.deepStrictEqual(marked(world.mark), [])
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "the API key through a pipe: it reaches the model server as x-api-key, and no tool process can print it",
+    () =>
+      inWorld((world) =>
+        Effect.gen(function*() {
+          const key = `sk-ant-tether-test-${randomUUID()}`
+          /** Options with the key given as `source` says, instead of the world's dummy in the environment. */
+          const withKey = (source: "descriptor" | "environment") => {
+            const base = world.options({ policy: Permission.allowAll })
+            const { ANTHROPIC_API_KEY: _, ...set } = base.env?.set ?? {}
+            return { ...base, env: { ...base.env, set }, apiKey: Redacted.make(key), apiKeySource: source }
+          }
+          // The tool prints its environment and the CLI's (its parent's) initial environment.
+          const dump = "[bash] printenv; tr '\\0' '\\n' < /proc/$PPID/environ"
+          const toolSaw = Effect.fnUntraced(function*(from: number) {
+            const log = yield* world.mock.requests
+            const sent = log.slice(from).filter((request) => request.path === "/v1/messages")
+            return {
+              keys: sent.map((request) => request.headers["x-api-key"]),
+              // What the model was sent after the tool ran: the tool's output, in the tool_result.
+              bodies: sent.map((request) => JSON.stringify(Option.getOrUndefined(request.messages)?.body ?? null))
+            }
+          })
+
+          const piped = yield* Effect.scoped(Effect.gen(function*() {
+            const session = yield* ClaudeSession.make(withKey("descriptor"))
+            const result = yield* session.run(dump)
+            // The host sees the tool's output too (scrubbed or not: the key must not be there in the first place).
+            assert.notInclude(result.text, key)
+            assert.notInclude(JSON.stringify(environOf(Option.getOrThrow(session.pid))), key)
+            return yield* toolSaw(0)
+          }))
+          assert.isAtLeast(piped.keys.length, 2, "a tool turn is two model requests")
+          assert.isTrue(piped.keys.every((sent) => sent === key), "every request carried the key as x-api-key")
+          assert.include(piped.bodies.at(-1), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "the tool's output was sent")
+          for (const body of piped.bodies) assert.notInclude(body, key, "the model never saw the key")
+
+          // The same through the environment: the tool's printenv hands the key to the model (the documented risk).
+          const before = (yield* world.mock.requests).length
+          const inEnvironment = yield* Effect.scoped(Effect.gen(function*() {
+            const session = yield* ClaudeSession.make(withKey("environment"))
+            const result = yield* session.run(dump)
+            // What reaches the host is scrubbed by the transport.
+            assert.notInclude(result.text, key)
+            return yield* toolSaw(before)
+          }))
+          assert.isTrue(inEnvironment.keys.every((sent) => sent === key))
+          assert.include(inEnvironment.bodies.at(-1), key, "through the environment, the tool printed the key")
         })
       ),
     60_000

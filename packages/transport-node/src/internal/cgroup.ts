@@ -1,0 +1,213 @@
+/**
+ * cgroup v2 containment (Linux): one cgroup per session, which the kernel keeps every descendant of the CLI in,
+ * whatever it does (`setsid`, double forks, a cleared environment, a rewritten process title).
+ *
+ * Layout: the host's own cgroup (read from `/proc/self/cgroup`, under the cgroup2 mount found in
+ * `/proc/self/mountinfo`) gets one child per transport layer, `tether-<host pid>-<random>`, and that one a child
+ * per session, `s<n>`. The host needs write access there: root, or a delegated subtree (systemd `Delegate=yes`, a
+ * container's own cgroup namespace). The layer's cgroup is removed with the layer; a host killed without its
+ * finalizers leaves them to the watchdog, and the next layer made under the same cgroup removes the empty ones of
+ * hosts that are gone.
+ *
+ * Placement: the CLI is started through {@link launcher}, a shell that waits on descriptor 3 until the host wrote
+ * its pid into the session's `cgroup.procs`, then execs the CLI (same pid): nothing can fork before it is inside.
+ *
+ * Teardown: SIGTERM to every process in `cgroup.procs`, then `cgroup.kill` (SIGKILL to all, atomically with
+ * respect to forks), a wait until `cgroup.procs` is empty (exited processes leave it at once: zombies are not
+ * listed), and `rmdir`.
+ */
+import { randomBytes } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+/** Where the cgroup2 hierarchy is mounted, and the host's own cgroup in it, or why there is none. @internal */
+export type Location =
+  | { readonly _tag: "Found"; readonly mount: string; readonly own: string }
+  | { readonly _tag: "Missing"; readonly reason: string }
+
+/**
+ * Finds the cgroup2 mount and the host's cgroup (pure: takes the text of `/proc/self/mountinfo` and
+ * `/proc/self/cgroup`).
+ *
+ * @internal
+ */
+export const locate = (mountinfo: string, cgroup: string): Location => {
+  let mount: { readonly point: string; readonly root: string } | undefined
+  for (const line of mountinfo.split("\n")) {
+    // `id parent major:minor root mountpoint options [optional fields] - fstype source superoptions`
+    const dash = line.indexOf(" - ")
+    if (dash === -1) continue
+    const fstype = line.slice(dash + 3).split(" ")[0]
+    if (fstype !== "cgroup2") continue
+    const fields = line.slice(0, dash).split(" ")
+    mount = { root: unescapeMountinfo(fields[3]), point: unescapeMountinfo(fields[4]) }
+    break
+  }
+  if (mount === undefined) return { _tag: "Missing", reason: "no cgroup2 hierarchy is mounted" }
+  const unified = cgroup.split("\n").find((line) => line.startsWith("0::"))
+  if (unified === undefined) return { _tag: "Missing", reason: "the host is in no cgroup2 cgroup (/proc/self/cgroup)" }
+  const path = unified.slice(3).trim()
+  // The mount shows the hierarchy from its root: the host's path is relative to it.
+  const relative = mount.root === "/" ? path : path.startsWith(mount.root) ? path.slice(mount.root.length) : undefined
+  if (relative === undefined) {
+    return { _tag: "Missing", reason: `the host's cgroup ${path} is outside the mounted cgroup2 tree ${mount.root}` }
+  }
+  const own = Path.join(mount.point, relative)
+  return { _tag: "Found", mount: mount.point, own: own.length > 1 && own.endsWith("/") ? own.slice(0, -1) : own }
+}
+
+const unescapeMountinfo = (field: string): string =>
+  field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)))
+
+/** A layer's cgroup, under which each session gets its own. @internal */
+export interface Layer {
+  readonly path: string
+  /** Makes the cgroup of one session. */
+  readonly session: () => Session
+  /** Removes the layer's cgroup (when its sessions' are gone). */
+  readonly remove: () => void
+}
+
+/** One session's cgroup. @internal */
+export interface Session {
+  readonly path: string
+  /** Moves a process (all its threads) into the cgroup. Throws on failure (with the errno code). */
+  readonly place: (pid: number) => void
+  /** The pids in the cgroup now (exited processes are not listed); empty once it is gone. */
+  readonly pids: () => ReadonlyArray<number>
+  /** `cgroup.kill`: SIGKILL to every process in it, including those that fork meanwhile. */
+  readonly kill: () => void
+  /** Removes the cgroup; false while processes are in it (EBUSY) or when it cannot be removed. */
+  readonly remove: () => boolean
+}
+
+/**
+ * Creates the layer's cgroup under the host's own, and checks that it can hold and kill a session: a session
+ * cgroup is made and removed, and `cgroup.kill` must exist (Linux 5.14+). Returns why not, as a string, when any
+ * step fails; nothing is left behind then.
+ *
+ * @internal
+ */
+export const makeLayer = (): Layer | string => {
+  let location: Location
+  try {
+    location = locate(Fs.readFileSync("/proc/self/mountinfo", "utf8"), Fs.readFileSync("/proc/self/cgroup", "utf8"))
+  } catch (error) {
+    return `cannot read /proc/self/mountinfo or /proc/self/cgroup (${code(error)})`
+  }
+  if (location._tag === "Missing") return location.reason
+  sweep(location.own)
+  const path = Path.join(location.own, `tether-${process.pid}-${randomBytes(4).toString("hex")}`)
+  try {
+    Fs.mkdirSync(path)
+  } catch (error) {
+    return `cannot create a cgroup under ${location.own} (${code(error)}): not root and no delegated subtree`
+  }
+  let sessions = 0
+  const layer: Layer = {
+    path,
+    session: () => makeSession(Path.join(path, `s${++sessions}`)),
+    remove: () => removeDir(path)
+  }
+  const probe = Path.join(path, "probe")
+  try {
+    Fs.mkdirSync(probe)
+    Fs.accessSync(Path.join(probe, "cgroup.kill"), Fs.constants.W_OK)
+    // Moving a process needs write access to the common ancestor's cgroup.procs (the host's own cgroup).
+    Fs.accessSync(Path.join(location.own, "cgroup.procs"), Fs.constants.W_OK)
+  } catch (error) {
+    removeDir(probe)
+    removeDir(path)
+    return `a cgroup under ${location.own} cannot hold a session (${code(error)}): cgroup.kill needs Linux 5.14`
+  }
+  removeDir(probe)
+  return layer
+}
+
+/**
+ * Removes the empty cgroups of layers whose host is dead (one killed with neither finalizers nor a watchdog, or a
+ * watchdog that gave up). `rmdir` removes only empty cgroups, so this can end nothing; a live host's are skipped.
+ */
+const sweep = (own: string): void => {
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(own)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const match = /^tether-([0-9]+)-[0-9a-f]+$/.exec(name)
+    if (match === null || Number(match[1]) === process.pid || Fs.existsSync(`/proc/${match[1]}`)) continue
+    const dir = Path.join(own, name)
+    try {
+      for (const session of Fs.readdirSync(dir)) if (/^s[0-9]+$/.test(session)) removeDir(Path.join(dir, session))
+    } catch {
+      continue
+    }
+    removeDir(dir)
+  }
+}
+
+const makeSession = (path: string): Session => {
+  Fs.mkdirSync(path)
+  return {
+    path,
+    place: (pid) => Fs.writeFileSync(Path.join(path, "cgroup.procs"), `${pid}\n`),
+    pids: () => {
+      let text: string
+      try {
+        text = Fs.readFileSync(Path.join(path, "cgroup.procs"), "latin1")
+      } catch {
+        return []
+      }
+      const pids: Array<number> = []
+      for (const line of text.split("\n")) if (line.length > 0) pids.push(Number(line))
+      return pids
+    },
+    kill: () => {
+      try {
+        Fs.writeFileSync(Path.join(path, "cgroup.kill"), "1")
+      } catch {
+        // Gone already.
+      }
+    },
+    remove: () => removeDir(path)
+  }
+}
+
+/** `rmdir`, true when the directory is gone (removed now or already). @internal */
+export const removeDir = (path: string): boolean => {
+  try {
+    Fs.rmdirSync(path)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ENOENT"
+  }
+}
+
+const code = (error: unknown): string =>
+  (error as NodeJS.ErrnoException | undefined)?.code ?? (error instanceof Error ? error.message : String(error))
+
+/**
+ * The launcher: a shell that waits until the host has placed it (a line on descriptor 3), closes that descriptor,
+ * and execs the CLI with the same pid, argv and environment. If the host goes away first (EOF), it exits 125
+ * without running anything. Used as `sh -c launcher tether-launcher <file> <args…>`.
+ *
+ * @internal
+ */
+export const launcher = `IFS= read -r go <&3 && [ "$go" = go ] || exit 125
+exec 3<&-
+unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
+exec "$@"`
+
+/**
+ * The variables a shell adds to the environment it execs with (dash exports `PWD`; bash `SHLVL` and `OLDPWD`):
+ * those the CLI's environment did not have are listed in `TETHER_LAUNCHER_UNSET` for the launcher to remove, so
+ * the CLI starts with exactly the environment it was given.
+ *
+ * @internal
+ */
+export const shellVariables: ReadonlyArray<string> = ["PWD", "OLDPWD", "SHLVL"]
+
+/** argv[0] of the launcher (what `ps` shows until it execs). @internal */
+export const launcherName = "tether-launcher"

@@ -1,0 +1,110 @@
+/**
+ * Finding the cgroup2 hierarchy and the host's cgroup in it (pure), and a session cgroup's life on this machine.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Cgroup from "../src/internal/cgroup.ts"
+
+const hybrid = [
+  "30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755",
+  "34 30 0:31 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory",
+  "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw"
+].join("\n")
+
+describe("Cgroup.locate", () => {
+  it.effect("the cgroup2 mount beside v1 controllers, and the host's cgroup under it", () =>
+    Effect.sync(() => {
+      assert.deepStrictEqual(Cgroup.locate(hybrid, "4:memory:/x\n0::/\n"), {
+        _tag: "Found",
+        mount: "/sys/fs/cgroup/unified",
+        own: "/sys/fs/cgroup/unified"
+      })
+      assert.deepStrictEqual(Cgroup.locate(hybrid, "0::/system.slice/host.service\n"), {
+        _tag: "Found",
+        mount: "/sys/fs/cgroup/unified",
+        own: "/sys/fs/cgroup/unified/system.slice/host.service"
+      })
+    }))
+
+  it.effect("a mount of a subtree (a container's), and escaped mount points", () =>
+    Effect.sync(() => {
+      const container = "50 40 0:37 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw"
+      assert.deepStrictEqual(Cgroup.locate(container, "0::/docker/abc/app\n"), {
+        _tag: "Found",
+        mount: "/sys/fs/cgroup",
+        own: "/sys/fs/cgroup/app"
+      })
+      assert.strictEqual(Cgroup.locate(container, "0::/elsewhere\n")._tag, "Missing")
+      const spaced = "40 30 0:37 / /mnt/my\\040cgroups rw - cgroup2 cgroup2 rw"
+      assert.deepStrictEqual(Cgroup.locate(spaced, "0::/\n"), {
+        _tag: "Found",
+        mount: "/mnt/my cgroups",
+        own: "/mnt/my cgroups"
+      })
+    }))
+
+  it.effect("no cgroup2 mount, or a host in no cgroup2 cgroup", () =>
+    Effect.sync(() => {
+      assert.deepStrictEqual(
+        Cgroup.locate("34 30 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory", "0::/\n"),
+        {
+          _tag: "Missing",
+          reason: "no cgroup2 hierarchy is mounted"
+        }
+      )
+      assert.strictEqual(Cgroup.locate(hybrid, "4:memory:/x\n")._tag, "Missing")
+    }))
+})
+
+describe("Cgroup (this machine)", () => {
+  it.live.runIf(process.platform === "linux" && process.getuid?.() === 0)(
+    "a new layer removes the empty cgroups a dead host left behind, and nothing of a live one",
+    () =>
+      Effect.gen(function*() {
+        const first = Cgroup.makeLayer()
+        if (typeof first === "string") return assert.fail(first)
+        const own = Path.dirname(first.path)
+        first.remove()
+        // A host that is gone: the pid of a process that exited and was reaped.
+        const gone = ChildProcess.spawnSync("true").pid
+        const stale = Path.join(own, `tether-${gone}-0badc0de`)
+        Fs.mkdirSync(stale)
+        Fs.mkdirSync(Path.join(stale, "s1"))
+        // A live host's (this one's, under another name) is left alone.
+        const live = Path.join(own, `tether-${process.pid}-0000live`)
+        Fs.mkdirSync(live)
+        const layer = Cgroup.makeLayer()
+        if (typeof layer === "string") return assert.fail(layer)
+        assert.isFalse(Fs.existsSync(stale))
+        assert.isTrue(Fs.existsSync(live))
+        Cgroup.removeDir(live)
+        layer.remove()
+      })
+  )
+
+  it.live.runIf(process.platform === "linux" && process.getuid?.() === 0)(
+    "a session cgroup holds a process, kills it with cgroup.kill, and is removed; the layer too",
+    () =>
+      Effect.gen(function*() {
+        const layer = Cgroup.makeLayer()
+        if (typeof layer === "string") return assert.fail(layer)
+        const session = layer.session()
+        const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
+        session.place(child.pid!)
+        assert.deepStrictEqual(session.pids(), [child.pid!])
+        assert.isFalse(session.remove(), "a populated cgroup cannot be removed")
+        session.kill()
+        const signal = yield* Effect.callback<NodeJS.Signals | null>((resume) => {
+          child.once("exit", (_, signal) => resume(Effect.succeed(signal)))
+        })
+        assert.strictEqual(signal, "SIGKILL")
+        assert.deepStrictEqual(session.pids(), [])
+        assert.isTrue(session.remove())
+        layer.remove()
+        assert.isTrue(Cgroup.removeDir(layer.path), "already gone")
+      })
+  )
+})

@@ -1,0 +1,284 @@
+/**
+ * The escapes: shell command lines that leave work running outside a session the way a tool command can (the list
+ * of issue 16, plus the shapes the teardown suite already had). Each escaped process appends `<name> <pid>` to a
+ * report file, so that a test finds it by pid and start time — never by a marker in its environment, which most
+ * of them clear — and checks from /proc that teardown left nothing.
+ */
+import { Data, Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { waitUntil } from "./utils.ts"
+
+/** Where an escape is started: by a shell that leads a session of its own (the Bash tool), or in the CLI's. */
+export type Where = "tool" | "cli"
+
+export interface Escape {
+  readonly name: string
+  /** How the escape table shows it. */
+  readonly shape: string
+  readonly where: Where
+  /** The command line; `report` is a path without quotes or spaces. */
+  readonly command: (report: string) => string
+  /** It clears its environment, or overwrites it (a long process title): the marker is gone. */
+  readonly clearsEnvironment: boolean
+  /** It leaves the session of the shell that started it (`setsid`). */
+  readonly leavesSession: boolean
+  /** Its parent exits at once (`setsid -f`, a double fork, `fork and exit`): it is re-parented to PID 1. */
+  readonly orphaned: boolean
+}
+
+/**
+ * Whether the `process-tree` containment finds an escape with teardown's scan alone: by the marker, unless the
+ * escape cleared its environment; while the shell that started it is alive, by its parent link to that shell, or
+ * by that shell's session (which a live member leads); always in the CLI's own session.
+ */
+export const treeFinds = (escape: Escape, options: { readonly toolShellAlive: boolean }): boolean =>
+  escape.where === "cli" || !escape.clearsEnvironment ||
+  (options.toolShellAlive && (!escape.orphaned || !escape.leavesSession))
+
+/**
+ * Appends `<name> <pid>` to the report. The pid is read from /proc/self/stat, not `$$`: inside a PID namespace `$$`
+ * is the namespace's pid, while the host's /proc (not remounted there) names the process by its host pid.
+ */
+const reportSelf = (name: string, report: string) => `read -r p x < /proc/self/stat; echo ${name} $p >> ${report}`
+const perlReport = (name: string, report: string) =>
+  `open my $s, "<", "/proc/self/stat"; my ($p) = split / /, <$s>; ` +
+  `open my $f, ">>", "${report}"; print $f "${name} $p\\n"; close $f;`
+
+// Debian's own python3 when there is one: a pyenv shim first on PATH takes seconds to start on a loaded machine.
+const python = Fs.existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3"
+
+const sleeper = (name: string, report: string) => `sh -c '${reportSelf(name, report)}; exec sleep 300'`
+
+/** Every escape, in the order of the table. */
+export const escapes: ReadonlyArray<Escape> = [
+  {
+    name: "env-i-background",
+    shape: "`env -i sleep 300 &`",
+    where: "tool",
+    command: (report) => `env -i ${sleeper("env-i-background", report)} &`,
+    clearsEnvironment: true,
+    leavesSession: false,
+    orphaned: false
+  },
+  {
+    name: "perl-title",
+    shape: "`perl -e '$0=\"x\"x4000; sleep 300' &` (setproctitle over the environment)",
+    where: "tool",
+    command: (report) => `perl -e '${perlReport("perl-title", report)} $0 = "x" x 4000; sleep 300' &`,
+    clearsEnvironment: true,
+    leavesSession: false,
+    orphaned: false
+  },
+  {
+    name: "python-setsid-exec",
+    shape: "python: `os.setsid()` + `execve(sleep, {})` (empty environment)",
+    where: "tool",
+    command: (report) =>
+      `${python} -c 'import os; os.setsid(); p = open("/proc/self/stat").read().split()[0]; ` +
+      `f = open("${report}", "a"); f.write("python-setsid-exec %s\\n" % p); f.close(); ` +
+      `os.execve("/bin/sleep", ["sleep", "300"], {})' &`,
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: false
+  },
+  {
+    name: "env-i-setsid-f",
+    shape: "`env -i setsid -f sleep 300`",
+    where: "tool",
+    command: (report) => `env -i setsid -f ${sleeper("env-i-setsid-f", report)}`,
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: true
+  },
+  {
+    name: "nohup",
+    shape: "`nohup sleep 300 >/dev/null 2>&1 &`",
+    where: "tool",
+    command: (report) => `nohup ${sleeper("nohup", report)} >/dev/null 2>&1 &`,
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: false
+  },
+  {
+    name: "disown",
+    shape: "`sleep 300 & disown`",
+    where: "tool",
+    command: (report) => `${sleeper("disown", report)} & disown`,
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: false
+  },
+  {
+    name: "perl-fork",
+    shape: "`perl -e 'fork and exit; sleep 300'`",
+    where: "tool",
+    command: (report) => `perl -e 'fork and exit; ${perlReport("perl-fork", report)} sleep 300'`,
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: true
+  },
+  {
+    name: "setsid",
+    shape: "`setsid sh -c 'sleep 300; :' &` (a session leader, like the Bash tool's shell)",
+    where: "tool",
+    command: (report) => `setsid sh -c '${reportSelf("setsid", report)}; sleep 300; :' &`,
+    clearsEnvironment: false,
+    leavesSession: true,
+    orphaned: false
+  },
+  {
+    name: "double-fork",
+    shape: "`(sleep 300 &) &` (double fork, re-parented)",
+    where: "tool",
+    command: (report) => `(${sleeper("double-fork", report)} &) &`,
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: true
+  },
+  {
+    name: "ignores-sigterm",
+    shape: "a shell that ignores SIGTERM (`trap '' TERM`)",
+    where: "tool",
+    command: (report) => `sh -c 'trap "" TERM; ${reportSelf("ignores-sigterm", report)}; while :; do sleep 1; done' &`,
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: false
+  },
+  {
+    name: "cli-session-env-i",
+    shape: "`env -i sleep 300 &` in the CLI's session, its parent exited",
+    where: "cli",
+    command: (report) => `env -i ${sleeper("cli-session-env-i", report)} &`,
+    clearsEnvironment: true,
+    leavesSession: false,
+    orphaned: true
+  },
+  {
+    name: "cli-group",
+    shape: "a grandchild in the CLI's process group",
+    where: "cli",
+    command: (report) => `${sleeper("cli-group", report)} &`,
+    clearsEnvironment: false,
+    leavesSession: false,
+    orphaned: false
+  }
+]
+
+/** The escapes started from `where`, as one command line. */
+export const commandFor = (list: ReadonlyArray<Escape>, where: Where, report: string): string | undefined => {
+  const lines = list.filter((escape) => escape.where === where).map((escape) => escape.command(report))
+  return lines.length === 0 ? undefined : lines.join("\n")
+}
+
+/** An escaped process: its name, pid and start time (clock ticks since boot, from /proc). */
+export interface Escaped {
+  readonly name: string
+  readonly pid: number
+  readonly start: string
+}
+
+const startOf = (pid: number): { readonly start: string; readonly zombie: boolean } | undefined => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return { start: fields[19], zombie: fields[0] === "Z" || fields[0] === "X" }
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether this process (by pid and start time) is still alive: not gone, not a zombie, not a reused pid. */
+export const isAlive = (escaped: Escaped): boolean => {
+  const now = startOf(escaped.pid)
+  return now !== undefined && !now.zombie && now.start === escaped.start
+}
+
+/** A fresh report file (in a directory removed by the scope). */
+export const makeReport = Effect.acquireRelease(
+  Effect.sync(() => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-escapes-"))
+    Fs.chmodSync(dir, 0o777)
+    return Path.join(dir, "report")
+  }),
+  (report) => Effect.sync(() => Fs.rmSync(Path.dirname(report), { recursive: true, force: true }))
+)
+
+const readReport = (report: string): ReadonlyArray<{ readonly name: string; readonly pid: number }> => {
+  let text: string
+  try {
+    text = Fs.readFileSync(report, "utf8")
+  } catch {
+    return []
+  }
+  return text.split("\n").filter((line) => line.length > 0).map((line) => {
+    const [name, pid] = line.split(" ")
+    return { name, pid: Number(pid) }
+  })
+}
+
+export class EscapesMissing extends Data.TaggedError("EscapesMissing")<{ readonly missing: ReadonlyArray<string> }> {}
+
+/**
+ * Waits until every escape of `list` has reported and runs (for `perl-title`, until its title is written), and
+ * returns them with their start times. Registers a finalizer that SIGKILLs any of them still alive (by pid and
+ * start time), so a test that expects survivors leaves none behind.
+ */
+export const awaitEscaped = (list: ReadonlyArray<Escape>, report: string, timeoutMillis = 10_000) =>
+  Effect.gen(function*() {
+    const names = new Set(list.map((escape) => escape.name))
+    const ready = () => {
+      const seen = readReport(report).filter((entry) => names.has(entry.name))
+      return seen.length >= names.size && seen.every((entry) => {
+        const now = startOf(entry.pid)
+        if (now === undefined || now.zombie) return false
+        // The title overwrite is the point of that case: wait until it happened.
+        return entry.name !== "perl-title" || Fs.readFileSync(`/proc/${entry.pid}/cmdline`, "latin1").startsWith("xxx")
+      })
+    }
+    yield* waitUntil("every escape to run", ready, timeoutMillis).pipe(
+      Effect.catchTag("WaitTimeout", () =>
+        Effect.fail(
+          new EscapesMissing({
+            missing: [...names].filter((name) => !readReport(report).some((entry) => entry.name === name))
+          })
+        ))
+    )
+    const escaped: Array<Escaped> = []
+    for (const entry of readReport(report)) {
+      const now = startOf(entry.pid)
+      if (now !== undefined && names.has(entry.name)) escaped.push({ ...entry, start: now.start })
+    }
+    yield* Effect.addFinalizer(() => Effect.sync(() => killEscaped(escaped)))
+    return escaped
+  })
+
+/** SIGKILLs those still alive (by pid and start time). */
+export const killEscaped = (escaped: ReadonlyArray<Escaped>): void => {
+  for (const each of escaped) {
+    if (!isAlive(each)) continue
+    try {
+      process.kill(each.pid, "SIGKILL")
+    } catch {
+      // Gone since.
+    }
+  }
+}
+
+/** The names of those still alive now, sorted. */
+export const survivors = (escaped: ReadonlyArray<Escaped>): ReadonlyArray<string> =>
+  escaped.filter(isAlive).map((each) => each.name).sort()
+
+/**
+ * Waits until the shell that started the tool escapes is gone, zombie included (its parent reaped it): the
+ * outcome under the process tree depends on it. Its pid is the session id of an escape that stayed in its session.
+ */
+export const awaitToolShellGone = (escaped: ReadonlyArray<Escaped>) =>
+  Effect.gen(function*() {
+    const stayed = escaped.find((each) => each.name === "env-i-background")
+    if (stayed === undefined) return
+    const stat = Fs.readFileSync(`/proc/${stayed.pid}/stat`, "latin1")
+    const sid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3])
+    yield* waitUntil("the tool's shell to be reaped", () => !Fs.existsSync(`/proc/${sid}`))
+  })

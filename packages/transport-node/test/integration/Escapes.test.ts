@@ -1,0 +1,139 @@
+/**
+ * The escapes of issue 16 through the real `claude` (offline, against MockAnthropic, allow-all policy): one Bash
+ * tool command starts every escape that a tool can start, and the session is then ended three ways — its scope
+ * closed after the turn, the host fiber interrupted mid-tool, the host SIGKILLed (the watchdog's job) — under each
+ * containment. Every escaped process is found by its pid and start time (it reports them itself), never by a
+ * marker, and checked in /proc afterwards.
+ *
+ * Under a cgroup and a PID namespace nothing survives. Under the process tree (scans at teardown only) the escapes
+ * that cleared their environment survive where nothing alive links them to the CLI: all four once the tool's
+ * shell exited (close, after the turn); mid-tool (interrupt, host SIGKILL), while the shell runs, only the one
+ * that left its session and lost its parent at once (`env -i setsid -f`). The table of outcomes is printed at the
+ * end.
+ */
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { ClaudeSession, Permission } from "@tether/core"
+import { NodeTransport } from "@tether/transport-node"
+import { Data, Effect, Exit, Fiber, Scope } from "effect"
+import * as ChildProcess from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { awaitEscaped, commandFor, escapes as allEscapes, makeReport, survivors, treeFinds } from "../escapes.ts"
+import { allProcs } from "../utils.ts"
+import { claudePath, claudeVersion, makeWorld, sleeping, waitUntil } from "./harness.ts"
+
+type Mechanism = "cgroup" | "pid-namespace" | "process-tree"
+type Closing = "close" | "interrupt" | "host SIGKILL"
+
+const mechanisms: ReadonlyArray<Mechanism> = ["cgroup", "pid-namespace", "process-tree"]
+/** What a Bash tool can start (the CLI's own session is not a tool's to join). */
+const escapes = allEscapes.filter((escape) => escape.where === "tool")
+const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
+
+/** One Bash tool command: every escape, then (mid-tool closings) a sleep that keeps the tool's shell running. */
+const prompt = (report: string, holdShell: boolean) =>
+  `[bash] ${commandFor(escapes, "tool", report)}${holdShell ? "\nsleep 20" : ""}`
+
+const expected = (mechanism: Mechanism, closing: Closing): ReadonlyArray<string> =>
+  mechanism !== "process-tree"
+    ? []
+    : escapes.filter((escape) => !treeFinds(escape, { toolShellAlive: closing !== "close" }))
+      .map((escape) => escape.name).sort()
+
+const outcomes = new Map<string, ReadonlyArray<string>>()
+
+const layerFor = (mechanism: Mechanism) =>
+  NodeTransport.layer({ executables: { claude: claudePath }, containment: mechanism, scanInterval: 0 })
+
+class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
+
+const startHost = (mechanism: Mechanism, text: string) =>
+  Effect.acquireRelease(
+    Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
+      const host = ChildProcess.spawn(process.execPath, [hostScript, mechanism, text], {
+        stdio: ["ignore", "pipe", "inherit"]
+      })
+      host.stdout.setEncoding("utf8")
+      host.stdout.once("data", (data: string) =>
+        data.startsWith("ready") ? resume(Effect.succeed(host)) : resume(Effect.fail(new HostFailed({ reason: data }))))
+      host.once("error", (error) =>
+        resume(Effect.fail(new HostFailed({ reason: error.message }))))
+      host.once("exit", (code) =>
+        resume(Effect.fail(new HostFailed({ reason: `the host exited (${code})` }))))
+    }),
+    (host) => Effect.sync(() => host.kill("SIGKILL"))
+  )
+
+const suite = (mechanism: Mechanism) =>
+  describe(`the real claude CLI's escapes under ${mechanism}`, { timeout: 90_000 }, () => {
+    it.live("the session is closed after the turn", () =>
+      Effect.gen(function*() {
+        const world = yield* makeWorld()
+        const report = yield* makeReport
+        const scope = yield* Scope.make()
+        const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll })).pipe(
+          Scope.provide(scope)
+        )
+        yield* session.run(prompt(report, false))
+        const escaped = yield* awaitEscaped(escapes, report)
+        yield* Scope.close(scope, Exit.void)
+        const left = survivors(escaped)
+        outcomes.set(`${mechanism}/close`, left)
+        assert.deepStrictEqual(left, expected(mechanism, "close"))
+      }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism))))
+
+    it.live("the host fiber is interrupted mid-tool", () =>
+      Effect.gen(function*() {
+        const world = yield* makeWorld()
+        const report = yield* makeReport
+        const fiber = yield* Effect.forkChild(
+          Effect.gen(function*() {
+            const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll }))
+            return yield* session.run(prompt(report, true))
+          }).pipe(Effect.scoped)
+        )
+        const escaped = yield* awaitEscaped(escapes, report, 30_000)
+        // The tool's shell is still running its `sleep 20`: the turn is mid-tool.
+        yield* waitUntil("the tool's sleep 20", () => sleeping(allProcs()).some((proc) => proc.args === "sleep 20"))
+        yield* Fiber.interrupt(fiber)
+        assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
+        const left = survivors(escaped)
+        outcomes.set(`${mechanism}/interrupt`, left)
+        assert.deepStrictEqual(left, expected(mechanism, "interrupt"))
+      }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism))))
+
+    it.live("the host is SIGKILLed mid-tool (the watchdog ends the session)", () =>
+      Effect.gen(function*() {
+        const report = yield* makeReport
+        const host = yield* startHost(mechanism, prompt(report, true))
+        const escaped = yield* awaitEscaped(escapes, report, 30_000)
+        host.kill("SIGKILL")
+        // The watchdog: termGrace (2 s in these tests' timeouts) after the host's pipe closes, then the kill.
+        yield* waitUntil(
+          "the watchdog to end the session",
+          () => survivors(escaped).length === expected(mechanism, "host SIGKILL").length,
+          10_000
+        ).pipe(Effect.ignore)
+        if (expected(mechanism, "host SIGKILL").length > 0) yield* Effect.sleep("5 seconds")
+        const left = survivors(escaped)
+        outcomes.set(`${mechanism}/host SIGKILL`, left)
+        assert.deepStrictEqual(left, expected(mechanism, "host SIGKILL"))
+      }).pipe(Effect.scoped))
+  })
+
+for (const mechanism of mechanisms) suite(mechanism)
+
+afterAll(() => {
+  const closings: ReadonlyArray<Closing> = ["close", "interrupt", "host SIGKILL"]
+  const columns = mechanisms.flatMap((m) => closings.map((c) => `${m}/${c}`))
+  const lines = [
+    "| escape | " + columns.join(" | ") + " |",
+    "| --- | " + columns.map(() => ":---:").join(" | ") + " |",
+    ...escapes.map((escape) =>
+      `| ${escape.shape} | ` + columns.map((column) => {
+        const left = outcomes.get(column)
+        return left === undefined ? "not run" : left.includes(escape.name) ? "**survived**" : "gone"
+      }).join(" | ") + " |"
+    )
+  ]
+  console.log(`escape table (claude ${claudeVersion}):\n${lines.join("\n")}`)
+})
