@@ -720,6 +720,37 @@ describe("ClaudeProtocol", () => {
       }
     })
 
+    // The decoder a session applies to the answer of each control request it sends.
+    const payloadDecoders: Record<string, (payload: unknown) => Result.Result<unknown, { readonly message: string }>> =
+      {
+        initialize: ClaudeProtocol.decodeInitializeResponse,
+        interrupt: ClaudeProtocol.decodeInterruptResponse,
+        set_permission_mode: ClaudeProtocol.decodeSetPermissionModeResponse,
+        set_model: ClaudeProtocol.decodeSetModelResponse,
+        mcp_status: ClaudeProtocol.decodeMcpStatusResponse,
+        get_context_usage: ClaudeProtocol.decodeContextUsageResponse
+      }
+
+    for (const file of fixtureFiles(".ndjson")) {
+      it(`decodes the payload of every control response in ${scenarioOf(file)} with its request's decoder`, () => {
+        const entries = transcriptEntries.filter((entry) => entry.file === file).map(({ entry }) => entry)
+        for (const { msg } of entries.filter((entry) => entry.dir === ">" && entry.msg?.type === "control_request")) {
+          const decode = payloadDecoders[msg.request.subtype]
+          if (decode === undefined) continue
+          const answer = entries.find((entry) =>
+            entry.dir === "<" && entry.msg?.type === "control_response" &&
+            entry.msg.response.request_id === msg.request_id
+          )
+          assert.isDefined(answer, `${msg.request.subtype} ${msg.request_id} was answered`)
+          if (answer!.msg.response.subtype !== "success") continue
+          const decoded = decode(answer!.msg.response.response)
+          if (Result.isFailure(decoded)) {
+            assert.fail(`${msg.request.subtype}: ${JSON.stringify(answer!.msg.response)}: ${decoded.failure.message}`)
+          }
+        }
+      })
+    }
+
     it("decodes the other control responses, with or without a payload", () => {
       assert.deepStrictEqual(ClaudeProtocol.decodeInterruptResponse(undefined), Result.succeed({}))
       assert.deepStrictEqual(
@@ -734,6 +765,8 @@ describe("ClaudeProtocol", () => {
         ClaudeProtocol.decodeSetModelResponse({ model: "claude-opus-5-5" }),
         Result.succeed({ model: "claude-opus-5-5" })
       )
+      // 2.1.197 answers set_model (like set_max_thinking_tokens, and interrupt) without a payload.
+      assert.deepStrictEqual(ClaudeProtocol.decodeSetModelResponse(undefined), Result.succeed({}))
       assert.deepStrictEqual(
         ClaudeProtocol.decodeMcpStatusResponse({ mcpServers: [] }),
         Result.succeed({ mcpServers: [] })

@@ -2413,10 +2413,13 @@ export const SetPermissionModeResponse = open({ mode: Schema.String })
 export type SetPermissionModeResponse = typeof SetPermissionModeResponse.Type
 
 /**
+ * The payload of a successful `set_model` (2.1.332: `{ model }`, the model now in use; 2.1.197: none, which decodes
+ * as `{}`).
+ *
  * @category responses
  * @since 0.1.0
  */
-export const SetModelResponse = open({ model: Schema.NullOr(Schema.String) })
+export const SetModelResponse = open({ model: Schema.optionalKey(Schema.NullOr(Schema.String)) })
 
 /**
  * @category responses
