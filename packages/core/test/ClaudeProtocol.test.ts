@@ -1,8 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClaudeProtocol } from "@tether/core"
+import { PinnedClaude } from "@tether/testing"
 import { Result, Schema } from "effect"
 import * as fc from "fast-check"
-import { fixtureFiles, readLines, TextBlockLike, transcriptEntries } from "./support/Fixtures.ts"
+import {
+  fixtureFiles,
+  fixtureVersions,
+  readLines,
+  scenarioOf,
+  TextBlockLike,
+  transcriptEntries,
+  versionOf
+} from "./support/Fixtures.ts"
 
 /** Sets the value at `path` inside `root` (deletes it with `remove`); a path through a non-object is left alone. */
 const setAt = (root: unknown, path: ReadonlyArray<string | number>, value: unknown, remove: boolean): void => {
@@ -120,12 +129,15 @@ const withField = (line: string, patch: (json: Record<string, any>) => void): st
 
 describe("ClaudeProtocol", () => {
   describe("decodeLine on the recorded transcripts", () => {
-    it("has fixtures to read", () => {
-      assert.isAtLeast(stdoutFiles.length, 10)
+    it("has fixtures recorded by every pinned CLI version", () => {
+      assert.deepStrictEqual(fixtureVersions, [...PinnedClaude.versions])
+      for (const version of fixtureVersions) {
+        assert.isAtLeast(stdoutFiles.filter((file) => versionOf(file) === version).length, 20, version)
+      }
     })
 
     for (const file of stdoutFiles) {
-      it(`decodes every line of ${file} to a known frame`, () => {
+      it(`decodes every frame of ${scenarioOf(file)} to a known frame`, () => {
         const lines = readLines(file)
         assert.isAbove(lines.length, 0)
         const unknown: Array<string> = []
@@ -143,11 +155,11 @@ describe("ClaudeProtocol", () => {
             assert.strictEqual(decoded.frame.type, json.type)
           }
         }
-        // The 2.1.332 transcripts contain no type Tether does not know.
+        // The recorded transcripts contain no type Tether does not know.
         assert.deepStrictEqual(unknown, [])
       })
 
-      it(`re-encodes every frame of ${file} with all its fields`, () => {
+      it(`re-encodes every frame of ${scenarioOf(file)} with all its fields`, () => {
         for (const line of readLines(file)) {
           const frame = frameOf(line)
           assert.deepStrictEqual(JSON.parse(ClaudeProtocol.encodeFrame(frame)), JSON.parse(line))
@@ -243,8 +255,10 @@ describe("ClaudeProtocol", () => {
         describeFrame(frameOf(withField(assistantLine, (json) => json.message.content.push({ type: "image" })))),
         "hi,image"
       )
-      const permission = stdoutFiles.flatMap(readLines).map(frameOf).find((frame) => frame.type === "control_request")
-      assert.strictEqual(describeFrame(permission!), "permission Bash")
+      const requests = stdoutFiles.flatMap(readLines).map(frameOf).filter((frame) => frame.type === "control_request")
+      const described = new Set(requests.map(describeFrame))
+      assert.isTrue(described.has("permission Bash"))
+      assert.isTrue(described.has("hook hook_pre_tool"))
     })
   })
 
@@ -469,11 +483,16 @@ describe("ClaudeProtocol", () => {
       ])
     })
 
-    it("refuses the raw non-JSON line of the bad-input transcript", () => {
-      const raw = hostLines.flatMap(({ entry }) => entry.raw !== undefined ? [entry.raw] : [])
-      assert.strictEqual(raw.length, 1)
-      const decoded = ClaudeProtocol.decodeHostLine(raw[0])
-      assert.isTrue(Result.isFailure(decoded) && decoded.failure.reason === "not-json")
+    it("refuses the raw non-JSON line of the bad-input transcripts", () => {
+      const raw = hostLines.flatMap(({ entry, file }) => entry.raw !== undefined ? [{ file, raw: entry.raw }] : [])
+      assert.deepStrictEqual(
+        raw.map(({ file }) => file),
+        fixtureVersions.map((version) => `${version}/badInput.ndjson`)
+      )
+      for (const { raw: line } of raw) {
+        const decoded = ClaudeProtocol.decodeHostLine(line)
+        assert.isTrue(Result.isFailure(decoded) && decoded.failure.reason === "not-json")
+      }
     })
   })
 
@@ -678,19 +697,59 @@ describe("ClaudeProtocol", () => {
 
   describe("control response payloads", () => {
     it("decodes the initialize response of the transcripts", () => {
-      let checked = 0
+      const checked = new Map<string, number>()
       for (const file of stdoutFiles) {
         const first = frameOf(readLines(file)[0])
         if (first.type !== "control_response" || first.response.subtype !== "success") continue
         const decoded = ClaudeProtocol.decodeInitializeResponse(first.response.response)
         if (Result.isFailure(decoded)) assert.fail(`${file}: ${decoded.failure.message}`)
-        assert.strictEqual(decoded.success.claude_code_version, "2.1.332")
+        const version = versionOf(file)
+        // 2.1.197 does not say its version (nor much else: commands, agents, output styles, models, account, pid).
+        assert.strictEqual(decoded.success.claude_code_version, version === "2.1.197" ? undefined : version, file)
         assert.isAbove(decoded.success.models?.length ?? 0, 0)
-        checked++
+        assert.isNumber(decoded.success.pid)
+        checked.set(version, (checked.get(version) ?? 0) + 1)
       }
       // Every transcript but the one recorded without a handshake opens with the initialize response.
-      assert.isAtLeast(checked, 10)
+      for (const version of fixtureVersions) {
+        assert.strictEqual(
+          checked.get(version),
+          stdoutFiles.filter((file) => versionOf(file) === version).length - 1,
+          version
+        )
+      }
     })
+
+    // The decoder a session applies to the answer of each control request it sends.
+    const payloadDecoders: Record<string, (payload: unknown) => Result.Result<unknown, { readonly message: string }>> =
+      {
+        initialize: ClaudeProtocol.decodeInitializeResponse,
+        interrupt: ClaudeProtocol.decodeInterruptResponse,
+        set_permission_mode: ClaudeProtocol.decodeSetPermissionModeResponse,
+        set_model: ClaudeProtocol.decodeSetModelResponse,
+        mcp_status: ClaudeProtocol.decodeMcpStatusResponse,
+        get_context_usage: ClaudeProtocol.decodeContextUsageResponse
+      }
+
+    for (const file of fixtureFiles(".ndjson")) {
+      it(`decodes the payload of every control response in ${scenarioOf(file)} with its request's decoder`, () => {
+        const entries = transcriptEntries.filter((entry) => entry.file === file).map(({ entry }) => entry)
+        for (const { msg } of entries.filter((entry) => entry.dir === ">" && entry.msg?.type === "control_request")) {
+          const decode = payloadDecoders[msg.request.subtype]
+          if (decode === undefined) continue
+          const answer = entries.find((entry) =>
+            entry.dir === "<" && entry.msg?.type === "control_response" &&
+            entry.msg.response.request_id === msg.request_id
+          )
+          assert.isDefined(answer, `${msg.request.subtype} ${msg.request_id} was answered`)
+          if (answer!.msg.response.subtype !== "success") continue
+          const decoded = decode(answer!.msg.response.response)
+          if (Result.isFailure(decoded)) {
+            assert.fail(`${msg.request.subtype}: ${JSON.stringify(answer!.msg.response)}: ${decoded.failure.message}`)
+          }
+        }
+      })
+    }
 
     it("decodes the other control responses, with or without a payload", () => {
       assert.deepStrictEqual(ClaudeProtocol.decodeInterruptResponse(undefined), Result.succeed({}))
@@ -706,6 +765,8 @@ describe("ClaudeProtocol", () => {
         ClaudeProtocol.decodeSetModelResponse({ model: "claude-opus-5-5" }),
         Result.succeed({ model: "claude-opus-5-5" })
       )
+      // 2.1.197 answers set_model (like set_max_thinking_tokens, and interrupt) without a payload.
+      assert.deepStrictEqual(ClaudeProtocol.decodeSetModelResponse(undefined), Result.succeed({}))
       assert.deepStrictEqual(
         ClaudeProtocol.decodeMcpStatusResponse({ mcpServers: [] }),
         Result.succeed({ mcpServers: [] })

@@ -337,6 +337,11 @@ export interface MockAnthropic {
   readonly awaitRequests: (
     predicate: (log: ReadonlyArray<LoggedRequest>) => boolean
   ) => Effect.Effect<ReadonlyArray<LoggedRequest>>
+  /**
+   * The log now and after every change (a request arrives, a stream sends a delta, a request settles): for a
+   * recorder that notes each request when it happens. Never ends.
+   */
+  readonly changes: Stream.Stream<ReadonlyArray<LoggedRequest>>
 }
 
 /**
@@ -434,7 +439,8 @@ export const make: (script?: Script) => Effect.Effect<MockAnthropic, never, Scop
       url: `http://127.0.0.1:${port}`,
       port,
       requests: SubscriptionRef.get(log),
-      awaitRequests
+      awaitRequests,
+      changes: SubscriptionRef.changes(log)
     })
   }
 )

@@ -32,3 +32,8 @@ export * as Simulator from "./Simulator.ts"
  * @since 0.1.0
  */
 export * as HostTest from "./HostTest.ts"
+
+/**
+ * @since 0.2.0
+ */
+export * as PinnedClaude from "./PinnedClaude.ts"

@@ -1,6 +1,7 @@
 /**
- * The fake CLI against the real one: fed what the host sent in a recorded 2.1.332 transcript, it answers with the
- * same sequence of frames, each carrying only fields the real frame of that kind carries.
+ * The fake CLI against the real one: fed what the host sent in a recorded 2.1.332 transcript (the fixtures
+ * `pnpm fixtures:record` writes into packages/core/test/fixtures), it answers with the same sequence of frames, each
+ * carrying only fields the real frame of that kind carries.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FakeClaude } from "@tether/testing"
@@ -9,7 +10,8 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 
-const fixtures = "/work/shared/fixtures/claude"
+// The fake imitates the newest pinned CLI.
+const fixtures = new URL("../../core/test/fixtures/claude/2.1.332/", import.meta.url)
 
 type Frame = Record<string, unknown>
 
@@ -20,12 +22,12 @@ const kind = (frame: Frame): string => {
 }
 
 const hostFrames = (name: string): Array<Frame> =>
-  Fs.readFileSync(Path.join(fixtures, `${name}.ndjson`), "utf8").split("\n").filter((line) => line.length > 0)
+  Fs.readFileSync(new URL(`${name}.ndjson`, fixtures), "utf8").split("\n").filter((line) => line.length > 0)
     .map((line) => JSON.parse(line) as { dir: string; msg: Frame }).filter((entry) => entry.dir === ">")
     .map((entry) => entry.msg)
 
 const cliFrames = (name: string): Array<Frame> =>
-  Fs.readFileSync(Path.join(fixtures, `${name}.stdout.jsonl`), "utf8").split("\n").filter((line) => line.length > 0)
+  Fs.readFileSync(new URL(`${name}.stdout.jsonl`, fixtures), "utf8").split("\n").filter((line) => line.length > 0)
     .map((line) => JSON.parse(line) as Frame)
 
 /** Runs a fake with the host's frames on stdin (then EOF) and collects its stdout frames. */
@@ -59,14 +61,14 @@ const runFake = (input: ReadonlyArray<Frame>, args: ReadonlyArray<string>, env: 
 
 const extraKeys = (fake: Frame, real: Frame): Array<string> => Object.keys(fake).filter((key) => !(key in real))
 
-describe.skipIf(!Fs.existsSync(fixtures))("FakeClaude", () => {
-  it.live("a plain turn: the same frame sequence as claude 2.1.332, with field names the real frames use", () =>
+describe("FakeClaude", () => {
+  it.live("a streamed turn: the same frame sequence as claude 2.1.332, with field names the real frames use", () =>
     Effect.gen(function*() {
-      const real = cliFrames("v332-plain")
+      const real = cliFrames("streamed")
       const { frames, code } = yield* runFake(
-        hostFrames("v332-plain"),
+        hostFrames("streamed"),
         ["--input-format", "stream-json", "--replay-user-messages", "--include-partial-messages"],
-        { CLAUDE_CODE_SDK_READS_SESSION_STATE: "1", ...FakeClaude.env({ deltas: 1 }) }
+        { CLAUDE_CODE_SDK_READS_SESSION_STATE: "1", ...FakeClaude.env({ deltas: 3 }) }
       )
       assert.strictEqual(code, 0)
       assert.deepStrictEqual(frames.map(kind), real.map(kind))
@@ -79,7 +81,7 @@ describe.skipIf(!Fs.existsSync(fixtures))("FakeClaude", () => {
         }
       })
       // The acknowledgements carry the host's uuid.
-      const uuid = hostFrames("v332-plain")[1].uuid
+      const uuid = hostFrames("streamed")[1].uuid
       assert.strictEqual(frames.find((frame) => kind(frame) === "command_lifecycle/queued")?.command_uuid, uuid)
       assert.strictEqual(frames.find((frame) => frame.isReplay === true)?.uuid, uuid)
       assert.strictEqual(frames.find((frame) => frame.type === "result")?.user_message_uuid, uuid)
@@ -87,7 +89,7 @@ describe.skipIf(!Fs.existsSync(fixtures))("FakeClaude", () => {
 
   it.live("an interrupt while idle is answered with {still_queued: []}", () =>
     Effect.gen(function*() {
-      const real = cliFrames("v332-interruptIdle").find((frame) => JSON.stringify(frame).includes("still_queued"))
+      const real = cliFrames("interruptIdle").find((frame) => JSON.stringify(frame).includes("still_queued"))
       const { frames } = yield* runFake(
         [{ type: "control_request", request_id: "req_2", request: { subtype: "interrupt" } }],
         ["--input-format", "stream-json"],

@@ -1,5 +1,5 @@
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option } from "effect"
+import { Effect, Exit, Fiber, Option, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as MockAnthropic from "../src/MockAnthropic.ts"
@@ -305,6 +305,23 @@ describe("MockAnthropic", () => {
       assert.strictEqual(first.index, 0)
       assert.isTrue(first.stream)
       assert.strictEqual(log[0].query, "?beta=true")
+    }))
+
+  it.live("changes shows the log as it grows and as each request settles", () =>
+    Effect.gen(function*() {
+      const mock = yield* MockAnthropic.make([MockAnthropic.text("a b", { chunks: 2 })])
+      const seen: Array<string> = []
+      const watcher = yield* Effect.forkChild(
+        mock.changes.pipe(
+          Stream.runForEach((log) => Effect.sync(() => seen.push(log.map((e) => e.outcome).join(","))))
+        )
+      )
+      yield* messages(mock, cliBody("first")).pipe(Effect.flatMap(events))
+      yield* mock.awaitRequests((log) => log[0]?.outcome === "completed")
+      yield* Effect.sleep("20 millis")
+      yield* Fiber.interrupt(watcher)
+      assert.include(seen, "pending", "the request when it arrived")
+      assert.strictEqual(seen.at(-1), "completed", "and when it settled")
     }))
 
   it.live("a slow stream runs to the end when the client stays", () =>

@@ -1,27 +1,57 @@
 import * as fs from "node:fs"
 
-// shared/ is the sibling of the repository root, wherever the repository is cloned.
-const repoRoot = new URL("../../../../", import.meta.url)
-
 /**
- * The directory of the recorded `claude` 2.1.332 transcripts.
+ * The directory of the recorded `claude` transcripts: one folder per CLI version (`2.1.332/`, `2.1.197/`), each with
+ * `<scenario>.ndjson` (both directions) and `<scenario>.stdout.jsonl` (the CLI's stdout). Recorded by
+ * `pnpm fixtures:record` (scripts/fixtures/record.ts).
  *
  * @category fixtures
  * @since 0.1.0
  */
-export const fixtures = new URL("../shared/fixtures/claude/", repoRoot)
+export const fixtures = new URL("../fixtures/claude/", import.meta.url)
 
 /**
- * The names of the fixture files ending with `suffix`, sorted.
+ * The CLI versions that recorded fixtures, newest first.
+ *
+ * @category fixtures
+ * @since 0.1.0
+ */
+export const fixtureVersions: ReadonlyArray<string> = fs.readdirSync(fixtures, { withFileTypes: true })
+  .filter((entry) => entry.isDirectory()).map((entry) => entry.name)
+  .sort((a, b) => b.localeCompare(a, "en", { numeric: true }))
+
+/**
+ * The fixture files ending with `suffix`, as `<version>/<file>`, newest version first, then by name.
  *
  * @category fixtures
  * @since 0.1.0
  */
 export const fixtureFiles = (suffix: string): ReadonlyArray<string> =>
-  fs.readdirSync(fixtures).filter((name) => name.endsWith(suffix)).sort()
+  fixtureVersions.flatMap((version) =>
+    fs.readdirSync(new URL(`${version}/`, fixtures)).filter((name) => name.endsWith(suffix)).sort().map((name) =>
+      `${version}/${name}`
+    )
+  )
 
 /**
- * The non-empty lines of a fixture file.
+ * The CLI version that recorded a fixture file (`"2.1.197"` for `"2.1.197/interrupt.ndjson"`).
+ *
+ * @category fixtures
+ * @since 0.1.0
+ */
+export const versionOf = (file: string): string => file.slice(0, file.indexOf("/"))
+
+/**
+ * A fixture file's version and scenario, as test names show it: `"2.1.197/interrupt"` for
+ * `"2.1.197/interrupt.stdout.jsonl"`.
+ *
+ * @category fixtures
+ * @since 0.1.0
+ */
+export const scenarioOf = (file: string): string => file.slice(0, file.indexOf(".", file.indexOf("/")))
+
+/**
+ * The non-empty lines of a fixture file (`<version>/<file>`).
  *
  * @category fixtures
  * @since 0.1.0
