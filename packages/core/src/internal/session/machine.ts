@@ -124,7 +124,7 @@ export type Output =
   | {
     readonly _tag: "StartFailed"
     readonly at: number
-    readonly cause: "timeout" | "refused" | "exited"
+    readonly cause: "timeout" | "refused" | "exited" | "failed"
     readonly reason: string
     readonly stderrTail: string | undefined
   }
@@ -436,6 +436,11 @@ export class Machine {
   retire(now: number, reason: string, turnError: AnyTurnError | undefined): void {
     if (this.retiredBecause !== undefined) return
     this.retiredBecause = reason
+    if (this.status === "starting" && this.startupAt !== never) {
+      // The handshake was cut short by something else than its own outcome (a write that failed or timed out, a
+      // reader that failed): whoever waits for it must hear so, or startup waits for a deadline that is gone.
+      this.output({ _tag: "StartFailed", at: 0, cause: "failed", reason, stderrTail: undefined })
+    }
     this.startupAt = never
     this.setStatus("failed")
     this.log("Warning", `session retired: ${reason}`)
@@ -675,6 +680,7 @@ export class Machine {
       }
       case "Refused": {
         if (this.status !== "starting") return
+        this.startupAt = never
         this.output({ _tag: "StartFailed", at: 0, cause: "refused", reason: item.reason, stderrTail: "" })
         this.retire(now, `the CLI refused the handshake: ${item.reason}`, undefined)
         return
