@@ -149,6 +149,8 @@ interface Outgoing {
   readonly owner: Turn | undefined
   /** Dropped, unwritten, if this turn has ended by the time the writer takes it (an interrupt racing a result). */
   readonly unless: Turn | undefined
+  /** The control this line sends (an interrupt): forgotten with the line if it is dropped. */
+  readonly ref?: number | undefined
 }
 
 interface PendingControl {
@@ -347,7 +349,7 @@ export class Machine {
     const ref = ++this.refs
     this.controls.set(ref, { subtype: "interrupt", deadline: now + this.settings.deadlines.control, internal: true })
     forEach(this.provider.interrupt(turn.id, ref), (item) => {
-      if (item._tag === "Write") this.write(item.line, undefined, turn)
+      if (item._tag === "Write") this.write(item.line, undefined, turn, ref)
       else this.item(now, item)
     })
     return { waiter }
@@ -467,7 +469,11 @@ export class Machine {
     if (this.inFlight !== undefined) return undefined
     while (this.outbox.length > 0) {
       const next = this.outbox.shift()!
-      if (next.unless !== undefined && next.unless.finished) continue
+      if (next.unless !== undefined && next.unless.finished) {
+        // Nobody will answer a request that is never sent: its control deadline must not retire the session.
+        if (next.ref !== undefined) this.controls.delete(next.ref)
+        continue
+      }
       this.inFlight = next.owner ?? null
       this.writeAt = now + this.settings.deadlines.delivery
       return next.line
@@ -975,12 +981,12 @@ export class Machine {
     this.apply(now, lines)
   }
 
-  private write(line: string, owner: Turn | undefined, unless: Turn | undefined): void {
+  private write(line: string, owner: Turn | undefined, unless: Turn | undefined, ref?: number): void {
     if (this.retiredBecause !== undefined || this.exit !== undefined) {
       if (owner !== undefined) this.output({ _tag: "Written", at: 0, turn: owner })
       return
     }
-    this.outbox.push({ line, owner, unless })
+    this.outbox.push({ line, owner, unless, ref })
     if (this.outbox.length === 1 && this.inFlight === undefined) this.output({ _tag: "Flush", at: 0 })
   }
 
