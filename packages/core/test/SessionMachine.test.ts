@@ -822,6 +822,7 @@ table("writes", [
       "log Warning: session retired: the prompt of turn t1 was being written when its writer was interrupted",
       "TurnFailed@t1 TurnInterrupted(host,written)",
       "settle t1 TurnInterrupted(host,written)",
+      "written t1",
       "teardown"
     ]
   },

@@ -496,8 +496,7 @@ export class Machine {
   abandoned(now: number): void {
     const owner = this.inFlight
     if (owner === undefined) return
-    this.inFlight = undefined
-    this.writeAt = never
+    // The line stays in flight for `retire`, which releases its sender (a prompt's sender waits for its write).
     this.retire(
       now,
       owner === null
