@@ -377,6 +377,32 @@ table("delivery fence", [
     then: ["TurnAcknowledged@t1", "TextDelta@t1 a"]
   },
   {
+    name: "output before the prompt's write is not the turn's (the previous turn's trailing frames)",
+    given: (b) => {
+      b.autoWrite = false
+      send(b)
+    },
+    when: (b) => b.cli(I.frame("prompt_suggestion"), I.text("late")),
+    then: ["Frame:prompt_suggestion", "TextDelta late"],
+    after: (b) => {
+      assert.isFalse(b.m.active?.acknowledged)
+      assert.strictEqual(b.m.nextDeadline(), 300)
+    }
+  },
+  {
+    name: "a result naming no turn before the prompt's write does not end the turn, and the prompt is still written",
+    given: (b) => {
+      b.autoWrite = false
+      send(b)
+    },
+    when: (b) => b.cli(I.end()),
+    then: ["Frame:result"],
+    after: (b) => {
+      assert.strictEqual(b.m.active?.id, "t1")
+      assert.strictEqual(b.take(), "prompt t1")
+    }
+  },
+  {
     name: "output with no turn running belongs to no turn",
     when: (b) => b.cli(I.frame("system"), I.text("x")),
     then: ["Frame:system", "TextDelta x"]

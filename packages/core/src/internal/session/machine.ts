@@ -81,6 +81,8 @@ export class Turn {
   startedAt = 0
   lastProgress = 0
   ackWarned = false
+  /** The writer took the turn's prompt: what the CLI prints from then on is this turn's. */
+  taken = false
   interruptReason: InterruptReason | undefined = undefined
   /** Set once an interrupt was sent to the CLI: the interrupt deadline runs. */
   interruptAt: number | undefined = undefined
@@ -474,6 +476,7 @@ export class Machine {
         if (next.ref !== undefined) this.controls.delete(next.ref)
         continue
       }
+      if (next.owner !== undefined) next.owner.taken = true
       this.inFlight = next.owner ?? null
       this.writeAt = now + this.settings.deadlines.delivery
       return next.line
@@ -730,8 +733,9 @@ export class Machine {
     const turn = this.active
     if (item.turnId !== undefined) {
       if (turn !== undefined && turn.id === item.turnId) this.progress(now, turn)
-    } else if (turn !== undefined && item.scope !== "session") {
-      // The session never writes a second prompt while a turn runs: what the CLI prints now is this turn's.
+    } else if (turn !== undefined && item.scope !== "session" && turn.taken) {
+      // The session never writes a second prompt while a turn runs: what the CLI prints now is this turn's. Before
+      // its prompt's write it cannot be (the previous turn's trailing frames).
       ;(item as { turnId: string | undefined }).turnId = turn.id
       this.progress(now, turn)
     }
@@ -753,7 +757,7 @@ export class Machine {
 
   private turnEnd(now: number, item: Extract<Provider.Item, { readonly _tag: "TurnEnd" }>): void {
     const turn = this.active
-    if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) {
+    if (turn === undefined || (item.turnId !== undefined ? item.turnId !== turn.id : !turn.taken)) {
       // A result for no turn of ours (a stale turn already failed, or a prompt the CLI ran on its own).
       this.emit({ _tag: "Frame", turnId: item.turnId, raw: item.result.raw, type: "result", subtype: undefined })
       return
