@@ -1678,6 +1678,34 @@ table("close and retire", [
     after: (b) => assert.strictEqual(b.m.retiredBecause, "first")
   },
   {
+    name: "a retire after the process ended (closed, then exited) does nothing",
+    given: (b) => {
+      b.input((m, now) => m.close(now, "closed"))
+      exited(b, 0)
+    },
+    when: (b) => b.input((m, now) => m.retire(now, "late", undefined)),
+    then: [],
+    after: (b) => assert.isUndefined(b.m.retiredBecause)
+  },
+  {
+    name: "requests the CLI made after retirement expire when it exits",
+    given: (b) => {
+      b.input((m, now) => m.retire(now, "x", undefined))
+      permission(b)
+      b.cli(I.hostRequest("h1"))
+    },
+    when: (b) => exited(b, 143),
+    then: [
+      "stop deciding p1",
+      "PermissionResolved@ p1 expired:session-ended",
+      "permission wait 0",
+      "stop handling h1",
+      "Exit 143",
+      "ended"
+    ],
+    after: (b) => assert.strictEqual(b.m.nextDeadline(), Infinity)
+  },
+  {
     name: "retire expires pending requests (session-ended)",
     given: (b) => permission(b),
     when: (b) => b.input((m, now) => m.retire(now, "x", undefined)),

@@ -202,6 +202,8 @@ export class Machine {
   closeReason: InterruptReason = "closed"
   private exit: { readonly status: Transport.ExitStatus; readonly stderrTail: string } | undefined = undefined
   private exitedFirst = false
+  /** `Ended` was output: nothing more is published. */
+  private ended = false
   private startupAt = never
   private refs = 0
   private waiterIds = 0
@@ -267,8 +269,12 @@ export class Machine {
       const turn = this.active
       if (turn !== undefined) this.finish(now, turn, Exit.fail(this.cliExited(turn.acknowledged)))
       this.failControls(this.cliExited(true))
+      // What the CLI asked after the session was retired or began to close can no longer be answered.
+      this.expirePermissions(now, undefined, "session-ended")
+      this.stopHostRequests()
     }
     this.emit({ _tag: "Exit", turnId: undefined, raw: undefined, status, stderrTail })
+    this.ended = true
     this.output({ _tag: "Ended", at: 0 })
   }
 
@@ -438,7 +444,8 @@ export class Machine {
 
   /** Retires the session now: fails the running turn, tears the process tree down. */
   retire(now: number, reason: string, turnError: AnyTurnError | undefined): void {
-    if (this.retiredBecause !== undefined) return
+    // Once the process has ended (a close that saw it exit), there is nothing left to retire or tear down.
+    if (this.retiredBecause !== undefined || this.ended) return
     this.retiredBecause = reason
     if (this.status === "starting" && this.startupAt !== never) {
       // The handshake was cut short by something else than its own outcome (a write that failed or timed out, a
