@@ -1750,6 +1750,22 @@ table("protocol errors", [
     }
   },
   {
+    name: "the summary line comes with the exit when the session ends inside the window",
+    given: (b) => b.cli(I.malformed(0), I.malformed(1), I.malformed(2)),
+    when: (b) => b.at(500).input((m, now) => m.exited(now, { _tag: "Exited", code: 1 }, "")),
+    then: [
+      ...retired("the CLI exited (exit code 1)"),
+      "teardown",
+      "log Warning: 1 more protocol errors in the last 1000 ms were not logged",
+      "Exit 1",
+      "ended"
+    ],
+    after: (b) => {
+      assert.strictEqual(b.m.nextDeadline(), Infinity)
+      assert.deepStrictEqual(b.at(1000).tick(), [])
+    }
+  },
+  {
     name: "the summary line does not come a millisecond early",
     given: (b) => b.cli(I.malformed(0), I.malformed(1), I.malformed(2)),
     when: (b) => b.at(999).tick(),

@@ -273,6 +273,8 @@ export class Machine {
       this.expirePermissions(now, undefined, "session-ended")
       this.stopHostRequests()
     }
+    // The summary of protocol errors not logged yet: no tick comes for it once the session has ended.
+    if (this.logSuppressed > 0) this.flushLogSummary(now)
     this.emit({ _tag: "Exit", turnId: undefined, raw: undefined, status, stderrTail })
     this.ended = true
     this.output({ _tag: "Ended", at: 0 })
