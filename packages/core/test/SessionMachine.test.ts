@@ -67,6 +67,12 @@ const running = (b: FakeBench, acknowledged = true): Machine.Turn => {
   return turn
 }
 
+/** A running turn (see `running`), then the clock at `ms`. */
+const runningAt = (ms: number, acknowledged = true) => (b: FakeBench) => {
+  running(b, acknowledged)
+  b.at(ms)
+}
+
 const interrupt = (b: FakeBench, turn: Machine.Turn | undefined = b.m.active, reason: "host" = "host") =>
   b.input((m, now) => m.interrupt(now, turn!, reason))
 
@@ -83,6 +89,14 @@ const control = (b: FakeBench, request: unknown = { subtype: "set_model" }) =>
   b.input((m, now) => m.control(now, request))
 
 const retired = (reason: string) => ["Status:failed", `log Warning: session retired: ${reason}`]
+
+/** The running turn t1 fails because the session is retired for `reason`. */
+const retiredTurn = (reason: string, error: string) => [
+  "Status:failed@t1",
+  `log Warning: session retired: ${reason}`,
+  `TurnFailed@t1 ${error}`,
+  `settle t1 ${error}`
+]
 
 const turnEnded = (id: string, settle: string) => {
   const ok = settle === "ok"
@@ -409,40 +423,28 @@ table("delivery fence", [
   },
   {
     name: "a frame naming another turn is not the running turn's progress",
-    given: (b) => {
-      running(b)
-      b.at(900)
-    },
+    given: runningAt(900),
     when: (b) => b.cli(I.frame("command_lifecycle", "t0")),
     then: ["Frame:command_lifecycle@t0"],
     after: (b) => assert.strictEqual(b.m.nextDeadline(), 1000)
   },
   {
     name: "session traffic is not progress",
-    given: (b) => {
-      running(b)
-      b.at(900)
-    },
+    given: runningAt(900),
     when: (b) => b.cli(I.sessionFrame("keep_alive")),
     then: ["Frame:keep_alive"],
     after: (b) => assert.strictEqual(b.m.nextDeadline(), 1000)
   },
   {
     name: "attributed output is progress: the stall deadline moves",
-    given: (b) => {
-      running(b, false)
-      b.at(900)
-    },
+    given: runningAt(900, false),
     when: (b) => b.cli(I.text("a")),
     then: ["TurnAcknowledged@t1", "TextDelta@t1 a"],
     after: (b) => assert.strictEqual(b.m.nextDeadline(), 1900)
   },
   {
     name: "a frame naming the running turn is progress too",
-    given: (b) => {
-      running(b)
-      b.at(900)
-    },
+    given: runningAt(900),
     when: (b) => b.cli(I.text("a", "t1")),
     then: ["TextDelta@t1 a"],
     after: (b) => assert.strictEqual(b.m.nextDeadline(), 1900)
@@ -553,10 +555,7 @@ table("interrupts", [
     given: (b) => running(b, false),
     when: (b) => interrupt(b),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: turn t1 was interrupted before the CLI acknowledged it",
-      "TurnFailed@t1 TurnInterrupted(host,written)",
-      "settle t1 TurnInterrupted(host,written)",
+      ...retiredTurn("turn t1 was interrupted before the CLI acknowledged it", "TurnInterrupted(host,written)"),
       "teardown"
     ],
     returns: "retired"
@@ -632,10 +631,10 @@ table("interrupts", [
     },
     when: (b) => b.at(200).tick(),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: turn t1 did not settle within 200 ms of its interrupt (host); the session was retired",
-      "TurnFailed@t1 InterruptTimeout(host,acknowledged)",
-      "settle t1 InterruptTimeout(host,acknowledged)",
+      ...retiredTurn(
+        "turn t1 did not settle within 200 ms of its interrupt (host); the session was retired",
+        "InterruptTimeout(host,acknowledged)"
+      ),
       "interrupt waiter 1 retired",
       "teardown"
     ]
@@ -703,10 +702,7 @@ table("interrupts", [
     given: (b) => running(b, false),
     when: (b) => b.at(10_000).tick(),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: turn t1 was interrupted before the CLI acknowledged it",
-      "TurnFailed@t1 TurnInterrupted(turn-timeout,written)",
-      "settle t1 TurnInterrupted(turn-timeout,written)",
+      ...retiredTurn("turn t1 was interrupted before the CLI acknowledged it", "TurnInterrupted(turn-timeout,written)"),
       "teardown"
     ]
   },
@@ -810,10 +806,7 @@ table("writes", [
     },
     when: (b) => b.at(50).tick(),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: writing to the CLI did not finish within 50 ms",
-      "TurnFailed@t1 DeliveryTimeout(50)",
-      "settle t1 DeliveryTimeout(50)",
+      ...retiredTurn("writing to the CLI did not finish within 50 ms", "DeliveryTimeout(50)"),
       "written t1",
       "teardown"
     ]
@@ -827,10 +820,7 @@ table("writes", [
     },
     when: (b) => b.input((m, now) => m.writeFailed(now, "EPIPE")),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: EPIPE",
-      "TurnFailed@t1 TransportWriteError(EPIPE)",
-      "settle t1 TransportWriteError(EPIPE)",
+      ...retiredTurn("EPIPE", "TransportWriteError(EPIPE)"),
       "written t1",
       "teardown"
     ]
@@ -844,10 +834,10 @@ table("writes", [
     },
     when: (b) => b.input((m, now) => m.abandoned(now)),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: the prompt of turn t1 was being written when its writer was interrupted",
-      "TurnFailed@t1 TurnInterrupted(host,written)",
-      "settle t1 TurnInterrupted(host,written)",
+      ...retiredTurn(
+        "the prompt of turn t1 was being written when its writer was interrupted",
+        "TurnInterrupted(host,written)"
+      ),
       "written t1",
       "teardown"
     ]
@@ -862,10 +852,7 @@ table("writes", [
     },
     when: (b) => b.input((m, now) => m.abandoned(now)),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: a write to the CLI was abandoned half-way",
-      "TurnFailed@t1 SessionRetired(acknowledged)",
-      "settle t1 SessionRetired(acknowledged)",
+      ...retiredTurn("a write to the CLI was abandoned half-way", "SessionRetired(acknowledged)"),
       "control #1 SessionRetired(acknowledged)",
       "teardown"
     ]
@@ -889,10 +876,7 @@ table("writes", [
     then: [
       "TurnStarted@t1",
       "Status:running@t1",
-      "Status:failed@t1",
-      "log Warning: session retired: EPIPE",
-      "TurnFailed@t1 TransportWriteError(EPIPE)",
-      "settle t1 TransportWriteError(EPIPE)",
+      ...retiredTurn("EPIPE", "TransportWriteError(EPIPE)"),
       "control #1 SessionRetired(acknowledged)",
       "written t1",
       "teardown"
@@ -1039,6 +1023,18 @@ table("controls", [
 
 const permission = (b: FakeBench, requestId = "p1") => b.cli(I.permission(requestId))
 
+/** A running, acknowledged turn awaiting the policy's decision on request p1. */
+const awaiting = (b: FakeBench) => {
+  running(b)
+  permission(b)
+}
+
+/** The same, deferred by the policy. */
+const deferred = (b: FakeBench) => {
+  awaiting(b)
+  decided(b, "p1", Permission.defer)
+}
+
 const resolvedAt = (requestId: string, how: string, wait: number) => [
   `PermissionResolved@t1 ${requestId} ${how}`,
   `permission wait ${wait}`
@@ -1071,8 +1067,7 @@ table("permissions", [
   {
     name: "policy allow: answered once, the turn runs on",
     given: (b) => {
-      running(b)
-      permission(b)
+      awaiting(b)
       b.at(30)
     },
     when: (b) => decided(b, "p1", Permission.allow()),
@@ -1087,18 +1082,14 @@ table("permissions", [
   },
   {
     name: "policy deny",
-    given: (b) => {
-      running(b)
-      permission(b)
-    },
+    given: awaiting,
     when: (b) => decided(b, "p1", Permission.deny("no")),
     then: ["stop deciding p1", "flush", ...resolvedAt("p1", "policy:deny", 0), "Status:running@t1", "> answer p1 deny"]
   },
   {
     name: "policy deny and interrupt: the CLI ends the turn, and the turn says why",
     given: (b) => {
-      running(b)
-      permission(b)
+      awaiting(b)
       decided(b, "p1", Permission.deny("no", { interrupt: true }))
     },
     when: (b) => b.cli(I.end({ _tag: "Interrupted" })),
@@ -1107,10 +1098,7 @@ table("permissions", [
   },
   {
     name: "policy defer: nothing is answered yet, the request stays pending",
-    given: (b) => {
-      running(b)
-      permission(b)
-    },
+    given: awaiting,
     when: (b) => decided(b, "p1", Permission.defer),
     then: [],
     after: (b) => assert.deepStrictEqual(b.m.pendingPermissions().map((r) => r.requestId), ["p1"])
@@ -1118,9 +1106,7 @@ table("permissions", [
   {
     name: "a deferred request answered by the host",
     given: (b) => {
-      running(b)
-      permission(b)
-      decided(b, "p1", Permission.defer)
+      deferred(b)
       b.at(40)
     },
     when: (b) => answer(b, "p1"),
@@ -1129,18 +1115,14 @@ table("permissions", [
   },
   {
     name: "the host answers while the policy is still deciding: the policy is stopped",
-    given: (b) => {
-      running(b)
-      permission(b)
-    },
+    given: awaiting,
     when: (b) => answer(b, "p1", Permission.deny("host says no")),
     then: ["stop deciding p1", "flush", ...resolvedAt("p1", "host:deny", 0), "Status:running@t1", "> answer p1 deny"]
   },
   {
     name: "a policy decision after the host answered is ignored",
     given: (b) => {
-      running(b)
-      permission(b)
+      awaiting(b)
       answer(b, "p1")
     },
     when: (b) => decided(b, "p1", Permission.deny("late")),
@@ -1149,8 +1131,7 @@ table("permissions", [
   {
     name: "a policy failure after the host answered is ignored",
     given: (b) => {
-      running(b)
-      permission(b)
+      awaiting(b)
       answer(b, "p1")
     },
     when: (b) => b.input((m, now) => m.policyFailed(now, "p1")),
@@ -1159,9 +1140,7 @@ table("permissions", [
   {
     name: "a second host answer: AlreadyResolved, and nothing more reaches the CLI",
     given: (b) => {
-      running(b)
-      permission(b)
-      decided(b, "p1", Permission.defer)
+      deferred(b)
       answer(b, "p1")
     },
     when: (b) => answer(b, "p1", Permission.deny("again")),
@@ -1172,9 +1151,7 @@ table("permissions", [
   {
     name: "two answers before the writer ran: the second is refused, one answer is written",
     given: (b) => {
-      running(b)
-      permission(b)
-      decided(b, "p1", Permission.defer)
+      deferred(b)
       b.autoWrite = false
       answer(b, "p1")
     },
@@ -1196,8 +1173,7 @@ table("permissions", [
   {
     name: "an answer after the CLI cancelled the request: AlreadyResolved (expired)",
     given: (b) => {
-      running(b)
-      permission(b)
+      awaiting(b)
       b.cli(I.cancel("p1"))
     },
     when: (b) => answer(b, "p1"),
@@ -1207,8 +1183,7 @@ table("permissions", [
   {
     name: "cancelled by the CLI: resolved without an answer",
     given: (b) => {
-      running(b)
-      permission(b)
+      awaiting(b)
       b.at(20)
     },
     when: (b) => b.cli(I.cancel("p1")),
@@ -1222,11 +1197,7 @@ table("permissions", [
   },
   {
     name: "expired by the turn's end: resolved without an answer",
-    given: (b) => {
-      running(b)
-      permission(b)
-      decided(b, "p1", Permission.defer)
-    },
+    given: deferred,
     when: (b) => b.cli(I.end({ _tag: "Interrupted" })),
     then: [
       "Usage@t1",
@@ -1251,8 +1222,7 @@ table("permissions", [
   {
     name: "the permission deadline denies a deferred request",
     given: (b) => {
-      running(b)
-      permission(b)
+      awaiting(b)
       b.at(100)
       decided(b, "p1", Permission.defer)
     },
@@ -1262,8 +1232,7 @@ table("permissions", [
   {
     name: "the deferred deadline counts from the deferral, not a millisecond less",
     given: (b) => {
-      running(b)
-      permission(b)
+      awaiting(b)
       b.at(100)
       decided(b, "p1", Permission.defer)
     },
@@ -1272,10 +1241,7 @@ table("permissions", [
   },
   {
     name: "the policy deadline denies a request the policy did not decide",
-    given: (b) => {
-      running(b)
-      permission(b)
-    },
+    given: awaiting,
     when: (b) => b.at(500).tick(),
     then: [
       "stop deciding p1",
@@ -1287,10 +1253,7 @@ table("permissions", [
   },
   {
     name: "a failed policy: the CLI gets a deny",
-    given: (b) => {
-      running(b)
-      permission(b)
-    },
+    given: awaiting,
     when: (b) => b.input((m, now) => m.policyFailed(now, "p1")),
     then: [
       "stop deciding p1",
@@ -1312,10 +1275,7 @@ table("permissions", [
   },
   {
     name: "an answer the protocol cannot encode: the CLI gets an error reply instead, never the invalid line",
-    given: (b) => {
-      running(b)
-      permission(b)
-    },
+    given: awaiting,
     when: (b) => answer(b, "p1", Permission.allow({ invalid: 1n })),
     then: [
       "stop deciding p1",
@@ -1504,10 +1464,7 @@ table("process exit", [
     given: (b) => running(b, false),
     when: (b) => exited(b, 0),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: the CLI exited (exit code 0)",
-      "TurnFailed@t1 CliExited(exit code 0)",
-      "settle t1 CliExited(exit code 0)",
+      ...retiredTurn("the CLI exited (exit code 0)", "CliExited(exit code 0)"),
       "teardown",
       "Exit 0",
       "ended"
@@ -1519,10 +1476,7 @@ table("process exit", [
     given: (b) => running(b),
     when: (b) => exited(b, 1),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: the CLI exited (exit code 1)",
-      "TurnFailed@t1 CliExited(exit code 1,acknowledged)",
-      "settle t1 CliExited(exit code 1,acknowledged)",
+      ...retiredTurn("the CLI exited (exit code 1)", "CliExited(exit code 1,acknowledged)"),
       "teardown",
       "Exit 1",
       "ended"
@@ -1536,10 +1490,7 @@ table("process exit", [
     },
     when: (b) => exited(b, 1),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: the CLI exited (exit code 1)",
-      "TurnFailed@t1 CliExited(exit code 1,acknowledged)",
-      "settle t1 CliExited(exit code 1,acknowledged)",
+      ...retiredTurn("the CLI exited (exit code 1)", "CliExited(exit code 1,acknowledged)"),
       "TurnFailed@t2 SessionUnavailable(failed)",
       "settle t2 SessionUnavailable(failed)",
       "teardown",
@@ -1650,10 +1601,7 @@ table("close and retire", [
     given: (b) => running(b),
     when: (b) => b.input((m, now) => m.retire(now, "the host said so", undefined)),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: the host said so",
-      "TurnFailed@t1 SessionRetired(acknowledged)",
-      "settle t1 SessionRetired(acknowledged)",
+      ...retiredTurn("the host said so", "SessionRetired(acknowledged)"),
       "teardown"
     ],
     after: (b) => assert.strictEqual(b.m.retiredBecause, "the host said so")
@@ -1663,10 +1611,7 @@ table("close and retire", [
     given: (b) => running(b, false),
     when: (b) => b.input((m, now) => m.retire(now, "x", undefined)),
     then: [
-      "Status:failed@t1",
-      "log Warning: session retired: x",
-      "TurnFailed@t1 SessionRetired()",
-      "settle t1 SessionRetired()",
+      ...retiredTurn("x", "SessionRetired()"),
       "teardown"
     ]
   },
