@@ -829,7 +829,10 @@ describe("session machine over Claude", () => {
 
   it("a hook callback goes to the host's handler and its answer is written", () => {
     const b = session()
-    assert.deepStrictEqual(b.cli(F.hook("req-2")), ["Frame:control_request/hook_callback", "handle req-2"])
+    assert.deepStrictEqual(b.cli(F.hook("req-2")), [
+      "Frame:control_request/hook_callback",
+      "handle req-2 {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"}}"
+    ])
     b.input((m, now) => m.handled(now, "req-2", { _tag: "Success", payload: { continue: true } }))
     assert.deepStrictEqual(JSON.parse(b.wrote().at(-1)!), {
       type: "control_response",
@@ -877,7 +880,7 @@ describe("session machine over Claude", () => {
     b.input((m, now) => m.start(now))
     assert.deepStrictEqual(b.step((m, now) => m.receive(now, line(F.initError("no")))), [
       "Frame:control_response/error",
-      "start failed (refused)",
+      "start failed (refused): no []",
       "Status:failed",
       "log Warning: session retired: the CLI refused the handshake: no",
       "teardown"

@@ -123,7 +123,7 @@ table("startup", [
     started: false,
     given: (b) => b.input((m, now) => m.start(now)),
     when: (b) => b.at(400).cli(I.ready),
-    then: ["Status:idle", "ready"],
+    then: ["Status:idle", "ready {\"version\":\"fake\"}"],
     after: (b) => {
       assert.strictEqual(b.m.status, "idle")
       assert.strictEqual(b.m.nextDeadline(), Infinity)
@@ -135,7 +135,7 @@ table("startup", [
     given: (b) => b.input((m, now) => m.start(now)),
     when: (b) => b.cli(I.refused("bad flags")),
     then: [
-      "start failed (refused)",
+      "start failed (refused): bad flags []",
       ...retired("the CLI refused the handshake: bad flags"),
       "teardown"
     ],
@@ -147,10 +147,10 @@ table("startup", [
     given: (b) => b.input((m, now) => m.start(now)),
     when: (b) => exited(b, 1, "no such flag"),
     then: [
-      "start failed (exited)",
+      "start failed (exited): the CLI exited (exit code 1): no such flag [no such flag]",
       ...retired("the CLI exited (exit code 1)"),
       "teardown",
-      "Exit 1",
+      "Exit 1 \"no such flag\"",
       "ended"
     ],
     after: (b) => assert.deepStrictEqual(b.m.process._tag, "Failed")
@@ -167,7 +167,11 @@ table("startup", [
     started: false,
     given: (b) => b.input((m, now) => m.start(now)),
     when: (b) => b.at(1000).tick(),
-    then: ["start failed (timeout)", ...retired("the handshake did not finish in time"), "teardown"],
+    then: [
+      "start failed (timeout): the handshake did not finish within 1000 ms",
+      ...retired("the handshake did not finish in time"),
+      "teardown"
+    ],
     after: (b) => assert.strictEqual(b.m.nextDeadline(), Infinity)
   },
   {
@@ -196,7 +200,7 @@ table("startup", [
       b.take()
     },
     when: (b) => b.input((m, now) => m.writeFailed(now, "EPIPE")),
-    then: ["start failed (failed)", ...retired("EPIPE"), "teardown"]
+    then: ["start failed (failed): EPIPE", ...retired("EPIPE"), "teardown"]
   },
   {
     name: "a handshake whose first write times out ends startup",
@@ -207,7 +211,11 @@ table("startup", [
       b.take()
     },
     when: (b) => b.at(50).tick(),
-    then: ["start failed (failed)", ...retired("writing to the CLI did not finish within 50 ms"), "teardown"]
+    then: [
+      "start failed (failed): writing to the CLI did not finish within 50 ms",
+      ...retired("writing to the CLI did not finish within 50 ms"),
+      "teardown"
+    ]
   }
 ])
 
@@ -271,8 +279,14 @@ table("send", [
     name: "an invalid prompt is refused and nothing is written",
     when: (b) => send(b, "invalid"),
     then: [],
-    returns: "InvalidPrompt",
+    returns: "InvalidPrompt(the prompt cannot be encoded)",
     after: (b) => assert.strictEqual(b.m.status, "idle")
+  },
+  {
+    name: "a prompt whose codec throws something else than an Error: refused, with what it threw",
+    when: (b) => send(b, "thrown"),
+    then: [],
+    returns: "InvalidPrompt(not an Error)"
   },
   {
     name: "after close: SessionUnavailable",
@@ -950,7 +964,13 @@ table("controls", [
     when: (b) => control(b, "invalid"),
     then: [],
     returns: "ControlFailed(control,invalid_request)",
-    after: (b) => assert.strictEqual(b.m.nextDeadline(), Infinity)
+    after: (b) => {
+      assert.strictEqual(b.m.nextDeadline(), Infinity)
+      assert.strictEqual(
+        (control(b, "invalid") as { readonly reason: string }).reason,
+        "not sent, the request is not a valid frame: the request cannot be encoded"
+      )
+    }
   },
   {
     name: "the control deadline fails it and retires the session (the CLI may have applied it)",
@@ -1344,7 +1364,7 @@ table("host requests", [
     name: "a request from the CLI goes to the host's handler, bounded by the control deadline",
     given: (b) => b.at(10),
     when: (b) => b.cli(I.hostRequest("h1")),
-    then: ["handle h1"],
+    then: ["handle h1 {\"hook\":\"h1\"}"],
     after: (b) => assert.strictEqual(b.m.nextDeadline(), 110)
   },
   {
@@ -1448,7 +1468,7 @@ table("process exit", [
   {
     name: "a failed exit while idle",
     when: (b) => exited(b, 2, "boom"),
-    then: [...retired("the CLI exited (exit code 2)"), "teardown", "Exit 2", "ended"],
+    then: [...retired("the CLI exited (exit code 2)"), "teardown", "Exit 2 \"boom\"", "ended"],
     after: (b) => {
       assert.deepStrictEqual(b.m.process, { _tag: "Failed", status: { _tag: "Exited", code: 2 }, stderrTail: "boom" })
     }
@@ -1903,5 +1923,120 @@ describe("nextDeadline", () => {
       previous = next
       assert.isAbove(b.m.nextDeadline(), next)
     }
+  })
+})
+
+// --- what events carry -----------------------------------------------------------------------------------------
+
+describe("event payloads", () => {
+  it("a turn's end: its usage and cost, then its result with the turn's id and the raw frame", () => {
+    const b = fake()
+    running(b)
+    b.cli({
+      ...I.end(),
+      result: { ...(I.end() as { result: object }).result, totalCostUsd: 0.5 }
+    } as never)
+    const [usage, completed] = b.events().filter((e) => e._tag === "Usage" || e._tag === "TurnCompleted")
+    assert.deepStrictEqual(usage, {
+      _tag: "Usage",
+      turnId: "t1",
+      raw: undefined,
+      usage: { inputTokens: 1, outputTokens: 2, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 },
+      totalCostUsd: 0.5
+    } as never)
+    assert.strictEqual(completed._tag, "TurnCompleted")
+    if (completed._tag === "TurnCompleted") {
+      assert.deepStrictEqual(completed.raw, { type: "result" })
+      assert.strictEqual(completed.result.turnId, "t1")
+      assert.strictEqual(completed.result.text, "done")
+    }
+    const settle = b.outputs().find((o) => o._tag === "Settle")
+    assert.deepStrictEqual(
+      settle?._tag === "Settle" && settle.exit._tag === "Success" && settle.exit.value,
+      (completed as any).result
+    )
+  })
+
+  it("a permission request: the request with its turn, and the CLI's raw frame", () => {
+    const b = fake()
+    running(b)
+    b.cli(I.permission("p1"))
+    const requested = b.events().find((e) => e._tag === "PermissionRequested")!
+    assert.deepStrictEqual(requested.raw, { requestId: "p1" })
+    if (requested._tag === "PermissionRequested") {
+      assert.deepStrictEqual(requested.request, {
+        requestId: "p1",
+        kind: "tool",
+        toolName: "Bash",
+        toolUseId: "tool-p1",
+        input: { command: "touch x" },
+        description: undefined,
+        raw: { requestId: "p1" },
+        turnId: "t1"
+      })
+    }
+    const decide = b.outputs().find((o) => o._tag === "Decide")
+    assert.deepStrictEqual(decide?._tag === "Decide" && decide.request, (requested as any).request)
+  })
+
+  it("an attributed frame keeps every field the provider gave it", () => {
+    const b = fake()
+    running(b)
+    b.cli({ _tag: "Frame", type: "x", subtype: "y", raw: { type: "x", extra: [1] }, turnId: undefined })
+    assert.deepStrictEqual(b.events().at(-1), {
+      _tag: "Frame",
+      type: "x",
+      subtype: "y",
+      raw: { type: "x", extra: [1] },
+      turnId: "t1"
+    } as never)
+  })
+
+  it("the exit: its status and the CLI's last stderr", () => {
+    const b = fake()
+    exited(b, 3, "tail")
+    assert.deepStrictEqual(b.events().at(-1), {
+      _tag: "Exit",
+      turnId: undefined,
+      raw: undefined,
+      status: { _tag: "Exited", code: 3 },
+      stderrTail: "tail"
+    } as never)
+  })
+
+  it("status events name the running turn", () => {
+    const b = fake()
+    running(b)
+    assert.deepStrictEqual(
+      b.events().filter((e) => e._tag === "Status").at(-1),
+      { _tag: "Status", turnId: "t1", raw: undefined, status: "running" } as never
+    )
+  })
+})
+
+// --- how many resolved requests are remembered ------------------------------------------------------------------
+
+describe("resolved permission requests", () => {
+  const answerAll = (b: FakeBench, n: number) => {
+    for (let i = 0; i < n; i++) {
+      b.cli(I.permission(`p${i}`))
+      answer(b, `p${i}`)
+    }
+  }
+
+  it("up to 1024 are remembered, so a second answer says AlreadyResolved", () => {
+    const b = fake()
+    answerAll(b, 1024)
+    assert.strictEqual(describeError(answer(b, "p0")), "PermissionAlreadyResolved(Decided)")
+  })
+
+  it("past 1024 the oldest resolved ones are forgotten down to 512; pending ones never are", () => {
+    const b = fake()
+    b.cli(I.permission("pending"))
+    answerAll(b, 1024)
+    assert.strictEqual(describeError(answer(b, "p0")), "PermissionNotFound")
+    assert.strictEqual(describeError(answer(b, "p512")), "PermissionNotFound")
+    assert.strictEqual(describeError(answer(b, "p513")), "PermissionAlreadyResolved(Decided)")
+    assert.deepStrictEqual(b.m.pendingPermissions().map((r) => r.requestId), ["pending"])
   })
 })

@@ -66,6 +66,8 @@ export class FakeProtocol implements Provider.ProtocolMachine {
   }
   readonly prompt = (turnId: string, prompt: unknown): Provider.Items => {
     if (prompt === "invalid") throw new Error("the prompt cannot be encoded")
+    // Codecs may throw anything: the session still says why.
+    if (prompt === "thrown") throw "not an Error"
     return this.promptExtra.length === 0 ? write(`prompt ${turnId}`) : [write(`prompt ${turnId}`), ...this.promptExtra]
   }
   readonly interrupt = (turnId: string, ref: number): Provider.Items =>
@@ -200,6 +202,8 @@ export const describeError = (error: unknown): string => {
       return `DeliveryTimeout(${e.timeoutMillis})`
     case "TransportWriteError":
       return `TransportWriteError(${e.reason})`
+    case "InvalidPrompt":
+      return `InvalidPrompt(${e.reason})`
     case "PermissionAlreadyResolved":
       return `PermissionAlreadyResolved(${e.how})`
     default:
@@ -234,7 +238,9 @@ export const describeEvent = (e: SessionEvent): string => {
     case "PermissionResolved":
       return `PermissionResolved${at} ${e.requestId} ${resolutionOf(e.resolution)}`
     case "Exit":
-      return `Exit ${e.status._tag === "Exited" ? e.status.code : e.status.signal}`
+      return `Exit ${e.status._tag === "Exited" ? e.status.code : e.status.signal}${
+        e.stderrTail === "" ? "" : ` ${JSON.stringify(e.stderrTail)}`
+      }`
     case "TextDelta":
       return `TextDelta${at} ${e.text}`
     default:
@@ -259,13 +265,13 @@ export const describeOutput = (o: Machine.Output): string => {
     case "StopDeciding":
       return `stop deciding ${o.requestId}`
     case "Handle":
-      return `handle ${o.requestId}`
+      return `handle ${o.requestId} ${JSON.stringify(o.request)}`
     case "StopHandling":
       return `stop handling ${o.requestId}`
     case "Ready":
-      return "ready"
+      return `ready ${JSON.stringify(o.info)}`
     case "StartFailed":
-      return `start failed (${o.cause})`
+      return `start failed (${o.cause}): ${o.reason}${o.stderrTail === undefined ? "" : ` [${o.stderrTail}]`}`
     case "Teardown":
       return "teardown"
     case "Log":
