@@ -81,6 +81,8 @@ export class Turn {
   startedAt = 0
   lastProgress = 0
   ackWarned = false
+  /** The writer took the turn's prompt: what the CLI prints from then on is this turn's. */
+  taken = false
   interruptReason: InterruptReason | undefined = undefined
   /** Set once an interrupt was sent to the CLI: the interrupt deadline runs. */
   interruptAt: number | undefined = undefined
@@ -127,7 +129,7 @@ export type Output =
   | {
     readonly _tag: "StartFailed"
     readonly at: number
-    readonly cause: "timeout" | "refused" | "exited"
+    readonly cause: "timeout" | "refused" | "exited" | "failed"
     readonly reason: string
     readonly stderrTail: string | undefined
   }
@@ -152,6 +154,8 @@ interface Outgoing {
   readonly owner: Turn | undefined
   /** Dropped, unwritten, if this turn has ended by the time the writer takes it (an interrupt racing a result). */
   readonly unless: Turn | undefined
+  /** The control this line sends (an interrupt): forgotten with the line if it is dropped. */
+  readonly ref?: number | undefined
 }
 
 interface PendingControl {
@@ -201,6 +205,8 @@ export class Machine {
   closeReason: InterruptReason = "closed"
   private exit: { readonly status: Transport.ExitStatus; readonly stderrTail: string } | undefined = undefined
   private exitedFirst = false
+  /** `Ended` was output: nothing more is published. */
+  private ended = false
   private startupAt = never
   private refs = 0
   private waiterIds = 0
@@ -266,8 +272,14 @@ export class Machine {
       const turn = this.active
       if (turn !== undefined) this.finish(now, turn, Exit.fail(this.cliExited(turn.acknowledged)))
       this.failControls(this.cliExited(true))
+      // What the CLI asked after the session was retired or began to close can no longer be answered.
+      this.expirePermissions(now, undefined, "session-ended")
+      this.stopHostRequests()
     }
+    // The summary of protocol errors not logged yet: no tick comes for it once the session has ended.
+    if (this.logSuppressed > 0) this.flushLogSummary(now)
     this.emit({ _tag: "Exit", turnId: undefined, raw: undefined, status, stderrTail })
+    this.ended = true
     this.output({ _tag: "Ended", at: 0 })
   }
 
@@ -350,7 +362,7 @@ export class Machine {
     const ref = ++this.refs
     this.controls.set(ref, { subtype: "interrupt", deadline: now + this.settings.deadlines.control, internal: true })
     forEach(this.provider.interrupt(turn.id, ref), (item) => {
-      if (item._tag === "Write") this.write(item.line, undefined, turn)
+      if (item._tag === "Write") this.write(item.line, undefined, turn, ref)
       else this.item(now, item)
     })
     return { waiter }
@@ -437,8 +449,14 @@ export class Machine {
 
   /** Retires the session now: fails the running turn, tears the process tree down. */
   retire(now: number, reason: string, turnError: AnyTurnError | undefined): void {
-    if (this.retiredBecause !== undefined) return
+    // Once the process has ended (a close that saw it exit), there is nothing left to retire or tear down.
+    if (this.retiredBecause !== undefined || this.ended) return
     this.retiredBecause = reason
+    if (this.status === "starting" && this.startupAt !== never) {
+      // The handshake was cut short by something else than its own outcome (a write that failed or timed out, a
+      // reader that failed): whoever waits for it must hear so, or startup waits for a deadline that is gone.
+      this.output({ _tag: "StartFailed", at: 0, cause: "failed", reason, stderrTail: undefined })
+    }
     this.startupAt = never
     this.setStatus("failed")
     this.log("Warning", `session retired: ${reason}`)
@@ -465,7 +483,12 @@ export class Machine {
     if (this.inFlight !== undefined) return undefined
     while (this.outbox.length > 0) {
       const next = this.outbox.shift()!
-      if (next.unless !== undefined && next.unless.finished) continue
+      if (next.unless !== undefined && next.unless.finished) {
+        // Nobody will answer a request that is never sent: its control deadline must not retire the session.
+        if (next.ref !== undefined) this.controls.delete(next.ref)
+        continue
+      }
+      if (next.owner !== undefined) next.owner.taken = true
       this.inFlight = next.owner ?? null
       this.writeAt = now + this.settings.deadlines.delivery
       return next.line
@@ -488,8 +511,7 @@ export class Machine {
   abandoned(now: number): void {
     const owner = this.inFlight
     if (owner === undefined) return
-    this.inFlight = undefined
-    this.writeAt = never
+    // The line stays in flight for `retire`, which releases its sender (a prompt's sender waits for its write).
     this.retire(
       now,
       owner === null
@@ -678,6 +700,7 @@ export class Machine {
       }
       case "Refused": {
         if (this.status !== "starting") return
+        this.startupAt = never
         this.output({ _tag: "StartFailed", at: 0, cause: "refused", reason: item.reason, stderrTail: "" })
         this.retire(now, `the CLI refused the handshake: ${item.reason}`, undefined)
         return
@@ -722,8 +745,9 @@ export class Machine {
     const turn = this.active
     if (item.turnId !== undefined) {
       if (turn !== undefined && turn.id === item.turnId) this.progress(now, turn)
-    } else if (turn !== undefined && item.scope !== "session") {
-      // The session never writes a second prompt while a turn runs: what the CLI prints now is this turn's.
+    } else if (turn !== undefined && item.scope !== "session" && turn.taken) {
+      // The session never writes a second prompt while a turn runs: what the CLI prints now is this turn's. Before
+      // its prompt's write it cannot be (the previous turn's trailing frames).
       ;(item as { turnId: string | undefined }).turnId = turn.id
       this.progress(now, turn)
     }
@@ -745,7 +769,7 @@ export class Machine {
 
   private turnEnd(now: number, item: Extract<Provider.Item, { readonly _tag: "TurnEnd" }>): void {
     const turn = this.active
-    if (turn === undefined || (item.turnId !== undefined && item.turnId !== turn.id)) {
+    if (turn === undefined || (item.turnId !== undefined ? item.turnId !== turn.id : !turn.taken)) {
       // A result for no turn of ours (a stale turn already failed, or a prompt the CLI ran on its own).
       this.emit({ _tag: "Frame", turnId: item.turnId, raw: item.result.raw, type: "result", subtype: undefined })
       return
@@ -972,12 +996,12 @@ export class Machine {
     this.apply(now, lines)
   }
 
-  private write(line: string, owner: Turn | undefined, unless: Turn | undefined): void {
+  private write(line: string, owner: Turn | undefined, unless: Turn | undefined, ref?: number): void {
     if (this.retiredBecause !== undefined || this.exit !== undefined) {
       if (owner !== undefined) this.output({ _tag: "Written", at: 0, turn: owner })
       return
     }
-    this.outbox.push({ line, owner, unless })
+    this.outbox.push({ line, owner, unless, ref })
     if (this.outbox.length === 1 && this.inFlight === undefined) {
       this.output({ _tag: "Flush", at: 0, deferred: unless !== undefined })
     }

@@ -1,0 +1,889 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as ClaudeMachine from "../src/claude/internal/machine.ts"
+import * as Permission from "../src/Permission.ts"
+import type * as Provider from "../src/Provider.ts"
+import { F, line, S } from "./support/ClaudeFrames.ts"
+import { Bench, describeError } from "./support/MachineHarness.ts"
+
+// Claude's protocol machine as tables: stdout lines (built with the codec's own encoder, so every frame here is one
+// the decoder accepts) → the neutral items the session machine reads; host commands → the lines written. Then the
+// session machine over it, for the rules that depend on what Claude sends (2.1.332's receipts, 2.1.197's silence).
+
+const machine = (options: Partial<ClaudeMachine.MachineOptions> = {}) =>
+  ClaudeMachine.make({ hooks: {}, initialize: undefined, maxLineLength: 10_000, ...options })
+
+// --- items, short -----------------------------------------------------------------------------------------------
+
+const at = (turnId: string | undefined) => turnId === undefined ? "" : `@${turnId}`
+
+const describeOutcome = (outcome: Provider.TurnOutcome): string => {
+  switch (outcome._tag) {
+    case "Success":
+    case "Interrupted":
+      return outcome._tag
+    case "Api":
+      return `Api(${outcome.status},${outcome.detail})`
+    case "Failed": {
+      const error = outcome.error("T") as unknown as { readonly [key: string]: unknown }
+      return `Failed ${describeError(error)} ${JSON.stringify({ ...error })}`
+    }
+  }
+}
+
+const describeItem = (item: Provider.Item): string => {
+  switch (item._tag) {
+    case "Write":
+      return `Write ${item.line}`
+    case "Frame":
+      return `Frame ${item.type}${item.subtype === undefined ? "" : `/${item.subtype}`}${at(item.turnId)}${
+        item.scope === "session" ? " (session)" : ""
+      }`
+    case "TextDelta":
+      return `TextDelta ${JSON.stringify(item.text)}${at(item.turnId)}`
+    case "AssistantMessage":
+      return `AssistantMessage ${JSON.stringify(item.text)}${at(item.turnId)}`
+    case "ToolUse":
+      return `ToolUse ${item.name} ${item.toolUseId} ${JSON.stringify(item.input)}${at(item.turnId)}`
+    case "ToolResult":
+      return `ToolResult ${item.toolUseId}${item.isError ? " error" : ""} ${JSON.stringify(item.content)}${
+        at(item.turnId)
+      }`
+    case "Retry":
+      return `Retry ${item.attempt}/${item.maxRetries} after ${item.delayMs} (${item.errorStatus}: ${item.message})`
+    case "Receipt":
+      return `Receipt ${item.turnId}`
+    case "TurnEnd":
+      return `TurnEnd${at(item.turnId)} ${describeOutcome(item.outcome)}`
+    case "SessionId":
+      return `SessionId ${item.sessionId}`
+    case "ControlAnswer":
+      return `ControlAnswer #${item.ref} ${
+        item.answer._tag === "Success"
+          ? `ok ${JSON.stringify(item.answer.payload)}`
+          : `error ${item.answer.message} (${item.answer.code})`
+      }`
+    case "PermissionRequest":
+      return `PermissionRequest ${item.request.requestId} ${item.request.kind} ${item.request.toolName} ${item.request.toolUseId} ${
+        JSON.stringify(item.request.input)
+      } ${item.request.description}`
+    case "HostRequest":
+      return `HostRequest ${item.requestId} ${JSON.stringify(item.request)}`
+    case "Cancel":
+      return `Cancel ${item.requestId}`
+    case "Ready":
+      return `Ready ${JSON.stringify(item.info)}`
+    case "Refused":
+      return `Refused ${item.reason}`
+    case "Malformed":
+      return `Malformed ${item.error.reason}`
+    default:
+      return item._tag
+  }
+}
+
+const itemsOf = (items: Provider.Items): Array<Provider.Item> =>
+  items === undefined ? [] : Array.isArray(items) ? [...items] : [items as Provider.Item]
+
+const receive = (m: Provider.ProtocolMachine, frame: object | string): Array<Provider.Item> =>
+  itemsOf(m.receive(typeof frame === "string" ? frame : line(frame)))
+
+// --- stdout → items ---------------------------------------------------------------------------------------------
+
+describe("Claude machine: stdout lines → items", () => {
+  const rows: ReadonlyArray<{ readonly name: string; readonly frame: object | string; readonly items: Array<string> }> =
+    [
+      {
+        name: "a text delta (no turn named: the running turn's)",
+        frame: F.delta("hi"),
+        items: ["TextDelta \"hi\""]
+      },
+      { name: "a text delta naming its turn", frame: F.delta("hi", "t1"), items: ["TextDelta \"hi\"@t1"] },
+      {
+        name: "another delta is a stream_event frame",
+        frame: F.jsonDelta("{\"a\""),
+        items: ["Frame stream_event/content_block_delta"]
+      },
+      {
+        name: "another stream event, naming its turn",
+        frame: F.blockStop("t1"),
+        items: ["Frame stream_event/content_block_stop@t1"]
+      },
+      {
+        name: "an assistant message: its text blocks joined",
+        frame: F.assistant([{ type: "text", text: "a" }, { type: "thinking", thinking: "hm" }, {
+          type: "text",
+          text: "b"
+        }], "t1"),
+        items: ["AssistantMessage \"ab\"@t1"]
+      },
+      {
+        name: "an assistant tool use, no text: the tool use only",
+        frame: F.assistant([{ type: "tool_use", id: "toolu_1", name: "Bash", input: { command: "ls" } }]),
+        items: ["ToolUse Bash toolu_1 {\"command\":\"ls\"}"]
+      },
+      {
+        name: "an assistant tool use with text: both",
+        frame: F.assistant([{ type: "text", text: "running" }, {
+          type: "tool_use",
+          id: "toolu_1",
+          name: "Bash",
+          input: {}
+        }], "t1"),
+        items: ["ToolUse Bash toolu_1 {}@t1", "AssistantMessage \"running\"@t1"]
+      },
+      {
+        name: "an assistant message with no text and no tool: an empty message",
+        frame: F.assistant([{ type: "thinking", thinking: "hm" }]),
+        items: ["AssistantMessage \"\""]
+      },
+      {
+        name: "the replay of the host's message is its receipt",
+        frame: F.replay("t1"),
+        items: ["Receipt t1", "Frame user/replay@t1"]
+      },
+      {
+        name: "a user frame that is not a replay is only a frame",
+        frame: F.user([{ type: "text", text: "[Request interrupted by user]" }], { isReplay: false }),
+        items: ["Frame user"]
+      },
+      {
+        name: "a user frame with string content",
+        frame: F.user("hello"),
+        items: ["Frame user"]
+      },
+      {
+        name: "tool results",
+        frame: F.user([
+          { type: "tool_result", tool_use_id: "toolu_1", content: "hi", is_error: false },
+          { type: "text", text: "x" },
+          { type: "tool_result", tool_use_id: "toolu_2", content: [{ type: "text", text: "no" }], is_error: true },
+          { type: "tool_result", tool_use_id: "toolu_3", content: "?" }
+        ]),
+        items: [
+          "ToolResult toolu_1 \"hi\"",
+          "ToolResult toolu_2 error [{\"type\":\"text\",\"text\":\"no\"}]",
+          "ToolResult toolu_3 \"?\""
+        ]
+      },
+      {
+        name: "a result: the CLI's session id, then the turn's end",
+        frame: F.result({ user_message_uuid: "t1" }),
+        items: ["SessionId session-1", "TurnEnd@t1 Success"]
+      },
+      {
+        name: "a result naming no turn (2.1.197)",
+        frame: F.result(),
+        items: ["SessionId session-1", "TurnEnd Success"]
+      },
+      {
+        name: "an API error is a success with is_error",
+        frame: F.result({
+          is_error: true,
+          api_error_status: 400,
+          result: "API Error: 400",
+          terminal_reason: "api_error"
+        }),
+        items: ["SessionId session-1", "TurnEnd Api(400,API Error: 400)"]
+      },
+      {
+        name: "an API error without status or text",
+        frame: F.result({ is_error: true, result: undefined }),
+        items: ["SessionId session-1", "TurnEnd Api(null,API error)"]
+      },
+      {
+        name: "interrupted mid-stream",
+        frame: F.result({ subtype: "error_during_execution", is_error: true, terminal_reason: "aborted_streaming" }),
+        items: ["SessionId session-1", "TurnEnd Interrupted"]
+      },
+      {
+        name: "interrupted mid-tool",
+        frame: F.result({ subtype: "error_during_execution", is_error: true, terminal_reason: "aborted_tools" }),
+        items: ["SessionId session-1", "TurnEnd Interrupted"]
+      },
+      {
+        name: "an interrupt marker wins over the subtype",
+        frame: F.result({ subtype: "success", is_error: false, terminal_reason: "aborted_streaming" }),
+        items: ["SessionId session-1", "TurnEnd Interrupted"]
+      },
+      {
+        name: "max turns",
+        frame: F.result({ subtype: "error_max_turns", is_error: true, result: undefined }),
+        items: [
+          "SessionId session-1",
+          "TurnEnd Failed MaxTurnsExceeded {\"_tag\":\"MaxTurnsExceeded\",\"turnId\":\"T\",\"sessionId\":\"session-1\"}"
+        ]
+      },
+      {
+        name: "budget",
+        frame: F.result({ subtype: "error_max_budget_usd", is_error: true, total_cost_usd: 2.5 }),
+        items: [
+          "SessionId session-1",
+          "TurnEnd Failed BudgetExceeded {\"_tag\":\"BudgetExceeded\",\"turnId\":\"T\",\"sessionId\":\"session-1\",\"totalCostUsd\":2.5}"
+        ]
+      },
+      {
+        name: "another error: the CLI's subtype, terminal reason and messages",
+        frame: F.result({
+          subtype: "error_during_execution",
+          is_error: true,
+          terminal_reason: "model_error",
+          errors: ["boom"]
+        }),
+        items: [
+          "SessionId session-1",
+          "TurnEnd Failed TurnFailed {\"_tag\":\"TurnFailed\",\"turnId\":\"T\",\"subtype\":\"error_during_execution\",\"terminalReason\":\"model_error\",\"errors\":[\"boom\"]}"
+        ]
+      },
+      {
+        name: "another error without terminal reason or messages",
+        frame: F.result({ subtype: "error_max_structured_output_retries", is_error: true }),
+        items: [
+          "SessionId session-1",
+          "TurnEnd Failed TurnFailed {\"_tag\":\"TurnFailed\",\"turnId\":\"T\",\"subtype\":\"error_max_structured_output_retries\",\"terminalReason\":null,\"errors\":[]}"
+        ]
+      },
+      {
+        name: "command_lifecycle queued is the receipt (2.1.332)",
+        frame: F.lifecycle("queued", "t1"),
+        items: ["Receipt t1", "Frame command_lifecycle/queued@t1"]
+      },
+      {
+        name: "the other lifecycle states only name their turn",
+        frame: F.lifecycle("completed", "t1"),
+        items: ["Frame command_lifecycle/completed@t1"]
+      },
+      {
+        name: "system/init: the session id, and a frame of the running turn",
+        frame: F.init(),
+        items: ["SessionId session-1", "Frame system/init"]
+      },
+      {
+        name: "system/api_retry",
+        frame: F.system("api_retry", {
+          attempt: 1,
+          max_retries: 2,
+          retry_delay_ms: 615,
+          error_status: 529,
+          error: "overloaded"
+        }),
+        items: ["Retry 1/2 after 615 (529: overloaded)"]
+      },
+      {
+        name: "system/api_retry without a status",
+        frame: F.system("api_retry", { attempt: 2, max_retries: 2, retry_delay_ms: 1, error_status: null, error: "x" }),
+        items: ["Retry 2/2 after 1 (undefined: x)"]
+      },
+      {
+        name: "session_state_changed idle is session traffic (it may follow the next prompt's write)",
+        frame: F.system("session_state_changed", { state: "idle" }),
+        items: ["Frame system/session_state_changed (session)"]
+      },
+      {
+        name: "session_state_changed running is the turn's",
+        frame: F.system("session_state_changed", { state: "running" }),
+        items: ["Frame system/session_state_changed"]
+      },
+      {
+        name: "status null answers a permission-mode change: session traffic",
+        frame: F.system("status", { status: null }),
+        items: ["Frame system/status (session)"]
+      },
+      {
+        name: "status requesting is the turn's",
+        frame: F.system("status", { status: "requesting" }),
+        items: ["Frame system/status"]
+      },
+      {
+        name: "background_tasks_changed is session traffic",
+        frame: F.system("background_tasks_changed", { tasks: [] }),
+        items: ["Frame system/background_tasks_changed (session)"]
+      },
+      {
+        name: "a turn's system frame (a task that started)",
+        frame: F.system("task_started", { task_id: "b1", description: "d" }),
+        items: ["Frame system/task_started"]
+      },
+      {
+        name: "an unknown system subtype is a frame of the running turn",
+        frame: JSON.stringify(F.system("brand_new", { extra: 1 })),
+        items: ["Frame system/brand_new"]
+      },
+      {
+        name: "can_use_tool is a permission request",
+        frame: F.canUseTool("req-1"),
+        items: ["PermissionRequest req-1 tool Bash toolu_1 {\"command\":\"touch x\"} mock command"]
+      },
+      {
+        name: "a hook callback: a frame, and a request for the host",
+        frame: F.hook("req-2", "toolu_9"),
+        items: [
+          "Frame control_request/hook_callback",
+          "HostRequest req-2 {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"},\"toolUseId\":\"toolu_9\"}"
+        ]
+      },
+      {
+        name: "a hook callback with no tool use",
+        frame: F.hook("req-2"),
+        items: [
+          "Frame control_request/hook_callback",
+          "HostRequest req-2 {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"}}"
+        ]
+      },
+      {
+        name: "an MCP message",
+        frame: F.mcp("req-3"),
+        items: [
+          "Frame control_request/mcp_message",
+          "HostRequest req-3 {\"_tag\":\"McpMessage\",\"serverName\":\"host\",\"message\":{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}"
+        ]
+      },
+      {
+        name: "any other request from the CLI is the host's to answer",
+        frame: F.otherRequest("req-4"),
+        items: [
+          "Frame control_request/elicitation",
+          "HostRequest req-4 {\"_tag\":\"Other\",\"subtype\":\"elicitation\",\"request\":{\"subtype\":\"elicitation\",\"message\":\"pick one\"}}"
+        ]
+      },
+      {
+        name: "the CLI withdraws a request",
+        frame: F.cancel("req-1"),
+        items: ["Cancel req-1", "Frame control_cancel_request"]
+      },
+      { name: "keep_alive is session traffic", frame: { type: "keep_alive" }, items: ["Frame keep_alive (session)"] },
+      {
+        name: "a known loose frame",
+        frame: { type: "rate_limit_event", rate_limit_info: {}, uuid: "u", session_id: S },
+        items: ["Frame rate_limit_event"]
+      },
+      {
+        name: "an unknown frame type, with its subtype",
+        frame: JSON.stringify({ type: "brand_new", subtype: "kind", payload: [1] }),
+        items: ["Frame brand_new/kind"]
+      },
+      {
+        name: "an unknown frame type whose subtype is not a string",
+        frame: JSON.stringify({ type: "brand_new", subtype: 7 }),
+        items: ["Frame brand_new"]
+      },
+      {
+        name: "an answer to a control request of the session",
+        frame: F.controlOk("tether_7", { model: "claude-opus-5-5" }),
+        items: ["Frame control_response/success (session)", "ControlAnswer #7 ok {\"model\":\"claude-opus-5-5\"}"]
+      },
+      {
+        name: "an answer with no payload (older CLIs): an empty one",
+        frame: F.controlOk("tether_8"),
+        items: ["Frame control_response/success (session)", "ControlAnswer #8 ok {}"]
+      },
+      {
+        name: "an error answer, with its code",
+        frame: F.controlError("tether_9", "Unsupported control request subtype: x", "unsupported_request"),
+        items: [
+          "Frame control_response/error (session)",
+          "ControlAnswer #9 error Unsupported control request subtype: x (unsupported_request)"
+        ]
+      },
+      {
+        name: "an error answer without a code",
+        frame: F.controlError("tether_9", "no"),
+        items: ["Frame control_response/error (session)", "ControlAnswer #9 error no (null)"]
+      },
+      {
+        name: "the echo of the host's own answer (--replay-user-messages) is only a frame",
+        frame: F.controlOk("406bb5dd-8197-495f-b3cf-7e3a6aef2930", { behavior: "allow" }),
+        items: ["Frame control_response/success (session)"]
+      },
+      {
+        name: "an answer to an id that is the session's prefix but no ref is only a frame",
+        frame: F.controlOk("tether_x"),
+        items: ["Frame control_response/success (session)"]
+      },
+      {
+        name: "an answer to initialize outside the handshake is only a frame",
+        frame: F.initOk(),
+        items: ["Frame control_response/success (session)"]
+      },
+      {
+        name: "a line that is not JSON",
+        frame: "not json",
+        items: ["Malformed not-json"]
+      },
+      {
+        name: "a known frame that does not match its schema",
+        frame: JSON.stringify({ type: "result", subtype: "success" }),
+        items: ["Malformed malformed"]
+      },
+      {
+        name: "a line longer than the limit",
+        frame: `{"type":"keep_alive","pad":"${"x".repeat(10_000)}"}`,
+        items: ["Malformed too-long"]
+      }
+    ]
+  for (const row of rows) {
+    it(row.name, () => {
+      assert.deepStrictEqual(receive(machine(), row.frame).map(describeItem), row.items)
+    })
+  }
+
+  it("every frame's event keeps the raw frame, unknown fields included", () => {
+    const unknown = { type: "brand_new", subtype: "kind", payload: [1], nested: { deep: true } }
+    const known = { ...F.delta("hi"), future_field: { x: 1 } }
+    const m = machine()
+    const [u] = receive(m, JSON.stringify(unknown))
+    assert.deepStrictEqual((u as { readonly raw: unknown }).raw, unknown)
+    const [k] = receive(m, known)
+    assert.deepStrictEqual((k as { readonly raw: unknown }).raw, known)
+    const system = F.system("brand_new", { extra: { a: 1 } })
+    const [s] = receive(m, JSON.stringify(system))
+    assert.deepStrictEqual((s as { readonly raw: unknown }).raw, system)
+  })
+
+  it("a result becomes Claude's turn result", () => {
+    const frame = F.result({
+      user_message_uuid: "t1",
+      stop_reason: "end_turn",
+      terminal_reason: "completed",
+      permission_denials: [{ tool_name: "Bash", tool_use_id: "toolu_1", tool_input: { command: "rm" } }]
+    })
+    const end = receive(machine(), frame)[1] as Extract<Provider.Item, { readonly _tag: "TurnEnd" }>
+    assert.deepStrictEqual(end.result, {
+      sessionId: S,
+      text: "done",
+      isError: false,
+      subtype: "success",
+      stopReason: "end_turn",
+      terminalReason: "completed",
+      usage: { inputTokens: 3, outputTokens: 4, cacheCreationInputTokens: 5, cacheReadInputTokens: 6 },
+      totalCostUsd: 0.25,
+      durationMs: 10,
+      numTurns: 1,
+      permissionDenials: [{ toolName: "Bash", toolUseId: "toolu_1", input: { command: "rm" } }],
+      raw: frame
+    } as never)
+  })
+
+  it("a result with the least the CLI sends", () => {
+    const frame = F.result({ usage: {}, result: undefined, stop_reason: null })
+    const end = receive(machine(), frame)[1] as Extract<Provider.Item, { readonly _tag: "TurnEnd" }>
+    const result = end.result as unknown as ClaudeMachine.TurnResult
+    assert.deepStrictEqual(result.usage, {
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheCreationInputTokens: 0,
+      cacheReadInputTokens: 0
+    })
+    assert.strictEqual(result.text, "")
+    assert.isUndefined(result.stopReason)
+    assert.isUndefined(result.terminalReason)
+  })
+
+  it("a malformed line keeps its first 4096 characters", () => {
+    const long = `not json ${"y".repeat(5000)}`
+    const [item] = receive(machine(), long)
+    assert.strictEqual((item as { readonly raw: string }).raw, long.slice(0, 4096))
+    const [short] = receive(machine(), "nope")
+    assert.strictEqual((short as { readonly raw: string }).raw, "nope")
+  })
+
+  it("a permission request carries the raw frame", () => {
+    const frame = F.canUseTool("req-1", { future: 1 })
+    const [item] = receive(machine(), frame)
+    assert.deepStrictEqual((item as Extract<Provider.Item, { readonly _tag: "PermissionRequest" }>).request.raw, frame)
+  })
+})
+
+// --- the handshake and capabilities -----------------------------------------------------------------------------
+
+describe("Claude machine: handshake", () => {
+  it("start writes initialize with the hooks and the extra fields", () => {
+    const hooks = { PreToolUse: [{ matcher: "Bash", hookCallbackIds: ["h1"] }] }
+    const [start] = itemsOf(machine({ hooks, initialize: { systemPrompt: ["be brief"] } }).start())
+    assert.strictEqual(start._tag, "Write")
+    assert.deepStrictEqual(JSON.parse((start as { readonly line: string }).line), {
+      type: "control_request",
+      request_id: "tether_init",
+      request: { subtype: "initialize", hooks, systemPrompt: ["be brief"] }
+    })
+  })
+
+  it("the initialize answer completes it, and the CLI's version is reported", () => {
+    const m = machine()
+    assert.deepStrictEqual(m.capabilities().notes, [])
+    m.start()
+    const payload = { claude_code_version: "2.1.332", commands: [], extra: 1 }
+    assert.deepStrictEqual(receive(m, F.initOk(payload)).map(describeItem), [
+      "Frame control_response/success (session)",
+      `Ready ${JSON.stringify(payload)}`
+    ])
+    assert.deepStrictEqual(m.capabilities().notes, ["claude 2.1.332"])
+    // A second answer to initialize is not a second handshake.
+    assert.deepStrictEqual(receive(m, F.initOk(payload)).map(describeItem), [
+      "Frame control_response/success (session)"
+    ])
+  })
+
+  it("an initialize answer with no payload (older CLIs) is ready with nothing", () => {
+    const m = machine()
+    m.start()
+    assert.deepStrictEqual(receive(m, F.controlOk("tether_init")).map(describeItem), [
+      "Frame control_response/success (session)",
+      "Ready {}"
+    ])
+    assert.deepStrictEqual(m.capabilities().notes, [])
+  })
+
+  it("an error answer refuses the handshake", () => {
+    const m = machine()
+    m.start()
+    assert.deepStrictEqual(receive(m, F.initError("bad hooks")).map(describeItem), [
+      "Frame control_response/error (session)",
+      "Refused bad hooks"
+    ])
+  })
+
+  it("an initialize answer that does not decode refuses the handshake", () => {
+    const m = machine()
+    m.start()
+    const items = receive(m, F.initOk({ commands: "not a list" }))
+    assert.strictEqual(items.length, 2)
+    assert.strictEqual(items[1]._tag, "Refused")
+    assert.include((items[1] as { readonly reason: string }).reason, "commands")
+  })
+
+  it("capabilities: receipts are explicit once the CLI shows its lifecycle frames, else first output", () => {
+    const base = {
+      provider: "claude",
+      interrupt: true,
+      permissionKinds: ["tool"],
+      resume: true,
+      sandbox: undefined,
+      notes: []
+    }
+    const old = machine()
+    assert.deepStrictEqual(old.capabilities(), { ...base, receipts: "first-output" })
+    receive(old, F.init())
+    receive(old, F.init({ capabilities: ["interrupt_receipt_v1"] }))
+    assert.strictEqual(old.capabilities().receipts, "first-output")
+
+    const byInit = machine()
+    receive(byInit, F.init({ capabilities: ["interrupt_receipt_v1", "msg_lifecycle_v1"] }))
+    assert.strictEqual(byInit.capabilities().receipts, "explicit")
+
+    const byFrame = machine()
+    receive(byFrame, F.lifecycle("started", "t1"))
+    assert.strictEqual(byFrame.capabilities().receipts, "explicit")
+  })
+})
+
+// --- host commands → lines --------------------------------------------------------------------------------------
+
+describe("Claude machine: host commands → lines", () => {
+  const lineOf = (items: Provider.Items): unknown => {
+    const all = itemsOf(items)
+    assert.strictEqual(all.length, 1)
+    assert.strictEqual(all[0]._tag, "Write")
+    return JSON.parse((all[0] as { readonly line: string }).line)
+  }
+
+  const request: Permission.PermissionRequest = {
+    requestId: "req-1",
+    turnId: "t1",
+    kind: "tool",
+    toolName: "Bash",
+    toolUseId: "toolu_1",
+    input: { command: "touch x" },
+    description: undefined,
+    raw: {}
+  }
+
+  it("a prompt is a user message stamped with the turn's id", () => {
+    assert.deepStrictEqual(lineOf(machine().prompt("t1", "hello")), {
+      type: "user",
+      message: { role: "user", content: "hello" },
+      parent_tool_use_id: null,
+      session_id: "",
+      uuid: "t1"
+    })
+    assert.deepStrictEqual(
+      (lineOf(machine().prompt("t2", [{ type: "text", text: "a" }])) as { message: unknown }).message,
+      { role: "user", content: [{ type: "text", text: "a" }] }
+    )
+  })
+
+  it("a prompt that is not a valid frame throws (the session makes it InvalidPrompt)", () => {
+    assert.throws(() => machine().prompt("t1", [{ type: "image", data: 1n }]))
+  })
+
+  it("an interrupt is a control request under the session's ref", () => {
+    assert.deepStrictEqual(lineOf(machine().interrupt("t1", 3)), {
+      type: "control_request",
+      request_id: "tether_3",
+      request: { subtype: "interrupt" }
+    })
+  })
+
+  it("a control request goes under the session's ref, as given", () => {
+    assert.deepStrictEqual(lineOf(machine().control(4, { subtype: "set_model", model: "opus" })), {
+      type: "control_request",
+      request_id: "tether_4",
+      request: { subtype: "set_model", model: "opus" }
+    })
+    assert.throws(() => machine().control(5, { subtype: "set_model", model: 1n }))
+  })
+
+  it("allow: the original input and the tool use id", () => {
+    assert.deepStrictEqual(lineOf(machine().answerPermission(request, Permission.allow())), {
+      type: "control_response",
+      response: {
+        subtype: "success",
+        request_id: "req-1",
+        response: { behavior: "allow", updatedInput: { command: "touch x" }, toolUseID: "toolu_1" }
+      }
+    })
+  })
+
+  it("allow with a rewritten input, for a request without a tool use id", () => {
+    assert.deepStrictEqual(
+      lineOf(machine().answerPermission({ ...request, toolUseId: undefined }, Permission.allow({ command: "ls" }))),
+      {
+        type: "control_response",
+        response: {
+          subtype: "success",
+          request_id: "req-1",
+          response: { behavior: "allow", updatedInput: { command: "ls" } }
+        }
+      }
+    )
+  })
+
+  it("deny, with and without interrupting", () => {
+    assert.deepStrictEqual(
+      (lineOf(machine().answerPermission(request, Permission.deny("no"))) as any).response.response,
+      { behavior: "deny", message: "no" }
+    )
+    assert.deepStrictEqual(
+      (lineOf(machine().answerPermission(request, Permission.deny("no", { interrupt: true }))) as any).response
+        .response,
+      { behavior: "deny", message: "no", interrupt: true }
+    )
+    assert.deepStrictEqual(
+      (lineOf(machine().answerPermission(request, Permission.deny("no", { interrupt: false }))) as any).response
+        .response,
+      { behavior: "deny", message: "no" }
+    )
+  })
+
+  it("an allow whose input is not JSON throws (the session sends an error reply instead)", () => {
+    assert.throws(() => machine().answerPermission(request, Permission.allow({ n: 1n })))
+  })
+
+  it("replies: an object payload as is, anything else as an empty object; errors as control errors", () => {
+    assert.deepStrictEqual(lineOf(machine().reply("h1", { _tag: "Success", payload: { continue: true } })), {
+      type: "control_response",
+      response: { subtype: "success", request_id: "h1", response: { continue: true } }
+    })
+    for (const payload of [null, "text", [1, 2], 3, undefined]) {
+      assert.deepStrictEqual(
+        (lineOf(machine().reply("h1", { _tag: "Success", payload })) as any).response.response,
+        {}
+      )
+    }
+    assert.deepStrictEqual(lineOf(machine().reply("h1", { _tag: "Error", message: "nope" })), {
+      type: "control_response",
+      response: { subtype: "error", request_id: "h1", error: "nope" }
+    })
+  })
+})
+
+// --- the session machine over Claude's ----------------------------------------------------------------------------
+
+type ClaudeBench = Bench & { readonly cli: (frame: object | string) => Array<string> }
+
+const session = (version = "2.1.332"): ClaudeBench => {
+  const bench = new Bench(machine()) as Bench & { cli: ClaudeBench["cli"] }
+  bench.cli = (frame) => bench.step((m, now) => m.receive(now, typeof frame === "string" ? frame : line(frame)))
+  bench.input((m, now) => m.start(now))
+  bench.cli(F.initOk({ claude_code_version: version }))
+  bench.trace()
+  return bench
+}
+
+const sendPrompt = (b: Bench, prompt = "hello") => b.input((m, now) => m.send(now, prompt, undefined, true))
+
+describe("session machine over Claude", () => {
+  it("2.1.332: the prompt carries the turn's id, command_lifecycle queued acknowledges it", () => {
+    const b = session()
+    sendPrompt(b)
+    assert.deepStrictEqual(JSON.parse(b.wrote().at(-1)!).uuid, "t1")
+    assert.deepStrictEqual(b.cli(F.lifecycle("queued", "t1")), [
+      "TurnAcknowledged@t1",
+      "Frame:command_lifecycle/queued@t1"
+    ])
+    assert.deepStrictEqual(b.cli(F.init({ capabilities: ["msg_lifecycle_v1"] })), ["Frame:system/init@t1"])
+    assert.deepStrictEqual(b.cli(F.delta("Hel")), ["TextDelta@t1 Hel"])
+    assert.deepStrictEqual(b.cli(F.result({ user_message_uuid: "t1" })), [
+      "Usage@t1",
+      "TurnCompleted@t1",
+      "Status:idle",
+      "settle t1 ok"
+    ])
+    assert.deepStrictEqual(b.cli(F.lifecycle("completed", "t1")), ["Frame:command_lifecycle/completed@t1"])
+    assert.deepStrictEqual(b.cli(F.system("session_state_changed", { state: "idle" })), [
+      "Frame:system/session_state_changed"
+    ])
+    assert.strictEqual(b.m.sessionId, S)
+    assert.strictEqual(b.m.provider.capabilities().receipts, "explicit")
+  })
+
+  it("2.1.197 (no receipt, the replay only after the first response): the first output acknowledges, every delta is the turn's", () => {
+    const b = session("2.1.197")
+    sendPrompt(b)
+    b.at(100)
+    assert.deepStrictEqual(b.cli(F.init()), ["TurnAcknowledged@t1", "Frame:system/init@t1"])
+    for (const text of ["a", "b", "c"]) b.at(b.now + 600).cli(F.delta(text))
+    // The steady stream is progress: no stall after 1 800 ms of a 1 000 ms stall budget.
+    assert.strictEqual(b.m.nextDeadline(), b.now + 1000)
+    assert.deepStrictEqual(b.cli(F.replay("t1")), ["Frame:user/replay@t1"])
+    assert.deepStrictEqual(b.cli(F.result()), ["Usage@t1", "TurnCompleted@t1", "Status:idle", "settle t1 ok"])
+    assert.deepStrictEqual(
+      b.events().filter((e) => e._tag === "TextDelta").map((e) => e.turnId),
+      ["t1", "t1", "t1"]
+    )
+    assert.strictEqual(b.m.provider.capabilities().receipts, "first-output")
+  })
+
+  it("a result that names an earlier turn does not end the running one", () => {
+    const b = session()
+    sendPrompt(b)
+    assert.deepStrictEqual(b.cli(F.result({ user_message_uuid: "t0" })), ["Frame:result@t0"])
+    assert.strictEqual(b.m.active?.id, "t1")
+  })
+
+  it("an interrupt is sent as a control request, its answer is the session's own, the result settles the turn", () => {
+    const b = session()
+    sendPrompt(b)
+    b.cli(F.lifecycle("queued", "t1"))
+    const outcome = b.input((m, now) => m.interruptActive(now, "host"))
+    assert.deepStrictEqual(outcome, { waiter: 1 })
+    assert.deepStrictEqual(JSON.parse(b.wrote().at(-1)!), {
+      type: "control_request",
+      request_id: "tether_1",
+      request: { subtype: "interrupt" }
+    })
+    // 2.1.197 answers an interrupt without a payload.
+    assert.deepStrictEqual(b.cli(F.controlOk("tether_1")), ["Frame:control_response/success"])
+    assert.deepStrictEqual(
+      b.cli(F.result({ subtype: "error_during_execution", is_error: true, terminal_reason: "aborted_streaming" })),
+      [
+        "Usage@t1",
+        "TurnFailed@t1 TurnInterrupted(host,acknowledged,written)",
+        "Status:idle",
+        "settle t1 TurnInterrupted(host,acknowledged,written)",
+        "interrupt waiter 1 interrupted"
+      ]
+    )
+    assert.strictEqual(b.m.nextDeadline(), Infinity)
+  })
+
+  it("a control answered without a payload (older CLIs) succeeds with what the CLI sent", () => {
+    const b = session("2.1.197")
+    const ref = b.input((m, now) => m.control(now, { subtype: "set_model", model: "opus" }))
+    assert.strictEqual(ref, 1)
+    assert.deepStrictEqual(b.cli(F.controlOk("tether_1")), ["Frame:control_response/success", "control #1 ok {}"])
+  })
+
+  it("a permission: the policy's allow is written as Claude's answer; the echo of it is only a frame", () => {
+    const b = session()
+    sendPrompt(b)
+    b.cli(F.lifecycle("queued", "t1"))
+    assert.deepStrictEqual(b.cli(F.canUseTool("req-1")), [
+      "Status:awaiting-permission@t1",
+      "PermissionRequested@t1 req-1",
+      "decide req-1@t1"
+    ])
+    b.input((m, now) => m.decided(now, "req-1", Permission.allow()))
+    const answer = JSON.parse(b.wrote().at(-1)!)
+    assert.deepStrictEqual(answer.response.response, {
+      behavior: "allow",
+      updatedInput: { command: "touch x" },
+      toolUseID: "toolu_1"
+    })
+    assert.deepStrictEqual(b.cli(F.controlOk("req-1", answer.response.response)), ["Frame:control_response/success"])
+    assert.deepStrictEqual(b.m.pendingPermissions(), [])
+  })
+
+  it("a permission the CLI cancels (an interrupt mid-permission) expires unanswered", () => {
+    const b = session()
+    sendPrompt(b)
+    b.cli(F.lifecycle("queued", "t1"))
+    b.cli(F.canUseTool("req-1"))
+    assert.deepStrictEqual(b.cli(F.cancel("req-1")), [
+      "stop deciding req-1",
+      "PermissionResolved@t1 req-1 expired:cancelled-by-cli",
+      "permission wait 0",
+      "Status:running@t1",
+      "Frame:control_cancel_request@t1"
+    ])
+  })
+
+  it("a hook callback goes to the host's handler and its answer is written", () => {
+    const b = session()
+    assert.deepStrictEqual(b.cli(F.hook("req-2")), [
+      "Frame:control_request/hook_callback",
+      "handle req-2 {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"}}"
+    ])
+    b.input((m, now) => m.handled(now, "req-2", { _tag: "Success", payload: { continue: true } }))
+    assert.deepStrictEqual(JSON.parse(b.wrote().at(-1)!), {
+      type: "control_response",
+      response: { subtype: "success", request_id: "req-2", response: { continue: true } }
+    })
+  })
+
+  it("an unknown frame during a turn is the turn's, with its raw fields", () => {
+    const b = session()
+    sendPrompt(b)
+    const unknown = { type: "brand_new", data: { a: [1, 2] } }
+    assert.deepStrictEqual(b.cli(JSON.stringify(unknown)), ["TurnAcknowledged@t1", "Frame:brand_new@t1"])
+    assert.deepStrictEqual(b.events().at(-1)!.raw, unknown)
+  })
+
+  it("the idle after a result does not acknowledge the next queued turn", () => {
+    const b = session()
+    sendPrompt(b)
+    b.cli(F.lifecycle("queued", "t1"))
+    b.input((m, now) => m.send(now, "next", true, true))
+    b.cli(F.result({ user_message_uuid: "t1" }))
+    assert.strictEqual(b.m.active?.id, "t2")
+    b.cli(F.lifecycle("completed", "t1"))
+    b.cli(F.system("session_state_changed", { state: "idle" }))
+    assert.isFalse(b.m.active?.acknowledged)
+    assert.deepStrictEqual(b.cli(F.lifecycle("queued", "t2")), [
+      "TurnAcknowledged@t2",
+      "Frame:command_lifecycle/queued@t2"
+    ])
+  })
+
+  it("a malformed line is a protocol error event, and the session goes on", () => {
+    const b = session()
+    sendPrompt(b)
+    assert.deepStrictEqual(b.cli("{not json"), [
+      "ProtocolError",
+      "log Warning: protocol error (not-json): " +
+      (b.events().at(-1) as { readonly error: { readonly detail: string } }).error.detail
+    ])
+    assert.strictEqual(b.m.status, "running")
+  })
+
+  it("a refused handshake fails startup", () => {
+    const b = new Bench(machine())
+    b.input((m, now) => m.start(now))
+    assert.deepStrictEqual(b.step((m, now) => m.receive(now, line(F.initError("no")))), [
+      "Frame:control_response/error",
+      "start failed (refused): no []",
+      "Status:failed",
+      "log Warning: session retired: the CLI refused the handshake: no",
+      "teardown"
+    ])
+  })
+})
