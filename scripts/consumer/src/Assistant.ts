@@ -3,7 +3,7 @@
  * without transport (`layerNoDeps`) is what its test runs against MockTransport; `layer` runs the real process.
  */
 import { ClaudeSession, Permission, Timeouts } from "@tether/core"
-import { NodeTransport } from "@tether/transport-node"
+import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Context, Effect, Layer } from "effect"
 
 export class Assistant extends Context.Service<Assistant, ClaudeSession.ClaudeSession>()("consumer/Assistant") {
@@ -15,7 +15,7 @@ export class Assistant extends Context.Service<Assistant, ClaudeSession.ClaudeSe
       return yield* ClaudeSession.make({
         timeouts,
         permissionMode: "default",
-        policy: Permission.denyDetachedShell(Permission.allowTools(["Read", "Bash"]))
+        policy: ShellPolicy.denyDetached(Permission.allowTools(["Read", "Bash"]))
       })
     })
   )

@@ -20,7 +20,26 @@
  * program that runs it).
  */
 import { createRequire } from "node:module"
-import type { Node, Parser } from "web-tree-sitter"
+
+/**
+ * The part of web-tree-sitter's syntax node this module reads. Declared here rather than imported: web-tree-sitter's
+ * own declarations name Emscripten's global types, which an application without `@types/emscripten` cannot check,
+ * and nothing of this package's declarations may require them.
+ */
+interface Node {
+  readonly type: string
+  readonly text: string
+  readonly isNamed: boolean
+  readonly hasError: boolean
+  readonly children: ReadonlyArray<Node | null>
+  readonly namedChildren: ReadonlyArray<Node | null>
+  childrenForFieldName(name: string): ReadonlyArray<Node | null>
+}
+
+/** The part of web-tree-sitter's parser this module uses (see {@link Node}). */
+interface Parser {
+  parse(text: string): { readonly rootNode: Node; delete(): void } | null
+}
 
 /** One reason a command would leave work behind. @internal */
 export interface Finding {
@@ -305,7 +324,7 @@ export const parser = (): Promise<Parser> => {
       const language = await Language.load(require.resolve("tree-sitter-bash/tree-sitter-bash.wasm"))
       const instance = new Parser()
       instance.setLanguage(language)
-      return instance
+      return instance as Parser
     })()
     loading.catch(() => {
       loading = undefined
