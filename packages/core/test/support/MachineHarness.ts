@@ -82,7 +82,7 @@ export class FakeProtocol implements Provider.ProtocolMachine {
     }
     return write(
       `answer ${request.requestId} ${
-        verdict._tag === "Allow" ? "allow" : `deny${verdict.interrupt ? "+interrupt" : ""}`
+        verdict._tag === "Allow" ? "allow" : `deny${verdict.interrupt ? "+interrupt" : ""}: ${verdict.message}`
       }`
     )
   }
@@ -222,7 +222,7 @@ const resolutionOf = (r: Permission.Resolution): string =>
     ? `${r.by}:${r.decision._tag === "Allow" ? "allow" : `deny${r.decision.interrupt ? "+interrupt" : ""}`}`
     : r._tag === "Expired"
     ? `expired:${r.why}`
-    : "policy-failed"
+    : `policy-failed: ${r.reason}`
 
 export const describeEvent = (e: SessionEvent): string => {
   const at = e.turnId === undefined ? "" : `@${e.turnId}`
