@@ -372,6 +372,11 @@ describe("Claude machine: stdout lines → items", () => {
         items: ["Frame system/commands_changed (session)"]
       },
       {
+        name: "an unknown frame that is not a system frame is the turn's, whatever its subtype",
+        frame: JSON.stringify({ type: "brand_new", subtype: "commands_changed" }),
+        items: ["Frame brand_new/commands_changed"]
+      },
+      {
         name: "an echo whose id has digits where the session's refs would be is only a frame",
         frame: F.controlOk("request12"),
         items: ["Frame control_response/success (session)"]

@@ -447,6 +447,13 @@ table("delivery fence", [
     }
   },
   {
+    name: "a line the provider makes nothing of changes nothing",
+    given: (b) => running(b, false),
+    when: (b) => b.input((m, now) => m.receive(now, "nothing")),
+    then: [],
+    after: (b) => assert.isFalse(b.m.active?.acknowledged)
+  },
+  {
     name: "output with no turn running belongs to no turn",
     when: (b) => b.cli(I.frame("system"), I.text("x")),
     then: ["Frame:system", "TextDelta x"]
@@ -1483,7 +1490,7 @@ table("permissions", [
     then: [
       "stop deciding p1",
       "flush",
-      ...resolvedAt("p1", "policy-failed: the host's permission policy failed", 0),
+      ...resolvedAt("p1", "PolicyFailed: the host's permission policy failed", 0),
       "Status:running@t1",
       "> answer p1 deny: the host's permission policy failed"
     ]
@@ -1706,6 +1713,26 @@ table("process exit", [
       "Exit 1",
       "ended"
     ]
+  },
+  {
+    name: "CliExited carries the exit code or the signal",
+    given: (b) => running(b),
+    when: (b) => b.input((m, now) => m.exited(now, { _tag: "Signaled", signal: "SIGKILL" }, "")),
+    then: [
+      ...retiredTurn("the CLI exited (signal SIGKILL)", "CliExited(signal SIGKILL,acknowledged)"),
+      "teardown",
+      "Exit SIGKILL",
+      "ended"
+    ],
+    after: (b) => {
+      const failed = b.events().find((e) => e._tag === "TurnFailed") as any
+      assert.deepStrictEqual([failed.error.code, failed.error.signal], [null, "SIGKILL"])
+      const other = fake()
+      running(other)
+      exited(other, 7)
+      const byCode = other.events().find((e) => e._tag === "TurnFailed") as any
+      assert.deepStrictEqual([byCode.error.code, byCode.error.signal], [7, null])
+    }
   },
   {
     name: "exit with turns queued: they fail, unwritten",
