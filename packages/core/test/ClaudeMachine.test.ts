@@ -357,6 +357,31 @@ describe("Claude machine: stdout lines → items", () => {
         items: ["Frame rate_limit_event"]
       },
       {
+        name: "a known loose frame with a subtype",
+        frame: { type: "tool_progress", subtype: "running", uuid: "u", session_id: S },
+        items: ["Frame tool_progress/running"]
+      },
+      {
+        name: "a known loose frame whose subtype is not a string",
+        frame: { type: "tool_progress", subtype: 3, uuid: "u", session_id: S },
+        items: ["Frame tool_progress"]
+      },
+      {
+        name: "commands_changed (not a system frame the codec knows) is session traffic",
+        frame: JSON.stringify(F.system("commands_changed", { commands: [] })),
+        items: ["Frame system/commands_changed (session)"]
+      },
+      {
+        name: "an unknown frame that is not a system frame is the turn's, whatever its subtype",
+        frame: JSON.stringify({ type: "brand_new", subtype: "commands_changed" }),
+        items: ["Frame brand_new/commands_changed"]
+      },
+      {
+        name: "an echo whose id has digits where the session's refs would be is only a frame",
+        frame: F.controlOk("request12"),
+        items: ["Frame control_response/success (session)"]
+      },
+      {
         name: "an unknown frame type, with its subtype",
         frame: JSON.stringify({ type: "brand_new", subtype: "kind", payload: [1] }),
         items: ["Frame brand_new/kind"]
@@ -531,6 +556,28 @@ describe("Claude machine: handshake", () => {
       "Ready {}"
     ])
     assert.deepStrictEqual(m.capabilities().notes, [])
+  })
+
+  it("during the handshake, other control answers are not its answer", () => {
+    const m = machine()
+    m.start()
+    assert.deepStrictEqual(receive(m, F.controlOk("tether_1")).map(describeItem), [
+      "Frame control_response/success (session)",
+      "ControlAnswer #1 ok {}"
+    ])
+    assert.deepStrictEqual(receive(m, F.controlOk("406bb5dd-8197")).map(describeItem), [
+      "Frame control_response/success (session)"
+    ])
+    assert.strictEqual(receive(m, F.initOk())[1]._tag, "Ready")
+  })
+
+  it("a control error is an Error answer with the CLI's message and code", () => {
+    const [, answer] = receive(machine(), F.controlError("tether_2", "no", "bad"))
+    assert.deepStrictEqual(answer, {
+      _tag: "ControlAnswer",
+      ref: 2,
+      answer: { _tag: "Error", message: "no", code: "bad" }
+    })
   })
 
   it("an error answer refuses the handshake", () => {

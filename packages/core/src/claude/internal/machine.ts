@@ -376,7 +376,11 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         return { _tag: "Malformed", error: decoded.failure, raw: line.length > 4096 ? line.slice(0, 4096) : line }
       }
       const value = decoded.success
-      if (value._tag === "Unknown") return frame(value.type, value.subtype, value.raw, undefined)
+      if (value._tag === "Unknown") {
+        // The codec does not know every session-level system frame (`commands_changed`): they stay session traffic.
+        const session = value.type === "system" && sessionSystemSubtypes.has(value.subtype ?? "")
+        return frame(value.type, value.subtype, value.raw, undefined, session ? "session" : undefined)
+      }
       return route(value.frame)
     },
     prompt: (turnId, prompt) => ({

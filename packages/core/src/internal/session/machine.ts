@@ -533,6 +533,7 @@ export class Machine {
     const pending = this.permissions.get(requestId)
     if (pending === undefined || pending.state !== "deciding") return
     if (decision._tag === "Defer") {
+      // Stryker disable next-line StringLiteral: equivalent, state is only compared with "deciding" and "resolved".
       pending.state = "deferred"
       pending.deadline = now + this.settings.deadlines.permission
       return
@@ -833,6 +834,7 @@ export class Machine {
       request,
       requestedAt: now,
       state: "deciding",
+      // Stryker disable next-line StringLiteral: equivalent, `how` is only read once resolved, and resolve sets it.
       how: "",
       deadline: now + this.settings.deadlines.permission
     })
