@@ -2,8 +2,9 @@
  * The one Effect driver of a session: the I/O and the waiting around the pure machine (`machine.ts`).
  *
  * - one reader fiber feeds every stdout line to the machine, a chunk at a time;
- * - one serialized writer writes the lines the machine asks for (a sender whose prompt is the only pending line
- *   writes it itself, which saves a fiber hop on the hot path) and tells the machine when each finished;
+ * - one writer fiber takes the machine's outbox a line at a time and tells the machine when each finished; it parks
+ *   while the outbox is empty and is resumed synchronously by the machine's `Flush`, so a prompt reaches the pipe
+ *   within its sender's step;
  * - one timer fiber sleeps until the machine's next deadline, on `Clock` (so `TestClock` drives it);
  * - the Deferreds callers wait on (turns, controls, interrupts, the handshake) are completed from the machine's
  *   outputs; policy and host-request fibers feed their answers back as inputs;
