@@ -600,6 +600,24 @@ table("interrupts", [
     }
   },
   {
+    name: "a prompt still waiting behind another write is dropped unwritten: safe to requeue, the session goes on",
+    given: (b) => {
+      b.autoWrite = false
+      control(b)
+      assert.strictEqual(b.take(), "control #1") // in flight: the prompt waits behind it
+      send(b)
+    },
+    when: (b) => interrupt(b),
+    then: ["written t1", "TurnFailed@t1 TurnInterrupted(host)", "Status:idle", "settle t1 TurnInterrupted(host)"],
+    returns: "interrupted",
+    after: (b) => {
+      b.written()
+      assert.isUndefined(b.take())
+      assert.strictEqual(b.m.status, "idle")
+      assert.isUndefined(b.m.retiredBecause)
+    }
+  },
+  {
     name: "an unacknowledged turn retires the session: delivery is uncertain",
     given: (b) => running(b, false),
     when: (b) => interrupt(b),
@@ -1881,7 +1899,8 @@ table("close and retire", [
       send(b)
     },
     when: (b) => b.input((m, now) => m.close(now, "closed")),
-    then: ["TurnFailed@t1 TurnInterrupted(closed,written)", "settle t1 TurnInterrupted(closed,written)", "written t1"],
+    // Nothing of it reached the CLI: safe to send again.
+    then: ["TurnFailed@t1 TurnInterrupted(closed)", "settle t1 TurnInterrupted(closed)", "written t1"],
     after: (b) => assert.isUndefined(b.m.take(b.now))
   },
   {

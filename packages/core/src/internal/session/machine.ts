@@ -347,6 +347,17 @@ export class Machine {
       return { waiter }
     }
     turn.interruptReason = reason
+    if (!turn.taken) {
+      // The prompt still waits in the outbox behind another write: nothing of it reached the CLI. It is dropped, and
+      // the turn is safe to send again; the session goes on.
+      this.dropPrompt(turn)
+      this.finish(
+        now,
+        turn,
+        Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false, written: false }))
+      )
+      return "interrupted"
+    }
     if (!turn.acknowledged) {
       // The CLI may or may not have the prompt: delivery is uncertain, and the session is not reused.
       this.retire(
@@ -430,8 +441,10 @@ export class Machine {
       this.finish(
         now,
         turn,
-        // Only a started turn is active, and starting writes its prompt.
-        Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: turn.acknowledged, written: true }))
+        // A prompt the writer never took (it waited behind another write) never reached the CLI.
+        Exit.fail(
+          new TurnInterrupted({ turnId: turn.id, reason, acknowledged: turn.acknowledged, written: turn.taken })
+        )
       )
     }
     this.failQueued(now, "the session was closed")
@@ -1007,6 +1020,14 @@ export class Machine {
     if (this.outbox.length === 1 && this.inFlight === undefined) {
       this.output({ _tag: "Flush", at: 0, deferred: unless !== undefined })
     }
+  }
+
+  /** Takes a turn's prompt out of the outbox, unwritten, and releases its sender. */
+  private dropPrompt(turn: Turn): void {
+    for (let i = this.outbox.length - 1; i >= 0; i--) {
+      if (this.outbox[i].owner === turn) this.outbox.splice(i, 1)
+    }
+    this.output({ _tag: "Written", at: 0, turn })
   }
 
   /** Senders waiting for writes that will never happen may return (their turns have failed). */
