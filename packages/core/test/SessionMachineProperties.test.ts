@@ -593,7 +593,8 @@ const runScenario = (scenario: { readonly commands: ReadonlyArray<Command>; read
 const numRuns = Number(process.env.TETHER_PROPERTY_RUNS ?? 1000)
 const seed = process.env.TETHER_PROPERTY_SEED === undefined ? undefined : Number(process.env.TETHER_PROPERTY_SEED)
 
-describe("session machine properties", () => {
+// A thousand scenarios of pure computation: about 2 s on a quiet 2-core machine, several times that on a loaded one.
+describe("session machine properties", { timeout: 60_000 }, () => {
   it("random frames, commands, writes and clock steps keep every guarantee", () => {
     const reached = new Set<string>()
     fc.assert(
