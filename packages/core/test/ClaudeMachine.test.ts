@@ -523,6 +523,16 @@ describe("Claude machine: handshake", () => {
     ])
   })
 
+  it("2.1.197 names its version only in system/init: the notes name it from the first turn on", () => {
+    const m = machine()
+    m.start()
+    // 2.1.197's answer: commands, agents, output styles, models, account, pid; no version.
+    receive(m, F.initOk({ commands: [], pid: 10001 }))
+    assert.deepStrictEqual(m.capabilities().notes, [])
+    receive(m, F.init({ claude_code_version: "2.1.197" }))
+    assert.deepStrictEqual(m.capabilities().notes, ["claude 2.1.197"])
+  })
+
   it("an initialize answer with no payload (older CLIs) is ready with nothing", () => {
     const m = machine()
     m.start()

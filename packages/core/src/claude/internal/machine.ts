@@ -166,6 +166,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   const decodeOptions = { maxLineLength: options.maxLineLength }
   let handshaking = false
   let lifecycle = false
+  /** The CLI's version, from the handshake (2.1.3xx) or from `system/init` (2.1.197 says it only there). */
   let version: string | undefined
 
   const route = (value: ClaudeProtocol.Frame): Provider.Items => {
@@ -236,6 +237,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         switch (value.subtype) {
           case "init":
             if (value.capabilities?.includes("msg_lifecycle_v1") === true) lifecycle = true
+            if (value.claude_code_version !== undefined) version = value.claude_code_version
             return [{ _tag: "SessionId", sessionId: value.session_id }, frame("system", "init", value, undefined)]
           case "api_retry":
             return {
