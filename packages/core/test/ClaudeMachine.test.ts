@@ -584,6 +584,33 @@ describe("Claude machine: handshake", () => {
     receive(byFrame, F.lifecycle("started", "t1"))
     assert.strictEqual(byFrame.capabilities().receipts, "explicit")
   })
+
+  it("capabilities: a handshake that names 2.1.332 or later says explicit receipts before any turn", () => {
+    const handshake = (payload: object) => {
+      const m = machine()
+      m.start()
+      receive(m, F.initOk(payload))
+      return m
+    }
+    assert.strictEqual(handshake({ claude_code_version: "2.1.332" }).capabilities().receipts, "explicit")
+    assert.strictEqual(handshake({ claude_code_version: "2.2.0" }).capabilities().receipts, "explicit")
+    assert.strictEqual(handshake({ claude_code_version: "10.0.1" }).capabilities().receipts, "explicit")
+    // Older or unknown: first output until the CLI shows more.
+    assert.strictEqual(handshake({ claude_code_version: "2.1.331" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ claude_code_version: "2.0.400" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ claude_code_version: "next" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ commands: [] }).capabilities().receipts, "first-output")
+    // What a turn's system/init says settles it, both ways.
+    const said = handshake({ claude_code_version: "2.1.332" })
+    receive(said, F.init({ claude_code_version: "2.1.332", capabilities: ["interrupt_receipt_v1"] }))
+    assert.strictEqual(said.capabilities().receipts, "first-output")
+    const shown = handshake({ claude_code_version: "2.1.250" })
+    receive(shown, F.init({ capabilities: ["msg_lifecycle_v1"] }))
+    assert.strictEqual(shown.capabilities().receipts, "explicit")
+    // A lifecycle frame is a receipt whatever was said before.
+    receive(said, F.lifecycle("queued", "t1"))
+    assert.strictEqual(said.capabilities().receipts, "explicit")
+  })
 })
 
 // --- host commands → lines --------------------------------------------------------------------------------------

@@ -160,12 +160,34 @@ const str = (u: unknown): string | undefined => typeof u === "string" ? u : unde
 const sessionSystemSubtypes: ReadonlySet<string> = new Set(["background_tasks_changed", "commands_changed"])
 
 /**
+ * The oldest release known to send `command_lifecycle` receipts: 2.1.332 does (`msg_lifecycle_v1` in `system/init`),
+ * 2.1.197 does not, and the initialize answer says nothing of them. A CLI whose handshake names this version or a
+ * later one is reported with explicit receipts from the handshake on; what its first `system/init` says (or a
+ * lifecycle frame) settles it.
+ */
+const receiptsSince: ReadonlyArray<number> = [2, 1, 332]
+
+/** Is `version` (`"2.1.332"`) at least `floor`? A version that does not parse is not. */
+const atLeast = (version: string, floor: ReadonlyArray<number>): boolean => {
+  const parts = version.split(".")
+  for (let i = 0; i < floor.length; i++) {
+    const part = Number.parseInt(parts[i] ?? "", 10)
+    if (!Number.isFinite(part)) return false
+    if (part !== floor[i]) return part > floor[i]
+  }
+  return true
+}
+
+/**
  * The protocol machine of one Claude session.
  */
 export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   const decodeOptions = { maxLineLength: options.maxLineLength }
   let handshaking = false
+  /** A `command_lifecycle` frame came: the CLI sends receipts. */
   let lifecycle = false
+  /** What the last `system/init` said of receipts (`msg_lifecycle_v1`); undefined before the first one. */
+  let initLifecycle: boolean | undefined
   /** The CLI's version, from the handshake (2.1.3xx) or from `system/init` (2.1.197 says it only there). */
   let version: string | undefined
 
@@ -236,7 +258,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       case "system": {
         switch (value.subtype) {
           case "init":
-            if (value.capabilities?.includes("msg_lifecycle_v1") === true) lifecycle = true
+            initLifecycle = value.capabilities?.includes("msg_lifecycle_v1") === true
             if (value.claude_code_version !== undefined) version = value.claude_code_version
             return [{ _tag: "SessionId", sessionId: value.session_id }, frame("system", "init", value, undefined)]
           case "api_retry":
@@ -420,7 +442,9 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         : { _tag: "Write", line: ClaudeProtocol.encodeControlError(requestId, reply.message) },
     capabilities: () => ({
       provider: "claude",
-      receipts: lifecycle ? "explicit" : "first-output",
+      receipts: lifecycle || (initLifecycle ?? (version !== undefined && atLeast(version, receiptsSince)))
+        ? "explicit"
+        : "first-output",
       interrupt: true,
       permissionKinds: ["tool"],
       resume: true,
