@@ -137,9 +137,11 @@ describe("Claude machine: stdout lines → items", () => {
         items: ["AssistantMessage \"\""]
       },
       {
-        name: "the replay of the host's message is its receipt",
-        frame: F.replay("t1"),
-        items: ["Receipt t1", "Frame user/replay@t1"]
+        name: "a replay of no prompt this machine wrote (set_model's output, a uuid the CLI minted) is no turn's",
+        frame: F.user("<local-command-stdout>Set model to claude-sonnet-4-5</local-command-stdout>", {
+          isReplay: true
+        }),
+        items: ["Frame user/replay (session)"]
       },
       {
         name: "a user frame that is not a replay is only a frame",
@@ -425,6 +427,24 @@ describe("Claude machine: stdout lines → items", () => {
       assert.deepStrictEqual(receive(machine(), row.frame).map(describeItem), row.items)
     })
   }
+
+  it("the replay of a prompt the machine wrote is its receipt, once", () => {
+    const m = machine()
+    m.prompt("t1", "hi")
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Frame user/replay (session)"])
+  })
+
+  it("the replay of set_model's output while idle (2.1.197 and 2.1.332) is neither a receipt nor a turn's", () => {
+    const m = machine()
+    m.prompt("t1", "hi")
+    const local = F.user("<local-command-stdout>Set model to claude-opus-5-5</local-command-stdout>", {
+      uuid: "00000000-0000-4000-8000-000000000020",
+      isReplay: true
+    })
+    assert.deepStrictEqual(receive(m, local).map(describeItem), ["Frame user/replay (session)"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+  })
 
   it("every frame's event keeps the raw frame, unknown fields included", () => {
     const unknown = { type: "brand_new", subtype: "kind", payload: [1], nested: { deep: true } }
@@ -821,6 +841,23 @@ describe("session machine over Claude", () => {
       ]
     )
     assert.strictEqual(b.m.nextDeadline(), Infinity)
+  })
+
+  it("2.1.197: set_model's replay while idle is published as the session's, and the next turn waits for its own frame", () => {
+    const b = session("2.1.197")
+    b.input((m, now) => m.control(now, { subtype: "set_model", model: "claude-sonnet-4-5" }))
+    const local = F.user("<local-command-stdout>Set model to claude-sonnet-4-5</local-command-stdout>", {
+      uuid: "cli-minted",
+      isReplay: true
+    })
+    assert.deepStrictEqual(b.cli(local), ["Frame:user/replay"])
+    assert.isUndefined(b.events().at(-1)!.turnId)
+    assert.deepStrictEqual(b.cli(F.controlOk("tether_1")), ["Frame:control_response/success", "control #1 ok {}"])
+    sendPrompt(b)
+    // Were it to arrive after the prompt's write, it would still not be the turn's, nor its receipt.
+    assert.deepStrictEqual(b.cli({ ...local, uuid: "cli-minted-2" }), ["Frame:user/replay"])
+    assert.isFalse(b.m.active?.acknowledged)
+    assert.deepStrictEqual(b.cli(F.init()), ["TurnAcknowledged@t1", "Frame:system/init@t1"])
   })
 
   it("a control answered without a payload (older CLIs) succeeds with what the CLI sent", () => {

@@ -4,9 +4,10 @@
  *
  * What it knows of the CLI (see docs/protocol): the handshake is one `initialize` control request; a prompt is a
  * user message stamped with the host's turn id as its uuid; `command_lifecycle queued` (2.1.3xx) or the replay of
- * the message is the receipt, and older releases send neither; `user_message_uuid` names a frame's turn where the
- * CLI gives it; a `result` ends a turn, and the process stays alive; permission requests and hook callbacks are
- * control requests from the CLI; with `--replay-user-messages` the CLI echoes the host's own answers.
+ * the message is the receipt (2.1.197 sends no lifecycle, and replays only with the first model response);
+ * `user_message_uuid` names a frame's turn where the CLI gives it; a `result` ends a turn, and the process stays
+ * alive; permission requests and hook callbacks are control requests from the CLI; with `--replay-user-messages`
+ * the CLI echoes the host's own answers.
  *
  * @internal
  */
@@ -167,6 +168,9 @@ const sessionSystemSubtypes: ReadonlySet<string> = new Set(["background_tasks_ch
  */
 const receiptsSince: ReadonlyArray<number> = [2, 1, 332]
 
+/** How many prompt uuids a machine remembers for their replays (a queued turn's prompt is encoded when sent). */
+const promptMemory = 1024
+
 /** Is `version` (`"2.1.332"`) at least `floor`? A version that does not parse is not. */
 const atLeast = (version: string, floor: ReadonlyArray<number>): boolean => {
   const parts = version.split(".")
@@ -190,6 +194,12 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   let initLifecycle: boolean | undefined
   /** The CLI's version, from the handshake (2.1.3xx) or from `system/init` (2.1.197 says it only there). */
   let version: string | undefined
+  /**
+   * The uuids of the prompts this machine wrote, until their replay: only those replays are receipts and a turn's.
+   * The CLI also replays output of its own under a uuid it mints (`set_model`'s `<local-command-stdout>`, seen while
+   * idle on 2.1.197 and 2.1.332): that is the session's, whatever turn runs when it comes.
+   */
+  const prompts = new Set<string>()
 
   const route = (value: ClaudeProtocol.Frame): Provider.Items => {
     switch (value.type) {
@@ -215,8 +225,10 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         return out
       }
       case "user": {
-        if (value.isReplay === true && typeof value.uuid === "string") {
-          return [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
+        if (value.isReplay === true) {
+          return typeof value.uuid === "string" && prompts.delete(value.uuid)
+            ? [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
+            : frame("user", "replay", value, undefined, "session")
         }
         const content = value.message.content
         const out: Array<Provider.Item> = []
@@ -403,16 +415,18 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       if (value._tag === "Unknown") return frame(value.type, value.subtype, value.raw, undefined)
       return route(value.frame)
     },
-    prompt: (turnId, prompt) => ({
-      _tag: "Write",
-      line: ClaudeProtocol.encodeUserMessage({
+    prompt: (turnId, prompt) => {
+      const line = ClaudeProtocol.encodeUserMessage({
         type: "user",
         message: { role: "user", content: prompt },
         parent_tool_use_id: null,
         session_id: "",
         uuid: turnId
       })
-    }),
+      prompts.add(turnId)
+      if (prompts.size > promptMemory) prompts.delete(prompts.values().next().value!)
+      return { _tag: "Write", line }
+    },
     interrupt: (_turnId, ref) => ({
       _tag: "Write",
       line: ClaudeProtocol.encodeControlRequest(`${refPrefix}${ref}`, { subtype: "interrupt" })
