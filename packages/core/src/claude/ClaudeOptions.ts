@@ -125,7 +125,9 @@ export interface Options {
    *   the host and the CLI (its memory). Not in any environment, argv or file, so tool processes do not inherit
    *   it; a process of the same user that may ptrace the CLI (root; any same-uid process where Yama's
    *   ptrace_scope is 0) can still read the CLI's memory. Needs a transport that hands pipes over (the Node
-   *   transport does, except on Windows, where the spawn fails with `SpawnFailed`: use `"environment"` there).
+   *   transport does, except on Windows, where the spawn fails with `SpawnFailed`: use `"environment"` there), and
+   *   a CLI that reads the pipe: 2.1.332 does, 2.1.197 does not (it starts without a key, and every turn fails
+   *   with `ApiError` "Not logged in"): use `"environment"` with 2.1.197.
    * - `"environment"`: `ANTHROPIC_API_KEY` in the CLI's environment. Readable by: the CLI, every process it
    *   starts (tools, hooks, MCP servers: `printenv` in a Bash tool hands it to the model), and every process of
    *   the same user through `/proc/<pid>/environ`, for as long as any of them runs.
