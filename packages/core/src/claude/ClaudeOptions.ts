@@ -99,8 +99,10 @@ export interface Options {
    */
   readonly includePartialMessages?: boolean | undefined
   /**
-   * `--replay-user-messages`, on by default: the session's delivery fence waits for the replay of the prompt's
-   * uuid. Turn it off only without a session.
+   * `--replay-user-messages`, on by default: the CLI replays each prompt under its uuid (2.1.197: only with the
+   * turn's first model response) and echoes the host's own answers to its requests, which the session ignores. The
+   * session's delivery fence does not wait for the replay: what the CLI prints after a prompt's write is that
+   * turn's, and its first frame acknowledges it (2.1.3xx also sends `command_lifecycle queued`).
    */
   readonly replayUserMessages?: boolean | undefined
   /** `--no-session-persistence`: no transcript on disk (the session cannot be resumed). */
