@@ -10,35 +10,10 @@
  * sent. Every test runs on both versions.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ClaudeSession, type EventLog, Permission, type SessionEvent, Timeouts, Transport } from "@tether/core"
+import { ClaudeSession, type EventLog, Permission, type SessionEvent, Transport } from "@tether/core"
 import { MockClaude, MockTransport, PinnedClaude } from "@tether/testing"
-import { type Duration, Effect, Exit, Fiber, Scope, Stream } from "effect"
-import * as TestTime from "./support/TestTime.ts"
-
-type Frame = { readonly [key: string]: any }
-
-const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) => TestTime.settle(effect, { step: "5 millis", steps: 4_000 })
-
-const advance = (duration: Duration.Input) => TestTime.advance(duration, "5 millis")
-
-const now = Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe()))
-
-const timeouts = (overrides: Partial<{ readonly [K in keyof Timeouts.Timeouts]: Duration.Input }>) =>
-  Effect.runSync(Timeouts.make(overrides))
-
-/** Starts a session in its own scope, runs `body`, then closes the session on TestClock. */
-const withSession = <A, E, R>(
-  options: ClaudeSession.Options,
-  body: (session: ClaudeSession.ClaudeSession, cli: MockTransport.MockConnection) => Effect.Effect<A, E, R>
-) =>
-  Effect.gen(function*() {
-    const scope = yield* Scope.make()
-    const session = yield* settle(ClaudeSession.make(options).pipe(Scope.provide(scope)))
-    const cli = yield* (yield* MockTransport.MockTransport).latest
-    const exit = yield* Effect.exit(body(session, cli))
-    yield* settle(Scope.close(scope, Exit.void))
-    return yield* exit
-  })
+import { Effect, Exit, Fiber, Scope, Stream } from "effect"
+import { advance, now, settle, snapshotEvents, timeouts, withSession, writtenFrames } from "./support/ClaudeSessions.ts"
 
 /** The turn's own events, from its start to its terminal event. */
 const turnEvents = (turn: ClaudeSession.Turn) =>
@@ -52,19 +27,6 @@ const turnEvents = (turn: ClaudeSession.Turn) =>
     )
   )
 
-/** The session's events from the start of its log to its latest seq now. */
-const sessionEvents = (session: ClaudeSession.ClaudeSession) =>
-  Effect.scoped(
-    Effect.gen(function*() {
-      const stream = yield* session.subscribe("start")
-      const latest = yield* session.latestSeq
-      const deliveries = yield* Stream.runCollect(
-        Stream.takeUntil(stream, (delivery) => delivery._tag === "Event" && delivery.seq >= latest)
-      )
-      return Array.from(deliveries).flatMap((delivery) => delivery._tag === "Event" ? [delivery.event] : [])
-    })
-  )
-
 const isTag = <T extends SessionEvent.SessionEvent["_tag"]>(tag: T) =>
 (
   event: SessionEvent.SessionEvent
@@ -76,9 +38,6 @@ const isFrame = (type: string, subtype?: string) => (event: SessionEvent.Session
 /** set_model's output, replayed by the CLI as a user frame under a uuid of its own. */
 const isLocalCommandReplay = (event: SessionEvent.SessionEvent) =>
   isFrame("user", "replay")(event) && JSON.stringify(event.raw).includes("<local-command-stdout>")
-
-const writtenFrames = (cli: MockTransport.MockConnection) =>
-  Effect.map(cli.written, (all) => all as ReadonlyArray<Frame>)
 
 const words = (n: number) => Array.from({ length: n }, (_, i) => `w${i} `)
 
@@ -203,7 +162,7 @@ for (const version of PinnedClaude.versions) {
           const events = yield* turnEvents(turn)
           assert.strictEqual((yield* turn.result).text, "hello")
           assert.isFalse(events.some(isLocalCommandReplay), "not the turn's")
-          const all = yield* sessionEvents(session)
+          const all = yield* snapshotEvents(session)
           const local = all.filter(isLocalCommandReplay)
           if (oldest) assert.strictEqual(local.length, 2, "2.1.197 replays set_model's output")
           assert.isTrue(local.every((event) => event.turnId === undefined))
