@@ -22,15 +22,7 @@ import * as SessionMachine from "../src/internal/session/machine.ts"
 import type { Capabilities } from "../src/Provider.ts"
 import type { AnyTurnError, TurnResult } from "../src/Turn.ts"
 import { fixtureFiles, fixtureVersions, readLines, scenarioOf, versionOf } from "./support/Fixtures.ts"
-
-/** One line of a `.ndjson` transcript. */
-interface Entry {
-  readonly t: number
-  readonly dir: ">" | "<" | "err" | "note"
-  readonly msg?: any
-  readonly raw?: string
-  readonly text?: string
-}
+import { deadlines, describeExit, type Entry, eventsTagged, processesOf } from "./support/Transcripts.ts"
 
 interface Transcript {
   readonly version: string
@@ -47,17 +39,6 @@ const transcripts: ReadonlyArray<Transcript> = fixtureFiles(".ndjson").map((file
 /** Transcripts a session cannot replay, and why. */
 const notReplayed: Readonly<Record<string, string>> = {
   noinit: "the host never sent initialize; a session always does"
-}
-
-const deadlines: SessionMachine.Deadlines = {
-  startup: 600_000,
-  control: 600_000,
-  delivery: 600_000,
-  ack: 600_000,
-  turn: 600_000,
-  stall: 600_000,
-  interrupt: 600_000,
-  permission: 600_000
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -357,14 +338,8 @@ const replayProcess = (name: string, entries: ReadonlyArray<Entry>): Process => 
 }
 
 /** Splits a transcript at its spawn notes and replays each process. */
-const replay = (transcript: Transcript): ReadonlyArray<Process> => {
-  const segments: Array<Array<Entry>> = []
-  for (const entry of transcript.entries) {
-    if (entry.dir === "note" && entry.text?.startsWith("spawned process ")) segments.push([])
-    segments.at(-1)?.push(entry)
-  }
-  return segments.map((segment) => replayProcess(transcript.name, segment))
-}
+const replay = (transcript: Transcript): ReadonlyArray<Process> =>
+  processesOf(transcript.entries).map((segment) => replayProcess(transcript.name, segment))
 
 /** How each prompt of a process ended, by its uuid, from the transcript's lines alone. */
 const expectedTurns = (entries: ReadonlyArray<Entry>): Map<string, Expected> => {
@@ -415,13 +390,6 @@ const expectedTurns = (entries: ReadonlyArray<Entry>): Map<string, Expected> => 
   return expected
 }
 
-const describeExit = (exit: Exit.Exit<TurnResult, AnyTurnError> | undefined): string => {
-  if (exit === undefined) return "unsettled"
-  if (Exit.isSuccess(exit)) return `Completed ${JSON.stringify(exit.value.text)}`
-  const error = Cause.findErrorOption(exit.cause)
-  return Option.isSome(error) ? `${error.value._tag} ${error.value.message}` : Cause.pretty(exit.cause)
-}
-
 const assertSettled = (name: string, turn: HostTurn, expected: Expected | undefined) => {
   const what = `${name}: turn ${turn.uuid} (${describeExit(turn.exit)})`
   assert.isDefined(expected, `${what}: the transcript shows no end of this turn`)
@@ -455,11 +423,6 @@ const assertSettled = (name: string, turn: HostTurn, expected: Expected | undefi
   }
 }
 
-const eventsTagged = <T extends SessionEvent.SessionEvent["_tag"]>(
-  events: ReadonlyArray<SessionEvent.SessionEvent>,
-  tag: T
-) => events.filter((event): event is Extract<SessionEvent.SessionEvent, { readonly _tag: T }> => event._tag === tag)
-
 const transcript = (version: string, name: string): Transcript => {
   const found = transcripts.find((transcript) => transcript.version === version && transcript.name === name)
   assert.isDefined(found, `no transcript ${version}/${name}`)
@@ -486,11 +449,7 @@ describe("Claude transcripts through the protocol machine and the session machin
     const processes = replay(transcript)
 
     it("every turn settles as the transcript shows; the session writes what the host wrote", () => {
-      const segments: Array<Array<Entry>> = []
-      for (const entry of transcript.entries) {
-        if (entry.dir === "note" && entry.text?.startsWith("spawned process ")) segments.push([])
-        segments.at(-1)?.push(entry)
-      }
+      const segments = processesOf(transcript.entries)
       processes.forEach((process, i) => {
         const name = `${transcript.version}/${transcript.name} (process ${i + 1})`
         assert.isDefined(process.atHandshake, `${name}: the handshake finished`)
