@@ -15,6 +15,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Permission, type SessionEvent } from "@tether/core"
+import { PinnedClaude } from "@tether/testing"
 import { Cause, Exit, Option } from "effect"
 import * as ClaudeProtocol from "../src/claude/ClaudeProtocol.ts"
 import * as ClaudeMachine from "../src/claude/internal/machine.ts"
@@ -435,7 +436,7 @@ const transcript = (version: string, name: string): Transcript => {
 
 describe("Claude transcripts through the protocol machine and the session machine", () => {
   it("both pinned versions recorded transcripts", () => {
-    assert.deepStrictEqual(fixtureVersions, ["2.1.332", "2.1.197"])
+    assert.deepStrictEqual(fixtureVersions, [...PinnedClaude.versions])
     for (const version of fixtureVersions) {
       assert.isAtLeast(transcripts.filter((transcript) => transcript.version === version).length, 20, version)
     }
@@ -485,7 +486,7 @@ describe("Claude transcripts through the protocol machine and the session machin
           const replayed = process.cli.findIndex((msg, i) =>
             i >= turn.writtenAfter! && msg.type === "user" && msg.isReplay === true && msg.uuid === turn.uuid
           )
-          if (transcript.version === "2.1.197") {
+          if (transcript.version === PinnedClaude.oldest) {
             // No receipt: the turn's first frame (system/init, or the UserPromptSubmit hook's request), long before
             // the replay, which comes only with the first model response.
             assert.include(["system", "control_request"], line.type, what)
@@ -505,7 +506,7 @@ describe("Claude transcripts through the protocol machine and the session machin
   })
 
   for (const version of fixtureVersions) {
-    const oldest = version === "2.1.197"
+    const oldest = version === PinnedClaude.oldest
     describe(`what a host sees, replayed from ${version}`, () => {
       it("capabilities: receipts and the CLI's version, from the handshake or the first system/init", () => {
         const [process] = replay(transcript(version, "plain"))

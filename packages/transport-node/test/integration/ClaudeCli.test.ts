@@ -14,6 +14,7 @@
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { ClaudeSession, EventLog, Permission, Transport } from "@tether/core"
+import { PinnedClaude } from "@tether/testing"
 import { Duration, Effect, Exit, Fiber, Option, Redacted, Scope, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
@@ -51,7 +52,7 @@ const inWorld = <A, E>(cli: Cli, body: (world: World) => Effect.Effect<A, E, Sco
   }).pipe(Effect.provide(cli.transport))
 
 /** The oldest supported CLI: no receipts, late replays, controls answered without a payload. */
-const isOldest = (cli: Cli) => cli.version === "2.1.197"
+const isOldest = (cli: Cli) => cli.version === PinnedClaude.oldest
 
 /** The requests that were model calls (2.1.197 also probes `HEAD /`; 2.1.332 checks a new model with one call). */
 const modelCalls = (world: World) =>
