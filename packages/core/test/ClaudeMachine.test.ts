@@ -435,6 +435,23 @@ describe("Claude machine: stdout lines → items", () => {
     assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Frame user/replay (session)"])
   })
 
+  it("a machine remembers the last 1024 prompts for their replays", () => {
+    const m = machine()
+    for (let i = 0; i <= 1024; i++) m.prompt(`t${i}`, "hi")
+    assert.deepStrictEqual(receive(m, F.replay("t0")).map(describeItem), ["Frame user/replay (session)"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+    assert.deepStrictEqual(receive(m, F.replay("t1024")).map(describeItem), [
+      "Receipt t1024",
+      "Frame user/replay@t1024"
+    ])
+  })
+
+  it("a prompt that cannot be encoded is not remembered", () => {
+    const m = machine()
+    assert.throws(() => m.prompt("t1", [{ type: "image", data: 1n }]))
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Frame user/replay (session)"])
+  })
+
   it("the replay of set_model's output while idle (2.1.197 and 2.1.332) is neither a receipt nor a turn's", () => {
     const m = machine()
     m.prompt("t1", "hi")
