@@ -137,9 +137,11 @@ describe("Claude machine: stdout lines → items", () => {
         items: ["AssistantMessage \"\""]
       },
       {
-        name: "the replay of the host's message is its receipt",
-        frame: F.replay("t1"),
-        items: ["Receipt t1", "Frame user/replay@t1"]
+        name: "a replay of no prompt this machine wrote (set_model's output, a uuid the CLI minted) is no turn's",
+        frame: F.user("<local-command-stdout>Set model to claude-sonnet-4-5</local-command-stdout>", {
+          isReplay: true
+        }),
+        items: ["Frame user/replay (session)"]
       },
       {
         name: "a user frame that is not a replay is only a frame",
@@ -451,6 +453,41 @@ describe("Claude machine: stdout lines → items", () => {
     })
   }
 
+  it("the replay of a prompt the machine wrote is its receipt, once", () => {
+    const m = machine()
+    m.prompt("t1", "hi")
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Frame user/replay (session)"])
+  })
+
+  it("a machine remembers the last 1024 prompts for their replays", () => {
+    const m = machine()
+    for (let i = 0; i <= 1024; i++) m.prompt(`t${i}`, "hi")
+    assert.deepStrictEqual(receive(m, F.replay("t0")).map(describeItem), ["Frame user/replay (session)"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+    assert.deepStrictEqual(receive(m, F.replay("t1024")).map(describeItem), [
+      "Receipt t1024",
+      "Frame user/replay@t1024"
+    ])
+  })
+
+  it("a prompt that cannot be encoded is not remembered", () => {
+    const m = machine()
+    assert.throws(() => m.prompt("t1", [{ type: "image", data: 1n }]))
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Frame user/replay (session)"])
+  })
+
+  it("the replay of set_model's output while idle (2.1.197 and 2.1.332) is neither a receipt nor a turn's", () => {
+    const m = machine()
+    m.prompt("t1", "hi")
+    const local = F.user("<local-command-stdout>Set model to claude-opus-5-5</local-command-stdout>", {
+      uuid: "00000000-0000-4000-8000-000000000020",
+      isReplay: true
+    })
+    assert.deepStrictEqual(receive(m, local).map(describeItem), ["Frame user/replay (session)"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+  })
+
   it("every frame's event keeps the raw frame, unknown fields included", () => {
     const unknown = { type: "brand_new", subtype: "kind", payload: [1], nested: { deep: true } }
     const known = { ...F.delta("hi"), future_field: { x: 1 } }
@@ -548,6 +585,16 @@ describe("Claude machine: handshake", () => {
     ])
   })
 
+  it("2.1.197 names its version only in system/init: the notes name it from the first turn on", () => {
+    const m = machine()
+    m.start()
+    // 2.1.197's answer: commands, agents, output styles, models, account, pid; no version.
+    receive(m, F.initOk({ commands: [], pid: 10001 }))
+    assert.deepStrictEqual(m.capabilities().notes, [])
+    receive(m, F.init({ claude_code_version: "2.1.197" }))
+    assert.deepStrictEqual(m.capabilities().notes, ["claude 2.1.197"])
+  })
+
   it("an initialize answer with no payload (older CLIs) is ready with nothing", () => {
     const m = machine()
     m.start()
@@ -620,6 +667,33 @@ describe("Claude machine: handshake", () => {
     const byFrame = machine()
     receive(byFrame, F.lifecycle("started", "t1"))
     assert.strictEqual(byFrame.capabilities().receipts, "explicit")
+  })
+
+  it("capabilities: a handshake that names 2.1.332 or later says explicit receipts before any turn", () => {
+    const handshake = (payload: object) => {
+      const m = machine()
+      m.start()
+      receive(m, F.initOk(payload))
+      return m
+    }
+    assert.strictEqual(handshake({ claude_code_version: "2.1.332" }).capabilities().receipts, "explicit")
+    assert.strictEqual(handshake({ claude_code_version: "2.2.0" }).capabilities().receipts, "explicit")
+    assert.strictEqual(handshake({ claude_code_version: "10.0.1" }).capabilities().receipts, "explicit")
+    // Older or unknown: first output until the CLI shows more.
+    assert.strictEqual(handshake({ claude_code_version: "2.1.331" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ claude_code_version: "2.0.400" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ claude_code_version: "next" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ commands: [] }).capabilities().receipts, "first-output")
+    // What a turn's system/init says settles it, both ways.
+    const said = handshake({ claude_code_version: "2.1.332" })
+    receive(said, F.init({ claude_code_version: "2.1.332", capabilities: ["interrupt_receipt_v1"] }))
+    assert.strictEqual(said.capabilities().receipts, "first-output")
+    const shown = handshake({ claude_code_version: "2.1.250" })
+    receive(shown, F.init({ capabilities: ["msg_lifecycle_v1"] }))
+    assert.strictEqual(shown.capabilities().receipts, "explicit")
+    // A lifecycle frame is a receipt whatever was said before.
+    receive(said, F.lifecycle("queued", "t1"))
+    assert.strictEqual(said.capabilities().receipts, "explicit")
   })
 })
 
@@ -831,6 +905,23 @@ describe("session machine over Claude", () => {
       ]
     )
     assert.strictEqual(b.m.nextDeadline(), Infinity)
+  })
+
+  it("2.1.197: set_model's replay while idle is published as the session's, and the next turn waits for its own frame", () => {
+    const b = session("2.1.197")
+    b.input((m, now) => m.control(now, { subtype: "set_model", model: "claude-sonnet-4-5" }))
+    const local = F.user("<local-command-stdout>Set model to claude-sonnet-4-5</local-command-stdout>", {
+      uuid: "cli-minted",
+      isReplay: true
+    })
+    assert.deepStrictEqual(b.cli(local), ["Frame:user/replay"])
+    assert.isUndefined(b.events().at(-1)!.turnId)
+    assert.deepStrictEqual(b.cli(F.controlOk("tether_1")), ["Frame:control_response/success", "control #1 ok {}"])
+    sendPrompt(b)
+    // Were it to arrive after the prompt's write, it would still not be the turn's, nor its receipt.
+    assert.deepStrictEqual(b.cli({ ...local, uuid: "cli-minted-2" }), ["Frame:user/replay"])
+    assert.isFalse(b.m.active?.acknowledged)
+    assert.deepStrictEqual(b.cli(F.init()), ["TurnAcknowledged@t1", "Frame:system/init@t1"])
   })
 
   it("a control answered without a payload (older CLIs) succeeds with what the CLI sent", () => {

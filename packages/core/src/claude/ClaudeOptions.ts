@@ -99,8 +99,10 @@ export interface Options {
    */
   readonly includePartialMessages?: boolean | undefined
   /**
-   * `--replay-user-messages`, on by default: the session's delivery fence waits for the replay of the prompt's
-   * uuid. Turn it off only without a session.
+   * `--replay-user-messages`, on by default: the CLI replays each prompt under its uuid (2.1.197: only with the
+   * turn's first model response) and echoes the host's own answers to its requests, which the session ignores. The
+   * session's delivery fence does not wait for the replay: what the CLI prints after a prompt's write is that
+   * turn's, and its first frame acknowledges it (2.1.3xx also sends `command_lifecycle queued`).
    */
   readonly replayUserMessages?: boolean | undefined
   /** `--no-session-persistence`: no transcript on disk (the session cannot be resumed). */
@@ -125,7 +127,9 @@ export interface Options {
    *   the host and the CLI (its memory). Not in any environment, argv or file, so tool processes do not inherit
    *   it; a process of the same user that may ptrace the CLI (root; any same-uid process where Yama's
    *   ptrace_scope is 0) can still read the CLI's memory. Needs a transport that hands pipes over (the Node
-   *   transport does, except on Windows, where the spawn fails with `SpawnFailed`: use `"environment"` there).
+   *   transport does, except on Windows, where the spawn fails with `SpawnFailed`: use `"environment"` there), and
+   *   a CLI that reads the pipe: 2.1.332 does, 2.1.197 does not (it starts without a key, and every turn fails
+   *   with `ApiError` "Not logged in"): use `"environment"` with 2.1.197.
    * - `"environment"`: `ANTHROPIC_API_KEY` in the CLI's environment. Readable by: the CLI, every process it
    *   starts (tools, hooks, MCP servers: `printenv` in a Bash tool hands it to the model), and every process of
    *   the same user through `/proc/<pid>/environ`, for as long as any of them runs.

@@ -4,9 +4,10 @@
  *
  * What it knows of the CLI (see docs/protocol): the handshake is one `initialize` control request; a prompt is a
  * user message stamped with the host's turn id as its uuid; `command_lifecycle queued` (2.1.3xx) or the replay of
- * the message is the receipt, and older releases send neither; `user_message_uuid` names a frame's turn where the
- * CLI gives it; a `result` ends a turn, and the process stays alive; permission requests and hook callbacks are
- * control requests from the CLI; with `--replay-user-messages` the CLI echoes the host's own answers.
+ * the message is the receipt (2.1.197 sends no lifecycle, and replays only with the first model response);
+ * `user_message_uuid` names a frame's turn where the CLI gives it; a `result` ends a turn, and the process stays
+ * alive; permission requests and hook callbacks are control requests from the CLI; with `--replay-user-messages`
+ * the CLI echoes the host's own answers.
  *
  * @internal
  */
@@ -160,13 +161,45 @@ const str = (u: unknown): string | undefined => typeof u === "string" ? u : unde
 const sessionSystemSubtypes: ReadonlySet<string> = new Set(["background_tasks_changed", "commands_changed"])
 
 /**
+ * The oldest release known to send `command_lifecycle` receipts: 2.1.332 does (`msg_lifecycle_v1` in `system/init`),
+ * 2.1.197 does not, and the initialize answer says nothing of them. A CLI whose handshake names this version or a
+ * later one is reported with explicit receipts from the handshake on; what its first `system/init` says (or a
+ * lifecycle frame) settles it.
+ */
+const receiptsSince: ReadonlyArray<number> = [2, 1, 332]
+
+/** How many prompt uuids a machine remembers for their replays (a queued turn's prompt is encoded when sent). */
+const promptMemory = 1024
+
+/** Is `version` (`"2.1.332"`) at least `floor`? A version that does not parse is not. */
+const atLeast = (version: string, floor: ReadonlyArray<number>): boolean => {
+  const parts = version.split(".")
+  for (let i = 0; i < floor.length; i++) {
+    const part = Number.parseInt(parts[i] ?? "", 10)
+    if (!Number.isFinite(part)) return false
+    if (part !== floor[i]) return part > floor[i]
+  }
+  return true
+}
+
+/**
  * The protocol machine of one Claude session.
  */
 export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   const decodeOptions = { maxLineLength: options.maxLineLength }
   let handshaking = false
+  /** A `command_lifecycle` frame came: the CLI sends receipts. */
   let lifecycle = false
+  /** What the last `system/init` said of receipts (`msg_lifecycle_v1`); undefined before the first one. */
+  let initLifecycle: boolean | undefined
+  /** The CLI's version, from the handshake (2.1.3xx) or from `system/init` (2.1.197 says it only there). */
   let version: string | undefined
+  /**
+   * The uuids of the prompts this machine wrote, until their replay: only those replays are receipts and a turn's.
+   * The CLI also replays output of its own under a uuid it mints (`set_model`'s `<local-command-stdout>`, seen while
+   * idle on 2.1.197 and 2.1.332): that is the session's, whatever turn runs when it comes.
+   */
+  const prompts = new Set<string>()
 
   const route = (value: ClaudeProtocol.Frame): Provider.Items => {
     switch (value.type) {
@@ -192,8 +225,10 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         return out
       }
       case "user": {
-        if (value.isReplay === true && typeof value.uuid === "string") {
-          return [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
+        if (value.isReplay === true) {
+          return typeof value.uuid === "string" && prompts.delete(value.uuid)
+            ? [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
+            : frame("user", "replay", value, undefined, "session")
         }
         const content = value.message.content
         const out: Array<Provider.Item> = []
@@ -235,7 +270,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       case "system": {
         switch (value.subtype) {
           case "init":
-            if (value.capabilities?.includes("msg_lifecycle_v1") === true) lifecycle = true
+            initLifecycle = value.capabilities?.includes("msg_lifecycle_v1") === true
+            if (value.claude_code_version !== undefined) version = value.claude_code_version
             return [{ _tag: "SessionId", sessionId: value.session_id }, frame("system", "init", value, undefined)]
           case "api_retry":
             return {
@@ -383,16 +419,18 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       }
       return route(value.frame)
     },
-    prompt: (turnId, prompt) => ({
-      _tag: "Write",
-      line: ClaudeProtocol.encodeUserMessage({
+    prompt: (turnId, prompt) => {
+      const line = ClaudeProtocol.encodeUserMessage({
         type: "user",
         message: { role: "user", content: prompt },
         parent_tool_use_id: null,
         session_id: "",
         uuid: turnId
       })
-    }),
+      prompts.add(turnId)
+      if (prompts.size > promptMemory) prompts.delete(prompts.values().next().value!)
+      return { _tag: "Write", line }
+    },
     interrupt: (_turnId, ref) => ({
       _tag: "Write",
       line: ClaudeProtocol.encodeControlRequest(`${refPrefix}${ref}`, { subtype: "interrupt" })
@@ -422,7 +460,9 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         : { _tag: "Write", line: ClaudeProtocol.encodeControlError(requestId, reply.message) },
     capabilities: () => ({
       provider: "claude",
-      receipts: lifecycle ? "explicit" : "first-output",
+      receipts: lifecycle || (initLifecycle ?? (version !== undefined && atLeast(version, receiptsSince)))
+        ? "explicit"
+        : "first-output",
       interrupt: true,
       permissionKinds: ["tool"],
       resume: true,
