@@ -162,6 +162,7 @@ interface Launch {
   readonly permissionPrompt: boolean
   readonly sessionState: boolean
   readonly sessionId: string | undefined
+  readonly resume: string | undefined
   readonly model: string | undefined
   readonly permissionMode: string | undefined
   readonly maxTurns: number | undefined
@@ -221,7 +222,8 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     this.launch = parseLaunch(launch)
     this.pid = launch.pid
     this.ids = makeIds(launch.pid)
-    this.sessionId = this.launch.sessionId ?? this.ids.uuid()
+    // `--resume <id>` continues that session under its own id (a new one only with `--fork-session --session-id`).
+    this.sessionId = this.launch.sessionId ?? this.launch.resume ?? this.ids.uuid()
     this.cwd = launch.cwd
     this.defaultModel = this.launch.model ?? options.model
     this.model = this.defaultModel
@@ -1630,6 +1632,7 @@ const parseLaunch = (launch: Simulator.Launch): Launch => {
     permissionPrompt: flagValue(args, "--permission-prompt-tool") === "stdio",
     sessionState: launch.env["CLAUDE_CODE_SDK_READS_SESSION_STATE"] === "1",
     sessionId: flagValue(args, "--session-id"),
+    resume: flagValue(args, "--resume"),
     model: flagValue(args, "--model"),
     permissionMode: flagValue(args, "--permission-mode"),
     maxTurns: number("--max-turns"),
