@@ -21,6 +21,11 @@ export * as MockTransport from "./MockTransport.ts"
 /**
  * @since 0.2.0
  */
+export * as MockCodex from "./MockCodex.ts"
+
+/**
+ * @since 0.2.0
+ */
 export * as MockOpenAI from "./MockOpenAI.ts"
 
 /**
