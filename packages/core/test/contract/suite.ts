@@ -6,9 +6,11 @@
  * substitute instead.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { EventLog, Permission, type SessionEvent, TetherError, Timeouts, Transport } from "@tether/core"
+import { EventLog, Permission, TetherError, Timeouts, Transport } from "@tether/core"
 import { MockTransport } from "@tether/testing"
 import { type Duration, Effect, Exit, Option, Scope, Stream } from "effect"
+import * as SessionLog from "../support/SessionLog.ts"
+import { tagged } from "../support/SessionLog.ts"
 import * as TestTime from "../support/TestTime.ts"
 import type { Adapter, AnySession, Options, Script } from "./Adapter.ts"
 
@@ -22,25 +24,7 @@ const now = Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUn
 const timeouts = (overrides: Partial<{ readonly [K in keyof Timeouts.Timeouts]: Duration.Input }>) =>
   Effect.runSync(Timeouts.make(overrides))
 
-/** The events of the session's log from its start up to its latest seq at the time of the call. */
-const snapshot = (session: AnySession) =>
-  Effect.scoped(
-    Effect.gen(function*() {
-      const stream = yield* session.subscribe("start")
-      const latest = yield* session.latestSeq
-      const deliveries = yield* Stream.runCollect(
-        Stream.takeUntil(stream, (d) => d._tag === "Event" && d.seq >= latest)
-      )
-      return Array.from(deliveries).filter(EventLog.isEvent)
-    })
-  )
-
-const eventsOf = (session: AnySession) => Effect.map(snapshot(session), (all) => all.map((d) => d.event))
-
-const tagged = <T extends SessionEvent.SessionEvent["_tag"]>(
-  events: ReadonlyArray<SessionEvent.SessionEvent>,
-  tag: T
-) => events.filter((e): e is Extract<SessionEvent.SessionEvent, { readonly _tag: T }> => e._tag === tag)
+const eventsOf = SessionLog.events
 
 const errorOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   assert.isTrue(Exit.isFailure(exit), "expected a failure")
@@ -141,7 +125,7 @@ export const contract = (adapter: Adapter) => {
             assert.isTrue(yield* session.isAlive)
             assert.strictEqual(yield* session.status, "idle")
 
-            const deliveries = yield* snapshot(session)
+            const deliveries = yield* SessionLog.snapshot(session)
             for (let i = 1; i < deliveries.length; i++) assert.strictEqual(deliveries[i].seq, deliveries[i - 1].seq + 1)
             const own = deliveries.map((d) => d.event).filter((e) => e.turnId === turn.id)
             const tags = own.map((e) => e._tag).filter((tag) => tag !== "Status" && tag !== "Frame")
