@@ -515,8 +515,8 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
     this.threads.set(threadId, thread)
     if (!thread.ephemeral) this.rollouts.set(threadId, rollout)
     this.respond(id, this.threadResult(thread))
-    // `thread/started` follows the response (docs/protocol §8.6).
-    yield* sleep(2)
+    // `thread/started` follows the response (docs/protocol §8.6), a moment later.
+    yield* sleep(Math.min(2, this.timing.thread))
     this.notify("thread/started", { thread: this.threadObject(thread) })
   }
 
