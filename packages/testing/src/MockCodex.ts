@@ -59,6 +59,7 @@ import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
 import * as CodexSimulator from "./internal/codexSimulator.ts"
+import * as Rules from "./internal/script.ts"
 import type * as Simulator from "./Simulator.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -408,17 +409,7 @@ export const rejectTurn = (
 export const text = (
   content: string | ReadonlyArray<string | Chunk>,
   options: { readonly delay?: Duration.Input | undefined } = {}
-): Text => {
-  const parts = typeof content === "string" ? [content] : content
-  return {
-    _tag: "Text",
-    chunks: parts.map((part) =>
-      typeof part === "string"
-        ? { text: part, delay: options.delay }
-        : { text: part.text, delay: part.delay ?? options.delay }
-    )
-  }
-}
+): Text => ({ _tag: "Text", chunks: Rules.chunksOf(content, options.delay) })
 
 /**
  * A shell command. By default it asks as the thread's approval policy says, runs for {@link Timing.command}, prints
@@ -535,15 +526,7 @@ export const turn = (...steps: ReadonlyArray<Step>): Turn => ({ match: undefined
 export const when = (
   match: string | RegExp | ((prompt: string) => boolean),
   ...steps: ReadonlyArray<Step>
-): Turn => ({
-  match: typeof match === "string"
-    ? (prompt) => prompt.includes(match)
-    : match instanceof RegExp
-    ? (prompt) => match.test(prompt)
-    : match,
-  once: false,
-  steps
-})
+): Turn => ({ match: Rules.predicateOf(match), once: false, steps })
 
 /**
  * Process-wide behaviour of the simulated server.

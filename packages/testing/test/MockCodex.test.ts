@@ -15,20 +15,13 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as MockCodex from "../src/MockCodex.ts"
 import type * as Simulator from "../src/Simulator.ts"
+import * as Play from "./support/Play.ts"
+import type { Out } from "./support/Play.ts"
+
+type Input = Play.Input<MockCodex.Fault>
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = Record<string, any>
-
-type Input =
-  | string
-  | { readonly eof: true }
-  | { readonly signal: Simulator.Signal }
-  | { readonly fault: MockCodex.Fault }
-
-interface Out {
-  readonly at: number
-  readonly output: Simulator.Output
-}
 
 const launch = (options: { readonly args?: ReadonlyArray<string>; readonly env?: Record<string, string> } = {}) => ({
   args: options.args ?? ["app-server"],
@@ -45,28 +38,8 @@ const play = (
     readonly inputs: ReadonlyArray<readonly [number, Input]>
     readonly until?: number
   }
-): Array<Out> => {
-  const simulator = MockCodex.simulator(options.script)(launch(options), 0)
-  const until = options.until ?? 10_000
-  const inputs = [...options.inputs]
-  const out: Array<Out> = []
-  let now = 0
-  while (true) {
-    for (let output = simulator.poll(now); output !== undefined; output = simulator.poll(now)) {
-      out.push({ at: now, output })
-    }
-    const next = Math.min(simulator.nextWake(), inputs[0]?.[0] ?? Number.POSITIVE_INFINITY)
-    if (next > until) return out
-    now = next
-    while (inputs.length > 0 && inputs[0][0] <= now) {
-      const input = inputs.shift()![1]
-      if (typeof input === "string") simulator.write(now, input)
-      else if ("eof" in input) simulator.endInput(now)
-      else if ("signal" in input) simulator.signal(now, input.signal)
-      else simulator.trigger(now, input.fault)
-    }
-  }
-}
+): Array<Out> =>
+  Play.play(MockCodex.simulator(options.script)(launch(options), 0), options.inputs, options.until ?? 10_000)
 
 const lines = (out: ReadonlyArray<Out>): Array<Json> =>
   out.flatMap(({ output }) => output._tag === "Stdout" ? [JSON.parse(output.line) as Json] : [])

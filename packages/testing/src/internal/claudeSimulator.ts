@@ -14,14 +14,15 @@
  * @internal
  */
 import * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
-import * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
 import type * as MockClaude from "../MockClaude.ts"
 import type * as Simulator from "../Simulator.ts"
 import { apiErrorType } from "./apiError.ts"
 import { type Ids, makeIds } from "./ids.ts"
 import * as Json from "./json.ts"
-import { Cell, End, type Fiber, Mailbox, never, Scheduler, sleep, take, type Task, wait } from "./tasks.ts"
+import { pickSteps } from "./script.ts"
+import { type Millis, millis, SimulatedCli, toMillis } from "./simulatedCli.ts"
+import { Cell, End, type Fiber, Mailbox, never, sleep, take, type Task, wait } from "./tasks.ts"
 
 type JsonObject = Json.JsonObject
 
@@ -61,11 +62,6 @@ const compareVersions = (a: string, b: string): number => {
   }
   return 0
 }
-
-/** The script's timing in milliseconds. */
-type Millis = { readonly [K in keyof MockClaude.Timing]: number }
-
-const millis = (duration: Duration.Input): number => Duration.toMillis(Duration.fromInputUnsafe(duration))
 
 type Termination =
   | { readonly _tag: "Exit"; readonly code: number; readonly stderr: string }
@@ -177,10 +173,9 @@ interface Launch {
 export const make = (script: MockClaude.Script): Simulator.Factory<MockClaude.Fault> => (launch, now) =>
   new ClaudeCli(script, launch, now)
 
-class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
-  private readonly sched: Scheduler<Simulator.Output>
+class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
   private readonly script: MockClaude.Script
-  private readonly timing: Millis
+  private readonly timing: Millis<MockClaude.Timing>
   private readonly profile: Profile
   private readonly launch: Launch
   private readonly pid: number
@@ -188,7 +183,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly sessionId: string
   private readonly cwd: string
   private readonly defaultModel: string
-  private readonly stdin = new Mailbox<string>()
   private readonly turns = new Mailbox<UserInput>()
 
   private model: string
@@ -199,7 +193,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly unanswered = new Set<string>()
   private ignoreInterrupts = false
   private ignoreSigterm = false
-  private stall: number | "forever" | undefined = undefined
   private idle = true
   private totalCost = 0
   private readonly usageByModel: Record<string, ModelUsage> = {}
@@ -209,15 +202,12 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly pending = new Map<string, Cell<HostAnswer>>()
   private run: TurnRun | undefined = undefined
   private queued: Array<UserInput> = []
-  private ended: "exited" | "hung" | undefined = undefined
 
   constructor(script: MockClaude.Script, launch: Simulator.Launch, now: number) {
+    super(now)
     const options = script.options
-    this.sched = new Scheduler(now)
     this.script = script
-    this.timing = Object.fromEntries(
-      Object.entries(options.timing).map(([key, value]) => [key, millis(value)])
-    ) as unknown as Millis
+    this.timing = toMillis(options.timing)
     this.profile = profileOf(options.version)
     this.launch = parseLaunch(launch)
     this.pid = launch.pid
@@ -237,18 +227,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   // --- inputs ----------------------------------------------------------------------------------------------
 
-  write(now: number, line: string): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.sched.offer(this.stdin, line)
-  }
-
-  endInput(now: number): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.sched.end(this.stdin)
-  }
-
   signal(now: number, signal: Simulator.Signal): void {
     if (this.ended === "exited") return
     if (signal === "SIGTERM" && this.ignoreSigterm) return
@@ -256,20 +234,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     // Killed: what it had not printed yet is lost.
     this.sched.discard()
     this.exit({ _tag: "Signaled", signal })
-  }
-
-  trigger(now: number, fault: MockClaude.Fault): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.applyFault(fault)
-  }
-
-  poll(now: number): Simulator.Output | undefined {
-    return this.sched.poll(now)
-  }
-
-  nextWake(): number {
-    return this.sched.nextWake()
   }
 
   // --- the process -----------------------------------------------------------------------------------------
@@ -289,12 +253,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     }
     if (termination.stderr.length > 0) this.sched.emit({ _tag: "Stderr", text: termination.stderr })
     this.exit({ _tag: "Exited", code: termination.code })
-  }
-
-  private exit(status: Simulator.ExitStatus): void {
-    this.sched.emit({ _tag: "Exit", status })
-    this.ended = "exited"
-    this.sched.halt()
   }
 
   private *reader(): Task {
@@ -329,23 +287,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   private timestamp(): string {
     return new Date(this.sched.now).toISOString()
-  }
-
-  /** A stalled turn waits here before each of its frames; controls and aborts do not. */
-  private *gate(): Task {
-    while (true) {
-      const stalled = this.stall
-      if (stalled === undefined) return
-      if (stalled === "forever") {
-        yield never
-        continue
-      }
-      if (this.sched.now >= stalled) {
-        this.stall = undefined
-        return
-      }
-      yield stalled - this.sched.now
-    }
   }
 
   private *turnEmit(frame: ClaudeProtocol.Frame): Task {
@@ -612,15 +553,7 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   // --- the model -------------------------------------------------------------------------------------------
 
   private pickSteps(prompt: string): ReadonlyArray<MockClaude.Step> {
-    const turns = this.script.turns
-    for (let i = 0; i < turns.length; i++) {
-      const rule = turns[i]
-      if (this.consumed.has(i)) continue
-      if (rule.match !== undefined && !rule.match(prompt)) continue
-      if (rule.once) this.consumed.add(i)
-      return typeof rule.steps === "function" ? rule.steps(prompt) : rule.steps
-    }
-    return this.script.otherwise(prompt)
+    return pickSteps(this.script.turns, this.script.otherwise, this.consumed, prompt)
   }
 
   private addUsage(run: TurnRun, input: number, output: number, cost: number): void {
@@ -948,22 +881,14 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   // --- faults ----------------------------------------------------------------------------------------------
 
-  private applyFault(fault: MockClaude.Fault): void {
+  protected applyFault(fault: MockClaude.Fault): void {
     switch (fault._tag) {
       case "Crash":
         return this.terminate({ _tag: "Exit", code: fault.code, stderr: fault.stderr })
       case "Hang":
         return this.terminate({ _tag: "Hang" })
-      case "Stall": {
-        if (fault.duration === undefined) {
-          this.stall = "forever"
-        } else {
-          const until = this.sched.now + millis(fault.duration)
-          const current = this.stall
-          if (current !== "forever" && (current === undefined || current < until)) this.stall = until
-        }
-        return
-      }
+      case "Stall":
+        return this.stallFor(fault.duration)
       case "Malformed":
       case "Raw":
         return this.print(fault.line)

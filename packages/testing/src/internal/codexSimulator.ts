@@ -12,24 +12,20 @@
  * @internal
  */
 import * as CodexProtocol from "@tether/core/codex/CodexProtocol"
-import * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
 import type * as MockCodex from "../MockCodex.ts"
 import type * as Simulator from "../Simulator.ts"
 import { type Ids, makeIds } from "./ids.ts"
 import * as Json from "./json.ts"
-import { Cell, End, type Fiber, Mailbox, never, Scheduler, sleep, take, type Task, wait } from "./tasks.ts"
+import { pickSteps } from "./script.ts"
+import { type Millis, millis, SimulatedCli, toMillis } from "./simulatedCli.ts"
+import { Cell, End, type Fiber, never, sleep, take, type Task, wait } from "./tasks.ts"
 
 type JsonObject = Json.JsonObject
 
 // ---------------------------------------------------------------------------------------------------------------
 // Models
 // ---------------------------------------------------------------------------------------------------------------
-
-/** The script's timing in milliseconds. */
-type Millis = { readonly [K in keyof MockCodex.Timing]: number }
-
-const millis = (duration: Duration.Input): number => Duration.toMillis(Duration.fromInputUnsafe(duration))
 
 /** How the host answered an approval request. */
 type Decision = "accept" | "decline" | "cancel"
@@ -131,14 +127,12 @@ const rolloutsOf = (script: MockCodex.Script, codexHome: string): Map<string, Ro
 export const make = (script: MockCodex.Script): Simulator.Factory<MockCodex.Fault> => (launch, now) =>
   new CodexServer(script, launch, now)
 
-class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
-  private readonly sched: Scheduler<Simulator.Output>
+class CodexServer extends SimulatedCli<MockCodex.Fault> {
   private readonly script: MockCodex.Script
-  private readonly timing: Millis
+  private readonly timing: Millis<MockCodex.Timing>
   private readonly launch: Launch
   private readonly ids: Ids
   private readonly cwd: string
-  private readonly stdin = new Mailbox<string>()
   private readonly rollouts: Map<string, Rollout>
   private readonly threads = new Map<string, Thread>()
   private readonly consumed = new Set<number>()
@@ -154,17 +148,13 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
   private ignoreInterrupts = false
   private ignoreSigterm = false
   private rejectNext: { readonly code: number; readonly message: string } | undefined = undefined
-  private stall: number | "forever" | undefined = undefined
   /** stdin is closed: the process prints nothing more and exits. */
   private closing = false
-  private ended: "exited" | "hung" | undefined = undefined
 
   constructor(script: MockCodex.Script, launch: Simulator.Launch, now: number) {
-    this.sched = new Scheduler(now)
+    super(now)
     this.script = script
-    this.timing = Object.fromEntries(
-      Object.entries(script.options.timing).map(([key, value]) => [key, millis(value)])
-    ) as unknown as Millis
+    this.timing = toMillis(script.options.timing)
     this.launch = parseLaunch(launch)
     this.ids = makeIds(launch.pid)
     this.cwd = launch.cwd
@@ -174,18 +164,6 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
   }
 
   // --- inputs ----------------------------------------------------------------------------------------------
-
-  write(now: number, line: string): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.sched.offer(this.stdin, line)
-  }
-
-  endInput(now: number): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.sched.end(this.stdin)
-  }
 
   signal(now: number, signal: Simulator.Signal): void {
     if (this.ended === "exited") return
@@ -198,20 +176,6 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
     if (this.ignoreSigterm) return
     // The real server handles SIGTERM and SIGINT: it shuts down (its commands with it) and exits 0.
     this.exit({ _tag: "Exited", code: 0 })
-  }
-
-  trigger(now: number, fault: MockCodex.Fault): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.applyFault(fault)
-  }
-
-  poll(now: number): Simulator.Output | undefined {
-    return this.sched.poll(now)
-  }
-
-  nextWake(): number {
-    return this.sched.nextWake()
   }
 
   // --- the process -----------------------------------------------------------------------------------------
@@ -229,12 +193,6 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
     )
     for (const fault of this.script.options.faults) this.applyFault(fault)
     this.sched.fork(this.reader())
-  }
-
-  private exit(status: Simulator.ExitStatus): void {
-    this.sched.emit({ _tag: "Exit", status })
-    this.ended = "exited"
-    this.sched.halt()
   }
 
   private *reader(): Task {
@@ -274,23 +232,6 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
 
   private respondError(id: CodexProtocol.Id, message: string, code = -32600): void {
     this.print(CodexProtocol.encodeErrorResponse(id, code, message))
-  }
-
-  /** A stalled turn waits here before each of its lines; answers to requests and interrupts do not. */
-  private *gate(): Task {
-    while (true) {
-      const stalled = this.stall
-      if (stalled === undefined) return
-      if (stalled === "forever") {
-        yield never
-        continue
-      }
-      if (this.sched.now >= stalled) {
-        this.stall = undefined
-        return
-      }
-      yield stalled - this.sched.now
-    }
   }
 
   /** A notification of the running turn, held back while the turn is stalled. */
@@ -756,15 +697,7 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
   // --- the model -------------------------------------------------------------------------------------------
 
   private pickSteps(prompt: string): ReadonlyArray<MockCodex.Step> {
-    const turns = this.script.turns
-    for (let i = 0; i < turns.length; i++) {
-      const rule = turns[i]
-      if (this.consumed.has(i)) continue
-      if (rule.match !== undefined && !rule.match(prompt)) continue
-      if (rule.once) this.consumed.add(i)
-      return typeof rule.steps === "function" ? rule.steps(prompt) : rule.steps
-    }
-    return this.script.otherwise(prompt)
+    return pickSteps(this.script.turns, this.script.otherwise, this.consumed, prompt)
   }
 
   /** A model request: its latency, then what it says belongs to it until a tool call ends it. */
@@ -1115,7 +1048,7 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
 
   // --- faults ----------------------------------------------------------------------------------------------
 
-  private applyFault(fault: MockCodex.Fault): void {
+  protected applyFault(fault: MockCodex.Fault): void {
     switch (fault._tag) {
       case "Crash": {
         if (fault.stderr.length > 0) this.sched.emit({ _tag: "Stderr", text: fault.stderr })
@@ -1125,16 +1058,8 @@ class CodexServer implements Simulator.Simulator<MockCodex.Fault> {
         this.ended = "hung"
         return this.sched.halt()
       }
-      case "Stall": {
-        if (fault.duration === undefined) {
-          this.stall = "forever"
-        } else {
-          const until = this.sched.now + millis(fault.duration)
-          const current = this.stall
-          if (current !== "forever" && (current === undefined || current < until)) this.stall = until
-        }
-        return
-      }
+      case "Stall":
+        return this.stallFor(fault.duration)
       case "Malformed":
       case "Raw":
         return this.sched.emit({ _tag: "Stdout", line: fault.line })

@@ -6,6 +6,7 @@
  */
 import * as MockCodex from "../MockCodex.ts"
 import * as ProcessShell from "./processShell.ts"
+import { framesTurns } from "./script.ts"
 
 type Env = { readonly [name: string]: string | undefined }
 
@@ -33,25 +34,11 @@ const fakeScript = (env: Env): MockCodex.Script => {
 }
 
 /** `bin/fast-codex.mjs` (the benchmarks' server): a prompt `FRAMES:<n>` streams n text deltas, at once. */
-const fastScript = (env: Env): MockCodex.Script => {
-  const frames = Number(env.FAST_CODEX_FRAMES ?? "3")
-  // A benchmark sends the same prompt turn after turn: its steps are built once.
-  const steps = new Map<number, ReadonlyArray<MockCodex.Step>>()
-  return MockCodex.make([], {
-    otherwise: (prompt) => {
-      const match = /FRAMES:(\d+)/.exec(prompt)
-      const n = match === null ? frames : Number(match[1])
-      let turn = steps.get(n)
-      if (turn === undefined) {
-        if (steps.size >= 8) steps.clear()
-        turn = [MockCodex.text(Array.from({ length: n }, (_, i) => `tok ${i} `))]
-        steps.set(n, turn)
-      }
-      return turn
-    },
+const fastScript = (env: Env): MockCodex.Script =>
+  MockCodex.make([], {
+    otherwise: framesTurns(Number(env.FAST_CODEX_FRAMES ?? "3"), (chunks) => MockCodex.text(chunks)),
     timing: MockCodex.noWait
   })
-}
 
 /** Runs this process as a fake `codex app-server`. */
 export const main = (options: { readonly fast: boolean }): void => {
