@@ -6,25 +6,16 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClaudeSession, CodexSession, Permission, SessionRegistry } from "@tether/core"
 import { MockClaude, MockCodex, MockTransport } from "@tether/testing"
-import { Effect, Exit, Layer, Scope } from "effect"
+import { Effect, Layer } from "effect"
 import * as SessionLog from "./support/SessionLog.ts"
-import * as TestTime from "./support/TestTime.ts"
-
-const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) => TestTime.settle(effect, { step: "5 millis", steps: 4_000 })
+import * as Sessions from "./support/Sessions.ts"
+import { advance, settle } from "./support/Sessions.ts"
 
 /** Starts a Codex session in a scope of its own, runs `body`, then closes the session on TestClock. */
 const withSession = <A, E, R>(
   options: CodexSession.Options,
   body: (session: CodexSession.CodexSession, cli: MockTransport.MockConnection) => Effect.Effect<A, E, R>
-) =>
-  Effect.gen(function*() {
-    const scope = yield* Scope.make()
-    const session = yield* settle(CodexSession.make(options).pipe(Scope.provide(scope)))
-    const cli = yield* (yield* MockTransport.MockTransport).latest
-    const exit = yield* Effect.exit(body(session, cli))
-    yield* settle(Scope.close(scope, Exit.void))
-    return yield* exit
-  })
+) => Sessions.withSession(CodexSession.make(options), body)
 
 const mock = (...turns: ReadonlyArray<MockCodex.Turn>) => Effect.provide(MockTransport.layer(MockCodex.make(turns)))
 
@@ -72,7 +63,7 @@ describe("CodexSession", () => {
     withSession({ approvalPolicy: "never" }, (session) =>
       Effect.gen(function*() {
         const turn = yield* session.send("sleep")
-        yield* TestTime.advance("500 millis", "5 millis")
+        yield* advance("500 millis")
         assert.strictEqual(yield* settle(session.interrupt), "interrupted")
         const error = yield* Effect.flip(turn.result)
         assert.strictEqual(error._tag, "TurnInterrupted")

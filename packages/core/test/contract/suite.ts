@@ -11,13 +11,10 @@ import { MockTransport } from "@tether/testing"
 import { type Duration, Effect, Exit, Option, Scope, Stream } from "effect"
 import * as SessionLog from "../support/SessionLog.ts"
 import { tagged } from "../support/SessionLog.ts"
+import * as Sessions from "../support/Sessions.ts"
+import { advance, settle } from "../support/Sessions.ts"
 import * as TestTime from "../support/TestTime.ts"
 import type { Adapter, AnySession, Options, Script } from "./Adapter.ts"
-
-// The simulators' chunks are 25 ms apart: the clock moves in 5 ms steps, and an effect may take up to 20 s.
-const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) => TestTime.settle(effect, { step: "5 millis", steps: 4_000 })
-
-const advance = (duration: Duration.Input) => TestTime.advance(duration, "5 millis")
 
 const now = Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe()))
 
@@ -25,6 +22,23 @@ const timeouts = (overrides: Partial<{ readonly [K in keyof Timeouts.Timeouts]: 
   Effect.runSync(Timeouts.make(overrides))
 
 const eventsOf = SessionLog.events
+
+/** Runs a turn that a deadline interrupts: it fails with TurnInterrupted for `reason`, within `[min, max]` ms. */
+const interruptedWithin = (
+  session: AnySession,
+  prompt: string,
+  reason: string,
+  [min, max]: readonly [number, number]
+) =>
+  Effect.gen(function*() {
+    const started = yield* now
+    const error = yield* settle(Effect.flip(session.run(prompt)))
+    assert.strictEqual(error._tag, "TurnInterrupted")
+    if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, reason)
+    const took = (yield* now) - started
+    assert.isAtLeast(took, min)
+    assert.isAtMost(took, max)
+  })
 
 const errorOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   assert.isTrue(Exit.isFailure(exit), "expected a failure")
@@ -37,15 +51,7 @@ export const contract = (adapter: Adapter) => {
   const withSession = <A, E, R>(
     options: Options,
     body: (session: AnySession, cli: MockTransport.MockConnection) => Effect.Effect<A, E, R>
-  ) =>
-    Effect.gen(function*() {
-      const scope = yield* Scope.make()
-      const session = yield* settle(adapter.make(options).pipe(Scope.provide(scope)))
-      const cli = yield* (yield* MockTransport.MockTransport).latest
-      const exit = yield* Effect.exit(body(session, cli))
-      yield* settle(Scope.close(scope, Exit.void))
-      return yield* exit
-    })
+  ) => Sessions.withSession(adapter.make(options), body)
 
   const cli = (script: Script = {}, options?: MockTransport.LayerOptions) =>
     Effect.provide(adapter.transport(script, options))
@@ -371,13 +377,7 @@ export const contract = (adapter: Adapter) => {
       it.effect("a stalled stream is interrupted after the stall timeout", () =>
         withSession({ timeouts: timeouts({ stall: "2 seconds" }) }, (session) =>
           Effect.gen(function*() {
-            const started = yield* now
-            const error = yield* settle(Effect.flip(session.run("stall please")))
-            assert.strictEqual(error._tag, "TurnInterrupted")
-            if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "stall")
-            const took = (yield* now) - started
-            assert.isAtLeast(took, 2_000)
-            assert.isAtMost(took, 2_300)
+            yield* interruptedWithin(session, "stall please", "stall", [2_000, 2_300])
             assert.strictEqual(yield* session.status, "idle")
           })).pipe(cli({ rules: [["stall", { _tag: "Stall", before: "partial" }]] })))
 
@@ -392,16 +392,7 @@ export const contract = (adapter: Adapter) => {
             control: "1 second",
             delivery: "1 second"
           })
-        }, (session) =>
-          Effect.gen(function*() {
-            const started = yield* now
-            const error = yield* settle(Effect.flip(session.run("slow please")))
-            assert.strictEqual(error._tag, "TurnInterrupted")
-            if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "turn-timeout")
-            const took = (yield* now) - started
-            assert.isAtLeast(took, 2_000)
-            assert.isAtMost(took, 2_200)
-          })).pipe(cli(slow)))
+        }, (session) => interruptedWithin(session, "slow please", "turn-timeout", [2_000, 2_200])).pipe(cli(slow)))
     })
 
     describe("a CLI that crashes", () => {
