@@ -4,7 +4,7 @@
  * Every process a run starts carries a marker in its environment and is killed when the test ends, however it ends.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { FakeClaude } from "@tether/testing"
+import { FakeClaude, FakeCodex } from "@tether/testing"
 import { Data, Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import { randomUUID } from "node:crypto"
@@ -143,4 +143,19 @@ describe("examples/src/host.ts", () => {
       assert.match(outcome.stderr, /^nothing reached the CLI, fall back: /)
       assert.notInclude(outcome.stderr, "    at ", "no stack trace")
     }), 60_000)
+})
+
+describe("examples/src/switch-provider.ts", () => {
+  const host = Path.join(examples, "src", "switch-provider.ts")
+  const fakes = { TETHER_CLAUDE_PATH: FakeClaude.path, TETHER_CODEX_PATH: FakeCodex.path }
+
+  for (const [provider, greeting] of [["claude", "fake-claude"], ["codex", "fake-codex"]] as const) {
+    it.live(`with TETHER_PROVIDER=${provider}, the same program runs ${provider}`, () =>
+      Effect.gen(function*() {
+        const outcome = yield* run(host, ["Say hello"], { ...fakes, TETHER_PROVIDER: provider })
+        assert.strictEqual(outcome.code, 0, outcome.stderr)
+        assert.include(outcome.stdout, `Hello from ${greeting} #1: Say hello`)
+        assert.match(outcome.stdout, new RegExp(`${provider}: \\d+ tokens in, \\d+ out`))
+      }), 60_000)
+  }
 })

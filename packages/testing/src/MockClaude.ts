@@ -45,6 +45,7 @@ import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as ClaudeSimulator from "./internal/claudeSimulator.ts"
 import type * as Json from "./internal/json.ts"
+import * as Rules from "./internal/script.ts"
 import type * as Simulator from "./Simulator.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -389,17 +390,7 @@ export const flood = (count?: number): Fault => Fault.Flood({ count })
 export const text = (
   content: string | ReadonlyArray<string | Chunk>,
   options: { readonly delay?: Duration.Input | undefined } = {}
-): Text => {
-  const parts = typeof content === "string" ? [content] : content
-  return {
-    _tag: "Text",
-    chunks: parts.map((part) =>
-      typeof part === "string"
-        ? { text: part, delay: options.delay }
-        : { text: part.text, delay: part.delay ?? options.delay }
-    )
-  }
-}
+): Text => ({ _tag: "Text", chunks: Rules.chunksOf(content, options.delay) })
 
 /**
  * A tool call. By default it needs permission, runs for {@link Timing.tool} and outputs `"ok"`.
@@ -506,7 +497,7 @@ export const turn = (...steps: ReadonlyArray<Step>): Turn => ({ match: undefined
 export const when = (
   match: string | RegExp | ((prompt: string) => boolean),
   ...steps: ReadonlyArray<Step>
-): Turn => ({ match: toPredicate(match), once: false, steps })
+): Turn => ({ match: Rules.predicateOf(match), once: false, steps })
 
 /**
  * A script: the turn rules, what happens when none applies, and the process's options.
@@ -620,13 +611,6 @@ const apiErrorMessage = (status: number): string => {
       return `HTTP ${status}`
   }
 }
-
-const toPredicate = (match: string | RegExp | ((prompt: string) => boolean)): (prompt: string) => boolean =>
-  typeof match === "string"
-    ? (prompt) => prompt.includes(match)
-    : match instanceof RegExp
-    ? (prompt) => match.test(prompt)
-    : match
 
 /**
  * The simulated CLI of `script`, sans-IO: a {@link Simulator.Factory} that `MockTransport` runs on `Clock` and the

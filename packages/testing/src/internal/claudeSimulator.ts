@@ -14,13 +14,15 @@
  * @internal
  */
 import * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
-import * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
 import type * as MockClaude from "../MockClaude.ts"
 import type * as Simulator from "../Simulator.ts"
 import { apiErrorType } from "./apiError.ts"
+import { type Ids, makeIds } from "./ids.ts"
 import * as Json from "./json.ts"
-import { Cell, End, type Fiber, Mailbox, never, Scheduler, sleep, take, type Task, wait } from "./tasks.ts"
+import { pickSteps } from "./script.ts"
+import { type Millis, millis, SimulatedCli, toMillis } from "./simulatedCli.ts"
+import { Cell, End, type Fiber, Mailbox, never, sleep, take, type Task, wait } from "./tasks.ts"
 
 type JsonObject = Json.JsonObject
 
@@ -60,11 +62,6 @@ const compareVersions = (a: string, b: string): number => {
   }
   return 0
 }
-
-/** The script's timing in milliseconds. */
-type Millis = { readonly [K in keyof MockClaude.Timing]: number }
-
-const millis = (duration: Duration.Input): number => Duration.toMillis(Duration.fromInputUnsafe(duration))
 
 type Termination =
   | { readonly _tag: "Exit"; readonly code: number; readonly stderr: string }
@@ -161,6 +158,7 @@ interface Launch {
   readonly permissionPrompt: boolean
   readonly sessionState: boolean
   readonly sessionId: string | undefined
+  readonly resume: string | undefined
   readonly model: string | undefined
   readonly permissionMode: string | undefined
   readonly maxTurns: number | undefined
@@ -175,10 +173,9 @@ interface Launch {
 export const make = (script: MockClaude.Script): Simulator.Factory<MockClaude.Fault> => (launch, now) =>
   new ClaudeCli(script, launch, now)
 
-class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
-  private readonly sched: Scheduler<Simulator.Output>
+class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
   private readonly script: MockClaude.Script
-  private readonly timing: Millis
+  private readonly timing: Millis<MockClaude.Timing>
   private readonly profile: Profile
   private readonly launch: Launch
   private readonly pid: number
@@ -186,7 +183,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly sessionId: string
   private readonly cwd: string
   private readonly defaultModel: string
-  private readonly stdin = new Mailbox<string>()
   private readonly turns = new Mailbox<UserInput>()
 
   private model: string
@@ -197,7 +193,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly unanswered = new Set<string>()
   private ignoreInterrupts = false
   private ignoreSigterm = false
-  private stall: number | "forever" | undefined = undefined
   private idle = true
   private totalCost = 0
   private readonly usageByModel: Record<string, ModelUsage> = {}
@@ -207,20 +202,18 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly pending = new Map<string, Cell<HostAnswer>>()
   private run: TurnRun | undefined = undefined
   private queued: Array<UserInput> = []
-  private ended: "exited" | "hung" | undefined = undefined
 
   constructor(script: MockClaude.Script, launch: Simulator.Launch, now: number) {
+    super(now)
     const options = script.options
-    this.sched = new Scheduler(now)
     this.script = script
-    this.timing = Object.fromEntries(
-      Object.entries(options.timing).map(([key, value]) => [key, millis(value)])
-    ) as unknown as Millis
+    this.timing = toMillis(options.timing)
     this.profile = profileOf(options.version)
     this.launch = parseLaunch(launch)
     this.pid = launch.pid
     this.ids = makeIds(launch.pid)
-    this.sessionId = this.launch.sessionId ?? this.ids.uuid()
+    // `--resume <id>` continues that session under its own id (a new one only with `--fork-session --session-id`).
+    this.sessionId = this.launch.sessionId ?? this.launch.resume ?? this.ids.uuid()
     this.cwd = launch.cwd
     this.defaultModel = this.launch.model ?? options.model
     this.model = this.defaultModel
@@ -234,18 +227,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   // --- inputs ----------------------------------------------------------------------------------------------
 
-  write(now: number, line: string): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.sched.offer(this.stdin, line)
-  }
-
-  endInput(now: number): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.sched.end(this.stdin)
-  }
-
   signal(now: number, signal: Simulator.Signal): void {
     if (this.ended === "exited") return
     if (signal === "SIGTERM" && this.ignoreSigterm) return
@@ -253,20 +234,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     // Killed: what it had not printed yet is lost.
     this.sched.discard()
     this.exit({ _tag: "Signaled", signal })
-  }
-
-  trigger(now: number, fault: MockClaude.Fault): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.applyFault(fault)
-  }
-
-  poll(now: number): Simulator.Output | undefined {
-    return this.sched.poll(now)
-  }
-
-  nextWake(): number {
-    return this.sched.nextWake()
   }
 
   // --- the process -----------------------------------------------------------------------------------------
@@ -286,12 +253,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     }
     if (termination.stderr.length > 0) this.sched.emit({ _tag: "Stderr", text: termination.stderr })
     this.exit({ _tag: "Exited", code: termination.code })
-  }
-
-  private exit(status: Simulator.ExitStatus): void {
-    this.sched.emit({ _tag: "Exit", status })
-    this.ended = "exited"
-    this.sched.halt()
   }
 
   private *reader(): Task {
@@ -326,23 +287,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   private timestamp(): string {
     return new Date(this.sched.now).toISOString()
-  }
-
-  /** A stalled turn waits here before each of its frames; controls and aborts do not. */
-  private *gate(): Task {
-    while (true) {
-      const stalled = this.stall
-      if (stalled === undefined) return
-      if (stalled === "forever") {
-        yield never
-        continue
-      }
-      if (this.sched.now >= stalled) {
-        this.stall = undefined
-        return
-      }
-      yield stalled - this.sched.now
-    }
   }
 
   private *turnEmit(frame: ClaudeProtocol.Frame): Task {
@@ -609,15 +553,7 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   // --- the model -------------------------------------------------------------------------------------------
 
   private pickSteps(prompt: string): ReadonlyArray<MockClaude.Step> {
-    const turns = this.script.turns
-    for (let i = 0; i < turns.length; i++) {
-      const rule = turns[i]
-      if (this.consumed.has(i)) continue
-      if (rule.match !== undefined && !rule.match(prompt)) continue
-      if (rule.once) this.consumed.add(i)
-      return typeof rule.steps === "function" ? rule.steps(prompt) : rule.steps
-    }
-    return this.script.otherwise(prompt)
+    return pickSteps(this.script.turns, this.script.otherwise, this.consumed, prompt)
   }
 
   private addUsage(run: TurnRun, input: number, output: number, cost: number): void {
@@ -945,22 +881,14 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   // --- faults ----------------------------------------------------------------------------------------------
 
-  private applyFault(fault: MockClaude.Fault): void {
+  protected applyFault(fault: MockClaude.Fault): void {
     switch (fault._tag) {
       case "Crash":
         return this.terminate({ _tag: "Exit", code: fault.code, stderr: fault.stderr })
       case "Hang":
         return this.terminate({ _tag: "Hang" })
-      case "Stall": {
-        if (fault.duration === undefined) {
-          this.stall = "forever"
-        } else {
-          const until = this.sched.now + millis(fault.duration)
-          const current = this.stall
-          if (current !== "forever" && (current === undefined || current < until)) this.stall = until
-        }
-        return
-      }
+      case "Stall":
+        return this.stallFor(fault.duration)
       case "Malformed":
       case "Raw":
         return this.print(fault.line)
@@ -1629,61 +1557,10 @@ const parseLaunch = (launch: Simulator.Launch): Launch => {
     permissionPrompt: flagValue(args, "--permission-prompt-tool") === "stdio",
     sessionState: launch.env["CLAUDE_CODE_SDK_READS_SESSION_STATE"] === "1",
     sessionId: flagValue(args, "--session-id"),
+    resume: flagValue(args, "--resume"),
     model: flagValue(args, "--model"),
     permissionMode: flagValue(args, "--permission-mode"),
     maxTurns: number("--max-turns"),
     maxBudgetUsd: number("--max-budget-usd")
-  }
-}
-
-const lowDigits = Array.from({ length: 4096 }, (_, i) => i.toString(16).padStart(3, "0"))
-
-interface Ids {
-  readonly uuid: () => string
-  readonly hex: (length: number) => string
-}
-
-/**
- * Deterministic ids: a prefix drawn from the seed (mulberry32), then a counter. The same script and seed give the
- * same frames, ids never repeat within a process, and a frame's id costs a few string operations, not a draw per
- * digit (a benchmark's fake CLI mints one per frame).
- */
-const makeIds = (seed: number): Ids => {
-  let s = seed >>> 0
-  const next = () => {
-    s = (s + 0x6D2B79F5) >>> 0
-    let t = s
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  let random = ""
-  for (let i = 0; i < 20; i++) random += Math.floor(next() * 16).toString(16)
-  const variant = (8 + Math.floor(next() * 4)).toString(16)
-  const uuidPrefix = `${random.slice(0, 8)}-${random.slice(8, 12)}-4${random.slice(12, 15)}-${variant}${
-    random.slice(15, 18)
-  }-`
-  // The low three hex digits from a table, the rest formatted once every 4,096 ids.
-  let counter = 0
-  let high = ""
-  let uuidHigh = ""
-  const next12 = () => {
-    const low = counter & 0xfff
-    if (low === 0) {
-      high = random + (counter / 4096).toString(16).padStart(9, "0")
-      uuidHigh = uuidPrefix + high.slice(-9)
-    }
-    counter++
-    return low
-  }
-  return {
-    uuid: () => {
-      const low = next12()
-      return uuidHigh + lowDigits[low]
-    },
-    hex: (length) => {
-      const low = next12()
-      return (high + lowDigits[low]).slice(-length)
-    }
   }
 }

@@ -8,6 +8,7 @@
 import * as MockClaude from "../MockClaude.ts"
 import type * as Simulator from "../Simulator.ts"
 import * as ProcessShell from "./processShell.ts"
+import { framesTurns } from "./script.ts"
 
 type Env = { readonly [name: string]: string | undefined }
 
@@ -72,25 +73,11 @@ const fakeScript = (env: Env, pid: number, onTurn: () => void): MockClaude.Scrip
 }
 
 /** `bin/fast-claude.mjs` (the benchmarks' CLI): a prompt `FRAMES:<n>` streams n text deltas, at once. */
-const fastScript = (env: Env): MockClaude.Script => {
-  const frames = Number(env.FAST_CLAUDE_FRAMES ?? "3")
-  // A benchmark sends the same prompt turn after turn: its steps are built once.
-  const steps = new Map<number, ReadonlyArray<MockClaude.Step>>()
-  return MockClaude.make([], {
-    otherwise: (prompt) => {
-      const match = /FRAMES:(\d+)/.exec(prompt)
-      const n = match === null ? frames : Number(match[1])
-      let turn = steps.get(n)
-      if (turn === undefined) {
-        if (steps.size >= 8) steps.clear()
-        turn = [MockClaude.text(Array.from({ length: n }, (_, i) => `tok ${i} `))]
-        steps.set(n, turn)
-      }
-      return turn
-    },
+const fastScript = (env: Env): MockClaude.Script =>
+  MockClaude.make([], {
+    otherwise: framesTurns(Number(env.FAST_CLAUDE_FRAMES ?? "3"), (chunks) => MockClaude.text(chunks)),
     timing: noWait
   })
-}
 
 /** Runs this process as a fake `claude`. */
 export const main = (options: { readonly fast: boolean; readonly onTurn: () => void }): void => {
