@@ -1538,6 +1538,30 @@ table("process exit", [
     then: []
   },
   {
+    name:
+      "stdout ends while the process runs on: retired at once, the turn fails (delivery uncertain before a receipt)",
+    given: (b) => running(b, false),
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
+    then: [
+      ...retiredTurn("the CLI closed its stdout but did not exit", "SessionRetired()"),
+      "teardown"
+    ]
+  },
+  {
+    name: "stdout ends while idle: retired, so that the session does not look alive",
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
+    then: [...retired("the CLI closed its stdout but did not exit"), "teardown"]
+  },
+  {
+    name: "stdout ends after the exit, or while closing: nothing to do",
+    given: (b) => {
+      b.input((m, now) => m.close(now, "closed"))
+      exited(b, 0)
+    },
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
+    then: []
+  },
+  {
     name: "after the exit: no deadline is left and a tick does nothing",
     given: (b) => {
       running(b)

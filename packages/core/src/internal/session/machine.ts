@@ -255,6 +255,15 @@ export class Machine {
     )
   }
 
+  /**
+   * Stdout ended and the process has not exited: nothing the CLI prints can reach the session any more, so it is
+   * retired now rather than left looking alive until a deadline (or, idle, for ever).
+   */
+  stdoutEnded(now: number): void {
+    if (this.exit !== undefined || this.closing) return
+    this.retire(now, "the CLI closed its stdout but did not exit", undefined)
+  }
+
   /** The process exited (stdout is closed and its exit status known). */
   exited(now: number, status: Transport.ExitStatus, stderrTail: string): void {
     if (this.exit !== undefined) return
