@@ -9,7 +9,7 @@
  * - no process of the soak is left once the registry and the transport are released, read from /proc by marker, by
  *   containment (the transport layer's cgroups) and by session (every process in a CLI's session);
  * - the host's heap and RSS, sampled over the run, level off: the slope over the second half of the run against the
- *   first;
+ *   first (judged from a minute of soak; a shorter run is mostly warm-up);
  * - a flood of lines that are not JSON through one real session, before the soak: how many warnings the host's log
  *   gets for it (the session logs the first few of a window verbatim and counts the rest).
  *
@@ -32,7 +32,9 @@
  * | `evict-rate` | 0.05 | chance that the host evicts a turn's session while it runs (half forced) |
  * | `idle-evict-rate` | 0.04 | chance that an action evicts an id instead of sending (half forced) |
  * | `pause` | 50 | most think time between two actions of a worker, ms |
- * | `startup`, `control`, `delivery`, `ack`, `turn`, `stall`, `interrupt`, `permission`, `close-grace`, `term-grace` | 15000, 1000, 1000, 1000, 5000, 800, 800, 1000, 300, 300 | the sessions' timeouts, ms |
+ * | `turn`, `stall`, `interrupt`, `permission` | 5000, 800, 800, 1000 | the sessions' timeouts, ms: short, so that a |
+ * | `startup`, `control`, `delivery`, `ack` | 15000, 1000, 1000, 1000 | faulted turn settles fast (startup: the fake |
+ * | `close-grace`, `term-grace` | 300, 300 | is Node loading TypeScript, seconds on a busy machine) |
  * | `slack` | 1000 | ms past its deadlines after which a settled turn counts as late |
  * | `flood` | 100000 | lines of the garbage flood check (0: skip it) |
  * | `sample` | 1000 | ms between two memory samples |
@@ -113,6 +115,7 @@ const knobs = {
 }
 
 const behaviour: Plan.Behaviour = {
+  mix: knobs.mix,
   ids: knobs.ids,
   capacity: knobs.capacity,
   interruptRate: knobs.interruptRate,
@@ -134,10 +137,10 @@ if (raw("plan") !== undefined) {
   for (let worker = 0; worker < knobs.concurrency; worker++) {
     const rng = Plan.makeRng(knobs.seed, worker)
     for (let index = 0; index < count; index++) {
-      console.log(JSON.stringify(Plan.next(rng, worker, index, knobs.mix, behaviour)))
+      console.log(JSON.stringify(Plan.next(rng, worker, index, behaviour)))
     }
   }
-  console.log(`digest ${Plan.digest(knobs.seed, knobs.concurrency, 256, knobs.mix, behaviour)}`)
+  console.log(`digest ${Plan.digest(knobs.seed, knobs.concurrency, 256, behaviour)}`)
   process.exit(0)
 }
 
@@ -402,7 +405,7 @@ const worker = (registry: Registry, options: ClaudeSession.Options, index: numbe
   Effect.gen(function*() {
     const rng = Plan.makeRng(knobs.seed, index)
     for (let n = 0; performance.now() < endAt; n++) {
-      const plan = Plan.next(rng, index, n, knobs.mix, behaviour)
+      const plan = Plan.next(rng, index, n, behaviour)
       stats.actions++
       if (plan.action === "turn") yield* runTurn(registry, options, plan)
       else yield* evictId(registry, plan)
@@ -416,9 +419,10 @@ const floodCheck = (registry: Registry, lines: number) =>
     // Its own timeouts: bad lines are not progress, and reading this many takes longer than the soak's stall.
     const timeouts = yield* Timeouts.make({ turn: "2 minutes", stall: "1 minute", closeGrace: "300 millis" })
     const before = { ...logs }
-    const started = performance.now()
+    let started = performance.now()
     const exit = yield* Effect.exit(Effect.scoped(Effect.gen(function*() {
       const handle = yield* registry.getOrCreate("flood", sessionOptions(timeouts))
+      started = performance.now()
       const turn = yield* handle.send(`flood FRAMES:1 FAULT:garbage=${lines}`)
       return yield* turn.settled
     })))
@@ -475,7 +479,6 @@ const program = Effect.gen(function*() {
     termGrace: Duration.millis(knobs.timeouts.termGrace)
   })
   const options = sessionOptions(timeouts)
-  const since = Procs.selfStart()
 
   const scope = yield* Scope.make()
   const layer = ClaudeRegistry.layer({
@@ -502,7 +505,11 @@ const program = Effect.gen(function*() {
     samples.push({
       t: (performance.now() - t0) / 1000,
       ...memory,
-      processes: Procs.byMarker("SOAK_MARK", runId).length,
+      processes: {
+        byMarker: Procs.byMarker(runId).length,
+        byCgroup: Procs.byCgroup().length,
+        bySession: Procs.bySession(leaders).length
+      },
       sessions: yield* registry.size
     })
   })
@@ -526,7 +533,7 @@ const program = Effect.gen(function*() {
   yield* Fiber.interrupt(sampler)
   yield* Fiber.interrupt(progress)
   loop.disable()
-  const atEnd = { sessions: yield* registry.size, processes: Procs.byMarker("SOAK_MARK", runId).length }
+  const atEnd = { sessions: yield* registry.size, processes: Procs.byMarker(runId).length }
   const starts = yield* sessionStarts
   const sessionsStarted = {
     count: starts.count - startsBefore.count,
@@ -541,16 +548,16 @@ const program = Effect.gen(function*() {
   yield* Scope.close(scope, Exit.void)
   const shutdownMs = performance.now() - closeStarted
   const leftNow = {
-    byMarker: Procs.byMarker("SOAK_MARK", runId),
+    byMarker: Procs.byMarker(runId),
     byCgroup: Procs.byCgroup(),
-    bySession: Procs.bySession(leaders, since),
+    bySession: Procs.bySession(leaders),
     children: Procs.children()
   }
   yield* Effect.sleep(1_000)
   const leftLater = {
-    byMarker: Procs.byMarker("SOAK_MARK", runId).length,
+    byMarker: Procs.byMarker(runId).length,
     byCgroup: Procs.byCgroup().length,
-    bySession: Procs.bySession(leaders, since).length,
+    bySession: Procs.bySession(leaders).length,
     children: Procs.children().length
   }
   return {
@@ -575,17 +582,24 @@ const program = Effect.gen(function*() {
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`
 const perMin = (bytes: number) => `${bytes >= 0 ? "+" : ""}${(bytes / 2 ** 20).toFixed(2)} MiB/min`
 const sorted = (record: Record<string, number>) => Object.entries(record).sort((a, b) => b[1] - a[1])
+const list = (record: Record<string, number>) => sorted(record).map(([kind, n]) => `${kind} ${n}`).join(", ") || "none"
+const row = (...cells: ReadonlyArray<string | number>) => `| ${cells.join(" | ")} |`
 
 const report = (result: Effect.Success<typeof program>) => {
   const heap = Memory.trend(result.samples, (s) => s.heapUsed, knobs.heapToleranceMiB * 2 ** 20)
   const rss = Memory.trend(result.samples, (s) => s.rss, knobs.rssToleranceMiB * 2 ** 20)
   const left = result.leftNow
+  // Under a minute, the warm-up (code loaded and compiled, pools filled) is most of the run: the slopes are shown,
+  // not judged.
+  const judged = result.soakSeconds >= 60
+  const verdict = (trend: Memory.Trend) =>
+    !judged ? "not judged: under 60 s" : trend.levelsOff ? "levels off" : "FAIL: still growing"
   const checks = {
     everyTurnSettledTyped: stats.turns.started === stats.turns.typed,
     noTurnLate: stats.turns.late === 0,
     noProcessLeft: left.byMarker.length + left.byCgroup.length + left.bySession.length === 0,
-    heapLevelsOff: heap.levelsOff,
-    rssLevelsOff: rss.levelsOff,
+    heapLevelsOff: heap.levelsOff || !judged,
+    rssLevelsOff: rss.levelsOff || !judged,
     floodRateLimited: result.flood === undefined || result.flood.logLines <= 20
   }
   const json = {
@@ -594,7 +608,7 @@ const report = (result: Effect.Success<typeof program>) => {
     machine: `${Os.cpus()[0]?.model ?? "unknown cpu"} (${Os.cpus().length} cpus), ${Os.platform()} ${Os.arch()}`,
     loadAverage: Os.loadavg(),
     knobs,
-    scheduleDigest: Plan.digest(knobs.seed, knobs.concurrency, 256, knobs.mix, behaviour),
+    scheduleDigest: Plan.digest(knobs.seed, knobs.concurrency, 256, behaviour),
     containment: result.capabilities.containment,
     soakSeconds: result.soakSeconds,
     actions: stats.actions,
@@ -615,10 +629,10 @@ const report = (result: Effect.Success<typeof program>) => {
     shutdownMs: result.shutdownMs,
     processesLeft: {
       right: {
-        byMarker: left.byMarker.map((p) => `${p.pid} ${p.comm}`),
-        byCgroup: left.byCgroup.map((p) => `${p.pid} ${p.comm}`),
-        bySession: left.bySession.map((p) => `${p.pid} ${p.comm}`),
-        hostChildren: left.children.map((p) => `${p.pid} ${p.comm}`)
+        byMarker: left.byMarker.map((p) => `${p.pid} ${p.args}`),
+        byCgroup: left.byCgroup.map((p) => `${p.pid} ${p.args}`),
+        bySession: left.bySession.map((p) => `${p.pid} ${p.args}`),
+        hostChildren: left.children.map((p) => `${p.pid} ${p.args}`)
       },
       afterOneSecond: result.leftLater
     },
@@ -634,66 +648,85 @@ const report = (result: Effect.Success<typeof program>) => {
   Fs.writeFileSync(Path.join(outDir, "soak.json"), JSON.stringify(json, null, 2) + "\n")
 
   const t = stats.turns
+  const starts = result.sessionsStarted
+  const most = (pick: (sample: Memory.Sample) => number) => Math.max(0, ...result.samples.map(pick))
+  const flood = result.flood
+  const ok = (check: boolean, failure = "FAIL") => (check ? "ok" : failure)
   const lines = [
     `### Soak: ${Math.round(result.soakSeconds)} s, ${knobs.concurrency} workers, capacity ${knobs.capacity}, ` +
     `seed ${knobs.seed} (schedule ${json.scheduleDigest}), containment ${result.capabilities.containment}`,
     "",
-    "| check | figure | |",
-    "| --- | --- | --- |",
-    `| sessions started (spawn to handshake: mean / max) | ${result.sessionsStarted.count} (${
-      Math.round(result.sessionsStarted.meanMs)
-    } / ${Math.round(result.sessionsStarted.maxMs)} ms) | ${stats.actions} actions |`,
-    `| turns started / settled with a typed outcome | ${t.started} / ${t.typed} | ${
-      checks.everyTurnSettledTyped ? "ok" : `FAIL (${t.untyped} untyped, ${t.unsettled} unsettled)`
-    } |`,
-    `| turns settled after their deadlines (+${knobs.slackMs} ms) | ${t.late} (slowest ${
-      Math.round(t.maxSettleMs)
-    } ms, deadline ${deadlineMs} ms) | ${checks.noTurnLate ? "ok" : "FAIL"} |`,
-    `| processes left after release: by marker / by cgroup / by session | ${left.byMarker.length} / ${left.byCgroup.length} / ${left.bySession.length} | ${
-      checks.noProcessLeft ? "ok" : "FAIL"
-    } |`,
-    `| heap (after GC): start → end (max) | ${mib(heap.start)} → ${mib(heap.end)} (${mib(heap.max)}) | |`,
-    `| heap slope: first half → second half | ${perMin(heap.firstHalf)} → ${perMin(heap.secondHalf)} | ${
-      heap.levelsOff ? "levels off" : "FAIL: still growing"
-    } |`,
-    `| RSS: start → end (max) | ${mib(rss.start)} → ${mib(rss.end)} (${mib(rss.max)}) | |`,
-    `| RSS slope: first half → second half | ${perMin(rss.firstHalf)} → ${perMin(rss.secondHalf)} | ${
-      rss.levelsOff ? "levels off" : "FAIL: still growing"
-    } |`,
-    `| registry shutdown (${result.atEnd.sessions} sessions) | ${Math.round(result.shutdownMs)} ms | |`,
-    `| event loop delay p99 / max | ${result.eventLoop.p99Ms.toFixed(0)} / ${result.eventLoop.maxMs.toFixed(0)} ms | |`,
-    ...(result.flood === undefined ? [] : [
-      `| garbage flood: ${
-        result.flood.lines.toLocaleString("en-US")
-      } bad lines in one turn → log lines | ${result.flood.logLines} (${result.flood.quoted} quoted, ${result.flood.summaries} summaries counting ${result.flood.summarized}) | ${
-        checks.floodRateLimited ? "ok" : "FAIL"
-      } |`
+    row("check", "figure", "verdict"),
+    row("---", "---", "---"),
+    row(
+      "sessions started (spawn to handshake: mean / max)",
+      `${starts.count} (${Math.round(starts.meanMs)} / ${Math.round(starts.maxMs)} ms)`,
+      `${stats.actions} actions`
+    ),
+    row(
+      "turns started / settled with a typed outcome",
+      `${t.started} / ${t.typed}`,
+      ok(checks.everyTurnSettledTyped, `FAIL (${t.untyped} untyped, ${t.unsettled} unsettled)`)
+    ),
+    row(
+      `turns settled after their deadlines (+${knobs.slackMs} ms)`,
+      `${t.late} (slowest ${Math.round(t.maxSettleMs)} ms, deadline ${deadlineMs} ms)`,
+      ok(checks.noTurnLate)
+    ),
+    row(
+      "processes seen during the run, at most: by marker / by cgroup / by session",
+      `${most((s) => s.processes.byMarker)} / ${most((s) => s.processes.byCgroup)} / ${
+        most((s) => s.processes.bySession)
+      }`,
+      "the checks see live processes"
+    ),
+    row(
+      "processes left after release: by marker / by cgroup / by session",
+      `${left.byMarker.length} / ${left.byCgroup.length} / ${left.bySession.length}`,
+      ok(checks.noProcessLeft)
+    ),
+    row("heap (after GC): start → end (max)", `${mib(heap.start)} → ${mib(heap.end)} (${mib(heap.max)})`, ""),
+    row(
+      "heap slope: first half → second half",
+      `${perMin(heap.firstHalf)} → ${perMin(heap.secondHalf)}`,
+      verdict(heap)
+    ),
+    row("RSS: start → end (max)", `${mib(rss.start)} → ${mib(rss.end)} (${mib(rss.max)})`, ""),
+    row("RSS slope: first half → second half", `${perMin(rss.firstHalf)} → ${perMin(rss.secondHalf)}`, verdict(rss)),
+    row(`registry shutdown (${result.atEnd.sessions} sessions)`, `${Math.round(result.shutdownMs)} ms`, ""),
+    row(
+      "event loop delay p99 / max",
+      `${result.eventLoop.p99Ms.toFixed(0)} / ${result.eventLoop.maxMs.toFixed(0)} ms`,
+      ""
+    ),
+    ...(flood === undefined ? [] : [
+      row(
+        `garbage flood: ${flood.lines.toLocaleString("en-US")} bad lines in one turn (${flood.turnMs} ms) → log lines`,
+        `${flood.logLines} (${flood.quoted} quoted, ${flood.summaries} summaries counting ${flood.summarized})`,
+        ok(checks.floodRateLimited)
+      )
     ]),
-    `| host log over the soak | ${logs.lines} lines, ${
-      (logs.bytes / 1024).toFixed(0)
-    } KiB (${logs.protocolQuoted} protocol errors quoted, ${logs.protocolSummarized} counted in ${logs.protocolSummaries} summaries, ${logs.retired} retirements) | |`,
-    "",
-    "| outcome | turns |",
-    "| --- | --- |",
-    ...sorted(stats.outcomes).map(([kind, n]) => `| ${kind} | ${n} |`),
-    `| (of which delivery uncertain) | ${stats.deliveryUncertain} |`,
-    "",
-    "| fault | outcomes | slowest settle |",
-    "| --- | --- | --- |",
-    ...Plan.faults.filter((fault) => stats.outcomesByFault[fault] !== undefined).map((fault) =>
-      `| ${fault} | ${sorted(stats.outcomesByFault[fault]!).map(([kind, n]) => `${kind} ${n}`).join(", ")} | ${
-        stats.slowestByFault[fault]
-      } ms |`
+    row(
+      "host log over the soak",
+      `${logs.lines} lines, ${(logs.bytes / 1024).toFixed(0)} KiB (${logs.protocolQuoted} protocol errors quoted, ` +
+        `${logs.protocolSummarized} counted in ${logs.protocolSummaries} summaries, ${logs.retired} retirements)`,
+      ""
     ),
     "",
-    `Refused before a turn started: ${sorted(stats.refused).map(([kind, n]) => `${kind} ${n}`).join(", ") || "none"}.`,
-    `Host interrupts: ${sorted(stats.hostInterrupts).map(([kind, n]) => `${kind} ${n}`).join(", ") || "none"}; ` +
-    `evictions during turns: ${
-      sorted(stats.hostEvictions).map(([kind, n]) => `${kind} ${n}`).join(", ") || "none"
-    }; other evictions: ${sorted(stats.idleEvictions).map(([kind, n]) => `${kind} ${n}`).join(", ") || "none"}; ` +
-    `deferred permission answers: ${
-      sorted(stats.deferredAnswers).map(([kind, n]) => `${kind} ${n}`).join(", ") || "none"
-    }.`,
+    row("outcome", "turns"),
+    row("---", "---"),
+    ...sorted(stats.outcomes).map(([kind, n]) => row(kind, n)),
+    row("(of which delivery uncertain)", stats.deliveryUncertain),
+    "",
+    row("fault", "outcomes", "slowest settle"),
+    row("---", "---", "---"),
+    ...Plan.faults.filter((fault) => stats.outcomesByFault[fault] !== undefined).map((fault) =>
+      row(fault, list(stats.outcomesByFault[fault]!), `${stats.slowestByFault[fault]} ms`)
+    ),
+    "",
+    `Refused before a turn started: ${list(stats.refused)}.`,
+    `Host interrupts: ${list(stats.hostInterrupts)}; evictions during turns: ${list(stats.hostEvictions)}; ` +
+    `other evictions: ${list(stats.idleEvictions)}; deferred permission answers: ${list(stats.deferredAnswers)}.`,
     ""
   ]
   console.log(lines.join("\n"))

@@ -9,8 +9,8 @@ export interface Sample {
   readonly t: number
   readonly heapUsed: number
   readonly rss: number
-  /** Processes of the soak alive at that moment (by marker). */
-  readonly processes: number
+  /** Processes of the soak alive at that moment, found by marker, by cgroup and by session (see `procs.ts`). */
+  readonly processes: { readonly byMarker: number; readonly byCgroup: number; readonly bySession: number }
   /** Sessions in the registry. */
   readonly sessions: number
 }

@@ -40,8 +40,8 @@ export const makeRng = (seed: number, stream: number): Rng => {
  * | `stall-long` | pauses for ever (interrupts still work) | `TurnInterrupted` (stall) |
  * | `garbage` | lines that are not JSON, then the answer | the result; protocol errors, rate-limited in the log |
  * | `slow-receipt` | the prompt's receipt comes late (sometimes past the stall timeout) | the result, or a retirement |
- * | `ignore-interrupts` | answers interrupts but goes on; pauses around the stall timeout | the result, or `InterruptTimeout` |
- * | `stdout-closed` | closes stdout and goes on running | a retirement, by the deadlines at the latest |
+ * | `ignore-interrupts` | answers interrupts, goes on; pauses near the stall timeout | the result, `InterruptTimeout` |
+ * | `stdout-closed` | closes stdout and goes on running | `SessionRetired` once the close grace is over |
  * | `ignore-sigterm` | ignores SIGTERM from now on, answers | the result; its teardown needs SIGKILL |
  * | `tool` | asks permission for a Bash call; the host's answer is in the plan | the result, or `TurnInterrupted` |
  */
@@ -107,8 +107,9 @@ export const answers = ["allow", "deny", "deny-interrupt", "fail", "slow", "defe
 
 export type Answer = typeof answers[number]
 
-/** What the host does around a turn, as the soak's knobs set it. */
+/** What the workers do, as the soak's knobs set it: the faults' weights, and the host's behaviour around a turn. */
 export interface Behaviour {
+  readonly mix: Readonly<Record<Fault, number>>
   /** Session ids the workers pick from; a hot set of `capacity` of them gets 70% of the actions. */
   readonly ids: number
   readonly capacity: number
@@ -172,13 +173,7 @@ const directive = (fault: Fault, answer: Answer, stallMs: number, u: number, gar
 }
 
 /** The `index`-th action of worker `worker`. Draws exactly ten values from `rng`. */
-export const next = (
-  rng: Rng,
-  worker: number,
-  index: number,
-  mix: Readonly<Record<Fault, number>>,
-  behaviour: Behaviour
-): Plan => {
+export const next = (rng: Rng, worker: number, index: number, behaviour: Behaviour): Plan => {
   const [uAction, uHot, uId, uFault, uSize, uAnswer, uInterrupt, uEvict, uWhen, uPause] = Array.from(
     { length: 10 },
     () => rng.next()
@@ -188,7 +183,7 @@ export const next = (
   const action = uAction < behaviour.idleEvictRate
     ? (uAction < behaviour.idleEvictRate / 2 ? "force-evict" : "evict")
     : "turn"
-  const fault = pickWeighted(mix, uFault)
+  const fault = pickWeighted(behaviour.mix, uFault)
   const answer = answers[Math.floor(uAnswer * answers.length)]!
   const frames = 1 + Math.floor(uSize * 20)
   const garbage = 1 + Math.floor(uSize * uSize * 200)
@@ -210,17 +205,11 @@ export const next = (
 }
 
 /** A short digest of the first `count` plans of each worker: the same seed and knobs give the same digest. */
-export const digest = (
-  seed: number,
-  workers: number,
-  count: number,
-  mix: Readonly<Record<Fault, number>>,
-  behaviour: Behaviour
-): string => {
+export const digest = (seed: number, workers: number, count: number, behaviour: Behaviour): string => {
   const hash = createHash("sha256")
   for (let worker = 0; worker < workers; worker++) {
     const rng = makeRng(seed, worker)
-    for (let index = 0; index < count; index++) hash.update(JSON.stringify(next(rng, worker, index, mix, behaviour)))
+    for (let index = 0; index < count; index++) hash.update(JSON.stringify(next(rng, worker, index, behaviour)))
   }
   return hash.digest("hex").slice(0, 16)
 }
