@@ -505,11 +505,7 @@ const program = Effect.gen(function*() {
     samples.push({
       t: (performance.now() - t0) / 1000,
       ...memory,
-      processes: {
-        byMarker: Procs.byMarker(runId).length,
-        byCgroup: Procs.byCgroup().length,
-        bySession: Procs.bySession(leaders).length
-      },
+      processes: Procs.count(Procs.find(runId, leaders)),
       sessions: yield* registry.size
     })
   })
@@ -533,7 +529,7 @@ const program = Effect.gen(function*() {
   yield* Fiber.interrupt(sampler)
   yield* Fiber.interrupt(progress)
   loop.disable()
-  const atEnd = { sessions: yield* registry.size, processes: Procs.byMarker(runId).length }
+  const atEnd = { sessions: yield* registry.size, processes: Procs.count(Procs.find(runId, leaders)).byMarker }
   const starts = yield* sessionStarts
   const sessionsStarted = {
     count: starts.count - startsBefore.count,
@@ -547,19 +543,9 @@ const program = Effect.gen(function*() {
   const closeStarted = performance.now()
   yield* Scope.close(scope, Exit.void)
   const shutdownMs = performance.now() - closeStarted
-  const leftNow = {
-    byMarker: Procs.byMarker(runId),
-    byCgroup: Procs.byCgroup(),
-    bySession: Procs.bySession(leaders),
-    children: Procs.children()
-  }
+  const leftNow = Procs.find(runId, leaders)
   yield* Effect.sleep(1_000)
-  const leftLater = {
-    byMarker: Procs.byMarker(runId).length,
-    byCgroup: Procs.byCgroup().length,
-    bySession: Procs.bySession(leaders).length,
-    children: Procs.children().length
-  }
+  const leftLater = Procs.count(Procs.find(runId, leaders))
   return {
     capabilities,
     flood,
@@ -628,7 +614,7 @@ const report = (result: Effect.Success<typeof program>) => {
     atEnd: result.atEnd,
     shutdownMs: result.shutdownMs,
     processesLeft: {
-      right: {
+      atRelease: {
         byMarker: left.byMarker.map((p) => `${p.pid} ${p.args}`),
         byCgroup: left.byCgroup.map((p) => `${p.pid} ${p.args}`),
         bySession: left.bySession.map((p) => `${p.pid} ${p.args}`),

@@ -15,9 +15,6 @@ import { allProcs, marked, type Proc } from "../../packages/transport-node/test/
 
 export type { Proc }
 
-/** Live processes whose environment carries `SOAK_MARK=<runId>`. */
-export const byMarker = (runId: string): Array<Proc> => marked(runId, "SOAK_MARK")
-
 const cgroupOf = (pid: number): string => {
   try {
     return Fs.readFileSync(`/proc/${pid}/cgroup`, "latin1")
@@ -26,14 +23,32 @@ const cgroupOf = (pid: number): string => {
   }
 }
 
-/** Live processes in a cgroup of this host's transport layers. */
-export const byCgroup = (hostPid: number = process.pid): Array<Proc> =>
-  allProcs().filter((proc) => cgroupOf(proc.pid).includes(`/tether-${hostPid}-`))
+/** The soak's live processes, each way, and the host's own live children (a layer's watchdog while it lives). */
+export interface Found {
+  readonly byMarker: ReadonlyArray<Proc>
+  readonly byCgroup: ReadonlyArray<Proc>
+  readonly bySession: ReadonlyArray<Proc>
+  readonly children: ReadonlyArray<Proc>
+}
 
-/** Live processes in the session of one of `leaders` (pids of CLIs). */
-export const bySession = (leaders: ReadonlySet<number>): Array<Proc> =>
-  allProcs().filter((proc) => leaders.has(proc.sid))
+/**
+ * Reads /proc for the processes of the run `runId` (its marker), of this host's transport layers' cgroups, and of
+ * the sessions led by `leaders` (pids of CLIs): two passes over the process table.
+ */
+export const find = (runId: string, leaders: ReadonlySet<number>, hostPid: number = process.pid): Found => {
+  const procs = allProcs()
+  return {
+    byMarker: marked(runId, "SOAK_MARK"),
+    byCgroup: procs.filter((proc) => cgroupOf(proc.pid).includes(`/tether-${hostPid}-`)),
+    bySession: procs.filter((proc) => leaders.has(proc.sid)),
+    children: procs.filter((proc) => proc.ppid === hostPid)
+  }
+}
 
-/** The host's own live children (the watchdog of a layer is one while the layer lives). */
-export const children = (hostPid: number = process.pid): Array<Proc> =>
-  allProcs().filter((proc) => proc.ppid === hostPid)
+/** How many of each. */
+export const count = (found: Found) => ({
+  byMarker: found.byMarker.length,
+  byCgroup: found.byCgroup.length,
+  bySession: found.bySession.length,
+  children: found.children.length
+})
