@@ -117,47 +117,61 @@ const initialize: Frame = {
   request: { subtype: "initialize", hooks: {} }
 }
 
-const prompt = (text: string): Frame => ({
+const prompt = (text: string, n = 0): Frame => ({
   type: "user",
   message: { role: "user", content: [{ type: "text", text }] },
   parent_tool_use_id: null,
   session_id: "",
-  uuid: "00000000-0000-4000-8000-000000000001"
+  uuid: `00000000-0000-4000-8000-00000000000${n + 1}`
 })
 
 /**
  * Runs the fast fake: the initialize request, then, once it is answered (a fault is acted on when the prompt reaches
- * the process, whatever it has not answered yet), one prompt. Gives its stdout lines as they came (not all JSON),
- * its exit code, and whether it was still running when its stdout ended. With `endInput` false stdin stays open, and
- * the fake is sent SIGTERM once its stdout ends.
+ * the process, whatever it has not answered yet), each prompt after the previous one's result. Gives its stdout
+ * lines as they came (not all JSON), its exit code, whether it was still running when its stdout ended, and for each
+ * prompt the milliseconds from its write to its receipt. With `endInput` false stdin stays open, and the fake is sent
+ * SIGTERM once its stdout ends.
  */
-const runFast = (text: string, endInput = true) =>
-  Effect.callback<{ lines: Array<string>; code: number | null; aliveAtEnd: boolean }>((resume) => {
-    const child = ChildProcess.spawn(fastClaude, ["--input-format", "stream-json"], {
-      stdio: ["pipe", "pipe", "ignore"]
-    })
-    let out = ""
-    let aliveAtEnd = false
-    child.stdout.setEncoding("utf8")
-    child.stdout.on("data", (chunk: string) => {
-      if (out.length === 0) {
-        const line = JSON.stringify(prompt(text)) + "\n"
-        if (endInput) child.stdin.end(line)
+const runFast = (texts: string | ReadonlyArray<string>, endInput = true) =>
+  Effect.callback<{ lines: Array<string>; code: number | null; aliveAtEnd: boolean; receiptMs: Array<number> }>(
+    (resume) => {
+      const prompts = typeof texts === "string" ? [texts] : texts
+      const child = ChildProcess.spawn(fastClaude, ["--input-format", "stream-json"], {
+        stdio: ["pipe", "pipe", "ignore"]
+      })
+      const lines: Array<string> = []
+      const receiptMs: Array<number> = []
+      let partial = ""
+      let sent = 0
+      let sentAt = 0
+      let aliveAtEnd = false
+      const send = () => {
+        const line = JSON.stringify(prompt(prompts[sent]!, sent)) + "\n"
+        sent++
+        sentAt = Date.now()
+        if (endInput && sent === prompts.length) child.stdin.end(line)
         else child.stdin.write(line)
       }
-      out += chunk
-    })
-    child.stdout.on("end", () => {
-      aliveAtEnd = child.exitCode === null && child.signalCode === null
-      if (!endInput) child.kill("SIGTERM")
-    })
-    child.on(
-      "close",
-      (code) => resume(Effect.succeed({ lines: out.split("\n").filter((line) => line.length > 0), code, aliveAtEnd }))
-    )
-    child.stdin.write(JSON.stringify(initialize) + "\n")
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
+      child.stdout.setEncoding("utf8")
+      child.stdout.on("data", (chunk: string) => {
+        const complete = (partial + chunk).split("\n")
+        partial = complete.pop()!
+        for (const line of complete) {
+          lines.push(line)
+          if (line.includes(`"state":"queued"`)) receiptMs.push(Date.now() - sentAt)
+          const next = sent === 0 ? line.startsWith(`{"type":"control_response"`) : line.startsWith(`{"type":"result"`)
+          if (next && sent < prompts.length) send()
+        }
+      })
+      child.stdout.on("end", () => {
+        aliveAtEnd = child.exitCode === null && child.signalCode === null
+        if (!endInput) child.kill("SIGTERM")
+      })
+      child.on("close", (code) => resume(Effect.succeed({ lines, code, aliveAtEnd, receiptMs })))
+      child.stdin.write(JSON.stringify(initialize) + "\n")
+      return Effect.sync(() => child.kill("SIGKILL"))
+    }
+  )
 
 /** The kind of each line, `garbage` for a line that is not JSON. */
 const kinds = (lines: ReadonlyArray<string>): Array<string> =>
@@ -192,6 +206,18 @@ describe("the fast fake (the benchmarks' CLI)", () => {
       assert.strictEqual(code, 3)
       assert.deepStrictEqual(kinds(lines), ["control_response"])
     }))
+
+  it.live(
+    "FAULT:slow-receipt=<ms>: that prompt's receipt comes late, the next prompt's at once",
+    () =>
+      Effect.gen(function*() {
+        const { receiptMs } = yield* runFast(["FRAMES:1 FAULT:slow-receipt=1000", "FRAMES:1 FAULT:garbage=1"])
+        assert.strictEqual(receiptMs.length, 2)
+        assert.isAtLeast(receiptMs[0]!, 900)
+        assert.isBelow(receiptMs[1]!, 500)
+      }),
+    15_000
+  )
 
   it.live("FAULT:stdout-closed: stdout ends on reading the prompt, and the process runs on", () =>
     Effect.gen(function*() {

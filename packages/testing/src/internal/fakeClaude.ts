@@ -122,14 +122,13 @@ const withProcessFaults = (factory: Factory): Factory => (launch, start) => {
   let slowed = false
   let closed = false
   const write = (now: number, line: string): void => {
-    if (!line.includes("FAULT:")) {
-      if (slowed && line.includes(`"type":"user"`)) {
-        slowed = false
-        simulator.trigger(now, MockClaude.slowReceipt(0))
-      }
-      return simulator.write(now, line)
+    const directives = line.includes("FAULT:") ? directivesOf(line) : []
+    // A slow receipt is this prompt's: the next prompt that does not ask for one is received at once again.
+    if (slowed && line.includes(`"type":"user"`) && !directives.some(({ name }) => name === "slow-receipt")) {
+      slowed = false
+      simulator.trigger(now, MockClaude.slowReceipt(0))
     }
-    for (const { name, value } of directivesOf(line)) {
+    for (const { name, value } of directives) {
       if (name === "crash-on-read") {
         return simulator.trigger(now, MockClaude.crash({ code: 3, stderr: "fast-claude: crashing on a prompt\n" }))
       }
