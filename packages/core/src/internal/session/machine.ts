@@ -587,15 +587,18 @@ export class Machine {
       this.retire(now, error.message, error)
       return
     }
+    const turn = this.active
+    // A tick that comes late (a busy event loop) can find both an interrupt's deadline and its request's passed: the
+    // earlier decides, as it would have on time.
+    const interruptDue = turn?.interruptAt !== undefined && now >= turn.interruptAt ? turn.interruptAt : never
     for (const [ref, control] of this.controls) {
-      if (now < control.deadline) break
+      if (now < control.deadline || interruptDue <= control.deadline) break
       this.controls.delete(ref)
       const timeout = new ControlTimeout({ subtype: control.subtype, timeoutMillis: d.control })
       if (!control.internal) this.output({ _tag: "ControlDone", at: 0, ref, exit: Exit.fail(timeout) })
       this.retire(now, timeout.message, undefined)
       return
     }
-    const turn = this.active
     if (turn !== undefined) {
       if (turn.interruptAt !== undefined) {
         if (now >= turn.interruptAt) {
