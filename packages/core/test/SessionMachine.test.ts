@@ -771,6 +771,41 @@ table("interrupts", [
     ]
   },
   {
+    name: "a tick late past both the interrupt's deadline and its request's: the earlier, the interrupt's, decides",
+    overrides: { deadlines: { control: 300 } },
+    given: (b) => {
+      running(b)
+      interrupt(b)
+    },
+    // A busy event loop fires the timer set for 200 ms after the control request's deadline too.
+    when: (b) => b.at(400).tick(),
+    then: [
+      ...retiredTurn(
+        "turn t1 did not settle within 200 ms of its interrupt (host); the session was retired",
+        "InterruptTimeout(host,acknowledged)"
+      ),
+      "interrupt waiter 1 retired",
+      "teardown"
+    ]
+  },
+  {
+    name: "the same late tick with the request's deadline the earlier: the unanswered request decides",
+    overrides: { deadlines: { control: 100 } },
+    given: (b) => {
+      running(b)
+      interrupt(b)
+    },
+    when: (b) => b.at(400).tick(),
+    then: [
+      ...retiredTurn(
+        "control request interrupt was not answered within 100 ms; the session was retired",
+        "SessionRetired(acknowledged)"
+      ),
+      "interrupt waiter 1 retired",
+      "teardown"
+    ]
+  },
+  {
     name: "an interrupt racing a result: the outbox drops it, unwritten",
     given: (b) => {
       running(b)
@@ -1785,6 +1820,30 @@ table("process exit", [
     name: "a second exit is ignored",
     given: (b) => exited(b, 0),
     when: (b) => exited(b, 1),
+    then: []
+  },
+  {
+    name:
+      "stdout ends while the process runs on: retired at once, the turn fails (delivery uncertain before a receipt)",
+    given: (b) => running(b, false),
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
+    then: [
+      ...retiredTurn("the CLI closed its stdout but did not exit", "SessionRetired()"),
+      "teardown"
+    ]
+  },
+  {
+    name: "stdout ends while idle: retired, so that the session does not look alive",
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
+    then: [...retired("the CLI closed its stdout but did not exit"), "teardown"]
+  },
+  {
+    name: "stdout ends after the exit, or while closing: nothing to do",
+    given: (b) => {
+      b.input((m, now) => m.close(now, "closed"))
+      exited(b, 0)
+    },
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
     then: []
   },
   {

@@ -463,6 +463,19 @@ class Driver {
     return Effect.void
   }
 
+  /**
+   * Stdout ended. A CLI closes it when it exits, and the exit is then known or about to be: it gets the close grace
+   * to show up (a busy event loop may run the transport's bound on the end of stdout before the exit event). A
+   * process still running after that closed its stdout and goes on: the machine retires the session.
+   */
+  readonly onStdoutEnd: Effect.Effect<void> = Effect.suspend(() =>
+    Effect.flatMap(
+      Effect.timeoutOption(this.connection.exit, this.options.timeouts.closeGrace),
+      (status) =>
+        Option.isSome(status) ? Effect.void : Effect.sync(() => this.step((now) => this.machine.stdoutEnded(now)))
+    )
+  )
+
   readonly onExit: Effect.Effect<void> = Effect.suspend(() =>
     Effect.flatMap(
       this.connection.exit,
@@ -643,6 +656,7 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
           )
         )
       ),
+      Effect.andThen(driver.onStdoutEnd),
       Effect.andThen(driver.onExit)
     )
   )

@@ -255,6 +255,15 @@ export class Machine {
     )
   }
 
+  /**
+   * Stdout ended and the process has not exited: nothing the CLI prints can reach the session any more, so it is
+   * retired now rather than left looking alive until a deadline (or, idle, for ever).
+   */
+  stdoutEnded(now: number): void {
+    if (this.exit !== undefined || this.closing) return
+    this.retire(now, "the CLI closed its stdout but did not exit", undefined)
+  }
+
   /** The process exited (stdout is closed and its exit status known). */
   exited(now: number, status: Transport.ExitStatus, stderrTail: string): void {
     if (this.exit !== undefined) return
@@ -592,15 +601,18 @@ export class Machine {
       this.retire(now, error.message, error)
       return
     }
+    const turn = this.active
+    // A tick that comes late (a busy event loop) can find both an interrupt's deadline and its request's passed: the
+    // earlier decides, as it would have on time.
+    const interruptDue = turn?.interruptAt !== undefined && now >= turn.interruptAt ? turn.interruptAt : never
     for (const [ref, control] of this.controls) {
-      if (now < control.deadline) break
+      if (now < control.deadline || interruptDue <= control.deadline) break
       this.controls.delete(ref)
       const timeout = new ControlTimeout({ subtype: control.subtype, timeoutMillis: d.control })
       if (!control.internal) this.output({ _tag: "ControlDone", at: 0, ref, exit: Exit.fail(timeout) })
       this.retire(now, timeout.message, undefined)
       return
     }
-    const turn = this.active
     if (turn !== undefined) {
       if (turn.interruptAt !== undefined) {
         if (now >= turn.interruptAt) {
