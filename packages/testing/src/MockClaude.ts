@@ -17,8 +17,9 @@
  * - API errors are `result` frames with `subtype: "success"` and `is_error: true`;
  * - after stdin EOF the exit code is 1 when the last result was an error; one non-JSON stdin line kills it.
  *
- * Every frame is built by the codec's own encoder (`ClaudeProtocol.encodeFrame`) and every stdin line read by its
- * decoder, so the simulated CLI and the codec cannot drift. Waits are the simulator's own timers, which its shell
+ * Every frame is typed by the codec (`ClaudeProtocol.Frame`) and written by its schema-free writer, and every stdin
+ * line read by its schema-free reader (`ClaudeWire`), so the simulated CLI and the codec cannot drift and a fake CLI
+ * starts without loading the schemas (the host's encoders and decoder check both directions against them). Waits are the simulator's own timers, which its shell
  * runs on `Clock` (`MockTransport`, so `TestClock` drives it) or on real timers (the fake executables); ids come
  * from a seeded generator and timestamps from that clock, so a run is deterministic.
  *

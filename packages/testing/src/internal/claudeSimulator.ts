@@ -1,8 +1,10 @@
 /**
  * Claude Code's CLI side of the stream-json protocol as a simulator (see `Simulator.ts`): a {@link MockClaude.Script}
- * played against stdin lines, with every frame built by the codec's own encoder (`ClaudeProtocol.encodeFrame`) and
- * every stdin line read by its decoder (`ClaudeProtocol.decodeHostLine`), so the simulator and the codec cannot
- * drift.
+ * played against stdin lines, with every frame typed by the codec (`ClaudeProtocol.Frame`) and written by its
+ * schema-free writer (`ClaudeWire.writeFrame`), and every stdin line read by its schema-free reader
+ * (`ClaudeWire.readHostLine`), so the simulator and the codec cannot drift, and a fake CLI process starts without
+ * loading `effect/Schema`. The schemas still run on both sides of every exchange with a Tether host: its encoders
+ * validate what it writes, its decoder what the simulator prints.
  *
  * The process is a few cooperative tasks (`tasks.ts`), as the real CLI is a few concurrent loops: a reader that takes
  * stdin lines one at a time (a slow receipt holds back what comes after it), a runner that plays one turn at a time,
@@ -13,9 +15,9 @@
  *
  * @internal
  */
-import * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
+import type * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
+import * as ClaudeWire from "@tether/core/claude/ClaudeWire"
 import * as Duration from "effect/Duration"
-import * as Result from "effect/Result"
 import type * as MockClaude from "../MockClaude.ts"
 import type * as Simulator from "../Simulator.ts"
 import { apiErrorType } from "./apiError.ts"
@@ -321,7 +323,7 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   }
 
   private emit(frame: ClaudeProtocol.Frame): void {
-    this.print(ClaudeProtocol.encodeFrame(frame))
+    this.print(ClaudeWire.writeFrame(frame))
   }
 
   private timestamp(): string {
@@ -451,7 +453,7 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
         delta: { type: "text_delta", text }
       }, undefined)
       ;(frame as { uuid: string }).uuid = uuid
-      return ClaudeProtocol.encodeFrame(frame)
+      return ClaudeWire.writeFrame(frame)
     }
     const template = encode(textMark, uuidMark)
     const at = template.indexOf(textMark)
@@ -1256,23 +1258,22 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   }
 
   private *handleLine(line: string): Task {
-    const decoded = ClaudeProtocol.decodeHostLine(line)
-    if (Result.isFailure(decoded)) {
-      const error = decoded.failure
-      const type = error.reason === "not-json" ? undefined : typeOf(line)
+    const read = ClaudeWire.readHostLine(line)
+    if (read._tag === "Ignored") return
+    if (read._tag !== "Frame") {
       // Unknown frame types (keep_alive, what a newer host sends) are ignored, as the CLI does; a line that is not
-      // JSON, or a known frame the codec refuses, kills the process: the host wrote what no CLI can read.
-      if (error.reason !== "not-json" && (type === undefined || !hostFrameTypes.has(type))) return
-      const what = error.reason === "not-json" ? "SyntaxError" : error.detail
+      // JSON, or a known frame whose envelope is not sound, kills the process: the host wrote what no CLI can read.
+      const type = read._tag === "Refused" ? read.type : "unknown"
+      const what = read._tag === "Refused" ? read.detail : "SyntaxError"
       this.sched.emit({
         _tag: "Stderr",
-        text: `Error parsing streaming input line (type=${type ?? "unknown"}, ${line.length} chars): ${what}\n`
+        text: `Error parsing streaming input line (type=${type}, ${line.length} chars): ${what}\n`
       })
       yield* sleep(this.timing.badInputExit)
       this.terminate({ _tag: "Exit", code: 1, stderr: "" })
       return
     }
-    const frame = decoded.success
+    const frame = read.frame
     switch (frame.type) {
       case "user":
         return yield* this.receive(frame)
@@ -1467,19 +1468,6 @@ const textMark = "<<text-delta>>"
 const uuidMark = "<<uuid>>"
 /** Text that `JSON.stringify` writes as it is: no quote, backslash, control character or lone surrogate half. */
 const plainJsonText = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
-
-const hostFrameTypes: ReadonlySet<string> = new Set([
-  "user",
-  "control_request",
-  "control_response",
-  "control_cancel_request"
-])
-
-const typeOf = (line: string): string | undefined => {
-  const parsed = Json.parseJson(line)
-  if (parsed._tag === "None" || !Json.isRecord(parsed.value)) return undefined
-  return typeof parsed.value.type === "string" ? parsed.value.type : undefined
-}
 
 const textSent = (streaming: { readonly chunks: ReadonlyArray<MockClaude.Chunk>; readonly sent: number }): string => {
   const parts = new Array<string>(streaming.sent)
