@@ -254,7 +254,7 @@ export const CanUseToolParams = open({
   decision_reason: Schema.optionalKey(Schema.String),
   decision_reason_type: Schema.optionalKey(Schema.String),
   agent_id: Schema.optionalKey(Schema.String),
-  mcp_server: Schema.optionalKey(open({ name: Schema.String }))
+  mcp_server: Schema.optionalKey(open({ name: Schema.String, source: Schema.optionalKey(Schema.String) }))
 })
 
 /**
@@ -300,10 +300,62 @@ export const McpMessageParams = open({
  */
 export type McpMessageParams = typeof McpMessageParams.Type
 
-const knownCliControlSubtypes = ["can_use_tool", "hook_callback", "mcp_message"]
+/**
+ * The body of an `elicitation` request: an MCP server the CLI runs (not an in-process one) asks the user for input,
+ * with a form (`requested_schema`) or a URL to open. Answer with an {@link ElicitResult}.
+ *
+ * @category control
+ * @since 0.3.0
+ */
+export const ElicitationParams = open({
+  subtype: Schema.Literal("elicitation"),
+  mcp_server_name: Schema.String,
+  message: Schema.String,
+  mode: Schema.optionalKey(Schema.Literals(["form", "url"])),
+  url: Schema.optionalKey(Schema.String),
+  elicitation_id: Schema.optionalKey(Schema.String),
+  requested_schema: Schema.optionalKey(Schema.Record(Schema.String, Schema.Unknown)),
+  title: Schema.optionalKey(Schema.String),
+  display_name: Schema.optionalKey(Schema.String),
+  description: Schema.optionalKey(Schema.String)
+})
 
 /**
- * The body of any other request from the CLI (`elicitation`, `oauth_token_refresh`, …). The host must still
+ * @category control
+ * @since 0.3.0
+ */
+export type ElicitationParams = typeof ElicitationParams.Type
+
+/**
+ * The body of a `request_user_dialog` request: a dialog of a kind the host declared in `initialize`
+ * (`supportedDialogKinds`). Answer with a {@link UserDialogResult}.
+ *
+ * @category control
+ * @since 0.3.0
+ */
+export const RequestUserDialogParams = open({
+  subtype: Schema.Literal("request_user_dialog"),
+  dialog_kind: Schema.String,
+  payload: Schema.Record(Schema.String, Schema.Unknown),
+  tool_use_id: Schema.optionalKey(Schema.String)
+})
+
+/**
+ * @category control
+ * @since 0.3.0
+ */
+export type RequestUserDialogParams = typeof RequestUserDialogParams.Type
+
+const knownCliControlSubtypes = [
+  "can_use_tool",
+  "hook_callback",
+  "mcp_message",
+  "elicitation",
+  "request_user_dialog"
+]
+
+/**
+ * The body of any other request from the CLI (`oauth_token_refresh`, …). The host must still
  * answer it, with an error (as the SDK does: `"Unsupported control request subtype: …"`).
  *
  * @category control
@@ -364,6 +416,34 @@ export const McpMessageRequest = controlRequest(McpMessageParams)
 export type McpMessageRequest = typeof McpMessageRequest.Type
 
 /**
+ * An MCP server the CLI runs asks the user for input. Answer with an {@link ElicitResult}.
+ *
+ * @category control
+ * @since 0.3.0
+ */
+export const ElicitationRequest = controlRequest(ElicitationParams)
+
+/**
+ * @category control
+ * @since 0.3.0
+ */
+export type ElicitationRequest = typeof ElicitationRequest.Type
+
+/**
+ * The CLI asks the host to show a dialog. Answer with a {@link UserDialogResult}.
+ *
+ * @category control
+ * @since 0.3.0
+ */
+export const RequestUserDialogRequest = controlRequest(RequestUserDialogParams)
+
+/**
+ * @category control
+ * @since 0.3.0
+ */
+export type RequestUserDialogRequest = typeof RequestUserDialogRequest.Type
+
+/**
  * Any other request from the CLI. Answer it with {@link encodeControlError}: an unanswered request blocks the CLI.
  *
  * @category control
@@ -387,6 +467,8 @@ export const ControlRequestFrame = Schema.Union([
   CanUseToolRequest,
   HookCallbackRequest,
   McpMessageRequest,
+  ElicitationRequest,
+  RequestUserDialogRequest,
   OtherControlRequest
 ])
 
@@ -1263,6 +1345,25 @@ export const ConversationResetFrame = loose("conversation_reset")
  */
 export type ConversationResetFrame = typeof ConversationResetFrame.Type
 
+/**
+ * `transcript_mirror` (2.1.3xx, with `--session-mirror`, which the `sessionStore` option sets): the transcript
+ * entries the CLI just wrote to its local file, for a session store.
+ *
+ * @category other frames
+ * @since 0.3.0
+ */
+export const TranscriptMirrorFrame = open({
+  type: Schema.Literal("transcript_mirror"),
+  filePath: Schema.String,
+  entries: Schema.Array(Schema.Record(Schema.String, Schema.Unknown))
+})
+
+/**
+ * @category other frames
+ * @since 0.3.0
+ */
+export type TranscriptMirrorFrame = typeof TranscriptMirrorFrame.Type
+
 // The frames decoded loosely (only `type` is checked): one list for the union below and for the decoder's checks.
 const looseFrames = [
   ToolProgressFrame,
@@ -1291,6 +1392,7 @@ export const Frame = Schema.Union([
   UserFrame,
   StreamEventFrame,
   ResultFrame,
+  TranscriptMirrorFrame,
   ...looseFrames
 ])
 
@@ -1338,7 +1440,9 @@ export const isType = <A extends { readonly type: string | Unrecognized }, const
  * @category guards
  * @since 0.1.0
  */
-export const isControlRequest = <const T extends "can_use_tool" | "hook_callback" | "mcp_message">(
+export const isControlRequest = <
+  const T extends "can_use_tool" | "hook_callback" | "mcp_message" | "elicitation" | "request_user_dialog"
+>(
   frame: ControlRequestFrame,
   subtype: T
 ): frame is Extract<ControlRequestFrame, { readonly request: { readonly subtype: T } }> =>
@@ -1369,6 +1473,8 @@ const checkControlResponse = checkFor(ControlResponseFrame)
 const checkCanUseTool = checkFor(CanUseToolRequest)
 const checkHookCallback = checkFor(HookCallbackRequest)
 const checkMcpMessage = checkFor(McpMessageRequest)
+const checkElicitation = checkFor(ElicitationRequest)
+const checkUserDialog = checkFor(RequestUserDialogRequest)
 const checkOtherControlRequest = checkFor(OtherControlRequest)
 const checkControlCancel = checkFor(ControlCancelRequestFrame)
 const checkKeepAlive = checkFor(KeepAliveFrame)
@@ -1377,6 +1483,7 @@ const checkAssistant = checkFor(AssistantFrame)
 const checkUser = checkFor(UserFrame)
 const checkStreamEvent = checkFor(StreamEventFrame)
 const checkResult = checkFor(ResultFrame)
+const checkTranscriptMirror = checkFor(TranscriptMirrorFrame)
 
 // Built from the unions themselves, so that a frame added to a union is also checked (never decoded as Unknown).
 const systemChecks: ReadonlyMap<string, FrameCheck> = new Map(
@@ -1491,6 +1598,10 @@ const classify = (json: unknown): Classified => {
           return checked(checkHookCallback, raw, "control_request/hook_callback")
         case "mcp_message":
           return checked(checkMcpMessage, raw, "control_request/mcp_message")
+        case "elicitation":
+          return checked(checkElicitation, raw, "control_request/elicitation")
+        case "request_user_dialog":
+          return checked(checkUserDialog, raw, "control_request/request_user_dialog")
         default:
           return checked(checkOtherControlRequest, raw, `control_request/${subtype}`)
       }
@@ -1499,6 +1610,8 @@ const classify = (json: unknown): Classified => {
       return checked(checkControlCancel, raw, type)
     case "keep_alive":
       return checked(checkKeepAlive, raw, type)
+    case "transcript_mirror":
+      return checked(checkTranscriptMirror, raw, type)
     default: {
       const check = looseChecks.get(type)
       return check === undefined ? unknownFrame(type, raw.subtype, raw) : checked(check, raw, type)
