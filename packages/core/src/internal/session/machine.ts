@@ -1014,7 +1014,12 @@ export class Machine {
     }
   }
 
-  /** The running turn waits on the host's handler of one of the CLI's requests. */
+  /** The running turn waits on the host's answer to one of the CLI's requests (its stall clock is paused). */
+  awaitingHost(): boolean {
+    return this.active !== undefined && this.hostWorking(this.active)
+  }
+
+  /** The turn waits on the host's handler of one of the CLI's requests. */
   private hostWorking(turn: Turn): boolean {
     if (this.hostRequests.size === 0) return false
     for (const pending of this.hostRequests.values()) if (pending.turn === turn) return true
