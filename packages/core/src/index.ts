@@ -54,6 +54,21 @@ export * as ClaudeProtocol from "./claude/ClaudeProtocol.ts"
 export * as ClaudeWire from "./claude/ClaudeWire.ts"
 
 /**
+ * @since 0.3.0
+ */
+export * as ClaudeMcp from "./claude/ClaudeMcp.ts"
+
+/**
+ * @since 0.3.0
+ */
+export * as ClaudeHooks from "./claude/ClaudeHooks.ts"
+
+/**
+ * @since 0.3.0
+ */
+export * as ClaudePermission from "./claude/ClaudePermission.ts"
+
+/**
  * @since 0.1.0
  */
 export * as ClaudeOptions from "./claude/ClaudeOptions.ts"

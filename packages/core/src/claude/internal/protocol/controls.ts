@@ -1237,3 +1237,97 @@ export const decodeMcpStatusResponse: (payload: unknown) => Result.Result<McpSta
  */
 export const decodeContextUsageResponse: (payload: unknown) => Result.Result<ContextUsageResponse, ProtocolError> =
   decodeControlPayload(ContextUsageResponse)
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeRewindFilesResponse: (payload: unknown) => Result.Result<RewindFilesResponse, ProtocolError> =
+  decodeControlPayload(
+    RewindFilesResponse
+  )
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeMcpSetServersResponse: (payload: unknown) => Result.Result<McpSetServersResponse, ProtocolError> =
+  decodeControlPayload(
+    McpSetServersResponse
+  )
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeMcpReadResourceResponse: (
+  payload: unknown
+) => Result.Result<McpReadResourceResponse, ProtocolError> = decodeControlPayload(
+  McpReadResourceResponse
+)
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeMcpPermissionModeOverrideResponse: (
+  payload: unknown
+) => Result.Result<McpPermissionModeOverrideResponse, ProtocolError> = decodeControlPayload(
+  McpPermissionModeOverrideResponse
+)
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeBackgroundTasksResponse: (
+  payload: unknown
+) => Result.Result<BackgroundTasksResponse, ProtocolError> = decodeControlPayload(
+  BackgroundTasksResponse
+)
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeReloadPluginsResponse: (payload: unknown) => Result.Result<ReloadPluginsResponse, ProtocolError> =
+  decodeControlPayload(
+    ReloadPluginsResponse
+  )
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeReloadSkillsResponse: (payload: unknown) => Result.Result<ReloadSkillsResponse, ProtocolError> =
+  decodeControlPayload(
+    ReloadSkillsResponse
+  )
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeReloadOutputStylesResponse: (
+  payload: unknown
+) => Result.Result<ReloadOutputStylesResponse, ProtocolError> = decodeControlPayload(
+  ReloadOutputStylesResponse
+)
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeReadFileResponse: (payload: unknown) => Result.Result<ReadFileResponse, ProtocolError> =
+  decodeControlPayload(
+    ReadFileResponse
+  )
+
+/**
+ * @category responses
+ * @since 0.3.0
+ */
+export const decodeOpenResponse: (payload: unknown) => Result.Result<OpenResponse, ProtocolError> =
+  decodeControlPayload(
+    OpenResponse
+  )
