@@ -433,17 +433,21 @@ describe("typed options", () => {
       ])
     }))
 
-  it.effect("a session sends them in initialize, with the dialog kinds it answers", () =>
+  it.effect("a session sends them in initialize, with the dialog kinds it answers; verbatim prompts", () =>
     withSession({
       agents: { a: { description: "d", prompt: "p" } },
       systemPrompt: ["one", "two"],
-      userDialogs: { kinds: ["refusal_fallback_prompt"], handle: () => Effect.succeed({ behavior: "cancelled" }) }
-    }, (_session, cli) =>
+      userDialogs: { kinds: ["refusal_fallback_prompt"], handle: () => Effect.succeed({ behavior: "cancelled" }) },
+      verbatimPrompts: true
+    }, (session, cli) =>
       Effect.gen(function*() {
         const init = (yield* written(cli))[0].request
         assert.deepStrictEqual(init.systemPrompt, ["one", "two"])
         assert.deepStrictEqual(init.agents, { a: { description: "d", prompt: "p" } })
         assert.deepStrictEqual(init.supportedDialogKinds, ["refusal_fallback_prompt"])
+        yield* settle(session.run("/not-a-command"))
+        const prompt = (yield* written(cli)).find((f) => f.type === "user")!
+        assert.strictEqual(prompt.client_composed, true)
       })).pipe(mock()))
 })
 
@@ -470,6 +474,61 @@ describe("hooks", () => {
           assert.deepStrictEqual(errors.map((f) => f.response.error), ["the host's hook callback failed"])
         }))
     }).pipe(mock(MockClaude.turn(MockClaude.tool({ name: "Bash", input: { command: "touch x" } })))))
+})
+
+describe("questions to the user", () => {
+  const answerTo = (cli: MockTransport.MockConnection, requestId: string) =>
+    Effect.map(written(cli), (frames) => frames.find((f) => f.response?.request_id === requestId)?.response)
+
+  it.effect("an elicitation goes to onElicitation, a dialog of a declared kind to userDialogs", () =>
+    withSession({
+      onElicitation: (request) =>
+        Effect.succeed({ action: "accept" as const, content: { name: `${request.serverName}:${request.message}` } }),
+      userDialogs: {
+        kinds: ["refusal_fallback_prompt"],
+        handle: (request) => Effect.succeed({ behavior: "completed" as const, result: { kind: request.kind } })
+      }
+    }, (_session, cli) =>
+      Effect.gen(function*() {
+        yield* cli.inject(JSON.stringify({
+          type: "control_request",
+          request_id: "e1",
+          request: { subtype: "elicitation", mcp_server_name: "ext", message: "Your name?", mode: "form" }
+        }))
+        yield* cli.inject(JSON.stringify({
+          type: "control_request",
+          request_id: "d1",
+          request: { subtype: "request_user_dialog", dialog_kind: "refusal_fallback_prompt", payload: {} }
+        }))
+        yield* cli.inject(JSON.stringify({
+          type: "control_request",
+          request_id: "d2",
+          request: { subtype: "request_user_dialog", dialog_kind: "other", payload: {} }
+        }))
+        yield* advance("100 millis")
+        assert.deepStrictEqual((yield* answerTo(cli, "e1")).response, {
+          action: "accept",
+          content: { name: "ext:Your name?" }
+        })
+        assert.deepStrictEqual((yield* answerTo(cli, "d1")).response, {
+          behavior: "completed",
+          result: { kind: "refusal_fallback_prompt" }
+        })
+        // A kind the host did not declare is cancelled (the CLI applies its default), not left pending.
+        assert.deepStrictEqual((yield* answerTo(cli, "d2")).response, { behavior: "cancelled" })
+      })).pipe(mock()))
+
+  it.effect("without a callback an elicitation is declined, as the SDK does", () =>
+    withSession({}, (_session, cli) =>
+      Effect.gen(function*() {
+        yield* cli.inject(JSON.stringify({
+          type: "control_request",
+          request_id: "e1",
+          request: { subtype: "elicitation", mcp_server_name: "ext", message: "?" }
+        }))
+        yield* advance("100 millis")
+        assert.deepStrictEqual((yield* answerTo(cli, "e1")).response, { action: "decline" })
+      })).pipe(mock()))
 })
 
 describe("a session store", () => {

@@ -135,6 +135,11 @@ export interface Options<Out = unknown> extends ClaudeOptions.Options {
       request: UserDialogRequest
     ) => Effect.Effect<ClaudeProtocol.UserDialogResult, Permission.PolicyError>
   } | undefined
+  /**
+   * Every prompt goes to the CLI as the user typed it (`client_composed: true`): a leading `/` is text, not a slash
+   * command.
+   */
+  readonly verbatimPrompts?: boolean | undefined
   /** Mirrors the transcript to a store (see {@link SessionStore}). */
   readonly sessionStore?: SessionStore | undefined
   /** Extra fields for the `initialize` request, over the typed ones. */
@@ -399,7 +404,8 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(options: Options<u
       hooks: hooks.config,
       initialize,
       maxLineLength: ClaudeProtocol.defaultMaxLineLength,
-      structuredOutput: options.outputSchema === undefined ? undefined : outputDecoder(options.outputSchema)
+      structuredOutput: options.outputSchema === undefined ? undefined : outputDecoder(options.outputSchema),
+      verbatimPrompts: options.verbatimPrompts
     }),
     handle: Requests.handler({
       hooks: hooks.callbacks,

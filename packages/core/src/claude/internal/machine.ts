@@ -82,6 +82,8 @@ export interface MachineOptions {
    * does not decode, fails the turn.
    */
   readonly structuredOutput?: ((value: unknown) => Result.Result<unknown, string>) | undefined
+  /** Mark every prompt `client_composed: true`: the CLI takes it as the user typed it (no slash commands). */
+  readonly verbatimPrompts?: boolean | undefined
 }
 
 /** A request from the CLI that the host answers (see `ClaudeSession`'s handler). */
@@ -483,7 +485,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         message: { role: "user", content: prompt },
         parent_tool_use_id: null,
         session_id: "",
-        uuid: turnId
+        uuid: turnId,
+        ...(options.verbatimPrompts === true ? { client_composed: true } : {})
       })
     }),
     interrupt: (_turnId, ref) => ({
