@@ -109,7 +109,7 @@ describe("ClaudeWire", () => {
         }
         if (typeof target !== "object" || target === null) continue
         if (value === undefined) delete target[path[path.length - 1]]
-        else target[path[path.length - 1]] = value
+        else target[path[path.length - 1]] = structuredClone(value) // a copy: a shared value could close a cycle
       }
       return JSON.stringify(frame)
     })
