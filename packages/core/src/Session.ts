@@ -169,7 +169,8 @@ export interface Options {
   readonly policy?: Permission.Policy | undefined
   /**
    * Answers the CLI's requests other than permissions (the provider's `HostRequest` items: hook callbacks, MCP
-   * messages). Bounded by the control timeout. Default: an error answer.
+   * messages). Bounded by the control timeout, or by the running turn for the requests the provider binds to it
+   * (a tool call the turn waits on: see `Provider.Item`). Default: an error answer.
    */
   readonly handle?: ((request: unknown) => Effect.Effect<Provider.Reply>) | undefined
   /** Queue sends behind a running turn by default (else `TurnInFlight`). */

@@ -67,7 +67,7 @@ const describeItem = (item: Provider.Item): string => {
         JSON.stringify(item.request.input)
       } ${item.request.description}`
     case "HostRequest":
-      return `HostRequest ${item.requestId} ${JSON.stringify(item.request)}`
+      return `HostRequest ${item.requestId}${item.bound === "turn" ? " (turn)" : ""} ${JSON.stringify(item.request)}`
     case "Cancel":
       return `Cancel ${item.requestId}`
     case "Ready":
@@ -238,10 +238,10 @@ describe("Claude machine: stdout lines → items", () => {
       },
       {
         name: "another error without terminal reason or messages",
-        frame: F.result({ subtype: "error_max_structured_output_retries", is_error: true }),
+        frame: F.result({ subtype: "error_during_execution", is_error: true }),
         items: [
           "SessionId session-1",
-          "TurnEnd Failed TurnFailed {\"_tag\":\"TurnFailed\",\"turnId\":\"T\",\"subtype\":\"error_max_structured_output_retries\",\"terminalReason\":null,\"errors\":[]}"
+          "TurnEnd Failed TurnFailed {\"_tag\":\"TurnFailed\",\"turnId\":\"T\",\"subtype\":\"error_during_execution\",\"terminalReason\":null,\"errors\":[]}"
         ]
       },
       {
@@ -320,7 +320,7 @@ describe("Claude machine: stdout lines → items", () => {
         frame: F.hook("req-2", "toolu_9"),
         items: [
           "Frame control_request/hook_callback",
-          "HostRequest req-2 {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"},\"toolUseId\":\"toolu_9\"}"
+          "HostRequest req-2 (turn) {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"},\"toolUseId\":\"toolu_9\"}"
         ]
       },
       {
@@ -328,7 +328,7 @@ describe("Claude machine: stdout lines → items", () => {
         frame: F.hook("req-2"),
         items: [
           "Frame control_request/hook_callback",
-          "HostRequest req-2 {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"}}"
+          "HostRequest req-2 (turn) {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"}}"
         ]
       },
       {
@@ -343,8 +343,8 @@ describe("Claude machine: stdout lines → items", () => {
         name: "any other request from the CLI is the host's to answer",
         frame: F.otherRequest("req-4"),
         items: [
-          "Frame control_request/elicitation",
-          "HostRequest req-4 {\"_tag\":\"Other\",\"subtype\":\"elicitation\",\"request\":{\"subtype\":\"elicitation\",\"message\":\"pick one\"}}"
+          "Frame control_request/oauth_token_refresh",
+          "HostRequest req-4 {\"_tag\":\"Other\",\"subtype\":\"oauth_token_refresh\",\"request\":{\"subtype\":\"oauth_token_refresh\",\"message\":\"pick one\"}}"
         ]
       },
       {
@@ -521,6 +521,7 @@ describe("Claude machine: stdout lines → items", () => {
       durationMs: 10,
       numTurns: 1,
       permissionDenials: [{ toolName: "Bash", toolUseId: "toolu_1", input: { command: "rm" } }],
+      output: undefined,
       raw: frame
     } as never)
   })

@@ -525,7 +525,8 @@ class Run {
     if (turn !== undefined) {
       if (turn.interruptAt === undefined) {
         assert.isBelow(now, turn.startedAt + deadlines.turn, "a turn past its deadline is not being interrupted")
-        if (this.m.status !== "awaiting-permission") {
+        // A turn that waits on the host (a permission, or an answer to a request bound to the turn) is not stalled.
+        if (this.m.status !== "awaiting-permission" && !this.m.awaitingHost()) {
           assert.isBelow(now, turn.lastProgress + deadlines.stall, "a stalled turn is not being interrupted")
         }
       } else {

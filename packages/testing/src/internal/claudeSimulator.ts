@@ -1,8 +1,10 @@
 /**
  * Claude Code's CLI side of the stream-json protocol as a simulator (see `Simulator.ts`): a {@link MockClaude.Script}
- * played against stdin lines, with every frame built by the codec's own encoder (`ClaudeProtocol.encodeFrame`) and
- * every stdin line read by its decoder (`ClaudeProtocol.decodeHostLine`), so the simulator and the codec cannot
- * drift.
+ * played against stdin lines, with every frame typed by the codec (`ClaudeProtocol.Frame`) and written by its
+ * schema-free writer (`ClaudeWire.writeFrame`), and every stdin line read by its schema-free reader
+ * (`ClaudeWire.readHostLine`), so the simulator and the codec cannot drift, and a fake CLI process starts without
+ * loading `effect/Schema`. The schemas still run on both sides of every exchange with a Tether host: its encoders
+ * validate what it writes, its decoder what the simulator prints.
  *
  * The process is a few cooperative tasks (`tasks.ts`), as the real CLI is a few concurrent loops: a reader that takes
  * stdin lines one at a time (a slow receipt holds back what comes after it), a runner that plays one turn at a time,
@@ -13,8 +15,8 @@
  *
  * @internal
  */
-import * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
-import * as Result from "effect/Result"
+import type * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
+import * as ClaudeWire from "@tether/core/claude/ClaudeWire"
 import type * as MockClaude from "../MockClaude.ts"
 import type * as Simulator from "../Simulator.ts"
 import { apiErrorType } from "./apiError.ts"
@@ -125,12 +127,20 @@ interface TurnRun {
   message: OpenMessage | undefined
   messages: number
   tool: ToolCall | undefined
-  pending: { readonly requestId: string; readonly subtype: string } | undefined
+  pending: { readonly requestId: string; readonly subtype: string; readonly rpc?: McpCall | undefined } | undefined
+  /** The input of the turn's `StructuredOutput` call: the turn ends with it. */
+  structured: { readonly value: unknown } | undefined
   inputTokens: number
   outputTokens: number
   lastText: string
   finished: boolean
   abortRequest: AbortRequest | undefined
+}
+
+/** A JSON-RPC request to one of the host's in-process MCP servers. */
+interface McpCall {
+  readonly server: string
+  readonly id: number
 }
 
 interface ModelUsage {
@@ -142,7 +152,13 @@ interface ModelUsage {
 }
 
 interface ResultSpec {
-  readonly subtype: "success" | "error_during_execution" | "error_max_turns" | "error_max_budget_usd"
+  readonly structuredOutput?: unknown
+  readonly subtype:
+    | "success"
+    | "error_during_execution"
+    | "error_max_turns"
+    | "error_max_budget_usd"
+    | "error_max_structured_output_retries"
   readonly isError: boolean
   readonly result?: string | undefined
   readonly errors?: ReadonlyArray<string> | undefined
@@ -202,6 +218,8 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
   private readonly pending = new Map<string, Cell<HostAnswer>>()
   private run: TurnRun | undefined = undefined
   private queued: Array<UserInput> = []
+  /** The host's in-process MCP servers (`initialize.sdkMcpServers`): their tools, and the next JSON-RPC id. */
+  private readonly mcp = new Map<string, { tools: ReadonlyArray<string>; nextId: number }>()
 
   constructor(script: MockClaude.Script, launch: Simulator.Launch, now: number) {
     super(now)
@@ -282,7 +300,7 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
   }
 
   private emit(frame: ClaudeProtocol.Frame): void {
-    this.print(ClaudeProtocol.encodeFrame(frame))
+    this.print(ClaudeWire.writeFrame(frame))
   }
 
   private timestamp(): string {
@@ -395,7 +413,7 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
         delta: { type: "text_delta", text }
       }, undefined)
       ;(frame as { uuid: string }).uuid = uuid
-      return ClaudeProtocol.encodeFrame(frame)
+      return ClaudeWire.writeFrame(frame)
     }
     const template = encode(textMark, uuidMark)
     const at = template.indexOf(textMark)
@@ -492,7 +510,8 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
       api_error_status: result.apiErrorStatus ?? null,
       uuid: this.ids.uuid(),
       ...this.uuidFields(run),
-      ...(legacy ? {} : { queued_turn_count: this.queued.length, result_index: index })
+      ...(legacy ? {} : { queued_turn_count: this.queued.length, result_index: index }),
+      ...(result.structuredOutput === undefined ? {} : { structured_output: result.structuredOutput })
     }
   }
 
@@ -507,11 +526,11 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
 
   // --- requests to the host --------------------------------------------------------------------------------
 
-  private *ask(run: TurnRun, request: JsonObject, afterSend: () => Task): Task<HostAnswer> {
+  private *ask(run: TurnRun, request: JsonObject, afterSend: () => Task, rpc?: McpCall): Task<HostAnswer> {
     const requestId = this.ids.uuid()
     const answer = new Cell<HostAnswer>()
     this.pending.set(requestId, answer)
-    run.pending = { requestId, subtype: String(request.subtype) }
+    run.pending = { requestId, subtype: String(request.subtype), rpc }
     yield* this.turnEmit({ type: "control_request", request_id: requestId, request } as ClaudeProtocol.Frame)
     yield* afterSend()
     const result = yield* wait(answer)
@@ -548,6 +567,48 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
       }
     }
     return answers
+  }
+
+  /** A JSON-RPC message to one of the host's MCP servers, outside any turn (the MCP handshake). */
+  private *mcpRequest(server: string, message: JsonObject): Task<HostAnswer> {
+    const requestId = this.ids.uuid()
+    const answer = new Cell<HostAnswer>()
+    this.pending.set(requestId, answer)
+    this.emit({
+      type: "control_request",
+      request_id: requestId,
+      request: { subtype: "mcp_message", server_name: server, message }
+    } as ClaudeProtocol.Frame)
+    return yield* wait(answer)
+  }
+
+  /**
+   * Connects to the host's in-process MCP servers as the CLI's MCP client does (`initialize`,
+   * `notifications/initialized`, `tools/list`, each over `mcp_message`), then answers `initialize`.
+   */
+  private *connectMcp(servers: ReadonlyArray<string>, answer: () => void): Task {
+    for (const server of servers) {
+      const state = { tools: [] as ReadonlyArray<string>, nextId: 0 }
+      this.mcp.set(server, state)
+      yield* this.mcpRequest(server, {
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-11-25",
+          capabilities: {},
+          clientInfo: { name: "claude-code", version: this.script.options.version }
+        },
+        jsonrpc: "2.0",
+        id: state.nextId++
+      })
+      yield* this.mcpRequest(server, { jsonrpc: "2.0", method: "notifications/initialized" })
+      const listed = yield* this.mcpRequest(server, { method: "tools/list", jsonrpc: "2.0", id: state.nextId++ })
+      const result = listed._tag === "Success" ? mcpResult(listed.response) : undefined
+      const tools = Json.isRecord(result) ? result.tools : undefined
+      state.tools = Array.isArray(tools)
+        ? tools.flatMap((tool) => Json.isRecord(tool) && typeof tool.name === "string" ? [tool.name] : [])
+        : []
+    }
+    answer()
   }
 
   // --- the model -------------------------------------------------------------------------------------------
@@ -663,14 +724,21 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
 
   private toolResultFrame(
     call: ToolCall,
-    content: string,
+    content: string | ReadonlyArray<unknown>,
     isError: boolean,
     toolUseResult: unknown,
     meta: JsonObject
   ): ClaudeProtocol.Frame {
     return {
       type: "user",
-      message: { role: "user", content: [{ tool_use_id: call.id, type: "tool_result", content, is_error: isError }] },
+      message: {
+        role: "user",
+        content: [
+          typeof content === "string"
+            ? { tool_use_id: call.id, type: "tool_result", content, is_error: isError }
+            : { tool_use_id: call.id, type: "tool_result", content }
+        ]
+      },
       parent_tool_use_id: null,
       session_id: this.sessionId,
       uuid: this.ids.uuid(),
@@ -780,10 +848,15 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
         description: stringOr(call.input.description, call.name),
         permission_suggestions: [{
           type: "addRules",
-          rules: [{ toolName: call.name, ruleContent: stringOr(call.input.command, call.name) }],
+          rules: [
+            step.mcp === undefined
+              ? { toolName: call.name, ruleContent: stringOr(call.input.command, call.name) }
+              : { toolName: call.name }
+          ],
           behavior: "allow",
           destination: "localSettings"
         }],
+        ...(step.mcp === undefined ? {} : { mcp_server: { name: step.mcp.server, source: "sdk" } }),
         tool_use_id: call.id
       }, messageStop)
       this.sessionState("running")
@@ -794,6 +867,16 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
       case "Allow": {
         call.input = decision.input
         call.running = true
+        if (step.mcp !== undefined) return yield* this.callMcp(run, call, step.mcp)
+        if (call.name === "StructuredOutput") {
+          run.tool = undefined
+          run.structured = { value: call.input }
+          const output = "Structured output provided successfully"
+          yield* this.turnEmit(this.toolResultFrame(call, output, false, output, {
+            permission_decision: { decision: "accept", source: decision.source }
+          }))
+          return { output, isError: false }
+        }
         yield* sleep(step.duration === undefined ? this.timing.tool : millis(step.duration))
         const output = typeof step.output === "function" ? step.output(decision.input) : step.output
         const toolResponse = { stdout: output, stderr: "", interrupted: false, isImage: false, noOutputExpected: false }
@@ -833,6 +916,67 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
         return undefined
       }
     }
+  }
+
+  /**
+   * A call to a tool of the host's in-process MCP server: `tools/call` over `mcp_message`, and the host's result as
+   * the tool result (an `isError` result, or a JSON-RPC error, as an error; seen on 2.1.332).
+   */
+  private *callMcp(
+    run: TurnRun,
+    call: ToolCall,
+    target: { readonly server: string; readonly tool: string }
+  ): Task<{ readonly output: string; readonly isError: boolean }> {
+    const state = this.mcp.get(target.server)
+    let content: string | ReadonlyArray<unknown>
+    let isError: boolean
+    if (state === undefined) {
+      content = `No such tool available: ${call.name}`
+      isError = true
+    } else {
+      const id = state.nextId++
+      const answer = yield* this.ask(
+        run,
+        {
+          subtype: "mcp_message",
+          server_name: target.server,
+          message: {
+            method: "tools/call",
+            params: {
+              name: target.tool,
+              arguments: call.input,
+              _meta: { "claudecode/toolUseId": call.id, progressToken: id }
+            },
+            jsonrpc: "2.0",
+            id
+          }
+        },
+        noop,
+        { server: target.server, id }
+      )
+      const response = answer._tag === "Success" ? answer.response.mcp_response : undefined
+      const result = answer._tag === "Success" ? mcpResult(answer.response) : undefined
+      const error = Json.isRecord(response) && Json.isRecord(response.error) ? response.error : undefined
+      if (answer._tag === "Failure") {
+        content = answer.error
+        isError = true
+      } else if (error !== undefined) {
+        content = stringOr(error.message, "MCP error")
+        isError = true
+      } else {
+        const blocks = Json.isRecord(result) && Array.isArray(result.content) ? result.content : []
+        isError = Json.isRecord(result) && result.isError === true
+        content = isError ? Json.textOf(blocks) : blocks
+      }
+    }
+    run.tool = undefined
+    const output = typeof content === "string" ? content : Json.textOf(content)
+    yield* this.turnEmit(
+      this.toolResultFrame(call, content, isError, isError ? `Error: ${output}` : content, {
+        permission_decision: { decision: "accept", source: "user_temporary" }
+      })
+    )
+    return { output, isError }
   }
 
   private *failApi(run: TurnRun, step: MockClaude.ApiError): Task {
@@ -977,8 +1121,11 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
       subtype: "init",
       cwd: this.cwd,
       session_id: this.sessionId,
-      tools: builtinTools,
-      mcp_servers: [],
+      tools: [
+        ...builtinTools,
+        ...[...this.mcp].flatMap(([server, state]) => state.tools.map((tool) => `mcp__${server}__${tool}`))
+      ],
+      mcp_servers: [...this.mcp.keys()].map((name) => ({ name, status: "connected" })),
       model: this.model,
       permissionMode: this.permissionMode,
       slash_commands: ["compact", "context", "cost", "init", "review"],
@@ -1017,7 +1164,23 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
           const outcome = yield* this.useTool(run, yield* this.open(run), step)
           if (outcome === undefined) return undefined
           lastTool = outcome
+          if (run.structured !== undefined) return yield* this.finishStructured(run)
           break
+        }
+        case "StructuredOutputRetries": {
+          if (run.message !== undefined) yield* this.endMessage(run.message, "tool_use")
+          yield* sleep(this.timing.result)
+          yield* this.finish(run, {
+            subtype: "error_max_structured_output_retries",
+            isError: true,
+            errors: [
+              `Failed to provide valid structured output after 5 attempts — last StructuredOutput error: ${step.error}`
+            ],
+            terminalReason: "structured_output_retry_exhausted",
+            stopReason: "tool_use",
+            numTurns: run.messages + 1
+          }, "completed")
+          return undefined
         }
         case "ApiError": {
           if (run.message !== undefined) yield* this.endMessage(run.message, "end_turn")
@@ -1080,11 +1243,44 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
     return undefined
   }
 
+  /** The StructuredOutput tool ends the turn: the result carries the value, and its JSON as the result text. */
+  private *finishStructured(run: TurnRun): Task<undefined> {
+    const value = run.structured!.value
+    yield* sleep(this.timing.result)
+    yield* this.finish(run, {
+      subtype: "success",
+      isError: false,
+      result: JSON.stringify(value),
+      terminalReason: "completed",
+      stopReason: "tool_use",
+      numTurns: run.messages,
+      structuredOutput: value
+    }, "completed")
+    return undefined
+  }
+
   /** The frames of a turn cut short by an interrupt, in the order the real CLI writes them (§6). */
   private *abortTurn(run: TurnRun, request: AbortRequest): Task {
     const legacy = this.profile.legacy
     const pending = run.pending
-    if (pending !== undefined) this.emit({ type: "control_cancel_request", request_id: pending.requestId })
+    if (pending?.rpc !== undefined) {
+      // An MCP call is cancelled with a JSON-RPC notification of its own, not a control_cancel_request (2.1.332).
+      this.emit({
+        type: "control_request",
+        request_id: this.ids.uuid(),
+        request: {
+          subtype: "mcp_message",
+          server_name: pending.rpc.server,
+          message: {
+            jsonrpc: "2.0",
+            method: "notifications/cancelled",
+            params: { requestId: pending.rpc.id, reason: "AbortError: remote-cancel" }
+          }
+        }
+      } as ClaudeProtocol.Frame)
+    } else if (pending !== undefined) {
+      this.emit({ type: "control_cancel_request", request_id: pending.requestId })
+    }
     yield* sleep(this.timing.interrupt)
     if (request.cancelQueued) this.dropQueued()
     this.controlSuccess(request.requestId, legacy ? undefined : { still_queued: this.stillQueued() })
@@ -1157,7 +1353,8 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
       outputTokens: 0,
       lastText: "",
       finished: false,
-      abortRequest: undefined
+      abortRequest: undefined,
+      structured: undefined
     }
     this.run = run
     const fiber = this.sched.fork(this.turnBody(run))
@@ -1184,23 +1381,22 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
   }
 
   private *handleLine(line: string): Task {
-    const decoded = ClaudeProtocol.decodeHostLine(line)
-    if (Result.isFailure(decoded)) {
-      const error = decoded.failure
-      const type = error.reason === "not-json" ? undefined : typeOf(line)
+    const read = ClaudeWire.readHostLine(line)
+    if (read._tag === "Ignored") return
+    if (read._tag !== "Frame") {
       // Unknown frame types (keep_alive, what a newer host sends) are ignored, as the CLI does; a line that is not
-      // JSON, or a known frame the codec refuses, kills the process: the host wrote what no CLI can read.
-      if (error.reason !== "not-json" && (type === undefined || !hostFrameTypes.has(type))) return
-      const what = error.reason === "not-json" ? "SyntaxError" : error.detail
+      // JSON, or a known frame whose envelope is not sound, kills the process: the host wrote what no CLI can read.
+      const type = read._tag === "Refused" ? read.type : "unknown"
+      const what = read._tag === "Refused" ? read.detail : "SyntaxError"
       this.sched.emit({
         _tag: "Stderr",
-        text: `Error parsing streaming input line (type=${type ?? "unknown"}, ${line.length} chars): ${what}\n`
+        text: `Error parsing streaming input line (type=${type}, ${line.length} chars): ${what}\n`
       })
       yield* sleep(this.timing.badInputExit)
       this.terminate({ _tag: "Exit", code: 1, stderr: "" })
       return
     }
-    const frame = decoded.success
+    const frame = read.frame
     switch (frame.type) {
       case "user":
         return yield* this.receive(frame)
@@ -1284,21 +1480,24 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
           account: { tokenSource: "none", apiKeySource: "ANTHROPIC_API_KEY", apiProvider: "firstParty" },
           pid: this.pid
         }
-        return this.controlSuccess(
-          requestId,
-          legacy ? response : {
-            ...response,
-            claude_code_version: this.script.options.version,
-            current_permission_mode: this.permissionMode,
-            hooks_applied: true,
-            analytics_disabled: true,
-            sandbox_enabled: false,
-            fast_mode_state: "off",
-            session_state: this.run === undefined ? "idle" : "running",
-            capabilities: ["ui_surface_v1", "get_usage_detached_v1"]
-          },
-          true
-        )
+        const payload = legacy ? response : {
+          ...response,
+          claude_code_version: this.script.options.version,
+          current_permission_mode: this.permissionMode,
+          hooks_applied: true,
+          analytics_disabled: true,
+          sandbox_enabled: false,
+          fast_mode_state: "off",
+          session_state: this.run === undefined ? "idle" : "running",
+          capabilities: ["ui_surface_v1", "get_usage_detached_v1"]
+        }
+        const servers = Array.isArray(request.sdkMcpServers)
+          ? request.sdkMcpServers.filter((name): name is string => typeof name === "string")
+          : []
+        if (servers.length === 0) return this.controlSuccess(requestId, payload, true)
+        // The MCP handshake waits for the host's answers, which this reader must go on reading.
+        this.sched.fork(this.connectMcp(servers, () => this.controlSuccess(requestId, payload, true)))
+        return
       }
       case "set_permission_mode": {
         this.permissionMode = stringOr(request.mode, this.permissionMode)
@@ -1385,6 +1584,12 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
 // eslint-disable-next-line require-yield
 function* noop(): Task {}
 
+/** The JSON-RPC result inside an `mcp_message` answer (`{ mcp_response: { result } }`). */
+const mcpResult = (response: JsonObject): unknown => {
+  const rpc = response.mcp_response
+  return Json.isRecord(rpc) ? rpc.result : undefined
+}
+
 // eslint-disable-next-line require-yield
 function* done<A>(value: A): Task<A> {
   return value
@@ -1395,19 +1600,6 @@ const textMark = "<<text-delta>>"
 const uuidMark = "<<uuid>>"
 /** Text that `JSON.stringify` writes as it is: no quote, backslash, control character or lone surrogate half. */
 const plainJsonText = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
-
-const hostFrameTypes: ReadonlySet<string> = new Set([
-  "user",
-  "control_request",
-  "control_response",
-  "control_cancel_request"
-])
-
-const typeOf = (line: string): string | undefined => {
-  const parsed = Json.parseJson(line)
-  if (parsed._tag === "None" || !Json.isRecord(parsed.value)) return undefined
-  return typeof parsed.value.type === "string" ? parsed.value.type : undefined
-}
 
 const textSent = (streaming: { readonly chunks: ReadonlyArray<MockClaude.Chunk>; readonly sent: number }): string => {
   const parts = new Array<string>(streaming.sent)

@@ -168,18 +168,19 @@ export interface World {
   /** The value of {@link markVariable} in the environment of every process of this world. */
   readonly mark: string
   /** Session options for this world: offline environment, cwd, timeouts, plus `extra`. */
-  readonly options: (extra?: ClaudeSession.Options) => ClaudeSession.Options
+  readonly options: <Out = unknown>(extra?: ClaudeSession.Options<Out>) => ClaudeSession.Options<Out>
 }
 
 /** Processes of a world that were still alive when it was released (and were killed then): what a test left. */
 const survivors: Array<Proc> = []
 
 /**
- * A fresh world, removed (directories included) when the scope closes. Its release comes after that of the sessions
+ * A fresh world, removed (directories included) when the scope closes; its mock model plays `mockScript` (default
+ * {@link script}). Its release comes after that of the sessions
  * made in it (it is acquired first): whatever of the world still runs then is recorded for {@link leftBehind} and
  * killed, so that a failing test leaves nothing on the machine.
  */
-export const makeWorld = Effect.fnUntraced(function*() {
+export const makeWorld = Effect.fnUntraced(function*(mockScript: MockAnthropic.Script = script) {
   const mark = randomUUID()
   yield* Effect.addFinalizer(() =>
     Effect.suspend(() => {
@@ -187,7 +188,7 @@ export const makeWorld = Effect.fnUntraced(function*() {
       return killAllMarked(mark, markVariable)
     })
   )
-  const mock = yield* MockAnthropic.make(script)
+  const mock = yield* MockAnthropic.make(mockScript)
   const { cwd, env, home } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-it-" })
   const world: World = {
     mock,

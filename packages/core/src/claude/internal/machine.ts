@@ -16,7 +16,13 @@ import type * as Permission from "../../Permission.ts"
 import type * as Provider from "../../Provider.ts"
 import { TurnFailed as TurnFailedError, type Usage } from "../../Turn.ts"
 import * as ClaudeProtocol from "../ClaudeProtocol.ts"
-import { BudgetExceeded, MaxTurnsExceeded } from "./errors.ts"
+import {
+  BudgetExceeded,
+  MaxTurnsExceeded,
+  StructuredOutputInvalid,
+  StructuredOutputMissing,
+  StructuredOutputRetriesExhausted
+} from "./errors.ts"
 
 /**
  * A tool use the CLI refused during the turn because permission was denied.
@@ -53,6 +59,11 @@ export interface TurnResult {
   readonly totalCostUsd: number | undefined
   readonly numTurns: number | undefined
   readonly permissionDenials: ReadonlyArray<PermissionDenial>
+  /**
+   * The turn's structured output: decoded by the session's `outputSchema` when it has one, else as the CLI sent it
+   * (`structured_output`), or undefined.
+   */
+  readonly output: unknown
 }
 
 /** The hook configuration sent in `initialize`: callback ids by hook event. */
@@ -67,6 +78,13 @@ export interface MachineOptions {
   /** Extra fields of the `initialize` request. */
   readonly initialize: { readonly [key: string]: unknown } | undefined
   readonly maxLineLength: number
+  /**
+   * Decodes the structured output of a turn (the session's `outputSchema`): a success without it, or with one that
+   * does not decode, fails the turn.
+   */
+  readonly structuredOutput?: ((value: unknown) => Result.Result<unknown, string>) | undefined
+  /** Mark every prompt `client_composed: true`: the CLI takes it as the user typed it (no slash commands). */
+  readonly verbatimPrompts?: boolean | undefined
 }
 
 /** A request from the CLI that the host answers (see `ClaudeSession`'s handler). */
@@ -106,6 +124,7 @@ const toResult = (frame: ClaudeProtocol.ResultFrame): Omit<TurnResult, "turnId">
     toolUseId: d.tool_use_id,
     input: d.tool_input
   })),
+  output: frame.structured_output,
   raw: frame
 })
 
@@ -132,6 +151,11 @@ const outcomeOf = (frame: ClaudeProtocol.ResultFrame): Provider.TurnOutcome => {
             totalCostUsd: frame.total_cost_usd ?? null
           })
       }
+    case "error_max_structured_output_retries":
+      return {
+        _tag: "Failed",
+        error: (turnId) => new StructuredOutputRetriesExhausted({ turnId, errors: frame.errors ?? [], raw: frame })
+      }
     default:
       return {
         _tag: "Failed",
@@ -139,6 +163,36 @@ const outcomeOf = (frame: ClaudeProtocol.ResultFrame): Provider.TurnOutcome => {
           new TurnFailedError({ turnId, subtype: frame.subtype, terminalReason: terminal, errors: frame.errors ?? [] })
       }
   }
+}
+
+/**
+ * How a turn ended and what it gave, with the session's structured output decoded: a success without the output, or
+ * with one that does not decode, fails the turn (the raw frame goes with the error).
+ */
+const endOf = (
+  frame: ClaudeProtocol.ResultFrame,
+  decode: MachineOptions["structuredOutput"]
+): { readonly outcome: Provider.TurnOutcome; readonly result: Omit<TurnResult, "turnId"> } => {
+  const result = toResult(frame)
+  const outcome = outcomeOf(frame)
+  if (decode === undefined || outcome._tag !== "Success") return { outcome, result }
+  if (!("structured_output" in frame)) {
+    return {
+      outcome: { _tag: "Failed", error: (turnId) => new StructuredOutputMissing({ turnId, raw: frame }) },
+      result
+    }
+  }
+  const value = frame.structured_output
+  const decoded = decode(value)
+  return Result.isSuccess(decoded)
+    ? { outcome, result: { ...result, output: decoded.success } }
+    : {
+      outcome: {
+        _tag: "Failed",
+        error: (turnId) => new StructuredOutputInvalid({ turnId, reason: decoded.failure, value, raw: frame })
+      },
+      result
+    }
 }
 
 /** Narrows a content block by its `type` (the catch-all block's `type` is a string too, so `===` alone does not). */
@@ -249,16 +303,18 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         if (out.length === 0) out.push(frame("user", undefined, value, undefined))
         return out
       }
-      case "result":
+      case "result": {
+        // The session stops the tool calls of the turn that ends, unanswered: forget them.
+        if (calls.size > 0) {
+          calls.clear()
+          callKeys.clear()
+        }
+        const ended = endOf(value, options.structuredOutput)
         return [
           { _tag: "SessionId", sessionId: value.session_id },
-          {
-            _tag: "TurnEnd",
-            turnId: value.user_message_uuid,
-            outcome: outcomeOf(value),
-            result: toResult(value)
-          }
+          { _tag: "TurnEnd", turnId: value.user_message_uuid, outcome: ended.outcome, result: ended.result }
         ]
+      }
       case "command_lifecycle":
         lifecycle = true
         return value.state === "queued"
@@ -315,10 +371,12 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
                 toolUseId: request.tool_use_id,
                 input: request.input,
                 description: request.description,
-                raw: value
+                raw: value,
+                suggestions: request.permission_suggestions as ReadonlyArray<Permission.PermissionUpdate> | undefined
               }
             }
           case "hook_callback":
+            // A hook is the turn's work (its own timeout bounds it in the host): bound by the turn.
             return [frame("control_request", "hook_callback", value, undefined), {
               _tag: "HostRequest",
               requestId: value.request_id,
@@ -327,24 +385,19 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
                 callbackId: request.callback_id,
                 input: request.input,
                 toolUseId: request.tool_use_id ?? undefined
-              } satisfies HostRequest
+              } satisfies HostRequest,
+              bound: "turn"
             }]
           case "mcp_message":
-            return [frame("control_request", "mcp_message", value, undefined), {
-              _tag: "HostRequest",
-              requestId: value.request_id,
-              request: {
-                _tag: "McpMessage",
-                serverName: request.server_name,
-                message: request.message
-              } satisfies HostRequest
-            }]
+            return [frame("control_request", "mcp_message", value, undefined), ...mcpMessage(value.request_id, request)]
           default: {
             const subtype = String(request.subtype)
             return [frame("control_request", subtype, value, undefined), {
               _tag: "HostRequest",
               requestId: value.request_id,
-              request: { _tag: "Other", subtype, request } satisfies HostRequest
+              request: { _tag: "Other", subtype, request } satisfies HostRequest,
+              // A question to the user (a form an MCP server needs, a dialog) waits as long as the turn does.
+              bound: subtype === "elicitation" || subtype === "request_user_dialog" ? "turn" : "control"
             }]
           }
         }
@@ -359,6 +412,52 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       default:
         return frame(value.type, str((value as { readonly subtype?: unknown }).subtype), value, undefined)
     }
+  }
+
+  // The in-process tool calls the host is running, by server and JSON-RPC id, and the other way round: the CLI
+  // cancels one with a JSON-RPC `notifications/cancelled` of its own, never with a control_cancel_request.
+  const calls = new Map<string, string>()
+  const callKeys = new Map<string, string>()
+  const callKey = (server: string, id: unknown): string | undefined =>
+    typeof id === "string" || typeof id === "number" ? `${server}\u0000${typeof id}:${id}` : undefined
+
+  const mcpMessage = (
+    requestId: string,
+    request: ClaudeProtocol.McpMessageParams
+  ): ReadonlyArray<Provider.Item> => {
+    const message = request.message
+    const hostRequest: Provider.Item = {
+      _tag: "HostRequest",
+      requestId,
+      request: { _tag: "McpMessage", serverName: request.server_name, message } satisfies HostRequest,
+      // A tool call is the turn's work: it may take as long as the turn (and its own timeout) allows.
+      bound: message.method === "tools/call" ? "turn" : "control"
+    }
+    if (message.method === "tools/call") {
+      const key = callKey(request.server_name, message.id)
+      if (key !== undefined) {
+        calls.set(key, requestId)
+        callKeys.set(requestId, key)
+      }
+      return [hostRequest]
+    }
+    if (message.method === "notifications/cancelled") {
+      const params = message.params as { readonly requestId?: unknown } | undefined
+      const key = callKey(request.server_name, params?.requestId)
+      const call = key === undefined ? undefined : calls.get(key)
+      if (call !== undefined) {
+        forgetCall(call)
+        return [{ _tag: "Cancel", requestId: call }, hostRequest]
+      }
+    }
+    return [hostRequest]
+  }
+
+  const forgetCall = (requestId: string): void => {
+    const key = callKeys.get(requestId)
+    if (key === undefined) return
+    callKeys.delete(requestId)
+    calls.delete(key)
   }
 
   const controlResponse = (value: ClaudeProtocol.ControlResponseFrame): Provider.Items => {
@@ -425,7 +524,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         message: { role: "user", content: prompt },
         parent_tool_use_id: null,
         session_id: "",
-        uuid: turnId
+        uuid: turnId,
+        ...(options.verbatimPrompts === true ? { client_composed: true } : {})
       })
       prompts.add(turnId)
       if (prompts.size > promptMemory) prompts.delete(prompts.values().next().value!)
@@ -446,7 +546,11 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
           ? {
             behavior: "allow",
             updatedInput: verdict.updatedInput ?? request.input,
-            ...(request.toolUseId !== undefined ? { toolUseID: request.toolUseId } : {})
+            ...(request.toolUseId !== undefined ? { toolUseID: request.toolUseId } : {}),
+            // Allowing with permission updates is an "always allow" (the CLI records it as the user's lasting choice).
+            ...(verdict.updatedPermissions !== undefined
+              ? { updatedPermissions: verdict.updatedPermissions, decisionClassification: "user_permanent" }
+              : {})
           }
           : {
             behavior: "deny",
@@ -454,10 +558,12 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
             ...(verdict.interrupt === true ? { interrupt: true } : {})
           }
       ),
-    reply: (requestId, reply) =>
-      reply._tag === "Success"
+    reply: (requestId, reply) => {
+      if (calls.size > 0) forgetCall(requestId)
+      return reply._tag === "Success"
         ? success(requestId, reply.payload)
-        : { _tag: "Write", line: ClaudeProtocol.encodeControlError(requestId, reply.message) },
+        : { _tag: "Write", line: ClaudeProtocol.encodeControlError(requestId, reply.message) }
+    },
     capabilities: () => ({
       provider: "claude",
       receipts: lifecycle || (initLifecycle ?? (version !== undefined && atLeast(version, receiptsSince)))

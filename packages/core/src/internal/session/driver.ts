@@ -51,7 +51,7 @@ export interface Options {
   readonly launch: Transport.LaunchSpec
   readonly timeouts: Timeouts
   readonly policy: Permission.Policy
-  /** Answers the CLI's other requests (hook callbacks, MCP messages); bounded by the control timeout. */
+  /** Answers the CLI's other requests (hook callbacks, MCP messages); bounded by the control timeout or the turn. */
   readonly handle: (request: unknown) => Effect.Effect<Provider.Reply>
   readonly queue: boolean
   readonly queueCapacity: number

@@ -158,6 +158,13 @@ interface Outgoing {
   readonly ref?: number | undefined
 }
 
+/** A request of the CLI the host's handler is answering. */
+interface PendingHostRequest {
+  readonly deadline: number
+  /** The turn it is bound to (`bound: "turn"`): it lives as long as that turn, which does not stall meanwhile. */
+  readonly turn: Turn | undefined
+}
+
 interface PendingControl {
   readonly subtype: string
   readonly deadline: number
@@ -212,7 +219,7 @@ export class Machine {
   private waiterIds = 0
   private readonly controls = new Map<number, PendingControl>()
   private readonly permissions = new Map<string, PendingPermission>()
-  private readonly hostRequests = new Map<string, number>()
+  private readonly hostRequests = new Map<string, PendingHostRequest>()
   /** Lines waiting for the writer, oldest first. */
   private readonly outbox: Array<Outgoing> = []
   /** The line being written: its owner (a turn for a prompt's line), or null for another line. */
@@ -577,7 +584,11 @@ export class Machine {
 
   /** The host's handler answered a request of the CLI (late answers are ignored). */
   handled(now: number, requestId: string, reply: Provider.Reply): void {
-    if (!this.hostRequests.delete(requestId)) return
+    const pending = this.hostRequests.get(requestId)
+    if (pending === undefined) return
+    this.hostRequests.delete(requestId)
+    // Waiting on the host is not a stall: the stall clock restarts when its answer goes out.
+    if (pending.turn !== undefined && pending.turn === this.active) pending.turn.lastProgress = now
     this.reply(now, requestId, reply)
   }
 
@@ -627,7 +638,9 @@ export class Machine {
         }
       } else if (now >= turn.startedAt + d.turn) {
         this.interrupt(now, turn, "turn-timeout")
-      } else if (this.status !== "awaiting-permission" && now >= turn.lastProgress + d.stall) {
+      } else if (
+        this.status !== "awaiting-permission" && now >= turn.lastProgress + d.stall && !this.hostWorking(turn)
+      ) {
         this.interrupt(now, turn, "stall")
       }
       if (this.active === turn && !turn.ackWarned && !turn.acknowledged && now >= turn.startedAt + d.ack) {
@@ -649,8 +662,8 @@ export class Machine {
         )
       }
     }
-    for (const [requestId, deadline] of this.hostRequests) {
-      if (now < deadline) break
+    for (const [requestId, pending] of this.hostRequests) {
+      if (now < pending.deadline) continue
       this.hostRequests.delete(requestId)
       this.output({ _tag: "StopHandling", at: 0, requestId })
       this.reply(now, requestId, { _tag: "Error", message: "the host did not answer in time" })
@@ -673,7 +686,7 @@ export class Machine {
       } else {
         const turnAt = turn.startedAt + d.turn
         if (turnAt < next) next = turnAt
-        if (this.status !== "awaiting-permission") {
+        if (this.status !== "awaiting-permission" && !this.hostWorking(turn)) {
           const stallAt = turn.lastProgress + d.stall
           if (stallAt < next) next = stallAt
         }
@@ -688,9 +701,8 @@ export class Machine {
         if (pending.state !== "resolved" && pending.deadline < next) next = pending.deadline
       }
     }
-    for (const deadline of this.hostRequests.values()) {
-      if (deadline < next) next = deadline
-      break
+    for (const pending of this.hostRequests.values()) {
+      if (pending.deadline < next) next = pending.deadline
     }
     if (this.logSuppressed > 0 && this.logWindowEnd < next) next = this.logWindowEnd
     return next
@@ -746,7 +758,14 @@ export class Machine {
       case "PermissionRequest":
         return this.permissionRequest(now, item.request)
       case "HostRequest": {
-        this.hostRequests.set(item.requestId, now + this.settings.deadlines.control)
+        const turn = this.active
+        const bound = item.bound === "turn" && turn !== undefined && turn.taken && !turn.finished ? turn : undefined
+        // What the running turn waits on is the turn's work: it is progress, and lives as long as the turn does.
+        if (bound !== undefined) this.progress(now, bound)
+        this.hostRequests.set(item.requestId, {
+          deadline: bound === undefined ? now + this.settings.deadlines.control : never,
+          turn: bound
+        })
         this.output({ _tag: "Handle", at: 0, requestId: item.requestId, request: item.request })
         return
       }
@@ -754,7 +773,11 @@ export class Machine {
         const pending = this.permissions.get(item.requestId)
         if (pending !== undefined) {
           this.resolve(now, pending, { _tag: "Expired", why: "cancelled-by-cli" }, undefined)
-        } else if (this.hostRequests.delete(item.requestId)) {
+        } else {
+          const host = this.hostRequests.get(item.requestId)
+          if (host === undefined) return
+          this.hostRequests.delete(item.requestId)
+          if (host.turn !== undefined && host.turn === this.active) host.turn.lastProgress = now
           this.output({ _tag: "StopHandling", at: 0, requestId: item.requestId })
         }
         return
@@ -963,6 +986,7 @@ export class Machine {
     turn.finished = true
     turn.phase = Exit.isSuccess(exit) ? "completed" : turn.phase === "queued" ? "cancelled" : "failed"
     this.expirePermissions(now, turn.id, "turn-ended")
+    this.stopHostRequests(turn)
     const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : Option.none()
     if (Exit.isSuccess(exit)) {
       this.emit({ _tag: "TurnCompleted", turnId: turn.id, raw: exit.value.raw, result: exit.value })
@@ -1007,9 +1031,26 @@ export class Machine {
     this.controls.clear()
   }
 
-  private stopHostRequests(): void {
-    for (const requestId of this.hostRequests.keys()) this.output({ _tag: "StopHandling", at: 0, requestId })
-    this.hostRequests.clear()
+  /** Stops the handlers of the CLI's requests (those bound to `turn` only, when given): nothing is answered. */
+  private stopHostRequests(turn?: Turn): void {
+    if (this.hostRequests.size === 0) return
+    for (const [requestId, pending] of this.hostRequests) {
+      if (turn !== undefined && pending.turn !== turn) continue
+      this.hostRequests.delete(requestId)
+      this.output({ _tag: "StopHandling", at: 0, requestId })
+    }
+  }
+
+  /** The running turn waits on the host's answer to one of the CLI's requests (its stall clock is paused). */
+  awaitingHost(): boolean {
+    return this.active !== undefined && this.hostWorking(this.active)
+  }
+
+  /** The turn waits on the host's handler of one of the CLI's requests. */
+  private hostWorking(turn: Turn): boolean {
+    if (this.hostRequests.size === 0) return false
+    for (const pending of this.hostRequests.values()) if (pending.turn === turn) return true
+    return false
   }
 
   private reply(now: number, requestId: string, reply: Provider.Reply): void {
