@@ -248,7 +248,8 @@ export const make = Effect.fn("ClaudeSession.make")(function*(options: Options =
     queueCapacity: options.queueCapacity,
     eventRing: options.eventRing,
     subscriberBuffer: options.subscriberBuffer,
-    makeId: options.makeId
+    makeId: options.makeId,
+    model: options.model
   }) as Effect.Effect<Session.Session<TurnResult, TurnError>, Session.StartError, Transport.Transport | Scope.Scope>
   const initializeResponse = session.handshake as ClaudeProtocol.InitializeResponse
   // Each answer is decoded by its schema; one that does not match fails the control, like an error answer.
