@@ -1,16 +1,15 @@
 /**
  * The programs the READMEs show (```ts run blocks, extracted by scripts/readme.ts) and the host example run as a
- * user runs them: `node <file>` against the fake `claude` of @tether/testing (TETHER_CLAUDE_PATH), as real processes.
- * Every process a run starts carries a marker in its environment and is killed when the test ends, however it ends.
+ * user runs them: `node <file>` against the fake `claude` of @tether/testing (TETHER_CLAUDE_PATH), as real processes
+ * (`support/Programs.ts`: whatever a run starts is killed when the test ends, however it ends).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FakeClaude } from "@tether/testing"
-import { Data, Effect } from "effect"
-import * as ChildProcess from "node:child_process"
-import { randomUUID } from "node:crypto"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as OtlpCollector from "./support/OtlpCollector.ts"
+import { run } from "./support/Programs.ts"
 
 const examples = Path.resolve(import.meta.dirname, "..")
 
@@ -22,76 +21,6 @@ interface Program {
 const programs: ReadonlyArray<Program> = JSON.parse(
   Fs.readFileSync(Path.join(examples, "readme", "programs.json"), "utf8")
 )
-
-const markVariable = "TETHER_PROGRAM_RUN"
-
-/** Live processes whose environment carries the marker (Linux: /proc; elsewhere none are found). */
-const marked = (mark: string): ReadonlyArray<number> => {
-  if (process.platform !== "linux") return []
-  const needle = `${markVariable}=${mark}\0`
-  return Fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number).filter((pid) => {
-    try {
-      return !/\) [ZX] /.test(Fs.readFileSync(`/proc/${pid}/stat`, "latin1")) &&
-        Fs.readFileSync(`/proc/${pid}/environ`, "latin1").includes(needle)
-    } catch {
-      return false
-    }
-  })
-}
-
-const killMarked = (mark: string) =>
-  Effect.sync(() => {
-    for (const pid of marked(mark)) {
-      try {
-        process.kill(pid, "SIGKILL")
-      } catch {
-        // gone already
-      }
-    }
-  })
-
-class ProgramFailed extends Data.TaggedError("ProgramFailed")<{ readonly reason: string }> {}
-
-interface Outcome {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-/**
- * Runs `node <file> ...args` to its end (at most 30 s) with `env` added to this process's environment. Whatever it
- * started is killed when the scope closes.
- */
-const run = (file: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>>) =>
-  Effect.gen(function*() {
-    const mark = randomUUID()
-    yield* Effect.addFinalizer(() => killMarked(mark))
-    const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        ChildProcess.spawn(process.execPath, [file, ...args], {
-          cwd: Path.dirname(file),
-          env: { ...process.env, ...env, [markVariable]: mark },
-          stdio: ["ignore", "pipe", "pipe"]
-        })
-      ),
-      (child) => Effect.sync(() => child.kill("SIGKILL"))
-    )
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (data: string) => stdout += data)
-    child.stderr.setEncoding("utf8").on("data", (data: string) => stderr += data)
-    const code = yield* Effect.callback<number | null, ProgramFailed>((resume) => {
-      child.once("error", (error) => resume(Effect.fail(new ProgramFailed({ reason: error.message }))))
-      child.once("close", (code) => resume(Effect.succeed(code)))
-    }).pipe(
-      Effect.timeoutOrElse({
-        duration: "30 seconds",
-        orElse: () => Effect.fail(new ProgramFailed({ reason: `still running after 30 s\n${stdout}\n${stderr}` }))
-      })
-    )
-    const outcome: Outcome = { code, stdout, stderr }
-    return outcome
-  })
 
 const fake = { TETHER_CLAUDE_PATH: FakeClaude.path }
 
