@@ -143,6 +143,22 @@ describe("Session telemetry", () => {
       })
     ).pipe(mock()))
 
+  it.effect("a queued turn's first output is timed from its own start, once", () =>
+    traced((recorded) =>
+      withSession({ queue: true }, (session) =>
+        Effect.gen(function*() {
+          const first = yield* session.send("one")
+          const second = yield* session.send("two")
+          yield* settle(first.result)
+          yield* settle(second.result)
+          const turns = recorded.named("tether.turn")
+          assert.deepStrictEqual(turns.map((turn) => attribute(turn, "tether.turn.id")), [first.id, second.id])
+          for (const turn of turns) assert.isAbove(attribute(turn, "tether.turn.first_output_ms") as number, 0)
+          assert.strictEqual(yield* count(Session.metrics.firstOutput, claude), 2)
+          assert.strictEqual(yield* count(Session.metrics.turns, { ...claude, outcome: "completed" }), 2)
+        }))
+    ).pipe(mock()))
+
   it.effect("an interrupted turn ends its span with the error, and counts as interrupted", () =>
     traced((recorded) =>
       withSession({}, (session) =>
@@ -247,7 +263,7 @@ describe("Session telemetry", () => {
   it.effect("a session that fails to start ends its span with the start's error", () =>
     traced((recorded) =>
       Effect.gen(function*() {
-        const timeouts = Effect.runSync(Timeouts.make({ startup: "5 seconds" }))
+        const timeouts = yield* Timeouts.make({ startup: "5 seconds" })
         const error = yield* settle(Effect.flip(Effect.scoped(ClaudeSession.make({ timeouts }))))
         assert.strictEqual(error._tag, "StartupTimeout")
         const [span] = recorded.named("tether.session")
