@@ -78,19 +78,20 @@ export const start = (
     let stderr = ""
     child.stdout.setEncoding("utf8").on("data", (data: string) => stdout += data)
     child.stderr.setEncoding("utf8").on("data", (data: string) => stderr += data)
-    const closed = new Promise<number | null | Error>((resolve) => {
-      child.once("error", resolve)
+    const closed = new Promise<number | null>((resolve, reject) => {
+      child.once("error", reject)
       child.once("close", resolve)
     })
+    // Read only through `exit`: a spawn error nobody waits for is not an unhandled rejection.
+    closed.catch(() => {})
     const running: Running = {
       pid: child.pid,
       stdout: () => stdout,
       stderr: () => stderr,
-      exit: Effect.flatMap(
-        Effect.promise(() => closed),
-        (code) =>
-          code instanceof Error ? Effect.fail(new ProgramFailed({ reason: code.message })) : Effect.succeed(code)
-      )
+      exit: Effect.tryPromise({
+        try: () => closed,
+        catch: (error) => new ProgramFailed({ reason: error instanceof Error ? error.message : String(error) })
+      })
     }
     return running
   })
