@@ -15,7 +15,7 @@
  * | route | what it does |
  * | --- | --- |
  * | `POST /conversations/:id/messages` `{ "text", "model"?, "provider"?, "wait"? }` | sends a turn (starting the conversation's session if needed); 202 with the turn id, or 200 with the result when `wait` is true |
- * | `GET /conversations/:id/events` | the session's events as server-sent events (`?from=start\|latest\|<seq>`, or `Last-Event-ID` to resume) |
+ * | `GET /conversations/:id/events` | the session's events as server-sent events (`?from=start\|latest\|<seq>`, or `Last-Event-ID` to resume): normalized events only, without the CLI's raw frames; `?raw=1` adds them (every `Frame` event, and `raw` on each event) |
  * | `GET /conversations/:id/permissions` | permission requests waiting for an answer |
  * | `POST /conversations/:id/permissions/:requestId` `{ "behavior": "allow"\|"deny", "message"?, "updatedInput"? }` | answers one |
  * | `POST /conversations/:id/interrupt` | interrupts the running turn |
@@ -47,6 +47,7 @@
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { ClaudeSession, CodexSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
+import type { SessionEvent } from "@tether/core"
 import { MockAnthropic, MockClaude, MockCodex, MockOpenAI, MockTransport } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
@@ -323,6 +324,28 @@ const fromOf = (request: HttpServerRequest.HttpServerRequest, url: URL) => {
 const sse = (event: string, data: unknown, id?: number) =>
   `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${toJson(data)}\n\n`
 
+/**
+ * An event as clients see it by default: the session's normalized event without the CLI's raw frames, which carry
+ * what a client has no business reading (the `initialize` answer names the account, `system/init` the machine's
+ * tools and paths). `Frame` events are nothing but a raw frame: they are left out.
+ */
+const normalized = (event: SessionEvent.SessionEvent): object | undefined => {
+  if (event._tag === "Frame") return undefined
+  const { raw: _raw, ...rest } = event
+  switch (rest._tag) {
+    case "TurnCompleted": {
+      const { raw: _resultRaw, ...result } = rest.result
+      return { ...rest, result }
+    }
+    case "PermissionRequested": {
+      const { raw: _requestRaw, ...request } = rest.request
+      return { ...rest, request }
+    }
+    default:
+      return rest
+  }
+}
+
 const events = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const request = yield* HttpServerRequest.HttpServerRequest
@@ -331,12 +354,14 @@ const events = Effect.gen(function*() {
   // 404 now rather than an empty stream; the subscription itself lives as long as the response body.
   const snapshot = yield* registry.snapshot(id)
   const from = fromOf(request, url)
+  const raw = url.searchParams.get("raw") === "1"
   const deliveries = Stream.unwrap(registry.subscribe(id, from, { generation: snapshot.generation })).pipe(
-    Stream.map((delivery) =>
-      delivery._tag === "Lag"
-        ? sse("lag", { missed: delivery.missed, resumeSeq: delivery.resumeSeq })
-        : sse(delivery.event._tag, delivery.event, delivery.seq)
-    ),
+    Stream.map((delivery) => {
+      if (delivery._tag === "Lag") return sse("lag", { missed: delivery.missed, resumeSeq: delivery.resumeSeq })
+      const data = raw ? delivery.event : normalized(delivery.event)
+      return data === undefined ? undefined : sse(delivery.event._tag, data, delivery.seq)
+    }),
+    Stream.filter((text) => text !== undefined),
     Stream.catch((error) => Stream.make(sse("error", error))),
     Stream.concat(Stream.make(sse("end", { id, generation: snapshot.generation })))
   )

@@ -419,7 +419,8 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(options: Options<u
     queueCapacity: options.queueCapacity,
     eventRing: options.eventRing,
     subscriberBuffer: options.subscriberBuffer,
-    makeId: options.makeId
+    makeId: options.makeId,
+    model: options.model
   }) as Effect.Effect<
     Session.Session<TurnResult, TurnError>,
     Session.StartError,

@@ -136,7 +136,14 @@ export type Output =
   /** Tear the process tree down now (the session was retired). */
   | { readonly _tag: "Teardown"; readonly at: number }
   | { readonly _tag: "Log"; readonly at: number; readonly level: "Warning" | "Error"; readonly message: string }
-  | { readonly _tag: "PermissionWait"; readonly at: number; readonly millis: number }
+  /** A permission request was resolved, `millis` after it arrived. */
+  | {
+    readonly _tag: "PermissionWait"
+    readonly at: number
+    readonly millis: number
+    readonly requestId: string
+    readonly resolution: Permission.Resolution
+  }
   /** The CLI exited: nothing more will be published. */
   | { readonly _tag: "Ended"; readonly at: number }
 
@@ -177,7 +184,8 @@ const never = Number.POSITIVE_INFINITY
 const formatExit = (status: Transport.ExitStatus): string =>
   status._tag === "Exited" ? `exit code ${status.code}` : `signal ${status.signal}`
 
-const subtypeOf = (request: unknown): string =>
+/** The subtype of a control request, as errors (and the driver's telemetry) name it. */
+export const subtypeOf = (request: unknown): string =>
   typeof request === "object" && request !== null && "subtype" in request && typeof request.subtype === "string"
     ? request.subtype
     : typeof request === "object" && request !== null && "method" in request && typeof request.method === "string"
@@ -929,7 +937,13 @@ export class Machine {
       requestId: request.requestId,
       resolution
     })
-    this.output({ _tag: "PermissionWait", at: 0, millis: now - pending.requestedAt })
+    this.output({
+      _tag: "PermissionWait",
+      at: 0,
+      millis: now - pending.requestedAt,
+      requestId: request.requestId,
+      resolution
+    })
     const turn = this.active
     if (turn !== undefined && this.status === "awaiting-permission" && !this.awaitingPermission()) {
       // Waiting on a decision is not a stall: the stall clock restarts when the last one is made.
