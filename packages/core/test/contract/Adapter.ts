@@ -68,6 +68,8 @@ export type Capability =
 
 export interface Adapter {
   readonly name: string
+  /** The provider's name, as `session.protocol` and `capabilities.provider` give it. */
+  readonly provider: string
   /** The capabilities of the suite's list this provider lacks. */
   readonly lacks: ReadonlySet<Capability>
   /** The permission request kind of {@link Behaviour} `Tool`. */

@@ -1,8 +1,10 @@
 /**
- * Claude Code's adapter for the contract suite: `ClaudeSession` against `MockClaude` (2.1.332).
+ * Claude Code's adapters for the contract suite: `ClaudeSession` against `MockClaude`, once for each pinned CLI
+ * version it simulates (2.1.332, and 2.1.197 with its older frame order: no `command_lifecycle`, the prompt replayed
+ * only after the first model response).
  */
 import { ClaudeSession } from "@tether/core"
-import { MockClaude, MockTransport } from "@tether/testing"
+import { MockClaude, MockTransport, PinnedClaude } from "@tether/testing"
 import type { Adapter, Behaviour, Script } from "./Adapter.ts"
 
 type Frame = { readonly [key: string]: any }
@@ -28,10 +30,11 @@ const steps = (behaviour: Behaviour): ReadonlyArray<MockClaude.Step> => {
   }
 }
 
-const scriptOf = (script: Script): MockClaude.Script =>
+const scriptOf = (script: Script, version: string): MockClaude.Script =>
   MockClaude.make(
     (script.rules ?? []).map(([match, behaviour]) => MockClaude.when(match, ...steps(behaviour))),
     {
+      version,
       timing: script.slowReceipt === undefined ? {} : { receipt: script.slowReceipt },
       faults: [
         ...(script.ignoreInterrupts === true ? [MockClaude.ignoreInterrupts] : []),
@@ -44,11 +47,12 @@ const scriptOf = (script: Script): MockClaude.Script =>
 
 const frames = (written: ReadonlyArray<unknown>) => written as ReadonlyArray<Frame>
 
-export const claude: Adapter = {
-  name: "claude",
+const adapter = (version: string): Adapter => ({
+  name: `claude ${version}`,
+  provider: "claude",
   lacks: new Set(),
   permissionKind: "tool",
-  transport: (script, options) => MockTransport.layer(scriptOf(script), options),
+  transport: (script, options) => MockTransport.layer(scriptOf(script, version), options),
   make: (options) => ClaudeSession.make(options),
   control: {
     request: { subtype: "mcp_status" },
@@ -59,4 +63,7 @@ export const claude: Adapter = {
   interrupts: (written) => frames(written).filter((frame) => frame.request?.subtype === "interrupt").length,
   resumed: (spec, _written, id) =>
     spec.args.some((arg, i) => arg === `--resume=${id}` || spec.args[i - 1] === "--resume" && arg === id)
-}
+})
+
+/** One adapter per pinned Claude Code version, newest first. */
+export const claude: ReadonlyArray<Adapter> = PinnedClaude.versions.map(adapter)

@@ -41,6 +41,7 @@ const lines = (written: ReadonlyArray<unknown>) => written as ReadonlyArray<Line
 
 export const codex: Adapter = {
   name: "codex",
+  provider: "codex",
   // Codex runs what it asked about or nothing: an allow with a rewritten input is sent as a decline.
   lacks: new Set(["rewrite-input"]),
   permissionKind: "command",

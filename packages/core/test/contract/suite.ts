@@ -67,12 +67,12 @@ export const contract = (adapter: Adapter) => {
       it.effect("the session starts idle, and declares what its provider can do", () =>
         withSession({}, (session, connection) =>
           Effect.gen(function*() {
-            assert.strictEqual(session.protocol, adapter.name)
+            assert.strictEqual(session.protocol, adapter.provider)
             assert.strictEqual(yield* session.status, "idle")
             assert.isTrue(yield* session.isAlive)
             assert.isTrue(yield* connection.isAlive)
             const capabilities = yield* session.capabilities
-            assert.strictEqual(capabilities.provider, adapter.name)
+            assert.strictEqual(capabilities.provider, adapter.provider)
             assert.isTrue(capabilities.interrupt)
             assert.isTrue(capabilities.resume)
             assert.include(capabilities.permissionKinds, adapter.permissionKind)
