@@ -617,9 +617,16 @@ const makeConnection = (
     inputError ??= describe(error)
   })
   // A write fails because the CLI closed its stdin, which it almost always does by exiting: the failure is handed
-  // over once the exit status and the stderr are in (bounded), so that whoever asks why finds them.
+  // over once the exit status and the stderr are in (bounded), so that whoever asks why finds them, and its reason
+  // names the exit status: a CLI that died at start says how, whichever of the two reaches the session first.
   const failWrite = (resume: (effect: Effect.Effect<void, TransportWriteError>) => void, reason: string) =>
-    settled(() => resume(Effect.fail(new TransportWriteError({ reason }))))
+    settled(() =>
+      resume(Effect.fail(
+        new TransportWriteError({
+          reason: status === undefined ? reason : `${reason} (the CLI exited: ${Transport.formatExitStatus(status)})`
+        })
+      ))
+    )
   const write = (line: string): Effect.Effect<void, TransportWriteError> =>
     Effect.callback<void, TransportWriteError>((resume) => {
       if (inputEnded) {
