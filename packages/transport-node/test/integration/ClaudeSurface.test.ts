@@ -1,22 +1,23 @@
 /**
- * The Claude surface of issue 15 against the real `claude` offline (the pinned version, MockAnthropic on
- * 127.0.0.1, a loopback-only namespace where the machine allows it): the model calls a tool of an in-process MCP
+ * The Claude surface of issue 15 against the real `claude` offline (every pinned version, side by side as in
+ * ClaudeCli.test.ts; MockAnthropic on 127.0.0.1, a loopback-only namespace where the machine allows it): the model calls a tool of an in-process MCP
  * server of the host and gets its result, and a turn's structured output is decoded by the session's Schema.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ClaudeMcp, ClaudePermission, ClaudeSession, Permission, type Transport } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
 import { Deferred, Effect, Exit, Option, Schema, type Scope } from "effect"
-import { claudeVersion, eventsOf, leftBehind, makeWorld, TransportLive, type World } from "./harness.ts"
+import { type Cli, clis, eventsOf, leftBehind, makeWorld, type World } from "./harness.ts"
 
 const inWorld = <A, E>(
+  cli: Cli,
   mockScript: MockAnthropic.Script,
   body: (world: World) => Effect.Effect<A, E, Scope.Scope | Transport.Transport>
 ) =>
   Effect.gen(function*() {
     const world = yield* makeWorld(mockScript)
     return yield* body(world)
-  }).pipe(Effect.scoped, Effect.provide(TransportLive))
+  }).pipe(Effect.scoped, Effect.provide(cli.transport))
 
 afterAll(() => {
   const left = leftBehind()
@@ -33,7 +34,7 @@ const messagesBody = (world: World, index: number) =>
     } | undefined
   })
 
-describe(`the Claude surface on the real claude ${claudeVersion}, offline`, () => {
+const scenarios = (cli: Cli) => {
   it.live("the model calls a tool of the host's in-process MCP server and gets its result", () => {
     const calls: Array<{ readonly a: number; readonly b: number; readonly toolUseId: string | undefined }> = []
     const add = ClaudeMcp.tool("add", {
@@ -49,7 +50,7 @@ describe(`the Claude surface on the real claude ${claudeVersion}, offline`, () =
     // The first model call asks for the tool; the second (with its tool_result) echoes "Tool said: <result>".
     const script: MockAnthropic.Script = (request) =>
       Option.isSome(request.toolResult) ? MockAnthropic.echo : MockAnthropic.mcpTool("calc", "add", { a: 2, b: 3 })
-    return inWorld(script, (world) =>
+    return inWorld(cli, script, (world) =>
       Effect.gen(function*() {
         const session = yield* ClaudeSession.make(world.options({
           mcpServers: [calc],
@@ -95,7 +96,7 @@ describe(`the Claude surface on the real claude ${claudeVersion}, offline`, () =
     const calc = ClaudeMcp.server("calc", { tools: [divide] })
     const script: MockAnthropic.Script = (request) =>
       Option.isSome(request.toolResult) ? MockAnthropic.echo : MockAnthropic.mcpTool("calc", "divide", { a: 1, b: 0 })
-    return inWorld(script, (world) =>
+    return inWorld(cli, script, (world) =>
       Effect.gen(function*() {
         const session = yield* ClaudeSession.make(world.options({ mcpServers: [calc], policy: Permission.allowAll }))
         const result = yield* session.run("Divide 1 by 0 with the tool.")
@@ -130,7 +131,7 @@ describe(`the Claude surface on the real claude ${claudeVersion}, offline`, () =
           request.prompt.startsWith("[wait]") && Option.isNone(request.toolResult)
             ? MockAnthropic.mcpTool("host", "wait", {})
             : MockAnthropic.text(`Hello from the mock: ${request.prompt}`)
-        return yield* inWorld(script, (world) =>
+        return yield* inWorld(cli, script, (world) =>
           Effect.gen(function*() {
             const session = yield* ClaudeSession.make(world.options({
               mcpServers: [ClaudeMcp.server("host", { tools: [wait] })],
@@ -178,7 +179,7 @@ describe(`the Claude surface on the real claude ${claudeVersion}, offline`, () =
       })
       const script: MockAnthropic.Script = (request) =>
         request.index < 2 ? MockAnthropic.mcpTool("calc", "add", { a: request.index, b: 1 }) : MockAnthropic.echo
-      return inWorld(script, (world) =>
+      return inWorld(cli, script, (world) =>
         Effect.gen(function*() {
           const session = yield* ClaudeSession.make(world.options({
             mcpServers: [ClaudeMcp.server("calc", { tools: [add] })],
@@ -209,7 +210,7 @@ describe(`the Claude surface on the real claude ${claudeVersion}, offline`, () =
     })
     const script: MockAnthropic.Script = () =>
       MockAnthropic.structuredOutput({ answer: "forty-two", n: 42, tags: ["trivia"] })
-    return inWorld(script, (world) =>
+    return inWorld(cli, script, (world) =>
       Effect.gen(function*() {
         const session = yield* ClaudeSession.make(world.options({ outputSchema: Verdict }))
         const result = yield* session.run("What is the answer? Reply in the structured format.")
@@ -234,7 +235,7 @@ describe(`the Claude surface on the real claude ${claudeVersion}, offline`, () =
     // The JSON Schema of Int says "integer"; a refinement the JSON Schema cannot say (an even number) is the Schema's.
     const Even = Schema.Struct({ n: Schema.Int.check(Schema.makeFilter((n: number) => n % 2 === 0 || "odd")) })
     const script: MockAnthropic.Script = () => MockAnthropic.structuredOutput({ n: 3 })
-    return inWorld(script, (world) =>
+    return inWorld(cli, script, (world) =>
       Effect.gen(function*() {
         const session = yield* ClaudeSession.make(world.options({ outputSchema: Even }))
         const error = yield* Effect.flip(session.run("Give me an even number."))
@@ -244,4 +245,11 @@ describe(`the Claude surface on the real claude ${claudeVersion}, offline`, () =
         assert.strictEqual(yield* session.status, "idle")
       }))
   }, 120_000)
-})
+}
+
+// The versions run side by side (each in its own worlds and CLI processes); within a version, one scenario at a time.
+for (const cli of clis) {
+  describe(`claude ${cli.version}`, { concurrent: true }, () => {
+    describe("the Claude surface on the real claude CLI, offline", { concurrent: false }, () => scenarios(cli))
+  })
+}
