@@ -33,7 +33,8 @@ export interface Capabilities {
   readonly provider: string
   /**
    * How the CLI confirms it took a prompt. `"explicit"`: a receipt frame (Claude 2.1.3xx `command_lifecycle
-   * queued`, Codex's `turn/start` response). `"first-output"`: no receipt; the first frame of the turn shows it.
+   * queued`, Codex's `turn/start` response), or the turn's first frame if it comes first. `"first-output"`: no
+   * receipt; the first frame of the turn shows it.
    * Older Claude releases have no receipt, so Claude reports what the running CLI does once its handshake is done.
    */
   readonly receipts: "explicit" | "first-output"
@@ -80,7 +81,7 @@ export type Reply =
  *   the host's id). It is attributed to that turn.
  * - `turnId` absent and `scope` absent or `"turn"`: the frame belongs to whatever turn is running once that turn's
  *   prompt was written (the session never writes a second prompt while a turn runs), and it counts as that turn's
- *   progress and, where the CLI sends no receipt, as its acknowledgement.
+ *   progress and, if no receipt came before it, as its acknowledgement.
  * - `scope: "session"`: traffic that says nothing about the running turn (answers to controls, a session going
  *   idle after a result): published without a turn, never counted as progress or receipt.
  *

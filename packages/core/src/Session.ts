@@ -12,7 +12,8 @@
  * understands. One turn runs at a time; a second `send` is refused with a typed, safe-to-requeue error unless the
  * host asked for a queue. Everything the CLI prints after a turn's prompt was written belongs to that turn (the
  * session never writes a second prompt while one runs): it is attributed to it and counts as its progress, and
- * where the CLI sends no receipt, its first frame acknowledges the prompt.
+ * its first frame acknowledges the prompt if the CLI's receipt has not come yet (on a CLI without receipts, it is
+ * the only acknowledgement): a frame of the turn's work shows the CLI took the prompt as surely as a receipt does.
  *
  * ## Spans and metrics
  *

@@ -9,9 +9,11 @@
  *
  * const program = Effect.gen(function*() {
  *   const registry = yield* ClaudeRegistry.ClaudeRegistry
+ *   // Starts the session for this id, or finds it live (pinned while the scope is open).
+ *   yield* registry.getOrCreate("chat-42", { model: "sonnet" })
  *   const result = yield* registry.run("chat-42", "Summarize the README")
  *   console.log(result.text, result.totalCostUsd)
- * })
+ * }).pipe(Effect.scoped)
  *
  * program.pipe(Effect.provide(ClaudeRegistry.layer({ capacity: 32 }).pipe(Layer.provide(NodeTransport.layer()))))
  * ```
