@@ -419,9 +419,12 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   const serverRequest = (message: Extract<CodexProtocol.Message, { readonly _tag: "Request" }>): Provider.Items => {
     const { id, method, params, raw } = message
     const key = String(id)
+    // Only v2's approvals are approvals here. The legacy v1 requests (`execCommandApproval`, `applyPatchApproval`,
+    // still in the schema) take other params (`command` as an argv array) and other decisions (`approved`,
+    // `denied`); v2 threads never send them, so they are "other requests": an error answer unless the host's
+    // `requests` handler answers them.
     switch (method) {
-      case "item/commandExecution/requestApproval":
-      case "execCommandApproval": {
+      case "item/commandExecution/requestApproval": {
         const decoded = decodeCommandApproval(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         approvals.set(key, id)
@@ -439,8 +442,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
           }
         }
       }
-      case "item/fileChange/requestApproval":
-      case "applyPatchApproval": {
+      case "item/fileChange/requestApproval": {
         const decoded = decodeFileApproval(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         approvals.set(key, id)
