@@ -20,7 +20,8 @@ export default {
   checkers: [],
   mutate: [
     "packages/core/src/internal/session/machine.ts",
-    "packages/core/src/claude/internal/machine.ts"
+    "packages/core/src/claude/internal/machine.ts",
+    "packages/core/src/codex/internal/machine.ts"
   ],
   // The sandbox needs the core package and the workspace's node_modules (linked, not copied); nothing else.
   ignorePatterns: [
@@ -29,7 +30,9 @@ export default {
     "/.scratch",
     "/examples",
     "/scripts",
-    "/packages/transport-node",
+    // Codex's transcripts test reads the pinned codex version from transport-node's package.json.
+    "/packages/transport-node/*",
+    "!/packages/transport-node/package.json",
     "/packages/testing",
     "/reports",
     "**/dist",

@@ -1,15 +1,19 @@
 import { defineProject } from "vitest/config"
 
 // The tests `pnpm mutate` runs against each mutant of the machines (see stryker.config.mjs): the machines' own
-// tables and properties, which need no simulator, no fixtures and no real time. The property test runs fewer cases
-// there, from a fixed seed, so that each mutant is killed (or not) the same way on every run.
+// tables and properties, and Codex's recorded transcripts replayed through its machine (no simulator, no real
+// time). The property test runs fewer cases there, from a fixed seed, so that each mutant is killed (or not) the
+// same way on every run.
 export default defineProject({
   test: {
     name: "core-machines",
     include: [
       "test/SessionMachine.test.ts",
       "test/SessionMachineProperties.test.ts",
-      "test/ClaudeMachine.test.ts"
+      "test/SessionMachineHostRequests.test.ts",
+      "test/ClaudeMachine.test.ts",
+      "test/CodexMachine.test.ts",
+      "test/CodexTranscripts.test.ts"
     ],
     env: {
       TETHER_PROPERTY_RUNS: "60",
