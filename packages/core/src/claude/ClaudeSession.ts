@@ -222,15 +222,30 @@ const handler = (callbacks: ReadonlyMap<string, HookCallback>) => (request: unkn
   }
 }
 
+/** The options with a conversation placement applied (see `Session.Conversation`). */
+const placed = (options: Options, placement: Session.Placement | undefined): Options => {
+  if (placement === undefined) return options
+  const { continue: _continue, forkSession: _fork, resume: _resume, sessionId, ...rest } = options
+  return {
+    ...rest,
+    ...(placement.resume === undefined
+      ? (sessionId === undefined ? {} : { sessionId })
+      : { resume: placement.resume }),
+    env: { ...options.env, set: { ...options.env?.set, CLAUDE_CONFIG_DIR: placement.directory } }
+  }
+}
+
 /**
  * Starts a Claude session in the current scope: builds the `claude` command line from the typed options,
  * opens it through the `Transport` in context, and completes the `initialize` handshake within the startup
- * timeout. Closing the scope releases it.
+ * timeout. Closing the scope releases it. A `Session.Conversation` placement in context decides where the transcript
+ * lives (`CLAUDE_CONFIG_DIR`) and which conversation it resumes.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const make = Effect.fn("ClaudeSession.make")(function*(options: Options = {}) {
+export const make = Effect.fn("ClaudeSession.make")(function*(given: Options = {}) {
+  const options = placed(given, yield* Session.Conversation)
   const timeouts = options.timeouts ?? Timeouts.defaults
   const launch = yield* ClaudeOptions.toLaunchSpec(options)
   const hooks = hookRegistry(options.hooks)
