@@ -194,6 +194,10 @@ export interface ClusterSnapshot extends SessionRegistry.Snapshot {
  * turn that was in flight); `"not-durable"`: the session does not save its events and they went with an earlier
  * generation.
  *
+ * For `"lost"`, `missed` is an upper bound: a runner reserves seqs in blocks (of 10,000) before it hands them out,
+ * and the next generation starts above the dead runner's block, whether or not it used all of it. Every seq below
+ * `resumeSeq` that the subscriber has not seen will never be delivered.
+ *
  * @category models
  * @since 0.1.0
  */

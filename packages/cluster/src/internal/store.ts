@@ -19,7 +19,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import type * as Files from "./files.ts"
 
 /** How many seqs a generation reserves at a time: a runner that dies may have handed out any seq below them. */
-export const seqBlock = 1_000_000
+export const seqBlock = 10_000
 
 export type State = "live" | "dormant" | "evicted"
 
