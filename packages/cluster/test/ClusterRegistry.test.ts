@@ -9,7 +9,7 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { ClusterRegistry } from "@tether/cluster"
 import { ClaudeSession, EventLog, Permission, type SessionEvent, SessionRegistry, Timeouts } from "@tether/core"
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
-import { Effect, Layer, Option, Schema, Stream } from "effect"
+import { Effect, Layer, Metric, Option, Schema, Stream } from "effect"
 import { TestRunner } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
 
@@ -81,6 +81,14 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry", 
       assert.strictEqual(yield* turn.phase, "completed")
       const seqs = deliveries.flatMap((delivery) => delivery._tag === "Event" ? [delivery.seq] : [])
       assert.isTrue(seqs.every((seq, i) => i === 0 || seq === seqs[i - 1] + 1), "consecutive seqs")
+      // The runner's metrics carry its address.
+      const attributes = { runner: "localhost:34431", registry: "test/Chats" }
+      const started = yield* Metric.value(
+        Metric.withAttributes(ClusterRegistry.metrics.restores, { ...attributes, previous: "new" })
+      )
+      assert.isAtLeast(started.count, 1)
+      const saves = yield* Metric.value(Metric.withAttributes(ClusterRegistry.metrics.saveDuration, attributes))
+      assert.isAtLeast(saves.count, 2, "a save after each turn")
     }))
 
   it.effect("a session closed on its runner (idle) comes back with the next message: a new generation, resumed", () =>

@@ -687,7 +687,9 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
    */
   const subscribe = (id: string, from: typeof Protocol.From.Type, generation: number | undefined) =>
     Stream.unwrap(Effect.gen(function*() {
-      const { inc } = yield* ensure(id, { generation })
+      // Restored if need be, but not pinned: a subscription never keeps a session from its idle TTL (as in one
+      // process); its stream ends when the session closes.
+      const { inc } = yield* Effect.scoped(ensure(id, { generation }))
       const session = inc.session!
       let cursor = from === "latest"
         ? inc.base + (yield* session.latestSeq)
@@ -730,24 +732,35 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       )
     }))
 
+  /**
+   * A turn's events: live, from the turn itself; a turn of an earlier generation, from the saved events of a
+   * durable session; else (its runner died before saving them) a gap.
+   */
   const turnEvents = (
     id: string,
     ref: { readonly promptId: string; readonly turnId: string; readonly generation: number }
   ) =>
-    Stream.unwrap(Effect.sync(() => {
+    Stream.unwrap(Effect.gen(function*() {
       const inc = incarnations.get(id)
       const tracked = trackedTurn(id, ref)
-      if (inc === undefined || tracked === undefined) {
-        // The turn is not live here: its events went with its runner.
-        return Stream.make<Array<Wire.Delivery>>(
-          { _tag: "Lag", missed: 0, resumeSeq: 0, reason: "lost" },
-          { _tag: "End" }
+      if (inc !== undefined && tracked !== undefined) {
+        return tracked.turn.events.pipe(
+          Stream.map(toDelivery(inc)),
+          Stream.concat(Stream.succeed<Wire.Delivery>({ _tag: "End" }))
         )
       }
-      return tracked.turn.events.pipe(
-        Stream.map(toDelivery(inc)),
-        Stream.concat(Stream.succeed<Wire.Delivery>({ _tag: "End" }))
-      )
+      const saved = yield* store.turnEvents(id, ref.turnId).pipe(Effect.orElseSucceed(() => []))
+      const deliveries: Array<Wire.Delivery> = saved.map((row) => ({ _tag: "Event", seq: row.seq, event: row.event }))
+      const ended = saved.some((row) => {
+        const tag = (row.event as { readonly _tag?: unknown } | null)?._tag
+        return tag === "TurnCompleted" || tag === "TurnFailed"
+      })
+      if (!ended) {
+        const last = saved.length === 0 ? 0 : saved[saved.length - 1].seq
+        deliveries.push({ _tag: "Lag", missed: 1, resumeSeq: last + 2, reason: "lost" })
+      }
+      deliveries.push({ _tag: "End" })
+      return Stream.fromIterable(deliveries)
     }))
 
   // ------------------------------------------------------------------------------------------------------------

@@ -338,11 +338,6 @@ export const make = Effect.fnUntraced(function*(options: {
       WHERE entity_type = ${type} AND id = ${id} AND prompt_id = ${promptId} AND generation = ${generation}
         AND state = 'dispatched'`.pipe(Effect.asVoid)
 
-  /** Names the turn a claimed prompt became (its send returned). */
-  const dispatched = (id: string, promptId: string, turnId: string) =>
-    sql`UPDATE ${turns} SET turn_id = ${turnId} WHERE entity_type = ${type} AND id = ${id} AND prompt_id = ${promptId}`
-      .pipe(Effect.asVoid)
-
   const turn = (id: string, promptId: string): Effect.Effect<LedgerTurn | undefined, SqlError> =>
     Effect.map(
       sql`SELECT * FROM ${turns} WHERE entity_type = ${type} AND id = ${id} AND prompt_id = ${promptId}`,
@@ -435,13 +430,29 @@ export const make = Effect.fnUntraced(function*(options: {
         }))
     )
 
+  /** The saved events of one turn, in order. */
+  const turnEvents = (id: string, turnId: string): Effect.Effect<ReadonlyArray<StoredEvent>, SqlError> =>
+    Effect.map(
+      sql`
+        SELECT seq, generation, turn_id, event FROM ${events}
+        WHERE entity_type = ${type} AND id = ${id} AND turn_id = ${turnId}
+        ORDER BY seq`,
+      (rows) =>
+        rows.map((row) => ({
+          seq: num(row.seq),
+          generation: num(row.generation),
+          turnId,
+          event: json(row.event)
+        }))
+    )
+
   /** Every session record that is not evicted, oldest use first. */
   const list = Effect.map(
     sql`SELECT * FROM ${sessions} WHERE entity_type = ${type} AND state <> 'evicted' ORDER BY updated_at`,
     (rows) => rows.map((row) => ({ id: row.id as string, record: toRecord(row) }))
   )
 
-  return { read, begin, claim, unclaim, dispatched, turn, save, extend, evict, eventsAfter, list } as const
+  return { read, begin, claim, unclaim, turn, save, extend, evict, eventsAfter, turnEvents, list } as const
 })
 
 /** The store of one registry. */
