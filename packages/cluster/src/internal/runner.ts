@@ -203,8 +203,9 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const kind = options.kind
   const drainTimeout = settings.drainTimeout ?? Duration.seconds(10)
   const defaultDurable = settings.durableEvents ?? false
+  if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
   const stateDirectory = settings.stateDirectory ??
-    Path.join(Os.tmpdir(), `tether-cluster-${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
+    Path.join(Os.tmpdir(), `${Files.stalePrefix}${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
   const runnerScope = yield* Effect.scope
   yield* Effect.addFinalizer(() => Files.remove(stateDirectory))
   const store = yield* Store.make({ entityType: options.entity.type, prefix: settings.tablePrefix ?? "tether" })
