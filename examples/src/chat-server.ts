@@ -4,6 +4,9 @@
  *   pnpm --filter @tether/examples chat-server          # simulated CLI (MockTransport): works anywhere
  *   TETHER_REAL=1 pnpm --filter @tether/examples chat-server   # the real `claude` (NodeTransport)
  *
+ * The same routes over a cluster of runners (`@tether/cluster`) are `chat-cluster.ts`: this module exports them, and
+ * its registry service (`Conversations`), whose configuration is plain data for that reason.
+ *
  * It listens on 127.0.0.1 only (PORT, default 8787). Routes:
  *
  * | route | what it does |
@@ -39,7 +42,7 @@
  *   curl -X DELETE localhost:8787/conversations/demo
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { ClaudeRegistry, ClaudeSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
+import { ClaudeSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
 import { MockAnthropic, MockClaude, MockTransport } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
@@ -72,7 +75,7 @@ const real = process.env.TETHER_REAL === "1"
 const mockApi = real && process.env.TETHER_MOCK_API === "1"
 
 /** The real CLI is found as the quick start finds it: offline, the version this repository pins first. */
-const TransportLive: Layer.Layer<Transport.Transport, TetherError.ExecutableNotFound> = real
+export const TransportLive: Layer.Layer<Transport.Transport, TetherError.ExecutableNotFound> = real
   ? Layer.unwrap(
     Effect.map(
       ClaudeExecutable.find({ online: !mockApi }),
@@ -89,7 +92,7 @@ const TransportLive: Layer.Layer<Transport.Transport, TetherError.ExecutableNotF
 const deferToClient: Permission.Policy = () => Effect.succeed(Permission.defer)
 
 /** What every conversation's session starts with (here: the environment of the offline real CLI, if any). */
-class SessionDefaults extends Context.Service<SessionDefaults, Pick<ClaudeSession.Options, "env" | "cwd">>()(
+export class SessionDefaults extends Context.Service<SessionDefaults, Pick<ClaudeSession.Options, "env" | "cwd">>()(
   "examples/chat-server/SessionDefaults"
 ) {}
 
@@ -109,7 +112,7 @@ const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
   return { cwd, env: { mode: "clean" as const, set: env } }
 }))
 
-const SessionDefaultsLive = mockApi
+export const SessionDefaultsLive = mockApi
   ? OfflineApi
   : Layer.succeed(SessionDefaults)({})
 
@@ -125,8 +128,19 @@ const sessionConfig = Effect.fnUntraced(function*(model: string | undefined) {
   return options
 })
 
-const RegistryLive = ClaudeRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
+/** What a client chooses per conversation: plain data, so that a cluster can send it and store it. */
+export const ConversationConfig = Schema.Struct({ model: Schema.optional(Schema.String) })
+
+/** The conversations: Claude sessions by id, started from the defaults, the client's model and the policy. */
+export class Conversations extends SessionRegistry.Service<Conversations>()("examples/chat-server/Conversations", {
+  acquire: (_id, config: typeof ConversationConfig.Type) =>
+    Effect.flatMap(sessionConfig(config.model), (options) => ClaudeSession.make(options)),
+  fingerprint: SessionRegistry.fingerprint
+}) {}
+
+const RegistryLive = Conversations.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
   Layer.provide(TransportLive),
+  Layer.provide(SessionDefaultsLive),
   Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)))
 )
 
@@ -220,8 +234,8 @@ const AnswerBody = Schema.Struct({
 const sendMessage = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const body = yield* HttpServerRequest.schemaBodyJson(MessageBody)
-  const registry = yield* ClaudeRegistry.ClaudeRegistry
-  const conversation = yield* registry.getOrCreate(id, yield* sessionConfig(body.model))
+  const registry = yield* Conversations
+  const conversation = yield* registry.getOrCreate(id, body.model === undefined ? {} : { model: body.model })
   // The turn belongs to the conversation, not to this HTTP request: a client that disconnects does not cancel it.
   const turn = yield* conversation.send(body.text, { interruptOnCancel: false })
   if (body.wait !== true) {
@@ -254,7 +268,7 @@ const events = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const request = yield* HttpServerRequest.HttpServerRequest
   const url = new URL(request.url, "http://127.0.0.1")
-  const registry = yield* ClaudeRegistry.ClaudeRegistry
+  const registry = yield* Conversations
   // 404 now rather than an empty stream; the subscription itself lives as long as the response body.
   const snapshot = yield* registry.snapshot(id)
   const from = fromOf(request, url)
@@ -277,7 +291,7 @@ const events = Effect.gen(function*() {
 
 const pendingPermissions = Effect.gen(function*() {
   const id = yield* pathParam("id")
-  const registry = yield* ClaudeRegistry.ClaudeRegistry
+  const registry = yield* Conversations
   const pending = yield* registry.pendingPermissions(id)
   return json(pending.map(({ raw: _raw, ...request }) => request))
 }).pipe(handle)
@@ -286,7 +300,7 @@ const answerPermission = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const requestId = yield* pathParam("requestId")
   const body = yield* HttpServerRequest.schemaBodyJson(AnswerBody)
-  const registry = yield* ClaudeRegistry.ClaudeRegistry
+  const registry = yield* Conversations
   const decision = body.behavior === "allow"
     ? Permission.allow(body.updatedInput)
     : Permission.deny(body.message ?? "denied by the user", { interrupt: body.interrupt ?? false })
@@ -296,7 +310,7 @@ const answerPermission = Effect.gen(function*() {
 
 const interrupt = Effect.gen(function*() {
   const id = yield* pathParam("id")
-  const registry = yield* ClaudeRegistry.ClaudeRegistry
+  const registry = yield* Conversations
   const outcome = yield* registry.interrupt(id)
   return json({ id, outcome })
 }).pipe(handle)
@@ -305,7 +319,7 @@ const evict = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const request = yield* HttpServerRequest.HttpServerRequest
   const url = new URL(request.url, "http://127.0.0.1")
-  const registry = yield* ClaudeRegistry.ClaudeRegistry
+  const registry = yield* Conversations
   if (url.searchParams.get("force") === "1") {
     yield* registry.forceEvict(id)
   } else {
@@ -316,17 +330,17 @@ const evict = Effect.gen(function*() {
 }).pipe(handle)
 
 const list = Effect.gen(function*() {
-  const registry = yield* ClaudeRegistry.ClaudeRegistry
+  const registry = yield* Conversations
   return json(yield* registry.list)
 })
 
 const snapshot = Effect.gen(function*() {
   const id = yield* pathParam("id")
-  const registry = yield* ClaudeRegistry.ClaudeRegistry
+  const registry = yield* Conversations
   return json(yield* registry.snapshot(id))
 }).pipe(handle)
 
-const Routes = HttpRouter.addAll([
+export const Routes = HttpRouter.addAll([
   HttpRouter.route("POST", "/conversations/:id/messages", sendMessage),
   HttpRouter.route("GET", "/conversations/:id/events", events),
   HttpRouter.route("GET", "/conversations/:id/permissions", pendingPermissions),
@@ -339,17 +353,20 @@ const Routes = HttpRouter.addAll([
 
 const port = Number(process.env.PORT ?? 8787)
 
-const ServerLive = HttpRouter.serve(Routes).pipe(
-  Layer.provide(RegistryLive),
-  Layer.provide(SessionDefaultsLive),
-  // Event streams never end by themselves: give in-flight requests 2 s at shutdown (not the default 20 s), then the
-  // registry closes every session, which ends their event streams.
-  Layer.provide(
-    NodeHttpServer.layer(() => Http.createServer(), { port, host: "127.0.0.1", gracefulShutdownTimeout: "2 seconds" })
+/** The HTTP server of the routes over a registry layer (this one's, or a cluster's). */
+export const serve = <E, R>(registry: Layer.Layer<Conversations, E, R>) =>
+  HttpRouter.serve(Routes).pipe(
+    Layer.provide(registry),
+    // Event streams never end by themselves: give in-flight requests 2 s at shutdown (not the default 20 s), then the
+    // registry closes every session, which ends their event streams.
+    Layer.provide(
+      NodeHttpServer.layer(() => Http.createServer(), { port, host: "127.0.0.1", gracefulShutdownTimeout: "2 seconds" })
+    )
   )
-)
 
-Effect.logInfo(`chat-server on http://127.0.0.1:${port} (${real ? "the real claude CLI" : "a simulated CLI"})`).pipe(
-  Effect.andThen(Layer.launch(ServerLive)),
-  NodeRuntime.runMain
-)
+if (import.meta.main) {
+  Effect.logInfo(`chat-server on http://127.0.0.1:${port} (${real ? "the real claude CLI" : "a simulated CLI"})`).pipe(
+    Effect.andThen(Layer.launch(serve(RegistryLive))),
+    NodeRuntime.runMain
+  )
+}
