@@ -3,7 +3,9 @@
  * (packages/testing/bin/fast-claude.mjs), each measurement in its own child Node process (scripts/bench/runner.ts).
  * Two reference hosts split Tether's cost, each adding one layer: the bare host with Tether's frame decoder
  * (validation), then that decoder behind Tether's transport under the Effect runtime (Tether without its session);
- * a second table sets every host against the bare one.
+ * a second table sets every host against the bare one. Codex has its own pair of hosts on its own fast fake
+ * (packages/testing/bin/fast-codex.mjs, the Codex simulator as `codex app-server`): a bare JSON-RPC host and Tether's
+ * `CodexSession`, in a third table and as a row of the second (Tether for Codex against the bare Codex host).
  *
  * Prints a markdown table (machine, Node, each figure's median and min–max over several runs, Tether's ratios to the
  * SDK and to the bare host, and the targets) and writes .bench/bench.json and .bench/bench.md. Where Tether misses a
@@ -19,7 +21,7 @@
  *   BENCH_CYCLES (5)         spawn → first result → teardown cycles per lifecycle run (after one cold cycle)
  *   BENCH_SESSIONS (1,10,100) live-session counts of the memory figure
  *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
- *   BENCH_HOSTS (bare,validated,transport,sdk,tether)
+ *   BENCH_HOSTS (bare,validated,transport,sdk,tether,codex-bare,codex-tether)
  *   BENCH_PROFILE (auto)     auto: profile Tether's missed targets; 1: profile Tether's throughput and round trip; 0: never
  *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts and bench-registry.ts
  *   BENCH_EXTRA_TIMEOUT_MS (180000) per extra script
@@ -52,9 +54,9 @@ const config = {
   cycles: int("BENCH_CYCLES", 5),
   busyFrames: int("BENCH_BUSY_FRAMES", 5_000),
   levels: (env.BENCH_SESSIONS ?? "1,10,100").split(",").map((s) => Number(s.trim())).filter((n) => n > 0),
-  hosts: (env.BENCH_HOSTS ?? "bare,validated,transport,sdk,tether").split(",").map((s) => s.trim()).filter((s) =>
-    s.length > 0
-  ),
+  hosts: (env.BENCH_HOSTS ?? "bare,validated,transport,sdk,tether,codex-bare,codex-tether").split(",").map((s) =>
+    s.trim()
+  ).filter((s) => s.length > 0),
   profile: env.BENCH_PROFILE ?? "auto",
   extras: env.BENCH_EXTRAS !== "0",
   extraTimeoutMs: int("BENCH_EXTRA_TIMEOUT_MS", 180_000)
@@ -293,8 +295,15 @@ const hostLabel: Record<string, string> = {
   validated: "bare + decoder",
   transport: "transport + decoder",
   sdk: "SDK",
-  tether: "Tether"
+  tether: "Tether",
+  "codex-bare": "bare (Codex)",
+  "codex-tether": "Tether (Codex)"
 }
+
+/** The Codex hosts: their own fake, their own table; set against each other, never against the Claude hosts. */
+const isCodexHost = (host: string): boolean => host.startsWith("codex-")
+const claudeHosts = (): ReadonlyArray<string> => config.hosts.filter((host) => !isCodexHost(host))
+const codexHosts = (): ReadonlyArray<string> => config.hosts.filter(isCodexHost)
 
 /** A markdown table; `align` gives the separator of every column after the first (which is left-aligned). */
 const markdownTable = (
@@ -317,18 +326,37 @@ const decompositionIds = ["rtt", "rttSteady", "cpuPerTurn", "cpuPerTurnSteady", 
 const renderDecomposition = (): string => {
   const ids = decompositionIds.filter((id) => figures[id] !== undefined)
   const header = ["host", ...ids.map((id) => figures[id]!.label)]
-  const rows = config.hosts.filter((h) => h !== "bare").map((host) => [
-    hostLabel[host] ?? host,
+  const row = (label: string, host: string, against: string) => [
+    label,
     ...ids.map((id) => {
-      const x = ratio(figures[id]!, host, "bare")
+      const x = ratio(figures[id]!, host, against)
       return x === undefined ? "—" : `${x.toFixed(2)}x`
     })
-  ])
+  ]
+  const rows = claudeHosts().filter((h) => h !== "bare").map((host) => row(hostLabel[host] ?? host, host, "bare"))
+  if (config.hosts.includes("codex-bare") && config.hosts.includes("codex-tether")) {
+    rows.push(row("Tether (Codex), against the bare Codex host", "codex-tether", "codex-bare"))
+  }
   return markdownTable(header, rows, () => ":---:")
 }
 
+/** Codex: Tether's `CodexSession` against a bare host driving the same fake app-server, every figure. */
+const renderCodexTable = (): string => {
+  const hosts = codexHosts()
+  const header = ["figure", ...hosts.map((h) => `${hostLabel[h] ?? h} median (min–max)`), "Tether/bare"]
+  const rows = Object.values(figures).map((f) => {
+    const x = ratio(f, "codex-tether", "codex-bare")
+    return [
+      `${f.label} (${f.better} is better)`,
+      ...hosts.map((h) => cell(f, h)),
+      x === undefined ? "—" : `${x.toFixed(x >= 100 ? 0 : x >= 10 ? 1 : 2)}x`
+    ]
+  })
+  return markdownTable(header, rows, (i) => (i > hosts.length ? ":---:" : "---:"))
+}
+
 const renderTable = (): string => {
-  const hosts = config.hosts
+  const hosts = claudeHosts()
   const header = [
     "figure",
     ...hosts.map((h) => `${hostLabel[h] ?? h} median (min–max)`),
@@ -500,13 +528,14 @@ const main = async () => {
     `(lifecycle: ${config.runs} × ${config.cycles} cycles after a cold one), memory: ${config.memRuns}. ` +
     `Each measurement in its own Node process; medians with min–max across runs.`,
     "",
-    renderTable(),
+    // Only Codex hosts asked for (BENCH_HOSTS=codex-bare,codex-tether): no Claude table.
+    claudeHosts().length > 0 ? renderTable() : "(no Claude host in BENCH_HOSTS)",
     "",
     `Ratios are Tether's median over the other host's median (for rates, above 1 is better; for times and memory, below 1). ` +
     `Bench time ${(benchMs / 1000).toFixed(0)} s.`,
     ""
   ]
-  if (config.hosts.includes("bare") && config.hosts.length > 2) {
+  if (config.hosts.includes("bare") && claudeHosts().length > 2) {
     lines.push(
       "### Each host against the bare one (median over median)",
       "",
@@ -515,6 +544,18 @@ const main = async () => {
         "under the Effect runtime, one Effect run per turn: Tether without its session.",
       "",
       renderDecomposition(),
+      ""
+    )
+  }
+  if (codexHosts().length > 0) {
+    lines.push(
+      "### Codex: Tether's CodexSession against a bare host",
+      "",
+      "Both drive packages/testing/bin/fast-codex.mjs (`codex app-server` simulated, no waits) over JSON-RPC: the bare " +
+        "host with `child_process`, `readline` and `JSON.parse`, Tether with `CodexSession` over `NodeTransport`, " +
+        "every line decoded into events read by one subscriber.",
+      "",
+      renderCodexTable(),
       ""
     )
   }
@@ -567,8 +608,9 @@ const main = async () => {
       ratios: {
         tetherVsSdk: ratio(f, "tether", "sdk") ?? null,
         ...Object.fromEntries(
-          config.hosts.filter((h) => h !== "bare").map((h) => [`${h}VsBare`, ratio(f, h, "bare") ?? null])
-        )
+          claudeHosts().filter((h) => h !== "bare").map((h) => [`${h}VsBare`, ratio(f, h, "bare") ?? null])
+        ),
+        ...(codexHosts().length > 0 ? { codexTetherVsCodexBare: ratio(f, "codex-tether", "codex-bare") ?? null } : {})
       }
     })),
     profiles,

@@ -1,8 +1,14 @@
 /**
- * A chat server: many conversations, each a long-lived Claude Code session owned by a `SessionRegistry`.
+ * A chat server: many conversations, each a long-lived coding-agent session (Claude Code or Codex) owned by a
+ * `SessionRegistry`.
  *
- *   pnpm --filter @tether/examples chat-server          # simulated CLI (MockTransport): works anywhere
+ *   pnpm --filter @tether/examples chat-server          # simulated CLIs (MockTransport): works anywhere
  *   TETHER_REAL=1 pnpm --filter @tether/examples chat-server   # the real `claude` (NodeTransport)
+ *   TETHER_PROVIDER=codex pnpm --filter @tether/examples chat-server   # conversations run Codex by default
+ *
+ * TETHER_PROVIDER (`claude` unless set) is the provider of new conversations; a message may name another one
+ * (`"provider": "codex"`), and the registry holds both kinds side by side (a conversation keeps the provider it
+ * started with: another one for a live conversation is a `SessionConflict`).
  *
  * The same routes over a cluster of runners (`@tether/cluster`) are `chat-cluster.ts`: this module exports them, and
  * its registry service (`Conversations`), whose configuration is plain data for that reason.
@@ -11,8 +17,8 @@
  *
  * | route | what it does |
  * | --- | --- |
- * | `POST /conversations/:id/messages` `{ "text", "model"?, "wait"? }` | sends a turn (starting the conversation's session if needed); 202 with the turn id, or 200 with the result when `wait` is true |
- * | `GET /conversations/:id/events` | the session's events as server-sent events (`?from=start\|latest\|<seq>`, or `Last-Event-ID` to resume) |
+ * | `POST /conversations/:id/messages` `{ "text", "model"?, "provider"?, "wait"? }` | sends a turn (starting the conversation's session if needed); 202 with the turn id, or 200 with the result when `wait` is true |
+ * | `GET /conversations/:id/events` | the session's events as server-sent events (`?from=start\|latest\|<seq>`, or `Last-Event-ID` to resume): normalized events only, without the CLI's raw frames; `?raw=1` adds them (every `Frame` event, and `raw` on each event) |
  * | `GET /conversations/:id/permissions` | permission requests waiting for an answer |
  * | `POST /conversations/:id/permissions/:requestId` `{ "behavior": "allow"\|"deny", "message"?, "updatedInput"? }` | answers one |
  * | `POST /conversations/:id/interrupt` | interrupts the running turn |
@@ -24,10 +30,11 @@
  * permission request is deferred to the client (answered through the permissions route, or denied after the
  * session's permission timeout).
  *
- * With TETHER_REAL=1 TETHER_MOCK_API=1 the real CLI (the version this repository pins, unless TETHER_CLAUDE_PATH
- * names another) talks to a local mock of the Messages API (`MockAnthropic`) in a throwaway home directory, so the
- * real path can be tried offline (run it under scripts/netns.sh to be sure nothing leaves the machine). Without
- * TETHER_MOCK_API the real CLI uses the host's own login or ANTHROPIC_API_KEY.
+ * With TETHER_REAL=1 TETHER_MOCK_API=1 the real CLIs (the versions this repository pins, unless TETHER_CLAUDE_PATH or
+ * TETHER_CODEX_PATH names another) talk to local mocks of the Messages API (`MockAnthropic`) and of the Responses API
+ * (`MockOpenAI`) in throwaway home directories, so the real path can be tried offline (run it under scripts/netns.sh
+ * to be sure nothing leaves the machine). Without TETHER_MOCK_API the real CLIs use the host's own logins or API
+ * keys. The real path needs the default provider's CLI; the other one is used if it is found.
  *
  * Registry settings come from the environment: TETHER_REGISTRY_CAPACITY, TETHER_REGISTRY_IDLE_TIME_TO_LIVE,
  * TETHER_REGISTRY_ON_CONFLICT, TETHER_REGISTRY_ADMISSION_TIMEOUT, TETHER_REGISTRY_SHUTDOWN_CONCURRENCY.
@@ -42,19 +49,21 @@
  *   curl -X DELETE localhost:8787/conversations/demo
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
-import { MockAnthropic, MockClaude, MockTransport } from "@tether/testing"
+import { ClaudeSession, CodexSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
+import type { SessionEvent } from "@tether/core"
+import { MockAnthropic, MockClaude, MockCodex, MockOpenAI, MockTransport } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Http from "node:http"
 import * as ClaudeExecutable from "./claudeExecutable.ts"
+import * as CodexExecutable from "./codexExecutable.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // The transport: the real CLI, or a simulated one
 // ---------------------------------------------------------------------------------------------------------------
 
-/** The simulated CLI: echoes prompts word by word; a prompt that mentions "deploy" asks to run a Bash command. */
+/** The simulated CLIs: echo prompts word by word; a prompt that mentions "deploy" asks to run a shell command. */
 const simulated = MockClaude.make(
   [
     MockClaude.when(
@@ -71,18 +80,46 @@ const simulated = MockClaude.make(
   }
 )
 
+const simulatedCodex = MockCodex.make(
+  [
+    MockCodex.when(
+      /deploy/i,
+      MockCodex.text("Let me run the deployment."),
+      MockCodex.command({ command: "make deploy", output: "deployed v1.2.3\n" }),
+      MockCodex.text("The deployment finished: v1.2.3 is live.")
+    )
+  ],
+  { otherwise: (prompt) => [MockCodex.text(`You said: ${prompt}`.split(/(?<= )/), { delay: "40 millis" })] }
+)
+
 const real = process.env.TETHER_REAL === "1"
 const mockApi = real && process.env.TETHER_MOCK_API === "1"
 
-/** The real CLI is found as the quick start finds it: offline, the version this repository pins first. */
+/** The provider of a conversation whose first message names none. */
+const defaultProvider: "claude" | "codex" = process.env.TETHER_PROVIDER === "codex" ? "codex" : "claude"
+
+/**
+ * The real CLIs are found as the quick start finds them (offline, the versions this repository pins first): the
+ * default provider's must be there, the other one is used if it is found.
+ */
 export const TransportLive: Layer.Layer<Transport.Transport, TetherError.ExecutableNotFound> = real
   ? Layer.unwrap(
-    Effect.map(
-      ClaudeExecutable.find({ online: !mockApi }),
-      (claude) => NodeTransport.layer({ executables: { claude } })
-    )
+    Effect.gen(function*() {
+      const claude = ClaudeExecutable.find({ online: !mockApi })
+      const codex = CodexExecutable.find({ online: !mockApi })
+      const [required, optional] = defaultProvider === "codex" ? [codex, claude] : [claude, codex]
+      const found = yield* required
+      const other = yield* Effect.option(optional)
+      const otherProvider = defaultProvider === "codex" ? "claude" : "codex"
+      return NodeTransport.layer({
+        executables: {
+          [defaultProvider]: found,
+          ...(Option.isSome(other) ? { [otherProvider]: other.value } : {})
+        }
+      })
+    })
   )
-  : MockTransport.layer(simulated)
+  : MockTransport.layer((spec) => spec.program === "codex" ? simulatedCodex : simulated)
 
 // ---------------------------------------------------------------------------------------------------------------
 // The registry
@@ -91,14 +128,18 @@ export const TransportLive: Layer.Layer<Transport.Transport, TetherError.Executa
 /** Every tool use waits for the client's answer. */
 const deferToClient: Permission.Policy = () => Effect.succeed(Permission.defer)
 
-/** What every conversation's session starts with (here: the environment of the offline real CLI, if any). */
-export class SessionDefaults extends Context.Service<SessionDefaults, Pick<ClaudeSession.Options, "env" | "cwd">>()(
-  "examples/chat-server/SessionDefaults"
-) {}
+/**
+ * What every conversation's session starts with, per provider (here: the environment of the offline real CLIs, if
+ * any).
+ */
+export class SessionDefaults extends Context.Service<SessionDefaults, {
+  readonly claude: Pick<ClaudeSession.Options, "env" | "cwd">
+  readonly codex: CodexSession.Options
+}>()("examples/chat-server/SessionDefaults") {}
 
 /**
- * The real CLI against a local mock of the Messages API, in a throwaway home directory removed at shutdown (tools
- * run in it too).
+ * The real CLIs against local mocks of the Messages API and of the Responses API, in throwaway home directories
+ * removed at shutdown (tools run in them too).
  */
 const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
   const api = yield* MockAnthropic.make((request) =>
@@ -109,32 +150,63 @@ const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
       : MockAnthropic.text(`You said: ${request.prompt}`, { chunks: 4 })
   )
   const { cwd, env } = yield* MockAnthropic.offlineHome({ baseUrl: api.url, prefix: "tether-chat-server-" })
-  return { cwd, env: { mode: "clean" as const, set: env } }
+  const openai = yield* MockOpenAI.make((request) =>
+    Option.isSome(request.toolOutput)
+      ? MockOpenAI.echo
+      : /deploy/i.test(request.prompt)
+      ? MockOpenAI.execCommand("touch deployed.txt")
+      : MockOpenAI.text(`You said: ${request.prompt}`, { chunks: 4 })
+  )
+  const codex = yield* MockOpenAI.offlineHome({ baseUrl: openai.url, prefix: "tether-chat-server-codex-" })
+  return { claude: { cwd, env: { mode: "clean" as const, set: env } }, codex: codex.options }
 }))
 
 export const SessionDefaultsLive = mockApi
   ? OfflineApi
-  : Layer.succeed(SessionDefaults)({})
+  : Layer.succeed(SessionDefaults)({ claude: {}, codex: {} })
+
+/** Claude Code and Codex sessions side by side: a configuration names its provider and carries its options. */
+const bothKinds = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex: CodexSession.kind })
 
 /** The session configuration of a conversation. The policy is a function: it is not part of the fingerprint. */
-const sessionConfig = Effect.fnUntraced(function*(model: string | undefined) {
+const sessionConfig = Effect.fnUntraced(function*(provider: "claude" | "codex", model: string | undefined) {
   const defaults = yield* SessionDefaults
-  const options: ClaudeSession.Options = {
-    ...defaults,
-    ...(model === undefined ? {} : { model }),
-    includePartialMessages: true,
-    policy: deferToClient
-  }
-  return options
+  const config: SessionRegistry.Kind.Config<typeof bothKinds> = provider === "codex"
+    ? {
+      provider,
+      // Codex asks before every command under `untrusted`, as Claude does in its default permission mode.
+      options: {
+        ...defaults.codex,
+        ...(model === undefined ? {} : { model }),
+        approvalPolicy: "untrusted",
+        policy: deferToClient
+      }
+    }
+    : {
+      provider,
+      options: {
+        ...defaults.claude,
+        ...(model === undefined ? {} : { model }),
+        includePartialMessages: true,
+        policy: deferToClient
+      }
+    }
+  return config
 })
 
 /** What a client chooses per conversation: plain data, so that a cluster can send it and store it. */
-export const ConversationConfig = Schema.Struct({ model: Schema.optional(Schema.String) })
+export const ConversationConfig = Schema.Struct({
+  provider: Schema.Literals(["claude", "codex"]),
+  model: Schema.optional(Schema.String)
+})
 
-/** The conversations: Claude sessions by id, started from the defaults, the client's model and the policy. */
+/**
+ * The conversations, by conversation id: each started from the defaults, the client's provider and model, and the
+ * policy. The fingerprint is the client's choice, so another provider for a live conversation is a conflict.
+ */
 export class Conversations extends SessionRegistry.Service<Conversations>()("examples/chat-server/Conversations", {
-  acquire: (_id, config: typeof ConversationConfig.Type) =>
-    Effect.flatMap(sessionConfig(config.model), (options) => ClaudeSession.make(options)),
+  acquire: (id, config: typeof ConversationConfig.Type) =>
+    Effect.flatMap(sessionConfig(config.provider, config.model), (options) => bothKinds.acquire(id, options)),
   fingerprint: SessionRegistry.fingerprint
 }) {}
 
@@ -221,6 +293,7 @@ const pathParam = (name: string) => Effect.map(HttpRouter.params, (params) => de
 const MessageBody = Schema.Struct({
   text: Schema.String,
   model: Schema.optional(Schema.String),
+  provider: Schema.optional(Schema.Literals(["claude", "codex"])),
   wait: Schema.optional(Schema.Boolean)
 })
 
@@ -235,7 +308,10 @@ const sendMessage = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const body = yield* HttpServerRequest.schemaBodyJson(MessageBody)
   const registry = yield* Conversations
-  const conversation = yield* registry.getOrCreate(id, body.model === undefined ? {} : { model: body.model })
+  const conversation = yield* registry.getOrCreate(id, {
+    provider: body.provider ?? defaultProvider,
+    ...(body.model === undefined ? {} : { model: body.model })
+  })
   // The turn belongs to the conversation, not to this HTTP request: a client that disconnects does not cancel it.
   const turn = yield* conversation.send(body.text, { interruptOnCancel: false })
   if (body.wait !== true) {
@@ -249,7 +325,8 @@ const sendMessage = Effect.gen(function*() {
     text: result.text,
     sessionId: result.sessionId,
     usage: result.usage,
-    totalCostUsd: result.totalCostUsd
+    // Claude reports what the turn cost; Codex does not.
+    totalCostUsd: "totalCostUsd" in result ? result.totalCostUsd : undefined
   })
 }).pipe(Effect.scoped, handle)
 
@@ -264,6 +341,28 @@ const fromOf = (request: HttpServerRequest.HttpServerRequest, url: URL) => {
 const sse = (event: string, data: unknown, id?: number) =>
   `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${toJson(data)}\n\n`
 
+/**
+ * An event as clients see it by default: the session's normalized event without the CLI's raw frames, which carry
+ * what a client has no business reading (the `initialize` answer names the account, `system/init` the machine's
+ * tools and paths). `Frame` events are nothing but a raw frame: they are left out.
+ */
+const normalized = (event: SessionEvent.SessionEvent): object | undefined => {
+  if (event._tag === "Frame") return undefined
+  const { raw: _raw, ...rest } = event
+  switch (rest._tag) {
+    case "TurnCompleted": {
+      const { raw: _resultRaw, ...result } = rest.result
+      return { ...rest, result }
+    }
+    case "PermissionRequested": {
+      const { raw: _requestRaw, ...request } = rest.request
+      return { ...rest, request }
+    }
+    default:
+      return rest
+  }
+}
+
 const events = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const request = yield* HttpServerRequest.HttpServerRequest
@@ -272,12 +371,14 @@ const events = Effect.gen(function*() {
   // 404 now rather than an empty stream; the subscription itself lives as long as the response body.
   const snapshot = yield* registry.snapshot(id)
   const from = fromOf(request, url)
+  const raw = url.searchParams.get("raw") === "1"
   const deliveries = Stream.unwrap(registry.subscribe(id, from, { generation: snapshot.generation })).pipe(
-    Stream.map((delivery) =>
-      delivery._tag === "Lag"
-        ? sse("lag", { missed: delivery.missed, resumeSeq: delivery.resumeSeq })
-        : sse(delivery.event._tag, delivery.event, delivery.seq)
-    ),
+    Stream.map((delivery) => {
+      if (delivery._tag === "Lag") return sse("lag", { missed: delivery.missed, resumeSeq: delivery.resumeSeq })
+      const data = raw ? delivery.event : normalized(delivery.event)
+      return data === undefined ? undefined : sse(delivery.event._tag, data, delivery.seq)
+    }),
+    Stream.filter((text) => text !== undefined),
     Stream.catch((error) => Stream.make(sse("error", error))),
     Stream.concat(Stream.make(sse("end", { id, generation: snapshot.generation })))
   )
@@ -365,7 +466,11 @@ export const serve = <E, R>(registry: Layer.Layer<Conversations, E, R>) =>
   )
 
 if (import.meta.main) {
-  Effect.logInfo(`chat-server on http://127.0.0.1:${port} (${real ? "the real claude CLI" : "a simulated CLI"})`).pipe(
+  Effect.logInfo(
+    `chat-server on http://127.0.0.1:${port} (${
+      real ? "the real CLIs" : "simulated CLIs"
+    }; ${defaultProvider} by default)`
+  ).pipe(
     Effect.andThen(Layer.launch(serve(RegistryLive))),
     NodeRuntime.runMain
   )

@@ -1,30 +1,40 @@
 /**
- * Tether's quick start: one real `claude` session, three turns.
+ * Tether's quick start: one real session of each coding-agent CLI installed (Claude Code's `claude`, then Codex's
+ * `codex app-server`), three turns each, the same program for both.
  *
- *   pnpm --filter @tether/examples demo
+ *   pnpm --filter @tether/examples demo                 # every provider whose CLI is installed
+ *   pnpm --filter @tether/examples demo claude          # or one of them
  *
  * 1. a turn whose text is streamed to the console as it arrives;
  * 2. a turn where the model asks to run a shell command, and a permission policy decides;
  * 3. a slow turn that is interrupted, with its typed outcome;
- * and the result of each turn with its usage and cost. Closing the session (at the end, or on Ctrl-C: the program
- * runs under `NodeRuntime.runMain`, so interruption runs the finalizers) stops the CLI and everything it started.
+ * and the result of each turn with its usage (and, for Claude, its cost). Closing a session (at the end, or on
+ * Ctrl-C: the program runs under `NodeRuntime.runMain`, so interruption runs the finalizers) stops the CLI and
+ * everything it started.
  *
- * Without `ANTHROPIC_API_KEY`, the CLI talks to an embedded mock of the Messages API on 127.0.0.1, in a temporary
- * home, with `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`: nothing leaves the machine. With the key, it talks to the
- * real API with your environment (and costs a few cents).
+ * Without `ANTHROPIC_API_KEY` (`OPENAI_API_KEY` for Codex), the CLI talks to an embedded mock of its model API on
+ * 127.0.0.1 (`MockAnthropic`, `MockOpenAI`), in a temporary home, with its non-essential traffic off: nothing leaves
+ * the machine. With the key, it talks to the real API with your environment (and costs a few cents).
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, Permission, TetherError } from "@tether/core"
-import { MockAnthropic } from "@tether/testing"
+import {
+  ClaudeSession,
+  CodexSession,
+  Permission,
+  type Session,
+  TetherError,
+  type Transport,
+  type Turn
+} from "@tether/core"
+import { MockAnthropic, MockOpenAI } from "@tether/testing"
 import { NodeTransport, ShellPolicy } from "@tether/transport-node"
-import { Console, Deferred, Duration, Effect, Fiber, Option, Stream } from "effect"
+import { Console, Deferred, Duration, Effect, Fiber, Option, Redacted, type Scope, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as ClaudeExecutable from "./claudeExecutable.ts"
-
-const apiKey = process.env.ANTHROPIC_API_KEY !== undefined && process.env.ANTHROPIC_API_KEY !== ""
+import * as CodexExecutable from "./codexExecutable.ts"
 
 // --- presentation ------------------------------------------------------------------------------------------------
 
@@ -46,39 +56,57 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
 const prompts = {
   hello: "Introduce yourself in one short sentence.",
-  tool: "Use the Bash tool to run exactly this command: touch hello.txt",
+  tool: "Use your shell tool to run exactly this command: touch hello.txt",
   slow: "Count from 1 to 500, one number per line."
 }
 
-/** The mock model: what a real one would plausibly say to the three prompts. */
-const mockScript: MockAnthropic.Script = (request) => {
+const greeting = "Hi! I'm a mock model on 127.0.0.1, and this sentence reaches you one streamed delta at a time."
+
+/** The mock model of Claude: what a real one would plausibly say to the three prompts. */
+const anthropicScript: MockAnthropic.Script = (request) => {
   if (Option.isSome(request.toolResult)) return MockAnthropic.text("Done: hello.txt now exists.", { chunks: 4 })
   if (request.prompt === prompts.tool) return MockAnthropic.bash("touch hello.txt", { description: "Create hello.txt" })
   if (request.prompt === prompts.slow) return MockAnthropic.slow({ deltas: 500, interval: "40 millis" })
-  return MockAnthropic.text(
-    "Hi! I'm a mock model on 127.0.0.1, and this sentence reaches you one streamed delta at a time.",
-    { chunks: 12 }
-  )
+  return MockAnthropic.text(greeting, { chunks: 12 })
 }
 
-/** A policy that allows shell commands unless they would detach work from the session, and says what it decided. */
+/** The mock model of Codex, the same. */
+const openaiScript: MockOpenAI.Script = (request) => {
+  if (Option.isSome(request.toolOutput)) return MockOpenAI.text("Done: hello.txt now exists.", { chunks: 4 })
+  if (request.prompt === prompts.tool) return MockOpenAI.execCommand("touch hello.txt")
+  if (request.prompt === prompts.slow) return MockOpenAI.slow({ deltas: 500, interval: "40 millis" })
+  return MockOpenAI.text(greeting, { chunks: 12 })
+}
+
+/**
+ * A policy that allows shell commands unless they would detach work from the session, and says what it decided.
+ * Claude asks for its `Bash` tool, Codex for a `command`.
+ */
 const policy: Permission.Policy = (request) =>
-  ShellPolicy.denyDetached(Permission.allowTools(["Bash"]))(request).pipe(
+  ShellPolicy.denyDetached(Permission.allowTools(["Bash", "command"]), { shellTools: ["Bash", "command"] })(
+    request
+  ).pipe(
     Effect.tap((decision) =>
       line(
         `${bold("permission")} ${request.toolName} ${JSON.stringify(request.input["command"] ?? request.input)} → ` +
           (decision._tag === "Deny" ? `deny: ${decision.message}` : decision._tag.toLowerCase()) +
-          dim(" (policy: allow Bash unless the command detaches from the session)")
+          dim(" (policy: allow shell commands unless they detach from the session)")
       )
     )
   )
 
-const summary = (result: ClaudeSession.TurnResult) =>
-  line(dim(
+/** A turn's usage, and what the provider adds: Claude's model calls and cost, Codex's turn status. */
+const summary = (result: Turn.TurnResult) => {
+  const claude = result as Partial<ClaudeSession.TurnResult>
+  const codex = result as Partial<CodexSession.TurnResult>
+  return line(dim(
     `✓ ${result.usage.inputTokens} in / ${result.usage.outputTokens} out tokens · ` +
-      `${plural(result.numTurns ?? 1, "model call")} · ${result.durationMs ?? 0} ms · ` +
-      `$${(result.totalCostUsd ?? 0).toFixed(4)} so far`
+      (claude.numTurns === undefined ? "" : `${plural(claude.numTurns, "model call")} · `) +
+      `${result.durationMs ?? 0} ms` +
+      (claude.totalCostUsd === undefined ? "" : ` · $${claude.totalCostUsd.toFixed(4)} so far`) +
+      (codex.status === undefined ? "" : ` · turn ${codex.status}`)
   ))
+}
 
 const header = (prompt: string) =>
   Effect.sync(() => {
@@ -87,7 +115,7 @@ const header = (prompt: string) =>
   })
 
 /** Sends a prompt and prints its text as it streams in, then its result. */
-const streamTurn = (session: ClaudeSession.ClaudeSession, prompt: string) =>
+const streamTurn = (session: AnySession, prompt: string) =>
   Effect.gen(function*() {
     yield* header(prompt)
     const turn = yield* session.send(prompt)
@@ -103,39 +131,110 @@ const streamTurn = (session: ClaudeSession.ClaudeSession, prompt: string) =>
 
 // --- where the CLI runs ------------------------------------------------------------------------------------------
 
-/** Online: a temporary directory for the session's cwd, removed at the end. */
+/** Online: a temporary directory for the session (its cwd; Codex's home too), removed at the end. */
 const tempDir = Effect.acquireRelease(
   Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-quickstart-"))),
   (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
 )
 
-interface Where {
-  readonly banner: string
-  readonly cwd: string
-  readonly env: { readonly mode: "clean" | "inherit"; readonly set: Readonly<Record<string, string>> }
+/** A session of either provider: the neutral result, and each provider's own turn errors. */
+type AnySession = Session.Session<Turn.TurnResult, ClaudeSession.TurnError | CodexSession.TurnError>
+
+/** A provider of the demo: how its CLI is found, and how its session starts offline or online. */
+interface Provider {
+  readonly name: "claude" | "codex"
+  /** The environment variable of the real API's key: set, the demo runs online. */
+  readonly keyVariable: string
+  readonly find: (online: boolean) => Effect.Effect<string, TetherError.ExecutableNotFound>
+  /** Starts the session, its processes marked with `marker`; `banner` says where it runs. */
+  readonly start: (online: boolean, marker: Record<string, string>) => Effect.Effect<
+    { readonly session: AnySession; readonly banner: string; readonly version: string },
+    Session.StartError,
+    Scope.Scope | Transport.Transport
+  >
 }
 
 /**
- * Offline: the embedded mock model, and a temporary home (removed at the end) with an environment that keeps the
- * CLI on this machine.
+ * Claude offline: the embedded mock model, and a temporary home (removed at the end) with an environment that keeps
+ * the CLI on this machine. Online: the real API, with the host's environment (Tether still turns non-essential
+ * traffic off).
  */
-const offline = Effect.gen(function*() {
-  const mock = yield* MockAnthropic.make(mockScript)
-  const { cwd, env } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-quickstart-" })
-  const where: Where = {
-    banner: `offline against a mock model at ${mock.url} (no ANTHROPIC_API_KEY: nothing leaves this machine)`,
-    cwd,
-    env: { mode: "clean", set: env }
-  }
-  return where
-})
+const claude: Provider = {
+  name: "claude",
+  keyVariable: "ANTHROPIC_API_KEY",
+  find: (online) => ClaudeExecutable.find({ online }),
+  start: (online, marker) =>
+    Effect.gen(function*() {
+      const where = online
+        ? {
+          banner: "against the Anthropic API (ANTHROPIC_API_KEY is set)",
+          cwd: yield* tempDir,
+          env: { mode: "inherit" as const, set: {} }
+        }
+        : yield* Effect.gen(function*() {
+          const mock = yield* MockAnthropic.make(anthropicScript)
+          const { cwd, env } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-quickstart-" })
+          return {
+            banner: `offline against a mock model at ${mock.url} (no ANTHROPIC_API_KEY: nothing leaves this machine)`,
+            cwd,
+            env: { mode: "clean" as const, set: env }
+          }
+        })
+      const session = yield* ClaudeSession.make({
+        cwd: where.cwd,
+        env: { mode: where.env.mode, set: { ...where.env.set, ...marker } },
+        includePartialMessages: true,
+        policy
+      })
+      return { session, banner: where.banner, version: `claude ${session.initializeResponse.claude_code_version}` }
+    })
+}
 
-/** Online: the real API, with the host's environment (Tether still turns non-essential traffic off). */
-const online = Effect.map(tempDir, (cwd): Where => ({
-  banner: "against the Anthropic API (ANTHROPIC_API_KEY is set)",
-  cwd,
-  env: { mode: "inherit", set: {} }
-}))
+/**
+ * Codex offline: the embedded mock of the Responses API, and a temporary home (removed at the end) with plugins off
+ * and a clean environment. Online: the OpenAI API with OPENAI_API_KEY, in a temporary home of its own.
+ */
+const codex: Provider = {
+  name: "codex",
+  keyVariable: "OPENAI_API_KEY",
+  find: (online) => CodexExecutable.find({ online }),
+  start: (online, marker) =>
+    Effect.gen(function*() {
+      const where = online
+        ? yield* Effect.map(tempDir, (home) => {
+          for (const dir of ["codex", "tmp", "work"]) Fs.mkdirSync(Path.join(home, dir))
+          const options: CodexSession.Options = {
+            provider: {
+              id: "openai-key",
+              baseUrl: "https://api.openai.com/v1",
+              apiKey: Redacted.make(process.env.OPENAI_API_KEY ?? "")
+            },
+            codexHome: Path.join(home, "codex"),
+            tmpDir: Path.join(home, "tmp"),
+            cwd: Path.join(home, "work")
+          }
+          return { banner: "against the OpenAI API (OPENAI_API_KEY is set)", options }
+        })
+        : yield* Effect.gen(function*() {
+          const mock = yield* MockOpenAI.make(openaiScript)
+          const home = yield* MockOpenAI.offlineHome({ baseUrl: mock.url, prefix: "tether-quickstart-codex-" })
+          return {
+            banner: `offline against a mock model at ${mock.url} (no OPENAI_API_KEY: nothing leaves this machine)`,
+            // gpt-5.5's metadata ships with codex: no warning about an unknown model.
+            options: { ...home.options, model: "gpt-5.5" }
+          }
+        })
+      const session = yield* CodexSession.make({
+        ...where.options,
+        env: { ...where.options.env, set: { ...where.options.env?.set, ...marker } },
+        // Codex asks before every command under `untrusted`; its sandbox keeps them to the working directory.
+        approvalPolicy: "untrusted",
+        sandbox: "workspace-write",
+        policy
+      })
+      return { session, banner: where.banner, version: `codex app-server (thread ${session.threadId})` }
+    })
+}
 
 /** Processes that still carry this run's marker (Linux: read from /proc). */
 const leftBehind = (marker: string): number => {
@@ -157,80 +256,102 @@ const leftBehind = (marker: string): number => {
 // Every process of this run inherits the marker: that is how the end of the demo checks that none is left.
 const marker = randomUUID()
 
-const goodbye = (pid: number | undefined) =>
+const goodbye = (name: string, pid: number | undefined) =>
   Effect.suspend(() => {
     const left = leftBehind(`TETHER_QUICKSTART_RUN=${marker}`)
     return Console.log(
       `\n${bold("closed")} · ` +
         (left > 0
           ? `${left} process${left === 1 ? "" : "es"} left behind!`
-          : `claude${pid === undefined ? "" : ` (pid ${pid})`} and everything it started are gone`)
+          : `${name}${pid === undefined ? "" : ` (pid ${pid})`} and everything it started are gone`)
     )
   })
 
+/** The demo of one provider: its session, the three turns, its release. */
+const demo = (provider: Provider, executable: string) =>
+  Effect.gen(function*() {
+    const online = process.env[provider.keyVariable] !== undefined && process.env[provider.keyVariable] !== ""
+    const pid = yield* Effect.gen(function*() {
+      const { banner, session, version } = yield* provider.start(online, { TETHER_QUICKSTART_RUN: marker })
+      const pid = Option.getOrElse(session.pid, () => 0)
+      yield* Console.log(
+        `${bold("Tether quickstart")} · ${version} (pid ${pid})\n` +
+          dim(`${banner}\n${executable}`)
+      )
+
+      // 1. Streamed text.
+      yield* streamTurn(session, prompts.hello)
+      yield* line(dim(`session ${Option.getOrElse(yield* session.sessionId, () => "?")}`))
+
+      // 2. A tool use, decided by the policy.
+      yield* streamTurn(session, prompts.tool)
+
+      // 3. A slow turn, interrupted after a second of streaming.
+      yield* header(prompts.slow)
+      const slow = yield* session.send(prompts.slow)
+      const streaming = yield* Deferred.make<void>()
+      let deltas = 0
+      const counter = yield* slow.events.pipe(
+        Stream.runForEach((delivery) =>
+          delivery._tag === "Event" && delivery.event._tag === "TextDelta"
+            ? Effect.sync(() => {
+              deltas++
+              if (tty) process.stdout.write(`\r  ${dim(`streaming… ${plural(deltas, "delta")}`)}`)
+            }).pipe(Effect.andThen(Deferred.succeed(streaming, undefined)))
+            : Effect.void
+        ),
+        Effect.forkChild
+      )
+      yield* Effect.raceFirst(Deferred.await(streaming), Fiber.join(counter))
+      yield* Effect.sleep(Duration.seconds(1))
+      yield* slow.interrupt
+      yield* Fiber.join(counter)
+      if (tty) process.stdout.write("\r\x1b[2K")
+      yield* slow.result.pipe(
+        Effect.matchEffect({
+          onSuccess: () => line(`the turn completed before the interrupt (${plural(deltas, "streamed delta")})`),
+          onFailure: (error) =>
+            line(
+              `${bold("interrupted")} after ${plural(deltas, "streamed delta")} → ${error._tag}` +
+                (error._tag === "TurnInterrupted"
+                  ? ` (reason: ${error.reason}, acknowledged: ${error.acknowledged})`
+                  : `: ${error.message}`) +
+                dim(` · deliveryUncertain: ${error.deliveryUncertain}`)
+            )
+        })
+      )
+      yield* line(dim(`the session is ${yield* session.status} and ready for the next prompt`))
+      return pid
+    }).pipe(Effect.scoped, Effect.provide(NodeTransport.layer({ executables: { [provider.name]: executable } })))
+
+    yield* goodbye(provider.name, pid)
+  })
+
+/**
+ * Every provider asked for (the command line's, else both) whose CLI is installed, in turn. None installed: the
+ * first one's `ExecutableNotFound`.
+ */
 const main = Effect.gen(function*() {
-  const claude = yield* ClaudeExecutable.find({ online: apiKey })
-  const where = yield* (apiKey ? online : offline)
-
-  const pid = yield* Effect.gen(function*() {
-    const session = yield* ClaudeSession.make({
-      cwd: where.cwd,
-      env: { mode: where.env.mode, set: { ...where.env.set, TETHER_QUICKSTART_RUN: marker } },
-      includePartialMessages: true,
-      policy
-    })
-    const pid = Option.getOrElse(session.pid, () => 0)
-    yield* Console.log(
-      `${bold("Tether quickstart")} · claude ${session.initializeResponse.claude_code_version} (pid ${pid})\n` +
-        dim(`${where.banner}\n${claude}`)
-    )
-
-    // 1. Streamed text.
-    yield* streamTurn(session, prompts.hello)
-    yield* line(dim(`session ${Option.getOrElse(yield* session.sessionId, () => "?")}`))
-
-    // 2. A tool use, decided by the policy.
-    yield* streamTurn(session, prompts.tool)
-
-    // 3. A slow turn, interrupted after a second of streaming.
-    yield* header(prompts.slow)
-    const slow = yield* session.send(prompts.slow)
-    const streaming = yield* Deferred.make<void>()
-    let deltas = 0
-    const counter = yield* slow.events.pipe(
-      Stream.runForEach((delivery) =>
-        delivery._tag === "Event" && delivery.event._tag === "TextDelta"
-          ? Effect.sync(() => {
-            deltas++
-            if (tty) process.stdout.write(`\r  ${dim(`streaming… ${plural(deltas, "delta")}`)}`)
-          }).pipe(Effect.andThen(Deferred.succeed(streaming, undefined)))
-          : Effect.void
-      ),
-      Effect.forkChild
-    )
-    yield* Effect.raceFirst(Deferred.await(streaming), Fiber.join(counter))
-    yield* Effect.sleep(Duration.seconds(1))
-    yield* slow.interrupt
-    yield* Fiber.join(counter)
-    if (tty) process.stdout.write("\r\x1b[2K")
-    yield* slow.result.pipe(
-      Effect.matchEffect({
-        onSuccess: () => line(`the turn completed before the interrupt (${plural(deltas, "streamed delta")})`),
-        onFailure: (error) =>
-          line(
-            `${bold("interrupted")} after ${plural(deltas, "streamed delta")} → ${error._tag}` +
-              (error._tag === "TurnInterrupted"
-                ? ` (reason: ${error.reason}, acknowledged: ${error.acknowledged})`
-                : `: ${error.message}`) +
-              dim(` · deliveryUncertain: ${error.deliveryUncertain}`)
-          )
-      })
-    )
-    yield* line(dim(`the session is ${yield* session.status} and ready for the next prompt`))
-    return pid
-  }).pipe(Effect.scoped, Effect.provide(NodeTransport.layer({ executables: { claude } })))
-
-  yield* goodbye(pid)
+  const asked = process.argv.slice(2)
+  const providers = [claude, codex].filter((provider) => asked.length === 0 || asked.includes(provider.name))
+  const found = yield* Effect.forEach(providers, (provider) => {
+    const online = process.env[provider.keyVariable] !== undefined && process.env[provider.keyVariable] !== ""
+    return Effect.map(Effect.result(provider.find(online)), (executable) => ({ provider, executable }))
+  })
+  const installed = found.flatMap(({ executable, provider }) =>
+    executable._tag === "Success" ? [{ provider, executable: executable.success }] : []
+  )
+  if (installed.length === 0) {
+    const first = found[0]?.executable
+    if (first?._tag === "Failure") return yield* first.failure
+  }
+  for (const [i, { executable, provider }] of installed.entries()) {
+    if (i > 0) yield* Console.log("")
+    yield* demo(provider, executable)
+  }
+  for (const { executable, provider } of found) {
+    if (executable._tag === "Failure") yield* Console.log(dim(`\n(no ${provider.name} installed: skipped)`))
+  }
 })
 
 NodeRuntime.runMain(
@@ -248,7 +369,7 @@ NodeRuntime.runMain(
       )
     ),
     // Ctrl-C interrupts the program: the session's finalizers have run by the time this prints.
-    Effect.onInterrupt(() => goodbye(undefined)),
+    Effect.onInterrupt(() => goodbye("the CLI", undefined)),
     Effect.scoped
   ),
   { disableErrorReporting: true }

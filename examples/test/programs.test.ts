@@ -1,15 +1,15 @@
 /**
  * The programs the READMEs show (```ts run blocks, extracted by scripts/readme.ts) and the host example run as a
- * user runs them: `node <file>` against the fake `claude` of @tether/testing (TETHER_CLAUDE_PATH), as real processes.
- * Every process a run starts carries a marker in its environment and is killed when the test ends, however it ends.
+ * user runs them: `node <file>` against the fake `claude` of @tether/testing (TETHER_CLAUDE_PATH), as real processes
+ * (`support/Programs.ts`: whatever a run starts is killed when the test ends, however it ends).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { FakeClaude } from "@tether/testing"
-import { Data, Effect } from "effect"
-import * as ChildProcess from "node:child_process"
-import { randomUUID } from "node:crypto"
+import { FakeClaude, FakeCodex } from "@tether/testing"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as OtlpCollector from "./support/OtlpCollector.ts"
+import { run } from "./support/Programs.ts"
 
 const examples = Path.resolve(import.meta.dirname, "..")
 
@@ -21,76 +21,6 @@ interface Program {
 const programs: ReadonlyArray<Program> = JSON.parse(
   Fs.readFileSync(Path.join(examples, "readme", "programs.json"), "utf8")
 )
-
-const markVariable = "TETHER_PROGRAM_RUN"
-
-/** Live processes whose environment carries the marker (Linux: /proc; elsewhere none are found). */
-const marked = (mark: string): ReadonlyArray<number> => {
-  if (process.platform !== "linux") return []
-  const needle = `${markVariable}=${mark}\0`
-  return Fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number).filter((pid) => {
-    try {
-      return !/\) [ZX] /.test(Fs.readFileSync(`/proc/${pid}/stat`, "latin1")) &&
-        Fs.readFileSync(`/proc/${pid}/environ`, "latin1").includes(needle)
-    } catch {
-      return false
-    }
-  })
-}
-
-const killMarked = (mark: string) =>
-  Effect.sync(() => {
-    for (const pid of marked(mark)) {
-      try {
-        process.kill(pid, "SIGKILL")
-      } catch {
-        // gone already
-      }
-    }
-  })
-
-class ProgramFailed extends Data.TaggedError("ProgramFailed")<{ readonly reason: string }> {}
-
-interface Outcome {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-/**
- * Runs `node <file> ...args` to its end (at most 30 s) with `env` added to this process's environment. Whatever it
- * started is killed when the scope closes.
- */
-const run = (file: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>>) =>
-  Effect.gen(function*() {
-    const mark = randomUUID()
-    yield* Effect.addFinalizer(() => killMarked(mark))
-    const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        ChildProcess.spawn(process.execPath, [file, ...args], {
-          cwd: Path.dirname(file),
-          env: { ...process.env, ...env, [markVariable]: mark },
-          stdio: ["ignore", "pipe", "pipe"]
-        })
-      ),
-      (child) => Effect.sync(() => child.kill("SIGKILL"))
-    )
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (data: string) => stdout += data)
-    child.stderr.setEncoding("utf8").on("data", (data: string) => stderr += data)
-    const code = yield* Effect.callback<number | null, ProgramFailed>((resume) => {
-      child.once("error", (error) => resume(Effect.fail(new ProgramFailed({ reason: error.message }))))
-      child.once("close", (code) => resume(Effect.succeed(code)))
-    }).pipe(
-      Effect.timeoutOrElse({
-        duration: "30 seconds",
-        orElse: () => Effect.fail(new ProgramFailed({ reason: `still running after 30 s\n${stdout}\n${stderr}` }))
-      })
-    )
-    const outcome: Outcome = { code, stdout, stderr }
-    return outcome
-  })
 
 const fake = { TETHER_CLAUDE_PATH: FakeClaude.path }
 
@@ -143,4 +73,105 @@ describe("examples/src/host.ts", () => {
       assert.match(outcome.stderr, /^nothing reached the CLI, fall back: /)
       assert.notInclude(outcome.stderr, "    at ", "no stack trace")
     }), 60_000)
+})
+
+describe("examples/src/switch-provider.ts", () => {
+  const host = Path.join(examples, "src", "switch-provider.ts")
+  const fakes = { TETHER_CLAUDE_PATH: FakeClaude.path, TETHER_CODEX_PATH: FakeCodex.path }
+
+  for (const [provider, greeting] of [["claude", "fake-claude"], ["codex", "fake-codex"]] as const) {
+    it.live(`with TETHER_PROVIDER=${provider}, the same program runs ${provider}`, () =>
+      Effect.gen(function*() {
+        const outcome = yield* run(host, ["Say hello"], { ...fakes, TETHER_PROVIDER: provider })
+        assert.strictEqual(outcome.code, 0, outcome.stderr)
+        assert.include(outcome.stdout, `Hello from ${greeting} #1: Say hello`)
+        assert.match(outcome.stdout, new RegExp(`${provider}: \\d+ tokens in, \\d+ out`))
+      }), 60_000)
+  }
+})
+
+describe("examples/src/telemetry.ts", () => {
+  const telemetry = Path.join(examples, "src", "telemetry.ts")
+
+  it.live(
+    "sends the session's, its turns' and its control's spans and the session metrics to a collector",
+    () =>
+      Effect.gen(function*() {
+        const collector = yield* OtlpCollector.make
+        const outcome = yield* run(telemetry, [], { ...fake, OTEL_EXPORTER_OTLP_ENDPOINT: collector.url })
+        assert.strictEqual(outcome.code, 0, outcome.stderr)
+        assert.include(outcome.stdout, `traces and metrics sent to ${collector.url}`)
+        const turnIds = Array.from(outcome.stdout.matchAll(/^turn ([0-9a-f-]+):/gm), (match) => match[1])
+        assert.strictEqual(turnIds.length, 2, outcome.stdout)
+
+        const spans = collector.spans()
+        const named = (name: string) => spans.filter((span) => span.name === name)
+        const [host] = named("example.conversation")
+        const [session] = named("tether.session")
+        const turns = named("tether.turn")
+        const [control] = named("tether.control")
+        assert.isDefined(host, spans.map((span) => span.name).join(", "))
+        assert.isDefined(session)
+        assert.strictEqual(session.resource["service.name"], "tether-example")
+        // One trace: the host's span, the session's life under it, the turns under the host's span (who sent them).
+        for (const span of [session, ...turns, control]) assert.strictEqual(span.traceId, host.traceId, span.name)
+        assert.strictEqual(session.status, 1)
+        assert.deepStrictEqual(session.events, ["ready"])
+        assert.include(session.attributes, {
+          "tether.provider": "claude",
+          "tether.model": "claude-sonnet-4-5",
+          "tether.session.status": "closed",
+          "tether.session.turns": 2,
+          "process.exit.code": 0
+        })
+        const conversation = session.attributes["tether.conversation.id"]
+        assert.isString(conversation)
+        assert.isNumber(session.attributes["process.pid"])
+
+        assert.deepStrictEqual(turns.map((turn) => turn.attributes["tether.turn.id"]), turnIds)
+        for (const turn of turns) {
+          assert.strictEqual(turn.parentSpanId, host.spanId)
+          assert.deepStrictEqual(turn.links, [session.spanId])
+          assert.strictEqual(turn.status, 1)
+          assert.include(turn.attributes, {
+            "tether.provider": "claude",
+            "tether.model": "claude-sonnet-4-5",
+            "tether.turn.outcome": "completed",
+            "tether.conversation.id": conversation
+          })
+          for (const key of ["tether.tokens.input", "tether.tokens.output", "tether.cost_usd"]) {
+            assert.isAbove(turn.attributes[key] as number, 0, key)
+          }
+          assert.isNumber(turn.attributes["tether.turn.first_output_ms"])
+        }
+        assert.include(control.attributes, { "tether.control.subtype": "mcp_status", "tether.control.outcome": "ok" })
+
+        const metrics = collector.metrics()
+        const metric = (name: string) => {
+          const found = metrics.find((m) => m.name === name)
+          assert.isDefined(found, `${name} among ${metrics.map((m) => m.name).join(", ")}`)
+          return found!
+        }
+        const point = (name: string, attributes: Record<string, unknown>) => {
+          const found = metric(name).points.find((p) =>
+            Object.entries(attributes).every(([key, value]) => p.attributes[key] === value)
+          )
+          assert.isDefined(found, `${name} ${JSON.stringify(attributes)}`)
+          return found!
+        }
+        const turnsMetric = metric("tether_session_turns")
+        assert.strictEqual(turnsMetric.kind, "sum")
+        assert.isTrue(turnsMetric.isMonotonic)
+        assert.strictEqual(point("tether_session_turns", { provider: "claude", outcome: "completed" }).value, 2)
+        assert.strictEqual(metric("tether_session_turn_duration").unit, "ms")
+        assert.strictEqual(point("tether_session_turn_duration", { provider: "claude", outcome: "completed" }).count, 2)
+        assert.strictEqual(point("tether_session_turn_first_output", { provider: "claude" }).count, 2)
+        assert.strictEqual(point("tether_session_start_duration", { provider: "claude", outcome: "ready" }).count, 1)
+        assert.strictEqual(point("tether_sessions_live", { provider: "claude" }).value, 0)
+        assert.isAbove(point("tether_session_tokens", { provider: "claude", kind: "input" }).value!, 0)
+        assert.isAbove(point("tether_session_cost_usd", { provider: "claude" }).value!, 0)
+        assert.strictEqual(point("tether_session_control_duration", { subtype: "mcp_status", outcome: "ok" }).count, 1)
+      }),
+    60_000
+  )
 })

@@ -12,7 +12,7 @@ export default defineProject({
       "test/ClaudeMachine.test.ts"
     ],
     env: {
-      TETHER_PROPERTY_RUNS: "150",
+      TETHER_PROPERTY_RUNS: "60",
       TETHER_PROPERTY_SEED: "12"
     }
   }

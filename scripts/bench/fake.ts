@@ -1,5 +1,6 @@
 /**
- * Where the fast fake CLI is and how every host starts it, so the three hosts drive the very same program.
+ * Where the fast fake CLIs are and how every host starts them, so the hosts of a provider drive the very same
+ * program: fast-claude for the Claude hosts, fast-codex (the Codex simulator as `codex app-server`) for the Codex ones.
  */
 import { randomUUID } from "node:crypto"
 import * as Path from "node:path"
@@ -8,6 +9,9 @@ export const root = Path.resolve(import.meta.dirname, "../..")
 
 /** packages/testing/bin/fast-claude.mjs: the CLI stand-in every host spawns. */
 export const fakeClaude = Path.join(root, "packages/testing/bin/fast-claude.mjs")
+
+/** packages/testing/bin/fast-codex.mjs: the `codex app-server` stand-in the Codex hosts spawn. */
+export const fastCodex = Path.join(root, "packages/testing/bin/fast-codex.mjs")
 
 /** The argv Tether and the bare host pass: the stream-json duplex with replays and partial messages. */
 export const claudeArgs: ReadonlyArray<string> = [

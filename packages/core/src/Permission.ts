@@ -37,6 +37,25 @@ export interface PermissionRequest {
   readonly description: string | undefined
   /** The raw provider payload, unknown fields included. */
   readonly raw: unknown
+  /**
+   * Changes to the CLI's permissions that the CLI suggests with the request ("always allow this command"), in the
+   * provider's format (Claude's `permission_suggestions`: `ClaudePermission.PermissionUpdate`). Hand them back,
+   * whole or in part, as an allow's `updatedPermissions`. Absent for providers that suggest none (Codex).
+   */
+  readonly suggestions?: ReadonlyArray<PermissionUpdate> | undefined
+}
+
+/**
+ * A change to the CLI's permissions, in the provider's format (Claude: `ClaudePermission.PermissionUpdate`, e.g.
+ * `{ type: "addRules", rules: [{ toolName: "Bash", ruleContent: "npm test" }], behavior: "allow", destination:
+ * "session" }`).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface PermissionUpdate {
+  readonly type: string
+  readonly [key: string]: unknown
 }
 
 /**
@@ -46,8 +65,15 @@ export interface PermissionRequest {
  * @since 0.1.0
  */
 export type Decision = Data.TaggedEnum<{
-  /** Run the tool. `updatedInput` replaces the input (Claude requires an input; the original is sent if absent). */
-  Allow: { readonly updatedInput?: { readonly [key: string]: unknown } | undefined }
+  /**
+   * Run the tool. `updatedInput` replaces the input (Claude requires an input; the original is sent if absent).
+   * `updatedPermissions` also changes the CLI's permissions (an "always allow": the request's `suggestions`, or a
+   * part of them), where the provider supports it (Claude; Codex ignores it).
+   */
+  Allow: {
+    readonly updatedInput?: { readonly [key: string]: unknown } | undefined
+    readonly updatedPermissions?: ReadonlyArray<PermissionUpdate> | undefined
+  }
   /** Refuse the tool with a message the model sees; `interrupt` also ends the turn. */
   Deny: { readonly message: string; readonly interrupt?: boolean | undefined }
   /** Decide later through `Session.answerPermission`. Expires after the permission timeout (then denied). */
@@ -65,13 +91,19 @@ const DecisionEnum = Data.taggedEnum<Decision>()
 export type Verdict = Exclude<Decision, { readonly _tag: "Defer" }>
 
 /**
- * Allow a tool use, with the original input or a rewritten one.
+ * Allow a tool use, with the original input or a rewritten one; `updatedPermissions` also changes the CLI's
+ * permissions (see `ClaudePermission.allowAlways`).
  *
  * @category constructors
  * @since 0.1.0
  */
-export const allow = (updatedInput?: { readonly [key: string]: unknown }): Verdict =>
-  DecisionEnum.Allow({ updatedInput })
+export const allow = (
+  updatedInput?: { readonly [key: string]: unknown },
+  options?: { readonly updatedPermissions?: ReadonlyArray<PermissionUpdate> | undefined }
+): Verdict =>
+  options?.updatedPermissions === undefined
+    ? DecisionEnum.Allow({ updatedInput })
+    : DecisionEnum.Allow({ updatedInput, updatedPermissions: options.updatedPermissions })
 
 /**
  * Deny a tool use with a message; `interrupt: true` also ends the turn.

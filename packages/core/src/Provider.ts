@@ -128,10 +128,22 @@ export type Item =
   | { readonly _tag: "PermissionRequest"; readonly request: Omit<PermissionRequest, "turnId"> }
   /**
    * Another request from the CLI that the host answers (a hook callback, an MCP message). `request` is the
-   * provider's own description, handed to the provider's handler; the session bounds the answer by the control
-   * timeout and replies through {@link ProtocolMachine.reply}.
+   * provider's own description, handed to the provider's handler; the session replies through
+   * {@link ProtocolMachine.reply}. `bound` says how long the session waits for the handler:
+   *
+   * - `"control"` (the default): the control timeout; past it the CLI gets an error answer.
+   * - `"turn"`: the work of the running turn that the CLI waits on (an in-process tool call, a hook, a question to
+   *   the user): as long as that turn runs. While it is pending the turn is not stalled (the CLI is waiting for the
+   *   host, as during a permission request); when the turn ends the handler is stopped and nothing is answered (the
+   *   CLI no longer waits). The handler bounds itself more tightly where it has a bound of its own (a tool's
+   *   timeout). With no turn running, the control timeout applies.
    */
-  | { readonly _tag: "HostRequest"; readonly requestId: string; readonly request: unknown }
+  | {
+    readonly _tag: "HostRequest"
+    readonly requestId: string
+    readonly request: unknown
+    readonly bound?: "control" | "turn" | undefined
+  }
   /** The CLI withdrew one of its requests (a permission or a host request). */
   | { readonly _tag: "Cancel"; readonly requestId: string }
   /** The CLI's conversation id (Claude's session id, Codex's thread id). */

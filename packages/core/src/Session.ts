@@ -14,17 +14,38 @@
  * session never writes a second prompt while one runs): it is attributed to it and counts as its progress, and
  * where the CLI sends no receipt, its first frame acknowledges the prompt.
  *
+ * ## Spans and metrics
+ *
+ * Every session records the {@link metrics} and, when the context it is made in has a tracer (an exporter such as
+ * `Otlp.layerJson` from `effect/observability`; Effect's default tracer exports nothing and Tether makes no span
+ * for it), these spans. Each carries `tether.provider` (`"claude"`, `"codex"`) and the span annotations of the
+ * context the session was made in (a `SessionRegistry` adds its `tether.session.id` and
+ * `tether.session.generation`). Times are the session's `Clock`.
+ *
+ * | span | from → to | parent | attributes |
+ * | --- | --- | --- | --- |
+ * | `tether.session` | the start of `make` → the end of release (the process tree is gone) | the span that made the session | `tether.model` (the model the host asked for, if any); `process.pid`; at the end `tether.session.status` (`closed` or `failed`), `tether.session.turns` (turns sent), `tether.conversation.id` (the CLI's conversation id, once known), `process.exit.code` or `process.exit.signal`, and `tether.session.retired` (the retirement's reason, as the metric's) if it was retired. Events: `ready` (the handshake's end), `retired` (with the reason's sentence). Status: the start's error if it failed to start, `SessionRetired` if retired, else OK |
+ * | `tether.turn` | `send` → the turn settles | the sender's span, or the session's (with a link to the session's span otherwise) | `tether.turn.id`, `tether.model`; at the end `tether.turn.outcome` (`completed`, `interrupted`, `api_error`, `failed`), `tether.conversation.id`, `tether.turn.first_output_ms` (prompt handed to the CLI → its first text, message or tool use), and for a completed turn `tether.tokens.input`, `tether.tokens.output`, `tether.tokens.cache_read`, `tether.tokens.cache_creation`, `tether.cost_usd` (this turn's cost: Claude reports a total over the process, the span reports its increase), `tether.turn.cli_duration_ms` (the CLI's own figure); for a failed one `tether.turn.error` (the error's tag, which is also the span's error) |
+ * | `tether.control` | `control` (and every typed control built on it) → its answer, refusal or timeout | the caller's span, or the session's (linked) | `tether.control.subtype`, `tether.control.outcome` (`ok` or the error's tag) |
+ * | `tether.permission` | a permission request arrives → it is decided, answered or expires | the turn's span, or the session's | `tether.permission.request_id`, `tether.permission.kind`, `tether.permission.tool`, `tether.turn.id`, `tether.permission.resolved_by` (`policy`, `host`, `expired`, `policy-failed`), `tether.permission.behavior` (`allow`, `deny`), `tether.permission.expired` (why, when it expired) |
+ *
+ * The tracer is read once, when the session is made: a session made without one makes no span, even for turns
+ * sent from a fiber that has one. Spans and metrics cost no Effect operation: they are recorded synchronously at
+ * the moments the session's machine reports (a turn settling, a control answered), and nothing is done per frame.
+ *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Metric from "effect/Metric"
+import type * as Metric from "effect/Metric"
 import type * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
 import * as driver from "./internal/session/driver.ts"
+import * as telemetry from "./internal/session/telemetry.ts"
 import * as Permission from "./Permission.ts"
 import type * as Provider from "./Provider.ts"
 import type { SessionEvent, Status } from "./SessionEvent.ts"
@@ -170,7 +191,8 @@ export interface Options {
   readonly policy?: Permission.Policy | undefined
   /**
    * Answers the CLI's requests other than permissions (the provider's `HostRequest` items: hook callbacks, MCP
-   * messages). Bounded by the control timeout. Default: an error answer.
+   * messages). Bounded by the control timeout, or by the running turn for the requests the provider binds to it
+   * (a tool call the turn waits on: see `Provider.Item`). Default: an error answer.
    */
   readonly handle?: ((request: unknown) => Effect.Effect<Provider.Reply>) | undefined
   /** Queue sends behind a running turn by default (else `TurnInFlight`). */
@@ -180,6 +202,8 @@ export interface Options {
   readonly subscriberBuffer?: number | undefined
   /** Generates turn ids (uuids by default). */
   readonly makeId?: (() => string) | undefined
+  /** The model the host asked for, as the session's spans report it (`tether.model`). */
+  readonly model?: string | undefined
 }
 
 /**
@@ -232,20 +256,41 @@ export const Conversation: Context.Reference<Placement | undefined> = Context.Re
 )
 
 /**
- * The metrics every session records (shared by every session in the process, in a registry or not).
+ * The metrics every session records (shared by every session in the process, in a registry or not). Timers are
+ * histograms in milliseconds; counters are monotonic (`incremental`), so OTLP exports them as monotonic sums.
  *
- * | metric | kind |
- * | --- | --- |
- * | `tether_session_permission_wait` | timer: a permission request, from its arrival to its resolution (decided by the policy, answered by the host, or expired) |
+ * | metric | kind, unit | attributes | what |
+ * | --- | --- | --- | --- |
+ * | `tether_sessions_live` | gauge, sessions | `provider` | sessions whose handshake finished and that are not yet released |
+ * | `tether_session_start_duration` | timer, ms | `provider`, `outcome` (`ready`, `failed`) | spawn → the handshake's end, or → the start's failure; its count is the starts by outcome |
+ * | `tether_session_turns` | counter, turns | `provider`, `outcome` (`completed`, `interrupted`, `api_error`, `failed`) | turns that ended |
+ * | `tether_session_turn_duration` | timer, ms | `provider`, `outcome` | `send` → the turn settles (queue time included) |
+ * | `tether_session_turn_first_output` | timer, ms | `provider` | the prompt handed to the CLI → the turn's first text delta, message or tool use (turns with none are not recorded) |
+ * | `tether_session_tokens` | counter, tokens | `provider`, `kind` (`input`, `output`, `cache_read`, `cache_creation`), `unit` | tokens of completed turns, as the CLI reported them |
+ * | `tether_session_cost_usd` | counter, USD | `provider`, `unit` | cost of completed turns (Claude reports a total over the process: each turn adds its increase; the cost of a turn that failed is added with the next completed one) |
+ * | `tether_session_control_duration` | timer, ms | `provider`, `subtype`, `outcome` (`ok` or the error's tag) | control requests, sent → answered, refused or timed out |
+ * | `tether_session_retirements` | counter, sessions | `provider`, `reason` | sessions retired; `reason` is one of `cli-exited`, `startup-timeout`, `handshake-refused`, `delivery-timeout`, `control-timeout`, `interrupt-timeout`, `unacknowledged-interrupt`, `write-failed`, `write-abandoned`, `reader-failed`, `host` (`Session.retire`), `other` |
+ * | `tether_session_permission_wait` | timer, ms | none | a permission request, from its arrival to its resolution (decided by the policy, answered by the host, or expired) |
+ *
+ * Series are recorded with their attributes: read one with `Metric.withAttributes`, e.g.
+ * `Metric.value(Metric.withAttributes(Session.metrics.turns, { provider: "claude", outcome: "completed" }))`, or
+ * read them all with `Metric.snapshot`.
  *
  * @category metrics
  * @since 0.1.0
  */
-export const metrics = {
-  permissionWait: Metric.timer("tether_session_permission_wait", {
-    description: "Permission requests, requested to resolved"
-  })
-} as const
+export const metrics: {
+  readonly permissionWait: Metric.Histogram<Duration.Duration>
+  readonly sessionsLive: Metric.Gauge<number>
+  readonly startDuration: Metric.Histogram<Duration.Duration>
+  readonly turns: Metric.Counter<number>
+  readonly turnDuration: Metric.Histogram<Duration.Duration>
+  readonly firstOutput: Metric.Histogram<Duration.Duration>
+  readonly tokens: Metric.Counter<number>
+  readonly cost: Metric.Counter<number>
+  readonly controlDuration: Metric.Histogram<Duration.Duration>
+  readonly retirements: Metric.Counter<number>
+} = telemetry.metrics
 
 const randomId = (): string => globalThis.crypto.randomUUID()
 
@@ -279,7 +324,7 @@ export const make: (options: Options) => Effect.Effect<
     eventRing: options.eventRing ?? 512,
     subscriberBuffer: options.subscriberBuffer ?? 512,
     makeId: options.makeId ?? randomId,
-    permissionWait: metrics.permissionWait
+    model: options.model
   }, sessionScope).pipe(
     Effect.onError((cause) => Scope.close(sessionScope, Exit.failCause(cause)))
   )

@@ -334,7 +334,8 @@ export interface SessionRetired extends Disposition {}
 
 /**
  * The session was retired while the turn ran (a control request went unanswered, the host retired it, a reader
- * failure): the process tree is torn down. Before the acknowledgement, delivery is uncertain.
+ * failure, the CLI closed its stdout but did not exit): the process tree is torn down. Before the acknowledgement,
+ * delivery is uncertain.
  *
  * @category delivery
  * @since 0.1.0

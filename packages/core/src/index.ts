@@ -49,6 +49,26 @@ export * as ClaudeSession from "./claude/ClaudeSession.ts"
 export * as ClaudeProtocol from "./claude/ClaudeProtocol.ts"
 
 /**
+ * @since 0.3.0
+ */
+export * as ClaudeWire from "./claude/ClaudeWire.ts"
+
+/**
+ * @since 0.3.0
+ */
+export * as ClaudeMcp from "./claude/ClaudeMcp.ts"
+
+/**
+ * @since 0.3.0
+ */
+export * as ClaudeHooks from "./claude/ClaudeHooks.ts"
+
+/**
+ * @since 0.3.0
+ */
+export * as ClaudePermission from "./claude/ClaudePermission.ts"
+
+/**
  * @since 0.1.0
  */
 export * as ClaudeOptions from "./claude/ClaudeOptions.ts"

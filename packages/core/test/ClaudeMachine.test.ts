@@ -67,7 +67,7 @@ const describeItem = (item: Provider.Item): string => {
         JSON.stringify(item.request.input)
       } ${item.request.description}`
     case "HostRequest":
-      return `HostRequest ${item.requestId} ${JSON.stringify(item.request)}`
+      return `HostRequest ${item.requestId}${item.bound === "turn" ? " (turn)" : ""} ${JSON.stringify(item.request)}`
     case "Cancel":
       return `Cancel ${item.requestId}`
     case "Ready":
@@ -137,9 +137,11 @@ describe("Claude machine: stdout lines → items", () => {
         items: ["AssistantMessage \"\""]
       },
       {
-        name: "the replay of the host's message is its receipt",
-        frame: F.replay("t1"),
-        items: ["Receipt t1", "Frame user/replay@t1"]
+        name: "a replay of no prompt this machine wrote (set_model's output, a uuid the CLI minted) is no turn's",
+        frame: F.user("<local-command-stdout>Set model to claude-sonnet-4-5</local-command-stdout>", {
+          isReplay: true
+        }),
+        items: ["Frame user/replay (session)"]
       },
       {
         name: "a user frame that is not a replay is only a frame",
@@ -236,10 +238,10 @@ describe("Claude machine: stdout lines → items", () => {
       },
       {
         name: "another error without terminal reason or messages",
-        frame: F.result({ subtype: "error_max_structured_output_retries", is_error: true }),
+        frame: F.result({ subtype: "error_during_execution", is_error: true }),
         items: [
           "SessionId session-1",
-          "TurnEnd Failed TurnFailed {\"_tag\":\"TurnFailed\",\"turnId\":\"T\",\"subtype\":\"error_max_structured_output_retries\",\"terminalReason\":null,\"errors\":[]}"
+          "TurnEnd Failed TurnFailed {\"_tag\":\"TurnFailed\",\"turnId\":\"T\",\"subtype\":\"error_during_execution\",\"terminalReason\":null,\"errors\":[]}"
         ]
       },
       {
@@ -318,7 +320,7 @@ describe("Claude machine: stdout lines → items", () => {
         frame: F.hook("req-2", "toolu_9"),
         items: [
           "Frame control_request/hook_callback",
-          "HostRequest req-2 {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"},\"toolUseId\":\"toolu_9\"}"
+          "HostRequest req-2 (turn) {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"},\"toolUseId\":\"toolu_9\"}"
         ]
       },
       {
@@ -326,7 +328,7 @@ describe("Claude machine: stdout lines → items", () => {
         frame: F.hook("req-2"),
         items: [
           "Frame control_request/hook_callback",
-          "HostRequest req-2 {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"}}"
+          "HostRequest req-2 (turn) {\"_tag\":\"HookCallback\",\"callbackId\":\"hook_prompt\",\"input\":{\"prompt\":\"hi\"}}"
         ]
       },
       {
@@ -341,8 +343,8 @@ describe("Claude machine: stdout lines → items", () => {
         name: "any other request from the CLI is the host's to answer",
         frame: F.otherRequest("req-4"),
         items: [
-          "Frame control_request/elicitation",
-          "HostRequest req-4 {\"_tag\":\"Other\",\"subtype\":\"elicitation\",\"request\":{\"subtype\":\"elicitation\",\"message\":\"pick one\"}}"
+          "Frame control_request/oauth_token_refresh",
+          "HostRequest req-4 {\"_tag\":\"Other\",\"subtype\":\"oauth_token_refresh\",\"request\":{\"subtype\":\"oauth_token_refresh\",\"message\":\"pick one\"}}"
         ]
       },
       {
@@ -355,6 +357,31 @@ describe("Claude machine: stdout lines → items", () => {
         name: "a known loose frame",
         frame: { type: "rate_limit_event", rate_limit_info: {}, uuid: "u", session_id: S },
         items: ["Frame rate_limit_event"]
+      },
+      {
+        name: "a known loose frame with a subtype",
+        frame: { type: "tool_progress", subtype: "running", uuid: "u", session_id: S },
+        items: ["Frame tool_progress/running"]
+      },
+      {
+        name: "a known loose frame whose subtype is not a string",
+        frame: { type: "tool_progress", subtype: 3, uuid: "u", session_id: S },
+        items: ["Frame tool_progress"]
+      },
+      {
+        name: "commands_changed (not a system frame the codec knows) is session traffic",
+        frame: JSON.stringify(F.system("commands_changed", { commands: [] })),
+        items: ["Frame system/commands_changed (session)"]
+      },
+      {
+        name: "an unknown frame that is not a system frame is the turn's, whatever its subtype",
+        frame: JSON.stringify({ type: "brand_new", subtype: "commands_changed" }),
+        items: ["Frame brand_new/commands_changed"]
+      },
+      {
+        name: "an echo whose id has digits where the session's refs would be is only a frame",
+        frame: F.controlOk("request12"),
+        items: ["Frame control_response/success (session)"]
       },
       {
         name: "an unknown frame type, with its subtype",
@@ -426,6 +453,41 @@ describe("Claude machine: stdout lines → items", () => {
     })
   }
 
+  it("the replay of a prompt the machine wrote is its receipt, once", () => {
+    const m = machine()
+    m.prompt("t1", "hi")
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Frame user/replay (session)"])
+  })
+
+  it("a machine remembers the last 1024 prompts for their replays", () => {
+    const m = machine()
+    for (let i = 0; i <= 1024; i++) m.prompt(`t${i}`, "hi")
+    assert.deepStrictEqual(receive(m, F.replay("t0")).map(describeItem), ["Frame user/replay (session)"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+    assert.deepStrictEqual(receive(m, F.replay("t1024")).map(describeItem), [
+      "Receipt t1024",
+      "Frame user/replay@t1024"
+    ])
+  })
+
+  it("a prompt that cannot be encoded is not remembered", () => {
+    const m = machine()
+    assert.throws(() => m.prompt("t1", [{ type: "image", data: 1n }]))
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Frame user/replay (session)"])
+  })
+
+  it("the replay of set_model's output while idle (2.1.197 and 2.1.332) is neither a receipt nor a turn's", () => {
+    const m = machine()
+    m.prompt("t1", "hi")
+    const local = F.user("<local-command-stdout>Set model to claude-opus-5-5</local-command-stdout>", {
+      uuid: "00000000-0000-4000-8000-000000000020",
+      isReplay: true
+    })
+    assert.deepStrictEqual(receive(m, local).map(describeItem), ["Frame user/replay (session)"])
+    assert.deepStrictEqual(receive(m, F.replay("t1")).map(describeItem), ["Receipt t1", "Frame user/replay@t1"])
+  })
+
   it("every frame's event keeps the raw frame, unknown fields included", () => {
     const unknown = { type: "brand_new", subtype: "kind", payload: [1], nested: { deep: true } }
     const known = { ...F.delta("hi"), future_field: { x: 1 } }
@@ -459,6 +521,7 @@ describe("Claude machine: stdout lines → items", () => {
       durationMs: 10,
       numTurns: 1,
       permissionDenials: [{ toolName: "Bash", toolUseId: "toolu_1", input: { command: "rm" } }],
+      output: undefined,
       raw: frame
     } as never)
   })
@@ -523,6 +586,16 @@ describe("Claude machine: handshake", () => {
     ])
   })
 
+  it("2.1.197 names its version only in system/init: the notes name it from the first turn on", () => {
+    const m = machine()
+    m.start()
+    // 2.1.197's answer: commands, agents, output styles, models, account, pid; no version.
+    receive(m, F.initOk({ commands: [], pid: 10001 }))
+    assert.deepStrictEqual(m.capabilities().notes, [])
+    receive(m, F.init({ claude_code_version: "2.1.197" }))
+    assert.deepStrictEqual(m.capabilities().notes, ["claude 2.1.197"])
+  })
+
   it("an initialize answer with no payload (older CLIs) is ready with nothing", () => {
     const m = machine()
     m.start()
@@ -531,6 +604,28 @@ describe("Claude machine: handshake", () => {
       "Ready {}"
     ])
     assert.deepStrictEqual(m.capabilities().notes, [])
+  })
+
+  it("during the handshake, other control answers are not its answer", () => {
+    const m = machine()
+    m.start()
+    assert.deepStrictEqual(receive(m, F.controlOk("tether_1")).map(describeItem), [
+      "Frame control_response/success (session)",
+      "ControlAnswer #1 ok {}"
+    ])
+    assert.deepStrictEqual(receive(m, F.controlOk("406bb5dd-8197")).map(describeItem), [
+      "Frame control_response/success (session)"
+    ])
+    assert.strictEqual(receive(m, F.initOk())[1]._tag, "Ready")
+  })
+
+  it("a control error is an Error answer with the CLI's message and code", () => {
+    const [, answer] = receive(machine(), F.controlError("tether_2", "no", "bad"))
+    assert.deepStrictEqual(answer, {
+      _tag: "ControlAnswer",
+      ref: 2,
+      answer: { _tag: "Error", message: "no", code: "bad" }
+    })
   })
 
   it("an error answer refuses the handshake", () => {
@@ -573,6 +668,33 @@ describe("Claude machine: handshake", () => {
     const byFrame = machine()
     receive(byFrame, F.lifecycle("started", "t1"))
     assert.strictEqual(byFrame.capabilities().receipts, "explicit")
+  })
+
+  it("capabilities: a handshake that names 2.1.332 or later says explicit receipts before any turn", () => {
+    const handshake = (payload: object) => {
+      const m = machine()
+      m.start()
+      receive(m, F.initOk(payload))
+      return m
+    }
+    assert.strictEqual(handshake({ claude_code_version: "2.1.332" }).capabilities().receipts, "explicit")
+    assert.strictEqual(handshake({ claude_code_version: "2.2.0" }).capabilities().receipts, "explicit")
+    assert.strictEqual(handshake({ claude_code_version: "10.0.1" }).capabilities().receipts, "explicit")
+    // Older or unknown: first output until the CLI shows more.
+    assert.strictEqual(handshake({ claude_code_version: "2.1.331" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ claude_code_version: "2.0.400" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ claude_code_version: "next" }).capabilities().receipts, "first-output")
+    assert.strictEqual(handshake({ commands: [] }).capabilities().receipts, "first-output")
+    // What a turn's system/init says settles it, both ways.
+    const said = handshake({ claude_code_version: "2.1.332" })
+    receive(said, F.init({ claude_code_version: "2.1.332", capabilities: ["interrupt_receipt_v1"] }))
+    assert.strictEqual(said.capabilities().receipts, "first-output")
+    const shown = handshake({ claude_code_version: "2.1.250" })
+    receive(shown, F.init({ capabilities: ["msg_lifecycle_v1"] }))
+    assert.strictEqual(shown.capabilities().receipts, "explicit")
+    // A lifecycle frame is a receipt whatever was said before.
+    receive(said, F.lifecycle("queued", "t1"))
+    assert.strictEqual(said.capabilities().receipts, "explicit")
   })
 })
 
@@ -784,6 +906,23 @@ describe("session machine over Claude", () => {
       ]
     )
     assert.strictEqual(b.m.nextDeadline(), Infinity)
+  })
+
+  it("2.1.197: set_model's replay while idle is published as the session's, and the next turn waits for its own frame", () => {
+    const b = session("2.1.197")
+    b.input((m, now) => m.control(now, { subtype: "set_model", model: "claude-sonnet-4-5" }))
+    const local = F.user("<local-command-stdout>Set model to claude-sonnet-4-5</local-command-stdout>", {
+      uuid: "cli-minted",
+      isReplay: true
+    })
+    assert.deepStrictEqual(b.cli(local), ["Frame:user/replay"])
+    assert.isUndefined(b.events().at(-1)!.turnId)
+    assert.deepStrictEqual(b.cli(F.controlOk("tether_1")), ["Frame:control_response/success", "control #1 ok {}"])
+    sendPrompt(b)
+    // Were it to arrive after the prompt's write, it would still not be the turn's, nor its receipt.
+    assert.deepStrictEqual(b.cli({ ...local, uuid: "cli-minted-2" }), ["Frame:user/replay"])
+    assert.isFalse(b.m.active?.acknowledged)
+    assert.deepStrictEqual(b.cli(F.init()), ["TurnAcknowledged@t1", "Frame:system/init@t1"])
   })
 
   it("a control answered without a payload (older CLIs) succeeds with what the CLI sent", () => {

@@ -54,7 +54,7 @@ describe("ClaudeOptions", () => {
           maxBudgetUsd: 0.5,
           includePartialMessages: true,
           noSessionPersistence: true,
-          extraArgs: { effort: "high", "include-hook-events": null }
+          extraArgs: { "permission-prompts": "host", "forward-subagent-text": null }
         }),
         [
           ...protocol,
@@ -78,8 +78,8 @@ describe("ClaudeOptions", () => {
           "--include-partial-messages",
           "--replay-user-messages",
           "--no-session-persistence",
-          "--effort=high",
-          "--include-hook-events"
+          "--permission-prompts=host",
+          "--forward-subagent-text"
         ]
       )
     })

@@ -248,8 +248,10 @@ describe("ClaudeProtocol", () => {
         }
       }
       assert.strictEqual(
-        describeFrame(frameOf(`{"type":"control_request","request_id":"r","request":{"subtype":"elicitation"}}`)),
-        "other elicitation"
+        describeFrame(
+          frameOf(`{"type":"control_request","request_id":"r","request":{"subtype":"oauth_token_refresh"}}`)
+        ),
+        "other oauth_token_refresh"
       )
       assert.strictEqual(
         describeFrame(frameOf(withField(assistantLine, (json) => json.message.content.push({ type: "image" })))),
@@ -318,12 +320,12 @@ describe("ClaudeProtocol", () => {
 
     it("decodes other control requests from the CLI as a frame the host must answer", () => {
       const frame = frameOf(
-        `{"type":"control_request","request_id":"r1","request":{"subtype":"elicitation","message":"?"}}`
+        `{"type":"control_request","request_id":"r1","request":{"subtype":"oauth_token_refresh","message":"?"}}`
       )
       assert.strictEqual(frame.type, "control_request")
       if (frame.type === "control_request") {
         assert.strictEqual(frame.request_id, "r1")
-        assert.strictEqual(String(frame.request.subtype), "elicitation")
+        assert.strictEqual(String(frame.request.subtype), "oauth_token_refresh")
         assert.isFalse(ClaudeProtocol.isControlRequest(frame, "can_use_tool"))
       }
     })

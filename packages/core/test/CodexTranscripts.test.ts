@@ -13,17 +13,9 @@ import * as Path from "node:path"
 import * as CodexMachine from "../src/codex/internal/machine.ts"
 import * as SessionMachine from "../src/internal/session/machine.ts"
 import type { AnyTurnError, TurnResult } from "../src/Turn.ts"
+import { deadlines, describeExit, type Entry, eventsTagged, processesOf } from "./support/Transcripts.ts"
 
 const root = Path.join(import.meta.dirname, "fixtures", "codex")
-
-/** One line of a `.ndjson` transcript. */
-interface Entry {
-  readonly t: number
-  readonly dir: ">" | "<" | "err" | "note"
-  readonly msg?: any
-  readonly raw?: string
-  readonly text?: string
-}
 
 interface Transcript {
   readonly version: string
@@ -80,17 +72,6 @@ const decodeOk = (line: string): CodexProtocol.Message => {
 // ---------------------------------------------------------------------------------------------------------------
 // The replay
 // ---------------------------------------------------------------------------------------------------------------
-
-const deadlines: SessionMachine.Deadlines = {
-  startup: 600_000,
-  control: 600_000,
-  delivery: 600_000,
-  ack: 600_000,
-  turn: 600_000,
-  stall: 600_000,
-  interrupt: 600_000,
-  permission: 600_000
-}
 
 /** What the host expects of a turn, read from the transcript alone. */
 type Expected =
@@ -265,12 +246,7 @@ const replayProcess = (transcript: Transcript, entries: ReadonlyArray<Entry>): P
 
 /** Splits a transcript at its spawn notes and replays each process; a resumed thread continues the previous one. */
 const replay = (transcript: Transcript): ReadonlyArray<Process> => {
-  const segments: Array<Array<Entry>> = []
-  for (const entry of transcript.entries) {
-    if (entry.dir === "note" && entry.text?.startsWith("spawned process ")) segments.push([])
-    segments.at(-1)?.push(entry)
-  }
-  return segments.map((segment) => replayProcess(transcript, segment))
+  return processesOf(transcript.entries).map((segment) => replayProcess(transcript, segment))
 }
 
 /** How each `turn/start` of a process ended, by its client id, from the transcript's server lines alone. */
@@ -321,13 +297,6 @@ const expectedTurns = (entries: ReadonlyArray<Entry>): Map<number, Expected> => 
   return expected
 }
 
-const describeExit = (exit: Exit.Exit<TurnResult, AnyTurnError> | undefined): string => {
-  if (exit === undefined) return "unsettled"
-  if (Exit.isSuccess(exit)) return `Completed ${JSON.stringify(exit.value.text)}`
-  const error = Cause.findErrorOption(exit.cause)
-  return Option.isSome(error) ? `${error.value._tag} ${error.value.message}` : Cause.pretty(exit.cause)
-}
-
 const assertSettled = (name: string, turn: HostTurn, expected: Expected | undefined) => {
   const what = `${name}: turn/start #${turn.requestId} (${describeExit(turn.exit)})`
   assert.isDefined(expected, `${what}: the transcript shows no end of this turn`)
@@ -372,11 +341,6 @@ const turnOf = (name: string, n: number, process = 0) => {
     processes: replay(transcript!)
   }
 }
-
-const eventsTagged = <T extends SessionEvent.SessionEvent["_tag"]>(
-  events: ReadonlyArray<SessionEvent.SessionEvent>,
-  tag: T
-) => events.filter((event): event is Extract<SessionEvent.SessionEvent, { readonly _tag: T }> => event._tag === tag)
 
 const latest = [...new Set(transcripts.map((transcript) => transcript.version))].sort().at(-1)
 
@@ -430,11 +394,7 @@ describe("Codex transcripts", () => {
 
       it("replayed through the protocol machine and the session machine, every turn settles as it did", () => {
         const processes = replay(transcript)
-        const segments: Array<Array<Entry>> = []
-        for (const entry of transcript.entries) {
-          if (entry.dir === "note" && entry.text?.startsWith("spawned process ")) segments.push([])
-          segments.at(-1)?.push(entry)
-        }
+        const segments = processesOf(transcript.entries)
         processes.forEach((process, i) => {
           const name = `${transcript.name} (process ${i + 1})`
           assert.isTrue(process.ready, `${name}: the handshake finished (${process.startFailed ?? ""})`)

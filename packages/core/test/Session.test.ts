@@ -14,45 +14,22 @@ import {
 import { MockClaude, MockTransport } from "@tether/testing"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Scope, Stream } from "effect"
 import { expectTypeOf } from "vitest"
-import * as TestTime from "./support/TestTime.ts"
+import {
+  advance,
+  mock,
+  now,
+  settle,
+  snapshotDeliveries,
+  snapshotEvents,
+  timeouts,
+  withSession,
+  writtenFrames
+} from "./support/ClaudeSessions.ts"
 
 // Every test here runs on TestClock through MockTransport: the simulated CLI's own timing (startup 300 ms, first
 // token 60 ms, chunks 25 ms, …) and every session deadline move only when the test moves the clock.
 
-type Frame = { readonly [key: string]: any }
-
-// The mock CLI's chunks are 25 ms apart: the clock moves in 5 ms steps, and an effect may take up to 20 s to settle.
-const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) => TestTime.settle(effect, { step: "5 millis", steps: 4_000 })
-
-/** Moves the clock by `duration` in 5 ms steps (so that chains of sleeps all run). */
-const advance = (duration: Duration.Input) => TestTime.advance(duration, "5 millis")
-
-const now = Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe()))
-
-const timeouts = (overrides: Partial<{ readonly [K in keyof Timeouts.Timeouts]: Duration.Input }>) =>
-  Effect.runSync(Timeouts.make(overrides))
-
-/** Starts a session in its own scope, runs `body`, then closes the session on TestClock. */
-const withSession = <A, E, R>(
-  options: ClaudeSession.Options,
-  body: (session: ClaudeSession.ClaudeSession, cli: MockTransport.MockConnection) => Effect.Effect<A, E, R>
-) =>
-  Effect.gen(function*() {
-    const scope = yield* Scope.make()
-    const session = yield* settle(ClaudeSession.make(options).pipe(Scope.provide(scope)))
-    const cli = yield* (yield* MockTransport.MockTransport).latest
-    const exit = yield* Effect.exit(body(session, cli))
-    yield* settle(Scope.close(scope, Exit.void))
-    return yield* exit
-  })
-
-const mock = (script: MockClaude.Script = MockClaude.defaultScript, options?: MockTransport.LayerOptions) =>
-  Effect.provide(MockTransport.layer(script, options))
-
 const script = (...turns: ReadonlyArray<MockClaude.Turn>) => MockClaude.make(turns)
-
-const writtenFrames = (cli: MockTransport.MockConnection) =>
-  Effect.map(cli.written, (all) => all as ReadonlyArray<Frame>)
 
 /** Collects every delivery of a subscription until the session's log ends (at most 10 000, against a runaway log). */
 const collectEvents = (session: ClaudeSession.ClaudeSession, from: EventLog.From = "start") =>
@@ -60,23 +37,6 @@ const collectEvents = (session: ClaudeSession.ClaudeSession, from: EventLog.From
     Effect.scoped(Effect.flatMap(session.subscribe(from), (s) => Stream.runCollect(Stream.take(s, 10_000)))),
     (all) => Array.from(all)
   )
-
-/** The events delivered from the start of the log up to its latest seq at the time of the call, with their seqs. */
-const snapshotDeliveries = (session: ClaudeSession.ClaudeSession) =>
-  Effect.scoped(
-    Effect.gen(function*() {
-      const stream = yield* session.subscribe("start")
-      const latest = yield* session.latestSeq
-      const deliveries = yield* Stream.runCollect(
-        Stream.takeUntil(stream, (d) => d._tag === "Event" && d.seq >= latest)
-      )
-      return Array.from(deliveries).filter(EventLog.isEvent)
-    })
-  )
-
-/** The events of the log from its start up to its latest seq at the time of the call. */
-const snapshotEvents = (session: ClaudeSession.ClaudeSession) =>
-  Effect.map(snapshotDeliveries(session), (deliveries) => deliveries.map((d) => d.event))
 
 const tagsOf = (events: ReadonlyArray<SessionEvent.SessionEvent>) => events.map((e) => e._tag)
 

@@ -116,7 +116,11 @@ table("startup", [
     started: false,
     when: (b) => b.input((m, now) => m.start(now)),
     then: ["flush", "> initialize"],
-    after: (b) => assert.strictEqual(b.m.nextDeadline(), 1000)
+    after: (b) => {
+      assert.strictEqual(b.m.nextDeadline(), 1000)
+      assert.deepStrictEqual(b.m.process, { _tag: "Running" })
+      assert.strictEqual(b.m.closeReason, "closed")
+    }
   },
   {
     name: "ready: the session goes idle and reports the handshake, and the startup deadline stops",
@@ -303,6 +307,18 @@ table("send", [
     returns: "SessionUnavailable(failed)"
   },
   {
+    name: "a closed session refuses prompts whatever else it remembers",
+    given: (b) => b.m.closed(),
+    when: (b) => send(b),
+    then: [],
+    returns: "SessionUnavailable(closed)",
+    after: (b) =>
+      assert.strictEqual(
+        (send(b) as { readonly reason: string }).reason,
+        "the session no longer accepts prompts"
+      )
+  },
+  {
     name: "after closed: SessionUnavailable",
     given: (b) => {
       b.input((m, now) => m.close(now, "closed"))
@@ -431,6 +447,13 @@ table("delivery fence", [
     }
   },
   {
+    name: "a line the provider makes nothing of changes nothing",
+    given: (b) => running(b, false),
+    when: (b) => b.input((m, now) => m.receive(now, "nothing")),
+    then: [],
+    after: (b) => assert.isFalse(b.m.active?.acknowledged)
+  },
+  {
     name: "output with no turn running belongs to no turn",
     when: (b) => b.cli(I.frame("system"), I.text("x")),
     then: ["Frame:system", "TextDelta x"]
@@ -464,6 +487,15 @@ table("delivery fence", [
     after: (b) => assert.strictEqual(b.m.nextDeadline(), 1900)
   },
   {
+    name: "the ack warning does not come at another deadline's tick",
+    given: (b) => {
+      running(b, false)
+      b.cli(I.hostRequest("h1"))
+    },
+    when: (b) => b.at(100).tick(),
+    then: ["stop handling h1", "flush", "> reply h1 error: the host did not answer in time"]
+  },
+  {
     name: "the ack deadline only logs, once, and the turn goes on",
     given: (b) => running(b, false),
     when: (b) => b.at(300).tick(),
@@ -485,6 +517,7 @@ table("turn end", [
     when: (b) => b.cli(I.end()),
     then: turnEnded("t1", "ok"),
     after: (b) => {
+      assert.strictEqual(b.outputs().find((o) => o._tag === "Settle")?.turn.phase, "completed")
       assert.strictEqual(b.m.status, "idle")
       assert.isUndefined(b.m.active)
       assert.strictEqual(b.m.nextDeadline(), Infinity)
@@ -554,14 +587,34 @@ table("interrupts", [
     given: (b) => {
       running(b)
       send(b, "next", true)
+      send(b, "after", true)
     },
     when: (b) => interrupt(b, b.m.queue[0]),
     then: ["TurnFailed@t2 TurnInterrupted(host)", "settle t2 TurnInterrupted(host)"],
     returns: "interrupted",
     after: (b) => {
-      assert.strictEqual(b.m.queue.length, 0)
+      assert.deepStrictEqual(b.m.queue.map((t) => t.id), ["t3"])
       assert.strictEqual(b.m.active?.id, "t1")
+      assert.strictEqual(b.outputs().find((o) => o._tag === "Settle")?.turn.phase, "cancelled")
       assert.deepStrictEqual(b.wrote(), ["initialize", "prompt t1"])
+    }
+  },
+  {
+    name: "a prompt still waiting behind another write is dropped unwritten: safe to requeue, the session goes on",
+    given: (b) => {
+      b.autoWrite = false
+      control(b)
+      assert.strictEqual(b.take(), "control #1") // in flight: the prompt waits behind it
+      send(b)
+    },
+    when: (b) => interrupt(b),
+    then: ["written t1", "TurnFailed@t1 TurnInterrupted(host)", "Status:idle", "settle t1 TurnInterrupted(host)"],
+    returns: "interrupted",
+    after: (b) => {
+      b.written()
+      assert.isUndefined(b.take())
+      assert.strictEqual(b.m.status, "idle")
+      assert.isUndefined(b.m.retiredBecause)
     }
   },
   {
@@ -600,6 +653,70 @@ table("interrupts", [
       "interrupt waiter 1 interrupted",
       "interrupt waiter 2 interrupted"
     ]
+  },
+  {
+    name: "an interrupt request the CLI leaves unanswered retires the session as a control would",
+    given: (b) => {
+      running(b)
+      interrupt(b)
+    },
+    when: (b) => b.at(100).tick(),
+    then: [
+      ...retiredTurn(
+        "control request interrupt was not answered within 100 ms; the session was retired",
+        "SessionRetired(acknowledged)"
+      ),
+      "interrupt waiter 1 retired",
+      "teardown"
+    ]
+  },
+  {
+    name: "the interrupt deadline does not fire at another deadline's tick",
+    given: (b) => {
+      running(b)
+      interrupt(b)
+      b.cli(I.controlOk(1))
+      b.at(50).cli(I.hostRequest("h1"))
+    },
+    when: (b) => b.at(150).tick(),
+    then: ["stop handling h1", "flush", "> reply h1 error: the host did not answer in time"],
+    after: (b) => assert.strictEqual(b.m.status, "cancelling")
+  },
+  {
+    name: "a stall interrupt that times out says it was the stall's",
+    given: (b) => {
+      running(b)
+      b.at(1000).tick()
+      b.cli(I.controlOk(1))
+    },
+    when: (b) => b.at(1200).tick(),
+    then: [
+      ...retiredTurn(
+        "turn t1 did not settle within 200 ms of its interrupt (stall); the session was retired",
+        "InterruptTimeout(stall,acknowledged)"
+      ),
+      // The stall's own interrupt has a waiter no one holds: the driver ignores it.
+      "interrupt waiter 1 retired",
+      "teardown"
+    ]
+  },
+  {
+    name: "retiring while an interrupt's request is pending tells its waiter, and no control caller",
+    given: (b) => {
+      running(b)
+      interrupt(b)
+    },
+    when: (b) => b.input((m, now) => m.retire(now, "x", undefined)),
+    then: [...retiredTurn("x", "SessionRetired(acknowledged)"), "interrupt waiter 1 retired", "teardown"]
+  },
+  {
+    name: "an interrupt whose provider writes nothing still cancels",
+    given: (b) => {
+      running(b)
+      b.protocol.interruptItems = () => undefined
+    },
+    when: (b) => interrupt(b),
+    then: ["Status:cancelling@t1"]
   },
   {
     name: "a second interrupt joins the first: nothing more is written",
@@ -648,6 +765,41 @@ table("interrupts", [
       ...retiredTurn(
         "turn t1 did not settle within 200 ms of its interrupt (host); the session was retired",
         "InterruptTimeout(host,acknowledged)"
+      ),
+      "interrupt waiter 1 retired",
+      "teardown"
+    ]
+  },
+  {
+    name: "a tick late past both the interrupt's deadline and its request's: the earlier, the interrupt's, decides",
+    overrides: { deadlines: { control: 300 } },
+    given: (b) => {
+      running(b)
+      interrupt(b)
+    },
+    // A busy event loop fires the timer set for 200 ms after the control request's deadline too.
+    when: (b) => b.at(400).tick(),
+    then: [
+      ...retiredTurn(
+        "turn t1 did not settle within 200 ms of its interrupt (host); the session was retired",
+        "InterruptTimeout(host,acknowledged)"
+      ),
+      "interrupt waiter 1 retired",
+      "teardown"
+    ]
+  },
+  {
+    name: "the same late tick with the request's deadline the earlier: the unanswered request decides",
+    overrides: { deadlines: { control: 100 } },
+    given: (b) => {
+      running(b)
+      interrupt(b)
+    },
+    when: (b) => b.at(400).tick(),
+    then: [
+      ...retiredTurn(
+        "control request interrupt was not answered within 100 ms; the session was retired",
+        "SessionRetired(acknowledged)"
       ),
       "interrupt waiter 1 retired",
       "teardown"
@@ -996,6 +1148,28 @@ table("controls", [
     returns: "SessionRetired(acknowledged)"
   },
   {
+    name: "after the CLI exited during a close: CliExited",
+    given: (b) => {
+      b.input((m, now) => m.close(now, "closed"))
+      exited(b, 0)
+    },
+    when: (b) => control(b),
+    then: [],
+    returns: "CliExited(exit code 0,acknowledged)"
+  },
+  {
+    name: "a null request fails as a control",
+    given: (b) => control(b, null),
+    when: (b) => b.cli(I.controlError(1)),
+    then: ["control #1 ControlFailed(control,unsupported_request)"]
+  },
+  {
+    name: "a request whose method is not a string fails as a control",
+    given: (b) => control(b, { method: 5 }),
+    when: (b) => b.cli(I.controlError(1)),
+    then: ["control #1 ControlFailed(control,unsupported_request)"]
+  },
+  {
     name: "after the CLI exited: CliExited",
     given: (b) => exited(b, 0),
     when: (b) => control(b),
@@ -1104,7 +1278,13 @@ table("permissions", [
     name: "policy deny",
     given: awaiting,
     when: (b) => decided(b, "p1", Permission.deny("no")),
-    then: ["stop deciding p1", "flush", ...resolvedAt("p1", "policy:deny", 0), "Status:running@t1", "> answer p1 deny"]
+    then: [
+      "stop deciding p1",
+      "flush",
+      ...resolvedAt("p1", "policy:deny", 0),
+      "Status:running@t1",
+      "> answer p1 deny: no"
+    ]
   },
   {
     name: "policy deny and interrupt: the CLI ends the turn, and the turn says why",
@@ -1114,7 +1294,7 @@ table("permissions", [
     },
     when: (b) => b.cli(I.end({ _tag: "Interrupted" })),
     then: turnEnded("t1", "TurnInterrupted(permission,acknowledged,written)"),
-    after: (b) => assert.include(b.wrote(), "answer p1 deny+interrupt")
+    after: (b) => assert.include(b.wrote(), "answer p1 deny+interrupt: no")
   },
   {
     name: "policy defer: nothing is answered yet, the request stays pending",
@@ -1137,7 +1317,13 @@ table("permissions", [
     name: "the host answers while the policy is still deciding: the policy is stopped",
     given: awaiting,
     when: (b) => answer(b, "p1", Permission.deny("host says no")),
-    then: ["stop deciding p1", "flush", ...resolvedAt("p1", "host:deny", 0), "Status:running@t1", "> answer p1 deny"]
+    then: [
+      "stop deciding p1",
+      "flush",
+      ...resolvedAt("p1", "host:deny", 0),
+      "Status:running@t1",
+      "> answer p1 deny: host says no"
+    ]
   },
   {
     name: "a policy decision after the host answered is ignored",
@@ -1210,6 +1396,80 @@ table("permissions", [
     then: ["stop deciding p1", ...resolvedAt("p1", "expired:cancelled-by-cli", 20), "Status:running@t1"]
   },
   {
+    name: "a cancel for a request already answered is ignored",
+    given: (b) => {
+      awaiting(b)
+      answer(b, "p1")
+    },
+    when: (b) => b.cli(I.cancel("p1")),
+    then: []
+  },
+  {
+    name: "a second policy decision (after a deferral) is ignored",
+    given: deferred,
+    when: (b) => {
+      decided(b, "p1", Permission.allow())
+      decided(b, "p1", Permission.defer)
+      b.input((m, now) => m.policyFailed(now, "p1"))
+    },
+    then: [],
+    after: (b) => assert.strictEqual(b.m.nextDeadline(), 500)
+  },
+  {
+    name: "an allow or a plain deny does not make the CLI's own interrupt a permission one",
+    given: (b) => {
+      running(b)
+      permission(b, "p1")
+      permission(b, "p2")
+      decided(b, "p1", Permission.allow())
+      decided(b, "p2", Permission.deny("no"))
+    },
+    when: (b) => b.cli(I.end({ _tag: "Interrupted" })),
+    then: turnEnded("t1", "TurnInterrupted(host,acknowledged,written)")
+  },
+  {
+    name: "a deny and interrupt for a request of no turn does not mark the running turn",
+    given: (b) => {
+      permission(b, "p0")
+      running(b)
+      answer(b, "p0", Permission.deny("no", { interrupt: true }))
+    },
+    when: (b) => b.cli(I.end({ _tag: "Interrupted" })),
+    then: turnEnded("t1", "TurnInterrupted(host,acknowledged,written)")
+  },
+  {
+    name: "answering a request of no turn is not the running turn's progress",
+    given: (b) => {
+      permission(b, "p0")
+      running(b)
+      b.at(500)
+    },
+    when: (b) => answer(b, "p0"),
+    then: [
+      "stop deciding p0",
+      "flush",
+      "PermissionResolved@ p0 host:allow",
+      "permission wait 500",
+      "> answer p0 allow"
+    ],
+    after: (b) => assert.strictEqual(b.m.nextDeadline(), 1000)
+  },
+  {
+    name: "a second request while one is awaited changes no status",
+    given: awaiting,
+    when: (b) => permission(b, "p2"),
+    then: ["PermissionRequested@t1 p2", "decide p2@t1"]
+  },
+  {
+    name: "a request after retirement is decided but its answer is never written",
+    given: (b) => {
+      b.input((m, now) => m.retire(now, "x", undefined))
+      permission(b)
+    },
+    when: (b) => decided(b, "p1", Permission.allow()),
+    then: ["stop deciding p1", "PermissionResolved@ p1 policy:allow", "permission wait 0"]
+  },
+  {
     name: "a cancel for something unknown is ignored",
     given: (b) => running(b),
     when: (b) => b.cli(I.cancel("nope")),
@@ -1247,7 +1507,12 @@ table("permissions", [
       decided(b, "p1", Permission.defer)
     },
     when: (b) => b.at(600).tick(),
-    then: ["flush", ...resolvedAt("p1", "expired:timeout", 600), "Status:running@t1", "> answer p1 deny"]
+    then: [
+      "flush",
+      ...resolvedAt("p1", "expired:timeout", 600),
+      "Status:running@t1",
+      "> answer p1 deny: the permission request timed out"
+    ]
   },
   {
     name: "the deferred deadline counts from the deferral, not a millisecond less",
@@ -1268,7 +1533,7 @@ table("permissions", [
       "flush",
       ...resolvedAt("p1", "policy:deny", 500),
       "Status:running@t1",
-      "> answer p1 deny"
+      "> answer p1 deny: the host's permission policy did not decide in time"
     ]
   },
   {
@@ -1278,9 +1543,9 @@ table("permissions", [
     then: [
       "stop deciding p1",
       "flush",
-      ...resolvedAt("p1", "policy-failed", 0),
+      ...resolvedAt("p1", "PolicyFailed: the host's permission policy failed", 0),
       "Status:running@t1",
-      "> answer p1 deny"
+      "> answer p1 deny: the host's permission policy failed"
     ]
   },
   {
@@ -1503,6 +1768,26 @@ table("process exit", [
     ]
   },
   {
+    name: "CliExited carries the exit code or the signal",
+    given: (b) => running(b),
+    when: (b) => b.input((m, now) => m.exited(now, { _tag: "Signaled", signal: "SIGKILL" }, "")),
+    then: [
+      ...retiredTurn("the CLI exited (signal SIGKILL)", "CliExited(signal SIGKILL,acknowledged)"),
+      "teardown",
+      "Exit SIGKILL",
+      "ended"
+    ],
+    after: (b) => {
+      const failed = b.events().find((e) => e._tag === "TurnFailed") as any
+      assert.deepStrictEqual([failed.error.code, failed.error.signal], [null, "SIGKILL"])
+      const other = fake()
+      running(other)
+      exited(other, 7)
+      const byCode = other.events().find((e) => e._tag === "TurnFailed") as any
+      assert.deepStrictEqual([byCode.error.code, byCode.error.signal], [7, null])
+    }
+  },
+  {
     name: "exit with turns queued: they fail, unwritten",
     given: (b) => {
       running(b)
@@ -1535,6 +1820,30 @@ table("process exit", [
     name: "a second exit is ignored",
     given: (b) => exited(b, 0),
     when: (b) => exited(b, 1),
+    then: []
+  },
+  {
+    name:
+      "stdout ends while the process runs on: retired at once, the turn fails (delivery uncertain before a receipt)",
+    given: (b) => running(b, false),
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
+    then: [
+      ...retiredTurn("the CLI closed its stdout but did not exit", "SessionRetired()"),
+      "teardown"
+    ]
+  },
+  {
+    name: "stdout ends while idle: retired, so that the session does not look alive",
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
+    then: [...retired("the CLI closed its stdout but did not exit"), "teardown"]
+  },
+  {
+    name: "stdout ends after the exit, or while closing: nothing to do",
+    given: (b) => {
+      b.input((m, now) => m.close(now, "closed"))
+      exited(b, 0)
+    },
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
     then: []
   },
   {
@@ -1580,6 +1889,63 @@ table("close and retire", [
     }
   },
   {
+    name: "close expires a request of no turn as session-ended, and says why queued turns failed",
+    given: (b) => {
+      permission(b, "p0")
+      running(b)
+      send(b, "next", true)
+    },
+    when: (b) => b.input((m, now) => m.close(now, "closed")),
+    then: [
+      "TurnFailed@t1 TurnInterrupted(closed,acknowledged,written)",
+      "settle t1 TurnInterrupted(closed,acknowledged,written)",
+      "TurnFailed@t2 SessionUnavailable(running)",
+      "settle t2 SessionUnavailable(running)",
+      "stop deciding p0",
+      "PermissionResolved@ p0 expired:session-ended",
+      "permission wait 0"
+    ],
+    after: (b) => {
+      const failed = b.events().find((e) => e._tag === "TurnFailed" && e.turnId === "t2")
+      assert.strictEqual((failed as any).error.reason, "the session was closed")
+      assert.strictEqual(b.outputs().find((o) => o._tag === "Settle")?.turn.phase, "failed")
+    }
+  },
+  {
+    name: "a retire after closed leaves the status closed",
+    given: (b) => {
+      b.input((m, now) => m.close(now, "closed"))
+      b.m.closed()
+    },
+    when: (b) => b.input((m, now) => m.retire(now, "late", undefined)),
+    then: ["log Warning: session retired: late", "teardown"],
+    after: (b) => assert.strictEqual(b.m.status, "closed")
+  },
+  {
+    name: "retire says why queued turns failed, and drops lines no one waits for",
+    given: (b) => {
+      running(b)
+      send(b, "next", true)
+      b.autoWrite = false
+      control(b)
+      control(b)
+      b.take()
+    },
+    when: (b) => b.input((m, now) => m.retire(now, "x", undefined)),
+    then: [
+      ...retiredTurn("x", "SessionRetired(acknowledged)"),
+      "TurnFailed@t2 SessionUnavailable(failed)",
+      "settle t2 SessionUnavailable(failed)",
+      "control #1 SessionRetired(acknowledged)",
+      "control #2 SessionRetired(acknowledged)",
+      "teardown"
+    ],
+    after: (b) => {
+      const failed = b.events().find((e) => e._tag === "TurnFailed" && e.turnId === "t2")
+      assert.strictEqual((failed as any).error.reason, "the session was retired: x")
+    }
+  },
+  {
     name: "close of an unacknowledged turn says so",
     given: (b) => running(b, false),
     when: (b) => b.input((m, now) => m.close(now, "closed")),
@@ -1592,7 +1958,8 @@ table("close and retire", [
       send(b)
     },
     when: (b) => b.input((m, now) => m.close(now, "closed")),
-    then: ["TurnFailed@t1 TurnInterrupted(closed,written)", "settle t1 TurnInterrupted(closed,written)", "written t1"],
+    // Nothing of it reached the CLI: safe to send again.
+    then: ["TurnFailed@t1 TurnInterrupted(closed)", "settle t1 TurnInterrupted(closed)", "written t1"],
     after: (b) => assert.isUndefined(b.m.take(b.now))
   },
   {
@@ -1707,11 +2074,13 @@ table("protocol errors", [
     then: ["log Warning: 2 more protocol errors in the last 1000 ms were not logged"],
     after: (b) => {
       assert.strictEqual(b.m.nextDeadline(), Infinity)
-      // A new window: the next burst is logged again.
+      // A new window from the summary on: the next burst is logged again, its summary due at 2000.
       assert.deepStrictEqual(b.at(1001).cli(I.malformed(4)), [
         "ProtocolError",
         "log Warning: protocol error (not-json): bad 4"
       ])
+      b.cli(I.malformed(5), I.malformed(6))
+      assert.strictEqual(b.m.nextDeadline(), 2000)
     }
   },
   {
@@ -1890,6 +2259,23 @@ describe("nextDeadline", () => {
         control(b)
       },
       next: 1050
+    },
+    {
+      name: "a write due before a control",
+      given: (b) => {
+        b.autoWrite = false
+        control(b)
+        b.take()
+      },
+      next: 50
+    },
+    {
+      name: "a stall due before a host request",
+      given: (b) => {
+        running(b)
+        b.at(950).cli(I.hostRequest("h1"))
+      },
+      next: 1000
     },
     {
       name: "resolved requests no longer count",

@@ -525,7 +525,8 @@ class Run {
     if (turn !== undefined) {
       if (turn.interruptAt === undefined) {
         assert.isBelow(now, turn.startedAt + deadlines.turn, "a turn past its deadline is not being interrupted")
-        if (this.m.status !== "awaiting-permission") {
+        // A turn that waits on the host (a permission, or an answer to a request bound to the turn) is not stalled.
+        if (this.m.status !== "awaiting-permission" && !this.m.awaitingHost()) {
           assert.isBelow(now, turn.lastProgress + deadlines.stall, "a stalled turn is not being interrupted")
         }
       } else {
@@ -593,7 +594,8 @@ const runScenario = (scenario: { readonly commands: ReadonlyArray<Command>; read
 const numRuns = Number(process.env.TETHER_PROPERTY_RUNS ?? 1000)
 const seed = process.env.TETHER_PROPERTY_SEED === undefined ? undefined : Number(process.env.TETHER_PROPERTY_SEED)
 
-describe("session machine properties", () => {
+// A thousand scenarios of pure computation: about 2 s on a quiet 2-core machine, several times that on a loaded one.
+describe("session machine properties", { timeout: 60_000 }, () => {
   it("random frames, commands, writes and clock steps keep every guarantee", () => {
     const reached = new Set<string>()
     fc.assert(

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // A fast stand-in for the `claude` CLI, for benchmarks (`pnpm bench`): the simulated CLI of `MockClaude` with no
-// waits, run as this process. A prompt `FRAMES:<n>` streams n text deltas (default FAST_CLAUDE_FRAMES, 3); output
-// goes out in writes of FAST_CLAUDE_BATCH_BYTES (256 KiB) that wait for the pipe, with stdin read in between.
+// waits, run as this process. A prompt `FRAMES:<n>` streams n text deltas (default FAST_CLAUDE_FRAMES, 3), and
+// `FAULT:<name>` words in it inject faults (`pnpm soak`; see src/internal/fakeClaude.ts); output goes out in writes
+// of FAST_CLAUDE_BATCH_BYTES (256 KiB) that wait for the pipe, with stdin read in between.
 // It loads the simulator through the package's own export: the TypeScript source in the workspace, the build when
 // installed.
 import module from "node:module"

@@ -152,6 +152,29 @@ export const toolUse = (
 ): Reply => Reply.ToolUse({ name, input, preamble: options?.preamble ?? "", id: Option.fromUndefinedOr(options?.id) })
 
 /**
+ * A call to a tool of an MCP server, as the model names it: `mcp__<server>__<tool>`. For an in-process server of
+ * the host (`ClaudeMcp`), the CLI asks the host's permission, then sends it `tools/call` over `mcp_message`; the
+ * tool_result of the next request carries the host's answer. The CLI offers the server's tools in `tools` only with
+ * tool search off (`ENABLE_TOOL_SEARCH=false`, as {@link offlineEnv} sets).
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const mcpTool = (server: string, tool: string, input: unknown): Reply =>
+  toolUse(`mcp__${server}__${tool}`, input)
+
+/**
+ * The model answers through the `StructuredOutput` tool, which the CLI offers when it was given a JSON Schema
+ * (`--json-schema`, a session's `outputSchema`): the CLI checks `value` against the schema and, when it matches,
+ * ends the turn with it as the result's `structured_output` (no further model call). A value that does not match
+ * comes back as an error tool_result, and the model is asked again (5 attempts).
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const structuredOutput = (value: unknown): Reply => toolUse("StructuredOutput", value)
+
+/**
  * A Bash tool call. Note that the CLI runs harmless read-only commands (`echo hi`) without asking; a command that
  * writes (`touch x`) makes it send a `can_use_tool` permission request to the host first.
  *

@@ -17,8 +17,9 @@
  * - API errors are `result` frames with `subtype: "success"` and `is_error: true`;
  * - after stdin EOF the exit code is 1 when the last result was an error; one non-JSON stdin line kills it.
  *
- * Every frame is built by the codec's own encoder (`ClaudeProtocol.encodeFrame`) and every stdin line read by its
- * decoder, so the simulated CLI and the codec cannot drift. Waits are the simulator's own timers, which its shell
+ * Every frame is typed by the codec (`ClaudeProtocol.Frame`) and written by its schema-free writer, and every stdin
+ * line read by its schema-free reader (`ClaudeWire`), so the simulated CLI and the codec cannot drift and a fake CLI
+ * starts without loading the schemas (the host's encoders and decoder check both directions against them). Waits are the simulator's own timers, which its shell
  * runs on `Clock` (`MockTransport`, so `TestClock` drives it) or on real timers (the fake executables); ids come
  * from a seeded generator and timestamps from that clock, so a run is deterministic.
  *
@@ -45,6 +46,7 @@ import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as ClaudeSimulator from "./internal/claudeSimulator.ts"
 import type * as Json from "./internal/json.ts"
+import * as Rules from "./internal/script.ts"
 import type * as Simulator from "./Simulator.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -163,6 +165,11 @@ export interface ToolUse {
   readonly duration: Duration.Input | undefined
   /** The `tool_use` id; a fresh `toolu_…` id when undefined. */
   readonly id: string | undefined
+  /**
+   * A tool of one of the host's in-process MCP servers (see {@link mcpTool}): the CLI calls it with `tools/call`
+   * over `mcp_message`, and the host's answer is the output.
+   */
+  readonly mcp?: { readonly server: string; readonly tool: string } | undefined
 }
 
 /**
@@ -207,13 +214,26 @@ export interface MaxBudget {
 }
 
 /**
+ * The model keeps failing the structured output's JSON Schema: the turn ends with
+ * `error_max_structured_output_retries` (`terminal_reason: "structured_output_retry_exhausted"`).
+ *
+ * @category steps
+ * @since 0.3.0
+ */
+export interface StructuredOutputRetries {
+  readonly _tag: "StructuredOutputRetries"
+  /** The last validation error, as the CLI reports it. */
+  readonly error: string
+}
+
+/**
  * One thing the model (or the process) does during a turn. Faults are steps too: a `crash` step crashes the
  * process at that point of the turn.
  *
  * @category steps
  * @since 0.1.0
  */
-export type Step = Text | ToolUse | ApiError | MaxTurns | MaxBudget | Fault
+export type Step = Text | ToolUse | ApiError | MaxTurns | MaxBudget | StructuredOutputRetries | Fault
 
 // ---------------------------------------------------------------------------------------------------------------
 // Faults
@@ -389,17 +409,7 @@ export const flood = (count?: number): Fault => Fault.Flood({ count })
 export const text = (
   content: string | ReadonlyArray<string | Chunk>,
   options: { readonly delay?: Duration.Input | undefined } = {}
-): Text => {
-  const parts = typeof content === "string" ? [content] : content
-  return {
-    _tag: "Text",
-    chunks: parts.map((part) =>
-      typeof part === "string"
-        ? { text: part, delay: options.delay }
-        : { text: part.text, delay: part.delay ?? options.delay }
-    )
-  }
-}
+): Text => ({ _tag: "Text", chunks: Rules.chunksOf(content, options.delay) })
 
 /**
  * A tool call. By default it needs permission, runs for {@link Timing.tool} and outputs `"ok"`.
@@ -437,6 +447,57 @@ export const tool = (options: {
   duration: options.duration,
   id: options.id
 })
+
+/**
+ * A call to a tool of the host's in-process MCP server `server` (`ClaudeSession`'s `mcpServers`): the model calls
+ * `mcp__<server>__<tool>`, the CLI asks the host's permission (unless `permission: false`), then sends `tools/call`
+ * over `mcp_message` and reports the host's result; an interrupt meanwhile sends `notifications/cancelled`.
+ *
+ * @example
+ * ```ts
+ * import { MockClaude } from "@tether/testing"
+ *
+ * MockClaude.turn(MockClaude.mcpTool({ server: "calc", tool: "add", input: { a: 2, b: 3 } }))
+ * ```
+ *
+ * @category steps
+ * @since 0.3.0
+ */
+export const mcpTool = (options: {
+  readonly server: string
+  readonly tool: string
+  readonly input?: JsonObject | undefined
+  readonly permission?: boolean | undefined
+  readonly id?: string | undefined
+}): ToolUse => ({
+  ...tool({
+    name: `mcp__${options.server}__${options.tool}`,
+    input: options.input,
+    permission: options.permission,
+    id: options.id
+  }),
+  mcp: { server: options.server, tool: options.tool }
+})
+
+/**
+ * The model answers through the `StructuredOutput` tool (what the CLI adds with `--json-schema`): the turn ends
+ * with `structured_output: value` in its result (and its JSON as `result`).
+ *
+ * @category steps
+ * @since 0.3.0
+ */
+export const structuredOutput = (value: JsonObject): ToolUse =>
+  tool({ name: "StructuredOutput", input: value, permission: false })
+
+/**
+ * The model keeps failing the structured output's JSON Schema (see {@link StructuredOutputRetries}).
+ *
+ * @category steps
+ * @since 0.3.0
+ */
+export const structuredOutputRetries = (
+  error = "Output does not match required schema: root: must have required property 'answer'"
+): StructuredOutputRetries => ({ _tag: "StructuredOutputRetries", error })
 
 /**
  * The Messages API fails with `status` (default 500). The text is `API Error: <status> <message>`.
@@ -506,7 +567,7 @@ export const turn = (...steps: ReadonlyArray<Step>): Turn => ({ match: undefined
 export const when = (
   match: string | RegExp | ((prompt: string) => boolean),
   ...steps: ReadonlyArray<Step>
-): Turn => ({ match: toPredicate(match), once: false, steps })
+): Turn => ({ match: Rules.predicateOf(match), once: false, steps })
 
 /**
  * A script: the turn rules, what happens when none applies, and the process's options.
@@ -620,13 +681,6 @@ const apiErrorMessage = (status: number): string => {
       return `HTTP ${status}`
   }
 }
-
-const toPredicate = (match: string | RegExp | ((prompt: string) => boolean)): (prompt: string) => boolean =>
-  typeof match === "string"
-    ? (prompt) => prompt.includes(match)
-    : match instanceof RegExp
-    ? (prompt) => match.test(prompt)
-    : match
 
 /**
  * The simulated CLI of `script`, sans-IO: a {@link Simulator.Factory} that `MockTransport` runs on `Clock` and the

@@ -1,11 +1,13 @@
 /**
- * An in-memory `Transport` that runs a simulated CLI (see `Simulator`) instead of a process: Claude Code's by
- * default ({@link MockClaude}), any provider's with {@link openWith} and {@link layerWith}.
+ * An in-memory `Transport` that runs a simulated CLI (see `Simulator`) instead of a process: Claude Code's
+ * ({@link MockClaude}) or Codex's app-server ({@link MockCodex}), whichever the script given is for, and any
+ * provider's with {@link openWith} and {@link layerWith}.
  *
  * `MockTransport.layer(script)` provides `Transport.Transport`: each `open` starts a simulated CLI in the
  * connection's scope. Lines written to the connection drive it exactly as they would drive `claude
- * --input-format stream-json`; its frames come out of `stdout` as raw JSON lines, with the real CLI's timing
- * kept on Effect's `Clock`. Under `it.effect` (`TestClock`) nothing arrives until the test adjusts the clock, so
+ * --input-format stream-json` (a `MockClaude` script) or `codex app-server` (a `MockCodex` script); its lines come
+ * out of `stdout` as raw JSON lines, with the real CLI's timing kept on Effect's `Clock`. A host that switches
+ * provider switches the script its tests give, and nothing else. Under `it.effect` (`TestClock`) nothing arrives until the test adjusts the clock, so
  * session code can be tested deterministically: timeouts, stalls, interrupts, crashes and teardown included.
  *
  * The same layer provides the {@link MockTransport} service, which hands tests every opened
@@ -41,15 +43,37 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as SimulatedProcess from "./internal/simulatedProcess.ts"
 import * as MockClaude from "./MockClaude.ts"
+import * as MockCodex from "./MockCodex.ts"
 import type * as Simulator from "./Simulator.ts"
 
 /**
- * The faults a test can trigger on the connections of {@link layer}: the simulated CLIs' (Claude's).
+ * The faults a test can trigger on the connections of {@link layer}: the simulated CLIs' (Claude's and Codex's). The
+ * faults both have (`crash`, `hang`, `stall`, `malformed`, `raw`, `ignoreInterrupts`, `ignoreSigterm`) have the same
+ * tags and fields and work on either; a simulator ignores the other provider's own faults.
  *
  * @category models
  * @since 0.2.0
  */
-export type Fault = MockClaude.Fault
+export type Fault = MockClaude.Fault | MockCodex.Fault
+
+/**
+ * A script of any provider's simulated CLI: {@link layer} and {@link open} run each with its provider's simulator.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type Script = MockClaude.Script | MockCodex.Script
+
+/**
+ * The simulator of a script, whichever provider it is for.
+ *
+ * @category simulation
+ * @since 0.2.0
+ */
+export const simulatorOf = (script: Script): Simulator.Factory<Fault> =>
+  MockCodex.isScript(script)
+    ? MockCodex.simulator(script) as Simulator.Factory<Fault>
+    : MockClaude.simulator(script) as Simulator.Factory<Fault>
 
 /**
  * A connection to a simulated CLI: a `Transport.Connection` plus what a test needs to look inside.
@@ -78,8 +102,11 @@ export interface MockConnection<F = Fault> extends Transport.Connection {
   readonly isAlive: Effect.Effect<boolean>
   /** Writes one raw line to stdout, as if the CLI had printed it (ignored once stdout is closed). */
   readonly inject: (line: string | Transport.Line) => Effect.Effect<void>
-  /** Triggers a fault now (crash, hang, stall, malformed line, …). */
-  readonly trigger: (fault: F) => Effect.Effect<void>
+  /**
+   * Triggers a fault now (crash, hang, stall, malformed line, …). A method, so that a connection of one provider's
+   * simulator is a `MockConnection` of any fault type (a simulator ignores faults it does not know).
+   */
+  trigger(fault: F): Effect.Effect<void>
 }
 
 /**
@@ -185,7 +212,8 @@ export const openWith = <F>(
   })
 
 /**
- * Opens one simulated Claude Code CLI playing `script` in the current scope (see {@link openWith}).
+ * Opens one simulated CLI playing `script` in the current scope (see {@link openWith}): Claude Code's by default,
+ * Codex's app-server for a `MockCodex` script (then give it a `MockCodex.launchSpec()`).
  *
  * @example
  * ```ts
@@ -204,10 +232,10 @@ export const openWith = <F>(
  * @since 0.1.0
  */
 export const open = (
-  script: MockClaude.Script = MockClaude.defaultScript,
+  script: Script = MockClaude.defaultScript,
   spec: Transport.LaunchSpec = launchSpec(),
   options: OpenOptions = {}
-): Effect.Effect<MockConnection, never, Scope.Scope> => openWith(MockClaude.simulator(script), spec, options)
+): Effect.Effect<MockConnection, never, Scope.Scope> => openWith(simulatorOf(script), spec, options)
 
 /**
  * The connections a {@link layer} opened, for tests.
@@ -239,13 +267,24 @@ export interface LayerOptions {
 
 /**
  * Provides `Transport.Transport` backed by simulated processes of any provider, and {@link MockTransport} to inspect
- * them: every `open` starts the process `simulator(spec, index)` makes.
+ * them: every `open` starts the process `simulator(spec, index)` makes. The connections take {@link Fault}s; a
+ * simulator of another provider ignores the faults it does not know.
+ *
+ * @example
+ * ```ts
+ * import { MockCodex, MockTransport } from "@tether/testing"
+ *
+ * // every process a Codex server whose first turn/start is refused
+ * const TestTransport = MockTransport.layerWith(() =>
+ *   MockCodex.simulator(MockCodex.make([], { faults: [MockCodex.rejectTurn()] }))
+ * )
+ * ```
  *
  * @category layers
  * @since 0.2.0
  */
-export const layerWith = (
-  simulator: (spec: Transport.LaunchSpec, index: number) => Simulator.Factory<Fault>,
+export const layerWith = <F extends Fault = Fault>(
+  simulator: (spec: Transport.LaunchSpec, index: number) => Simulator.Factory<F>,
   options: LayerOptions = {}
 ): Layer.Layer<Transport.Transport | MockTransport> =>
   Layer.effectContext(Effect.sync(() => {
@@ -260,7 +299,8 @@ export const layerWith = (
           const error = options.spawnError?.(spec)
           if (error !== undefined) return yield* error
           const index = connections.length
-          const connection = yield* openWith(simulator(spec, index), spec, {
+          // A simulator ignores the faults it does not know: it can take any provider's.
+          const connection = yield* openWith(simulator(spec, index) as Simulator.Factory<Fault>, spec, {
             index,
             termGrace: teardown.termGrace,
             stderrLimit: options.stderrLimit
@@ -301,16 +341,20 @@ export const layerWith = (
   }))
 
 /**
- * Provides `Transport.Transport` backed by simulated Claude Code CLIs, and {@link MockTransport} to inspect them.
+ * Provides `Transport.Transport` backed by simulated CLIs, and {@link MockTransport} to inspect them: simulated
+ * Claude Code CLIs for a `MockClaude` script (the default), simulated `codex app-server`s for a `MockCodex` one.
  * Every `open` starts a fresh process running `script` (or the script the function returns for that launch); turn
  * rules marked `once` are used up per process.
  *
  * @example
  * ```ts
- * import { MockClaude, MockTransport } from "@tether/testing"
+ * import { MockClaude, MockCodex, MockTransport } from "@tether/testing"
  *
- * const TestTransport = MockTransport.layer(
+ * const ClaudeTransport = MockTransport.layer(
  *   MockClaude.make([MockClaude.when("deploy", MockClaude.tool({ name: "Bash", input: { command: "make deploy" } }))])
+ * )
+ * const CodexTransport = MockTransport.layer(
+ *   MockCodex.make([MockCodex.when("deploy", MockCodex.command({ command: "make deploy" }))])
  * )
  * ```
  *
@@ -318,11 +362,7 @@ export const layerWith = (
  * @since 0.1.0
  */
 export const layer = (
-  script: MockClaude.Script | ((spec: Transport.LaunchSpec, index: number) => MockClaude.Script) =
-    MockClaude.defaultScript,
+  script: Script | ((spec: Transport.LaunchSpec, index: number) => Script) = MockClaude.defaultScript,
   options: LayerOptions = {}
 ): Layer.Layer<Transport.Transport | MockTransport> =>
-  layerWith(
-    (spec, index) => MockClaude.simulator(typeof script === "function" ? script(spec, index) : script),
-    options
-  )
+  layerWith((spec, index) => simulatorOf(typeof script === "function" ? script(spec, index) : script), options)

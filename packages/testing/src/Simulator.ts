@@ -10,7 +10,7 @@
  *
  * Two shells run every simulator: `MockTransport` (in memory, on Effect's `Clock`, so `TestClock` drives it) and
  * `FakeCli` (a real process over real stdio, with real timers), which the fake executables in `bin/` use. The
- * simulators are `MockClaude.simulator` (Claude Code's stream-json) and, next, Codex's app-server.
+ * simulators are `MockClaude.simulator` (Claude Code's stream-json) and `MockCodex.simulator` (Codex's app-server).
  *
  * Outputs are pulled one at a time, so a shell applies its own backpressure: a simulator streaming a
  * 100,000-frame turn produces its frames as they are asked for (a small batch ahead at most), and an interrupt

@@ -9,6 +9,11 @@ export * as MockAnthropic from "./MockAnthropic.ts"
 export * as FakeClaude from "./FakeClaude.ts"
 
 /**
+ * @since 0.2.0
+ */
+export * as FakeCodex from "./FakeCodex.ts"
+
+/**
  * @since 0.1.0
  */
 export * as MockClaude from "./MockClaude.ts"
@@ -17,6 +22,11 @@ export * as MockClaude from "./MockClaude.ts"
  * @since 0.1.0
  */
 export * as MockTransport from "./MockTransport.ts"
+
+/**
+ * @since 0.2.0
+ */
+export * as MockCodex from "./MockCodex.ts"
 
 /**
  * @since 0.2.0

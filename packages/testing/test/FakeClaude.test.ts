@@ -109,7 +109,123 @@ describe("FakeClaude", () => {
     }))
 })
 
+const fastClaude = Path.join(import.meta.dirname, "../bin/fast-claude.mjs")
+
+const initialize: Frame = {
+  type: "control_request",
+  request_id: "req_1",
+  request: { subtype: "initialize", hooks: {} }
+}
+
+const prompt = (text: string, n = 0): Frame => ({
+  type: "user",
+  message: { role: "user", content: [{ type: "text", text }] },
+  parent_tool_use_id: null,
+  session_id: "",
+  uuid: `00000000-0000-4000-8000-00000000000${n + 1}`
+})
+
+/**
+ * Runs the fast fake: the initialize request, then, once it is answered (a fault is acted on when the prompt reaches
+ * the process, whatever it has not answered yet), each prompt after the previous one's result. Gives its stdout
+ * lines as they came (not all JSON), its exit code, whether it was still running when its stdout ended, and for each
+ * prompt the milliseconds from its write to its receipt. With `endInput` false stdin stays open, and the fake is sent
+ * SIGTERM once its stdout ends.
+ */
+const runFast = (texts: string | ReadonlyArray<string>, endInput = true) =>
+  Effect.callback<{ lines: Array<string>; code: number | null; aliveAtEnd: boolean; receiptMs: Array<number> }>(
+    (resume) => {
+      const prompts = typeof texts === "string" ? [texts] : texts
+      const child = ChildProcess.spawn(fastClaude, ["--input-format", "stream-json"], {
+        stdio: ["pipe", "pipe", "ignore"]
+      })
+      const lines: Array<string> = []
+      const receiptMs: Array<number> = []
+      let partial = ""
+      let sent = 0
+      let sentAt = 0
+      let aliveAtEnd = false
+      const send = () => {
+        const line = JSON.stringify(prompt(prompts[sent]!, sent)) + "\n"
+        sent++
+        sentAt = Date.now()
+        if (endInput && sent === prompts.length) child.stdin.end(line)
+        else child.stdin.write(line)
+      }
+      child.stdout.setEncoding("utf8")
+      child.stdout.on("data", (chunk: string) => {
+        const complete = (partial + chunk).split("\n")
+        partial = complete.pop()!
+        for (const line of complete) {
+          lines.push(line)
+          if (line.includes(`"state":"queued"`)) receiptMs.push(Date.now() - sentAt)
+          const next = sent === 0 ? line.startsWith(`{"type":"control_response"`) : line.startsWith(`{"type":"result"`)
+          if (next && sent < prompts.length) send()
+        }
+      })
+      child.stdout.on("end", () => {
+        aliveAtEnd = child.exitCode === null && child.signalCode === null
+        if (!endInput) child.kill("SIGTERM")
+      })
+      child.on("close", (code) => resume(Effect.succeed({ lines, code, aliveAtEnd, receiptMs })))
+      child.stdin.write(JSON.stringify(initialize) + "\n")
+      return Effect.sync(() => child.kill("SIGKILL"))
+    }
+  )
+
+/** The kind of each line, `garbage` for a line that is not JSON. */
+const kinds = (lines: ReadonlyArray<string>): Array<string> =>
+  lines.map((line) => {
+    try {
+      return kind(JSON.parse(line) as Frame)
+    } catch {
+      return "garbage"
+    }
+  })
+
 describe("the fast fake (the benchmarks' CLI)", () => {
+  it.live("FAULT:garbage=<n>: n lines that are not JSON before the answer", () =>
+    Effect.gen(function*() {
+      const { code, lines } = yield* runFast("FRAMES:1 FAULT:garbage=3")
+      assert.strictEqual(code, 0)
+      assert.deepStrictEqual(kinds(lines).slice(3, 8), ["system/init", "garbage", "garbage", "garbage", "assistant"])
+      assert.strictEqual(kinds(lines).at(-2), "result/success")
+    }))
+
+  it.live("FAULT:crash: the answer's text, then exit code 3 and no result", () =>
+    Effect.gen(function*() {
+      const { code, lines } = yield* runFast("FRAMES:1 FAULT:crash")
+      assert.strictEqual(code, 3)
+      assert.include(kinds(lines), "assistant")
+      assert.notInclude(kinds(lines), "result/success")
+    }))
+
+  it.live("FAULT:crash-on-read: exit code 3 on reading the prompt, before its receipt", () =>
+    Effect.gen(function*() {
+      const { code, lines } = yield* runFast("FRAMES:1 FAULT:crash-on-read")
+      assert.strictEqual(code, 3)
+      assert.deepStrictEqual(kinds(lines), ["control_response"])
+    }))
+
+  it.live(
+    "FAULT:slow-receipt=<ms>: that prompt's receipt comes late, the next prompt's at once",
+    () =>
+      Effect.gen(function*() {
+        const { receiptMs } = yield* runFast(["FRAMES:1 FAULT:slow-receipt=1000", "FRAMES:1 FAULT:garbage=1"])
+        assert.strictEqual(receiptMs.length, 2)
+        assert.isAtLeast(receiptMs[0]!, 900)
+        assert.isBelow(receiptMs[1]!, 500)
+      }),
+    15_000
+  )
+
+  it.live("FAULT:stdout-closed: stdout ends on reading the prompt, and the process runs on", () =>
+    Effect.gen(function*() {
+      const { aliveAtEnd, lines } = yield* runFast("FRAMES:1 FAULT:stdout-closed", false)
+      assert.deepStrictEqual(kinds(lines), ["control_response"])
+      assert.isTrue(aliveAtEnd)
+    }))
+
   it.live("a prompt FRAMES:<n> streams n text deltas, then the result; EOF ends it", () =>
     Effect.gen(function*() {
       const fast = Path.join(import.meta.dirname, "../bin/fast-claude.mjs")

@@ -10,20 +10,11 @@ import * as MockClaude from "../src/MockClaude.ts"
 import * as MockTransport from "../src/MockTransport.ts"
 import type * as Simulator from "../src/Simulator.ts"
 import { controlRequest, initialize, user } from "./support/HostLines.ts"
+import * as Play from "./support/Play.ts"
+import type { Input, Out } from "./support/Play.ts"
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Frame = Record<string, any>
-
-type Input =
-  | string
-  | { readonly eof: true }
-  | { readonly signal: Simulator.Signal }
-  | { readonly fault: MockClaude.Fault }
-
-interface Out {
-  readonly at: number
-  readonly output: Simulator.Output
-}
 
 /** Plays `inputs` (at their times) against the simulator until `until`, collecting what it outputs and when. */
 const play = (
@@ -31,36 +22,20 @@ const play = (
     readonly script?: MockClaude.Script
     readonly args?: ReadonlyArray<string>
     readonly env?: Record<string, string>
-    readonly inputs: ReadonlyArray<readonly [number, Input]>
+    readonly inputs: ReadonlyArray<readonly [number, Input<MockClaude.Fault>]>
     readonly until?: number
   }
-): Array<Out> => {
-  const simulator = MockClaude.simulator(options.script)({
-    args: options.args ?? MockTransport.defaultArgs,
-    env: options.env ?? { CLAUDE_CODE_SDK_READS_SESSION_STATE: "1" },
-    cwd: "/home/user/project",
-    pid: 7
-  }, 0)
-  const until = options.until ?? 10_000
-  const inputs = [...options.inputs]
-  const out: Array<Out> = []
-  let now = 0
-  while (true) {
-    for (let output = simulator.poll(now); output !== undefined; output = simulator.poll(now)) {
-      out.push({ at: now, output })
-    }
-    const next = Math.min(simulator.nextWake(), inputs[0]?.[0] ?? Number.POSITIVE_INFINITY)
-    if (next > until) return out
-    now = next
-    while (inputs.length > 0 && inputs[0][0] <= now) {
-      const input = inputs.shift()![1]
-      if (typeof input === "string") simulator.write(now, input)
-      else if ("eof" in input) simulator.endInput(now)
-      else if ("signal" in input) simulator.signal(now, input.signal)
-      else simulator.trigger(now, input.fault)
-    }
-  }
-}
+): Array<Out> =>
+  Play.play(
+    MockClaude.simulator(options.script)({
+      args: options.args ?? MockTransport.defaultArgs,
+      env: options.env ?? { CLAUDE_CODE_SDK_READS_SESSION_STATE: "1" },
+      cwd: "/home/user/project",
+      pid: 7
+    }, 0),
+    options.inputs,
+    options.until ?? 10_000
+  )
 
 const frames = (out: ReadonlyArray<Out>): Array<Frame> =>
   out.flatMap(({ output }) => output._tag === "Stdout" ? [JSON.parse(output.line) as Frame] : [])

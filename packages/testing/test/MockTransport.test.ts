@@ -4,6 +4,7 @@ import * as TetherError from "@tether/core/TetherError"
 import { Duration, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as MockClaude from "../src/MockClaude.ts"
+import * as MockCodex from "../src/MockCodex.ts"
 import * as MockTransport from "../src/MockTransport.ts"
 import { allow, controlRequest, fail, initialize, user } from "./support/HostLines.ts"
 
@@ -956,6 +957,27 @@ describe("MockTransport", () => {
   })
 
   describe("any simulator", () => {
+    it.effect("a MockCodex script runs a simulated codex app-server; the faults both providers have work on it", () =>
+      Effect.gen(function*() {
+        const mock = yield* MockTransport.MockTransport
+        const transport = yield* Transport.Transport
+        const scope = yield* Scope.make()
+        yield* transport.open(MockCodex.launchSpec(), { termGrace: Duration.seconds(1) }).pipe(Scope.provide(scope))
+        const cli = yield* mock.latest
+        yield* cli.write(JSON.stringify({ method: "initialize", id: 0, params: { clientInfo: { name: "t" } } }))
+        yield* TestClock.adjust("155 millis")
+        const [answer] = (yield* framesOf(cli)) as ReadonlyArray<Frame>
+        assert.strictEqual(answer.id, 0)
+        assert.include(answer.result.userAgent, "0.171.0")
+        // A Claude-only fault means nothing to the Codex simulator; a crash means the same to both.
+        yield* cli.trigger(MockClaude.dropLifecycle)
+        assert.isTrue(yield* cli.isAlive)
+        yield* cli.trigger(MockClaude.crash({ code: 4, stderr: "boom\n" }))
+        assert.deepStrictEqual(yield* cli.exitStatus, Option.some(Transport.ExitStatus.Exited({ code: 4 })))
+        assert.include(yield* cli.stderrTail, "boom")
+        yield* Scope.close(scope, Exit.void)
+      }).pipe(Effect.provide(MockTransport.layer(MockCodex.make()))))
+
     it.effect("openWith runs a simulator on the clock: a 2.1.197 CLI, replay with the first assistant message", () =>
       Effect.gen(function*() {
         const old = MockClaude.simulator(MockClaude.make([], { version: "2.1.197" }))

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ClaudeSession, TetherError, Transport } from "@tether/core"
+import { ClaudeSession, TetherError, Timeouts, Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Config, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, Scope, Stream } from "effect"
 import * as Fs from "node:fs"
@@ -20,6 +20,9 @@ import {
 } from "./utils.ts"
 
 const termGrace = { termGrace: Duration.millis(300) }
+
+/** The benchmarks' fast fake CLI, which takes faults from its prompts (`FAULT:<name>`). */
+const fastClaudePath = Path.join(Path.dirname(fakeClaudePath), "fast-claude.mjs")
 
 const TransportLive = NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false })
 
@@ -363,6 +366,27 @@ describe("NodeTransport", () => {
         assert.notInclude(`${error.message} ${error.reason} ${error.stderrTail}`, key)
       }
     }).pipe(Effect.scoped))
+
+  it.live("a CLI that closes its stdout and runs on: the session is retired at once, not at the stall deadline", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      yield* killOnExit(mark)
+      const timeouts = yield* Timeouts.make({ stall: "20 seconds", turn: "1 minute", closeGrace: "500 millis" })
+      const session = yield* ClaudeSession.make({ env: { set: { TEST_MARK: mark } }, timeouts })
+      yield* waitUntil("the CLI is up", () => marked(mark).length === 1)
+      const started = Date.now()
+      // The fast fake closes its stdout on reading this prompt, before its receipt, and goes on running.
+      const error = yield* Effect.flip(session.run("FRAMES:1 FAULT:stdout-closed"))
+      const elapsed = Date.now() - started
+      assert.strictEqual(error._tag, "SessionRetired")
+      assert.isTrue(error.deliveryUncertain)
+      assert.isBelow(elapsed, 5_000, "retired when stdout ended, not when the turn stalled")
+      assert.strictEqual(yield* session.status, "failed")
+      yield* waitUntil("the CLI is torn down", () => marked(mark).length === 0)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(NodeTransport.layer({ executables: { claude: fastClaudePath }, watchdog: false }))
+    ))
 
   it.live("a `claude` that is not a runnable program: SpawnFailed, saying why", () =>
     Effect.gen(function*() {

@@ -154,6 +154,18 @@ export const encodeResponse = (id: Id, result: unknown): string => JSON.stringif
 export const encodeErrorResponse = (id: Id, code: number, message: string): string =>
   JSON.stringify({ id, error: { code, message } })
 
+/**
+ * A server notification line, as `codex app-server` writes it: with `emittedAtMs`, the server's clock when it was
+ * sent. Hosts never write one; simulators of the server (`@tether/testing`'s `MockCodex`) and tests do, so that what
+ * they print and what the codec reads cannot drift. Server requests and responses have the client's shapes:
+ * {@link encodeRequest}, {@link encodeResponse}, {@link encodeErrorResponse}.
+ *
+ * @category encoding
+ * @since 0.2.0
+ */
+export const encodeServerNotification = (method: string, params: unknown, emittedAtMs: number): string =>
+  JSON.stringify({ method, params, emittedAtMs })
+
 // ---------------------------------------------------------------------------------------------------------------
 // What Tether reads
 // ---------------------------------------------------------------------------------------------------------------

@@ -179,7 +179,8 @@ export const make = Effect.fn("CodexSession.make")(function*(given: Options = {}
     queueCapacity: options.queueCapacity,
     eventRing: options.eventRing,
     subscriberBuffer: options.subscriberBuffer,
-    makeId: options.makeId
+    makeId: options.makeId,
+    model: options.model
   }) as Effect.Effect<Session.Session<TurnResult, TurnError>, Session.StartError, Transport.Transport | Scope.Scope>)
   const info = session.handshake as { readonly thread: { readonly thread: { readonly id: string } } }
   const codex: CodexSession = { ...session, threadId: info.thread.thread.id }

@@ -133,7 +133,7 @@ export const F = {
   otherRequest: (requestId: string) => ({
     type: "control_request",
     request_id: requestId,
-    request: { subtype: "elicitation", message: "pick one" }
+    request: { subtype: "oauth_token_refresh", message: "pick one" }
   }),
   cancel: (requestId: string) => ({ type: "control_cancel_request", request_id: requestId })
 }

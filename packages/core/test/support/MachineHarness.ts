@@ -82,12 +82,16 @@ export class FakeProtocol implements Provider.ProtocolMachine {
     }
     return write(
       `answer ${request.requestId} ${
-        verdict._tag === "Allow" ? "allow" : `deny${verdict.interrupt ? "+interrupt" : ""}`
+        verdict._tag === "Allow" ? "allow" : `deny${verdict.interrupt ? "+interrupt" : ""}: ${verdict.message}`
       }`
     )
   }
   readonly reply = (requestId: string, reply: Provider.Reply): Provider.Items =>
-    write(`reply ${requestId} ${reply._tag === "Success" ? "success" : `error: ${reply.message}`}`)
+    write(
+      `reply ${requestId} ${
+        reply._tag === "Success" ? "success" : reply._tag === "Error" ? `error: ${reply.message}` : "(not a reply)"
+      }`
+    )
   readonly capabilities = (): Provider.Capabilities => ({
     provider: "fake",
     receipts: "first-output",
@@ -222,7 +226,7 @@ const resolutionOf = (r: Permission.Resolution): string =>
     ? `${r.by}:${r.decision._tag === "Allow" ? "allow" : `deny${r.decision.interrupt ? "+interrupt" : ""}`}`
     : r._tag === "Expired"
     ? `expired:${r.why}`
-    : "policy-failed"
+    : `${r._tag}: ${r.reason}`
 
 export const describeEvent = (e: SessionEvent): string => {
   const at = e.turnId === undefined ? "" : `@${e.turnId}`

@@ -1,8 +1,10 @@
 /**
  * Claude Code's CLI side of the stream-json protocol as a simulator (see `Simulator.ts`): a {@link MockClaude.Script}
- * played against stdin lines, with every frame built by the codec's own encoder (`ClaudeProtocol.encodeFrame`) and
- * every stdin line read by its decoder (`ClaudeProtocol.decodeHostLine`), so the simulator and the codec cannot
- * drift.
+ * played against stdin lines, with every frame typed by the codec (`ClaudeProtocol.Frame`) and written by its
+ * schema-free writer (`ClaudeWire.writeFrame`), and every stdin line read by its schema-free reader
+ * (`ClaudeWire.readHostLine`), so the simulator and the codec cannot drift, and a fake CLI process starts without
+ * loading `effect/Schema`. The schemas still run on both sides of every exchange with a Tether host: its encoders
+ * validate what it writes, its decoder what the simulator prints.
  *
  * The process is a few cooperative tasks (`tasks.ts`), as the real CLI is a few concurrent loops: a reader that takes
  * stdin lines one at a time (a slow receipt holds back what comes after it), a runner that plays one turn at a time,
@@ -13,14 +15,16 @@
  *
  * @internal
  */
-import * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
-import * as Duration from "effect/Duration"
-import * as Result from "effect/Result"
+import type * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
+import * as ClaudeWire from "@tether/core/claude/ClaudeWire"
 import type * as MockClaude from "../MockClaude.ts"
 import type * as Simulator from "../Simulator.ts"
 import { apiErrorType } from "./apiError.ts"
+import { type Ids, makeIds } from "./ids.ts"
 import * as Json from "./json.ts"
-import { Cell, End, type Fiber, Mailbox, never, Scheduler, sleep, take, type Task, wait } from "./tasks.ts"
+import { pickSteps } from "./script.ts"
+import { type Millis, millis, SimulatedCli, toMillis } from "./simulatedCli.ts"
+import { Cell, End, type Fiber, Mailbox, never, sleep, take, type Task, wait } from "./tasks.ts"
 
 type JsonObject = Json.JsonObject
 
@@ -60,11 +64,6 @@ const compareVersions = (a: string, b: string): number => {
   }
   return 0
 }
-
-/** The script's timing in milliseconds. */
-type Millis = { readonly [K in keyof MockClaude.Timing]: number }
-
-const millis = (duration: Duration.Input): number => Duration.toMillis(Duration.fromInputUnsafe(duration))
 
 type Termination =
   | { readonly _tag: "Exit"; readonly code: number; readonly stderr: string }
@@ -128,12 +127,20 @@ interface TurnRun {
   message: OpenMessage | undefined
   messages: number
   tool: ToolCall | undefined
-  pending: { readonly requestId: string; readonly subtype: string } | undefined
+  pending: { readonly requestId: string; readonly subtype: string; readonly rpc?: McpCall | undefined } | undefined
+  /** The input of the turn's `StructuredOutput` call: the turn ends with it. */
+  structured: { readonly value: unknown } | undefined
   inputTokens: number
   outputTokens: number
   lastText: string
   finished: boolean
   abortRequest: AbortRequest | undefined
+}
+
+/** A JSON-RPC request to one of the host's in-process MCP servers. */
+interface McpCall {
+  readonly server: string
+  readonly id: number
 }
 
 interface ModelUsage {
@@ -145,7 +152,13 @@ interface ModelUsage {
 }
 
 interface ResultSpec {
-  readonly subtype: "success" | "error_during_execution" | "error_max_turns" | "error_max_budget_usd"
+  readonly structuredOutput?: unknown
+  readonly subtype:
+    | "success"
+    | "error_during_execution"
+    | "error_max_turns"
+    | "error_max_budget_usd"
+    | "error_max_structured_output_retries"
   readonly isError: boolean
   readonly result?: string | undefined
   readonly errors?: ReadonlyArray<string> | undefined
@@ -161,6 +174,7 @@ interface Launch {
   readonly permissionPrompt: boolean
   readonly sessionState: boolean
   readonly sessionId: string | undefined
+  readonly resume: string | undefined
   readonly model: string | undefined
   readonly permissionMode: string | undefined
   readonly maxTurns: number | undefined
@@ -175,10 +189,9 @@ interface Launch {
 export const make = (script: MockClaude.Script): Simulator.Factory<MockClaude.Fault> => (launch, now) =>
   new ClaudeCli(script, launch, now)
 
-class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
-  private readonly sched: Scheduler<Simulator.Output>
+class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
   private readonly script: MockClaude.Script
-  private readonly timing: Millis
+  private readonly timing: Millis<MockClaude.Timing>
   private readonly profile: Profile
   private readonly launch: Launch
   private readonly pid: number
@@ -186,7 +199,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly sessionId: string
   private readonly cwd: string
   private readonly defaultModel: string
-  private readonly stdin = new Mailbox<string>()
   private readonly turns = new Mailbox<UserInput>()
 
   private model: string
@@ -197,7 +209,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly unanswered = new Set<string>()
   private ignoreInterrupts = false
   private ignoreSigterm = false
-  private stall: number | "forever" | undefined = undefined
   private idle = true
   private totalCost = 0
   private readonly usageByModel: Record<string, ModelUsage> = {}
@@ -207,20 +218,20 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   private readonly pending = new Map<string, Cell<HostAnswer>>()
   private run: TurnRun | undefined = undefined
   private queued: Array<UserInput> = []
-  private ended: "exited" | "hung" | undefined = undefined
+  /** The host's in-process MCP servers (`initialize.sdkMcpServers`): their tools, and the next JSON-RPC id. */
+  private readonly mcp = new Map<string, { tools: ReadonlyArray<string>; nextId: number }>()
 
   constructor(script: MockClaude.Script, launch: Simulator.Launch, now: number) {
+    super(now)
     const options = script.options
-    this.sched = new Scheduler(now)
     this.script = script
-    this.timing = Object.fromEntries(
-      Object.entries(options.timing).map(([key, value]) => [key, millis(value)])
-    ) as unknown as Millis
+    this.timing = toMillis(options.timing)
     this.profile = profileOf(options.version)
     this.launch = parseLaunch(launch)
     this.pid = launch.pid
     this.ids = makeIds(launch.pid)
-    this.sessionId = this.launch.sessionId ?? this.ids.uuid()
+    // `--resume <id>` continues that session under its own id (a new one only with `--fork-session --session-id`).
+    this.sessionId = this.launch.sessionId ?? this.launch.resume ?? this.ids.uuid()
     this.cwd = launch.cwd
     this.defaultModel = this.launch.model ?? options.model
     this.model = this.defaultModel
@@ -234,18 +245,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   // --- inputs ----------------------------------------------------------------------------------------------
 
-  write(now: number, line: string): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.sched.offer(this.stdin, line)
-  }
-
-  endInput(now: number): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.sched.end(this.stdin)
-  }
-
   signal(now: number, signal: Simulator.Signal): void {
     if (this.ended === "exited") return
     if (signal === "SIGTERM" && this.ignoreSigterm) return
@@ -253,20 +252,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     // Killed: what it had not printed yet is lost.
     this.sched.discard()
     this.exit({ _tag: "Signaled", signal })
-  }
-
-  trigger(now: number, fault: MockClaude.Fault): void {
-    if (this.ended !== undefined) return
-    this.sched.advance(now)
-    this.applyFault(fault)
-  }
-
-  poll(now: number): Simulator.Output | undefined {
-    return this.sched.poll(now)
-  }
-
-  nextWake(): number {
-    return this.sched.nextWake()
   }
 
   // --- the process -----------------------------------------------------------------------------------------
@@ -286,12 +271,6 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     }
     if (termination.stderr.length > 0) this.sched.emit({ _tag: "Stderr", text: termination.stderr })
     this.exit({ _tag: "Exited", code: termination.code })
-  }
-
-  private exit(status: Simulator.ExitStatus): void {
-    this.sched.emit({ _tag: "Exit", status })
-    this.ended = "exited"
-    this.sched.halt()
   }
 
   private *reader(): Task {
@@ -321,28 +300,11 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   }
 
   private emit(frame: ClaudeProtocol.Frame): void {
-    this.print(ClaudeProtocol.encodeFrame(frame))
+    this.print(ClaudeWire.writeFrame(frame))
   }
 
   private timestamp(): string {
     return new Date(this.sched.now).toISOString()
-  }
-
-  /** A stalled turn waits here before each of its frames; controls and aborts do not. */
-  private *gate(): Task {
-    while (true) {
-      const stalled = this.stall
-      if (stalled === undefined) return
-      if (stalled === "forever") {
-        yield never
-        continue
-      }
-      if (this.sched.now >= stalled) {
-        this.stall = undefined
-        return
-      }
-      yield stalled - this.sched.now
-    }
   }
 
   private *turnEmit(frame: ClaudeProtocol.Frame): Task {
@@ -451,7 +413,7 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
         delta: { type: "text_delta", text }
       }, undefined)
       ;(frame as { uuid: string }).uuid = uuid
-      return ClaudeProtocol.encodeFrame(frame)
+      return ClaudeWire.writeFrame(frame)
     }
     const template = encode(textMark, uuidMark)
     const at = template.indexOf(textMark)
@@ -548,7 +510,8 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
       api_error_status: result.apiErrorStatus ?? null,
       uuid: this.ids.uuid(),
       ...this.uuidFields(run),
-      ...(legacy ? {} : { queued_turn_count: this.queued.length, result_index: index })
+      ...(legacy ? {} : { queued_turn_count: this.queued.length, result_index: index }),
+      ...(result.structuredOutput === undefined ? {} : { structured_output: result.structuredOutput })
     }
   }
 
@@ -563,11 +526,11 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   // --- requests to the host --------------------------------------------------------------------------------
 
-  private *ask(run: TurnRun, request: JsonObject, afterSend: () => Task): Task<HostAnswer> {
+  private *ask(run: TurnRun, request: JsonObject, afterSend: () => Task, rpc?: McpCall): Task<HostAnswer> {
     const requestId = this.ids.uuid()
     const answer = new Cell<HostAnswer>()
     this.pending.set(requestId, answer)
-    run.pending = { requestId, subtype: String(request.subtype) }
+    run.pending = { requestId, subtype: String(request.subtype), rpc }
     yield* this.turnEmit({ type: "control_request", request_id: requestId, request } as ClaudeProtocol.Frame)
     yield* afterSend()
     const result = yield* wait(answer)
@@ -606,18 +569,52 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     return answers
   }
 
+  /** A JSON-RPC message to one of the host's MCP servers, outside any turn (the MCP handshake). */
+  private *mcpRequest(server: string, message: JsonObject): Task<HostAnswer> {
+    const requestId = this.ids.uuid()
+    const answer = new Cell<HostAnswer>()
+    this.pending.set(requestId, answer)
+    this.emit({
+      type: "control_request",
+      request_id: requestId,
+      request: { subtype: "mcp_message", server_name: server, message }
+    } as ClaudeProtocol.Frame)
+    return yield* wait(answer)
+  }
+
+  /**
+   * Connects to the host's in-process MCP servers as the CLI's MCP client does (`initialize`,
+   * `notifications/initialized`, `tools/list`, each over `mcp_message`), then answers `initialize`.
+   */
+  private *connectMcp(servers: ReadonlyArray<string>, answer: () => void): Task {
+    for (const server of servers) {
+      const state = { tools: [] as ReadonlyArray<string>, nextId: 0 }
+      this.mcp.set(server, state)
+      yield* this.mcpRequest(server, {
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-11-25",
+          capabilities: {},
+          clientInfo: { name: "claude-code", version: this.script.options.version }
+        },
+        jsonrpc: "2.0",
+        id: state.nextId++
+      })
+      yield* this.mcpRequest(server, { jsonrpc: "2.0", method: "notifications/initialized" })
+      const listed = yield* this.mcpRequest(server, { method: "tools/list", jsonrpc: "2.0", id: state.nextId++ })
+      const result = listed._tag === "Success" ? mcpResult(listed.response) : undefined
+      const tools = Json.isRecord(result) ? result.tools : undefined
+      state.tools = Array.isArray(tools)
+        ? tools.flatMap((tool) => Json.isRecord(tool) && typeof tool.name === "string" ? [tool.name] : [])
+        : []
+    }
+    answer()
+  }
+
   // --- the model -------------------------------------------------------------------------------------------
 
   private pickSteps(prompt: string): ReadonlyArray<MockClaude.Step> {
-    const turns = this.script.turns
-    for (let i = 0; i < turns.length; i++) {
-      const rule = turns[i]
-      if (this.consumed.has(i)) continue
-      if (rule.match !== undefined && !rule.match(prompt)) continue
-      if (rule.once) this.consumed.add(i)
-      return typeof rule.steps === "function" ? rule.steps(prompt) : rule.steps
-    }
-    return this.script.otherwise(prompt)
+    return pickSteps(this.script.turns, this.script.otherwise, this.consumed, prompt)
   }
 
   private addUsage(run: TurnRun, input: number, output: number, cost: number): void {
@@ -727,14 +724,21 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   private toolResultFrame(
     call: ToolCall,
-    content: string,
+    content: string | ReadonlyArray<unknown>,
     isError: boolean,
     toolUseResult: unknown,
     meta: JsonObject
   ): ClaudeProtocol.Frame {
     return {
       type: "user",
-      message: { role: "user", content: [{ tool_use_id: call.id, type: "tool_result", content, is_error: isError }] },
+      message: {
+        role: "user",
+        content: [
+          typeof content === "string"
+            ? { tool_use_id: call.id, type: "tool_result", content, is_error: isError }
+            : { tool_use_id: call.id, type: "tool_result", content }
+        ]
+      },
       parent_tool_use_id: null,
       session_id: this.sessionId,
       uuid: this.ids.uuid(),
@@ -844,10 +848,15 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
         description: stringOr(call.input.description, call.name),
         permission_suggestions: [{
           type: "addRules",
-          rules: [{ toolName: call.name, ruleContent: stringOr(call.input.command, call.name) }],
+          rules: [
+            step.mcp === undefined
+              ? { toolName: call.name, ruleContent: stringOr(call.input.command, call.name) }
+              : { toolName: call.name }
+          ],
           behavior: "allow",
           destination: "localSettings"
         }],
+        ...(step.mcp === undefined ? {} : { mcp_server: { name: step.mcp.server, source: "sdk" } }),
         tool_use_id: call.id
       }, messageStop)
       this.sessionState("running")
@@ -858,6 +867,16 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
       case "Allow": {
         call.input = decision.input
         call.running = true
+        if (step.mcp !== undefined) return yield* this.callMcp(run, call, step.mcp)
+        if (call.name === "StructuredOutput") {
+          run.tool = undefined
+          run.structured = { value: call.input }
+          const output = "Structured output provided successfully"
+          yield* this.turnEmit(this.toolResultFrame(call, output, false, output, {
+            permission_decision: { decision: "accept", source: decision.source }
+          }))
+          return { output, isError: false }
+        }
         yield* sleep(step.duration === undefined ? this.timing.tool : millis(step.duration))
         const output = typeof step.output === "function" ? step.output(decision.input) : step.output
         const toolResponse = { stdout: output, stderr: "", interrupted: false, isImage: false, noOutputExpected: false }
@@ -897,6 +916,67 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
         return undefined
       }
     }
+  }
+
+  /**
+   * A call to a tool of the host's in-process MCP server: `tools/call` over `mcp_message`, and the host's result as
+   * the tool result (an `isError` result, or a JSON-RPC error, as an error; seen on 2.1.332).
+   */
+  private *callMcp(
+    run: TurnRun,
+    call: ToolCall,
+    target: { readonly server: string; readonly tool: string }
+  ): Task<{ readonly output: string; readonly isError: boolean }> {
+    const state = this.mcp.get(target.server)
+    let content: string | ReadonlyArray<unknown>
+    let isError: boolean
+    if (state === undefined) {
+      content = `No such tool available: ${call.name}`
+      isError = true
+    } else {
+      const id = state.nextId++
+      const answer = yield* this.ask(
+        run,
+        {
+          subtype: "mcp_message",
+          server_name: target.server,
+          message: {
+            method: "tools/call",
+            params: {
+              name: target.tool,
+              arguments: call.input,
+              _meta: { "claudecode/toolUseId": call.id, progressToken: id }
+            },
+            jsonrpc: "2.0",
+            id
+          }
+        },
+        noop,
+        { server: target.server, id }
+      )
+      const response = answer._tag === "Success" ? answer.response.mcp_response : undefined
+      const result = answer._tag === "Success" ? mcpResult(answer.response) : undefined
+      const error = Json.isRecord(response) && Json.isRecord(response.error) ? response.error : undefined
+      if (answer._tag === "Failure") {
+        content = answer.error
+        isError = true
+      } else if (error !== undefined) {
+        content = stringOr(error.message, "MCP error")
+        isError = true
+      } else {
+        const blocks = Json.isRecord(result) && Array.isArray(result.content) ? result.content : []
+        isError = Json.isRecord(result) && result.isError === true
+        content = isError ? Json.textOf(blocks) : blocks
+      }
+    }
+    run.tool = undefined
+    const output = typeof content === "string" ? content : Json.textOf(content)
+    yield* this.turnEmit(
+      this.toolResultFrame(call, content, isError, isError ? `Error: ${output}` : content, {
+        permission_decision: { decision: "accept", source: "user_temporary" }
+      })
+    )
+    return { output, isError }
   }
 
   private *failApi(run: TurnRun, step: MockClaude.ApiError): Task {
@@ -945,22 +1025,14 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 
   // --- faults ----------------------------------------------------------------------------------------------
 
-  private applyFault(fault: MockClaude.Fault): void {
+  protected applyFault(fault: MockClaude.Fault): void {
     switch (fault._tag) {
       case "Crash":
         return this.terminate({ _tag: "Exit", code: fault.code, stderr: fault.stderr })
       case "Hang":
         return this.terminate({ _tag: "Hang" })
-      case "Stall": {
-        if (fault.duration === undefined) {
-          this.stall = "forever"
-        } else {
-          const until = this.sched.now + millis(fault.duration)
-          const current = this.stall
-          if (current !== "forever" && (current === undefined || current < until)) this.stall = until
-        }
-        return
-      }
+      case "Stall":
+        return this.stallFor(fault.duration)
       case "Malformed":
       case "Raw":
         return this.print(fault.line)
@@ -1049,8 +1121,11 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
       subtype: "init",
       cwd: this.cwd,
       session_id: this.sessionId,
-      tools: builtinTools,
-      mcp_servers: [],
+      tools: [
+        ...builtinTools,
+        ...[...this.mcp].flatMap(([server, state]) => state.tools.map((tool) => `mcp__${server}__${tool}`))
+      ],
+      mcp_servers: [...this.mcp.keys()].map((name) => ({ name, status: "connected" })),
       model: this.model,
       permissionMode: this.permissionMode,
       slash_commands: ["compact", "context", "cost", "init", "review"],
@@ -1089,7 +1164,23 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
           const outcome = yield* this.useTool(run, yield* this.open(run), step)
           if (outcome === undefined) return undefined
           lastTool = outcome
+          if (run.structured !== undefined) return yield* this.finishStructured(run)
           break
+        }
+        case "StructuredOutputRetries": {
+          if (run.message !== undefined) yield* this.endMessage(run.message, "tool_use")
+          yield* sleep(this.timing.result)
+          yield* this.finish(run, {
+            subtype: "error_max_structured_output_retries",
+            isError: true,
+            errors: [
+              `Failed to provide valid structured output after 5 attempts — last StructuredOutput error: ${step.error}`
+            ],
+            terminalReason: "structured_output_retry_exhausted",
+            stopReason: "tool_use",
+            numTurns: run.messages + 1
+          }, "completed")
+          return undefined
         }
         case "ApiError": {
           if (run.message !== undefined) yield* this.endMessage(run.message, "end_turn")
@@ -1152,11 +1243,44 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
     return undefined
   }
 
+  /** The StructuredOutput tool ends the turn: the result carries the value, and its JSON as the result text. */
+  private *finishStructured(run: TurnRun): Task<undefined> {
+    const value = run.structured!.value
+    yield* sleep(this.timing.result)
+    yield* this.finish(run, {
+      subtype: "success",
+      isError: false,
+      result: JSON.stringify(value),
+      terminalReason: "completed",
+      stopReason: "tool_use",
+      numTurns: run.messages,
+      structuredOutput: value
+    }, "completed")
+    return undefined
+  }
+
   /** The frames of a turn cut short by an interrupt, in the order the real CLI writes them (§6). */
   private *abortTurn(run: TurnRun, request: AbortRequest): Task {
     const legacy = this.profile.legacy
     const pending = run.pending
-    if (pending !== undefined) this.emit({ type: "control_cancel_request", request_id: pending.requestId })
+    if (pending?.rpc !== undefined) {
+      // An MCP call is cancelled with a JSON-RPC notification of its own, not a control_cancel_request (2.1.332).
+      this.emit({
+        type: "control_request",
+        request_id: this.ids.uuid(),
+        request: {
+          subtype: "mcp_message",
+          server_name: pending.rpc.server,
+          message: {
+            jsonrpc: "2.0",
+            method: "notifications/cancelled",
+            params: { requestId: pending.rpc.id, reason: "AbortError: remote-cancel" }
+          }
+        }
+      } as ClaudeProtocol.Frame)
+    } else if (pending !== undefined) {
+      this.emit({ type: "control_cancel_request", request_id: pending.requestId })
+    }
     yield* sleep(this.timing.interrupt)
     if (request.cancelQueued) this.dropQueued()
     this.controlSuccess(request.requestId, legacy ? undefined : { still_queued: this.stillQueued() })
@@ -1229,7 +1353,8 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
       outputTokens: 0,
       lastText: "",
       finished: false,
-      abortRequest: undefined
+      abortRequest: undefined,
+      structured: undefined
     }
     this.run = run
     const fiber = this.sched.fork(this.turnBody(run))
@@ -1256,23 +1381,22 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
   }
 
   private *handleLine(line: string): Task {
-    const decoded = ClaudeProtocol.decodeHostLine(line)
-    if (Result.isFailure(decoded)) {
-      const error = decoded.failure
-      const type = error.reason === "not-json" ? undefined : typeOf(line)
+    const read = ClaudeWire.readHostLine(line)
+    if (read._tag === "Ignored") return
+    if (read._tag !== "Frame") {
       // Unknown frame types (keep_alive, what a newer host sends) are ignored, as the CLI does; a line that is not
-      // JSON, or a known frame the codec refuses, kills the process: the host wrote what no CLI can read.
-      if (error.reason !== "not-json" && (type === undefined || !hostFrameTypes.has(type))) return
-      const what = error.reason === "not-json" ? "SyntaxError" : error.detail
+      // JSON, or a known frame whose envelope is not sound, kills the process: the host wrote what no CLI can read.
+      const type = read._tag === "Refused" ? read.type : "unknown"
+      const what = read._tag === "Refused" ? read.detail : "SyntaxError"
       this.sched.emit({
         _tag: "Stderr",
-        text: `Error parsing streaming input line (type=${type ?? "unknown"}, ${line.length} chars): ${what}\n`
+        text: `Error parsing streaming input line (type=${type}, ${line.length} chars): ${what}\n`
       })
       yield* sleep(this.timing.badInputExit)
       this.terminate({ _tag: "Exit", code: 1, stderr: "" })
       return
     }
-    const frame = decoded.success
+    const frame = read.frame
     switch (frame.type) {
       case "user":
         return yield* this.receive(frame)
@@ -1356,21 +1480,24 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
           account: { tokenSource: "none", apiKeySource: "ANTHROPIC_API_KEY", apiProvider: "firstParty" },
           pid: this.pid
         }
-        return this.controlSuccess(
-          requestId,
-          legacy ? response : {
-            ...response,
-            claude_code_version: this.script.options.version,
-            current_permission_mode: this.permissionMode,
-            hooks_applied: true,
-            analytics_disabled: true,
-            sandbox_enabled: false,
-            fast_mode_state: "off",
-            session_state: this.run === undefined ? "idle" : "running",
-            capabilities: ["ui_surface_v1", "get_usage_detached_v1"]
-          },
-          true
-        )
+        const payload = legacy ? response : {
+          ...response,
+          claude_code_version: this.script.options.version,
+          current_permission_mode: this.permissionMode,
+          hooks_applied: true,
+          analytics_disabled: true,
+          sandbox_enabled: false,
+          fast_mode_state: "off",
+          session_state: this.run === undefined ? "idle" : "running",
+          capabilities: ["ui_surface_v1", "get_usage_detached_v1"]
+        }
+        const servers = Array.isArray(request.sdkMcpServers)
+          ? request.sdkMcpServers.filter((name): name is string => typeof name === "string")
+          : []
+        if (servers.length === 0) return this.controlSuccess(requestId, payload, true)
+        // The MCP handshake waits for the host's answers, which this reader must go on reading.
+        this.sched.fork(this.connectMcp(servers, () => this.controlSuccess(requestId, payload, true)))
+        return
       }
       case "set_permission_mode": {
         this.permissionMode = stringOr(request.mode, this.permissionMode)
@@ -1457,6 +1584,12 @@ class ClaudeCli implements Simulator.Simulator<MockClaude.Fault> {
 // eslint-disable-next-line require-yield
 function* noop(): Task {}
 
+/** The JSON-RPC result inside an `mcp_message` answer (`{ mcp_response: { result } }`). */
+const mcpResult = (response: JsonObject): unknown => {
+  const rpc = response.mcp_response
+  return Json.isRecord(rpc) ? rpc.result : undefined
+}
+
 // eslint-disable-next-line require-yield
 function* done<A>(value: A): Task<A> {
   return value
@@ -1467,19 +1600,6 @@ const textMark = "<<text-delta>>"
 const uuidMark = "<<uuid>>"
 /** Text that `JSON.stringify` writes as it is: no quote, backslash, control character or lone surrogate half. */
 const plainJsonText = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
-
-const hostFrameTypes: ReadonlySet<string> = new Set([
-  "user",
-  "control_request",
-  "control_response",
-  "control_cancel_request"
-])
-
-const typeOf = (line: string): string | undefined => {
-  const parsed = Json.parseJson(line)
-  if (parsed._tag === "None" || !Json.isRecord(parsed.value)) return undefined
-  return typeof parsed.value.type === "string" ? parsed.value.type : undefined
-}
 
 const textSent = (streaming: { readonly chunks: ReadonlyArray<MockClaude.Chunk>; readonly sent: number }): string => {
   const parts = new Array<string>(streaming.sent)
@@ -1629,61 +1749,10 @@ const parseLaunch = (launch: Simulator.Launch): Launch => {
     permissionPrompt: flagValue(args, "--permission-prompt-tool") === "stdio",
     sessionState: launch.env["CLAUDE_CODE_SDK_READS_SESSION_STATE"] === "1",
     sessionId: flagValue(args, "--session-id"),
+    resume: flagValue(args, "--resume"),
     model: flagValue(args, "--model"),
     permissionMode: flagValue(args, "--permission-mode"),
     maxTurns: number("--max-turns"),
     maxBudgetUsd: number("--max-budget-usd")
-  }
-}
-
-const lowDigits = Array.from({ length: 4096 }, (_, i) => i.toString(16).padStart(3, "0"))
-
-interface Ids {
-  readonly uuid: () => string
-  readonly hex: (length: number) => string
-}
-
-/**
- * Deterministic ids: a prefix drawn from the seed (mulberry32), then a counter. The same script and seed give the
- * same frames, ids never repeat within a process, and a frame's id costs a few string operations, not a draw per
- * digit (a benchmark's fake CLI mints one per frame).
- */
-const makeIds = (seed: number): Ids => {
-  let s = seed >>> 0
-  const next = () => {
-    s = (s + 0x6D2B79F5) >>> 0
-    let t = s
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  let random = ""
-  for (let i = 0; i < 20; i++) random += Math.floor(next() * 16).toString(16)
-  const variant = (8 + Math.floor(next() * 4)).toString(16)
-  const uuidPrefix = `${random.slice(0, 8)}-${random.slice(8, 12)}-4${random.slice(12, 15)}-${variant}${
-    random.slice(15, 18)
-  }-`
-  // The low three hex digits from a table, the rest formatted once every 4,096 ids.
-  let counter = 0
-  let high = ""
-  let uuidHigh = ""
-  const next12 = () => {
-    const low = counter & 0xfff
-    if (low === 0) {
-      high = random + (counter / 4096).toString(16).padStart(9, "0")
-      uuidHigh = uuidPrefix + high.slice(-9)
-    }
-    counter++
-    return low
-  }
-  return {
-    uuid: () => {
-      const low = next12()
-      return uuidHigh + lowDigits[low]
-    },
-    hex: (length) => {
-      const low = next12()
-      return (high + lowDigits[low]).slice(-length)
-    }
   }
 }

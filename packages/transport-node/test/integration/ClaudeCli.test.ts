@@ -1,21 +1,28 @@
 /**
- * The real `claude` CLI (the version pinned by packages/testing) driven through Tether's public API: ClaudeSession
- * over NodeTransport, against MockAnthropic on 127.0.0.1, with an isolated home per test and
- * CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 always. The vitest project runs it inside a loopback-only network
- * namespace when the machine allows it (see vitest.config.ts).
+ * The real `claude` CLIs (every version pinned by packages/testing: the newest and the oldest supported, 2.1.197)
+ * driven through Tether's public API: ClaudeSession over NodeTransport, against MockAnthropic on 127.0.0.1, with an
+ * isolated home per test and CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 always. The vitest project runs it inside a
+ * loopback-only network namespace when the machine allows it (see vitest.config.ts).
+ *
+ * Every scenario runs on every version, and says which in its name (`claude 2.1.197 > …`); the versions run side
+ * by side, each one's scenarios one after the other. The oldest CLI sends no receipts (no `command_lifecycle`),
+ * replays a prompt only with the first model response, and answers some controls without a payload: what a host
+ * sees must not differ for that.
  *
  * Scenarios that can share one CLI process share one session; whether a process survived is read from /proc
  * (the marker variable every process of a test inherits), not from Tether's bookkeeping.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { ClaudeSession, Permission, Transport } from "@tether/core"
-import { Duration, Effect, Exit, Fiber, Option, Redacted, Scope } from "effect"
+import { ClaudeSession, EventLog, Permission, Transport } from "@tether/core"
+import { PinnedClaude } from "@tether/testing"
+import { Duration, Effect, Exit, Fiber, Option, Redacted, Scope, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import {
-  claudePath,
-  claudeVersion,
+  type Cli,
+  clis,
+  describeClis,
   environOf,
   eventsOf,
   firstEvent,
@@ -27,26 +34,49 @@ import {
   networkInterfaces,
   releaseBoundMillis,
   sleeping,
-  TransportLive,
+  timeouts,
+  versionOf,
   waitUntil,
   type World
 } from "./harness.ts"
 
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
-/** The test's body with a world and the transport; the world (home, mock) is released after the sessions. */
-const inWorld = <A, E>(body: (world: World) => Effect.Effect<A, E, Scope.Scope | Transport.Transport>) =>
+/**
+ * The test's body with a world and the transport to `cli`; the world (home, mock) is released after the sessions.
+ */
+const inWorld = <A, E>(cli: Cli, body: (world: World) => Effect.Effect<A, E, Scope.Scope | Transport.Transport>) =>
   Effect.gen(function*() {
     const world = yield* makeWorld()
     return yield* body(world)
-  }).pipe(Effect.provide(TransportLive))
+  }).pipe(Effect.provide(cli.transport))
+
+/** The oldest supported CLI: no receipts, late replays, controls answered without a payload. */
+const isOldest = (cli: Cli) => cli.version === PinnedClaude.oldest
+
+/** The requests that were model calls (2.1.197 also probes `HEAD /`; 2.1.332 checks a new model with one call). */
+const modelCalls = (world: World) =>
+  Effect.map(world.mock.requests, (log) => log.filter((request) => request.path === "/v1/messages"))
+
+/** Every event the session published so far (a fresh subscription from the start of the log). */
+const sessionEvents = (session: ClaudeSession.ClaudeSession) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const stream = yield* session.subscribe("start")
+      const latest = yield* session.latestSeq
+      const deliveries = yield* Stream.runCollect(
+        Stream.takeUntil(stream, (delivery) => delivery._tag === "Event" && delivery.seq >= latest)
+      )
+      return Array.from(deliveries).filter(EventLog.isEvent).map((delivery) => delivery.event)
+    })
+  )
 
 beforeAll(() => {
   const interfaces = networkInterfaces()
   const isolated = interfaces.length === 1 && interfaces[0] === "lo"
   console.log(
     [
-      `claude CLI: ${claudeVersion} (${claudePath})`,
+      describeClis(),
       isolated
         ? "network: isolated namespace, loopback only (scripts/netns.sh)"
         : `network: NOT ISOLATED (interfaces: ${interfaces.join(", ")}): no namespace could be made; ` +
@@ -64,14 +94,24 @@ afterAll(() => {
   assert.deepStrictEqual(left, [], `processes left behind by the suite: ${JSON.stringify(left)}`)
 })
 
-describe("the real claude CLI, offline", () => {
+const scenarios = (cli: Cli) => {
   it.live(
     "handshake, session id, streamed text deltas, two turns in one process",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
+          assert.strictEqual(versionOf(cli.path), `${cli.version} (Claude Code)`)
           const session = yield* ClaudeSession.make(world.options({ includePartialMessages: true }))
-          assert.strictEqual(`${session.initializeResponse.claude_code_version} (Claude Code)`, claudeVersion)
+          // 2.1.197's handshake does not name its version (its system/init does); 2.1.332's does, and it is known
+          // from there on that the CLI sends receipts.
+          const atHandshake = yield* session.capabilities
+          if (isOldest(cli)) {
+            assert.isUndefined(session.initializeResponse.claude_code_version)
+            assert.deepStrictEqual([atHandshake.receipts, atHandshake.notes], ["first-output", []])
+          } else {
+            assert.strictEqual(session.initializeResponse.claude_code_version, cli.version)
+            assert.deepStrictEqual([atHandshake.receipts, atHandshake.notes], ["explicit", [`claude ${cli.version}`]])
+          }
           const pid = Option.getOrThrow(session.pid)
           const env = environOf(pid)
           assert.strictEqual(env.CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC, "1")
@@ -98,8 +138,16 @@ describe("the real claude CLI, offline", () => {
             ["TurnStarted", "TurnCompleted"],
             "the turn's events run from its start to its completion"
           )
-          assert.isTrue(events.some(isTag("TurnAcknowledged")))
+          const acknowledged = events.findIndex(isTag("TurnAcknowledged"))
+          assert.isAbove(acknowledged, 0, "the turn was acknowledged")
+          assert.isBelow(acknowledged, events.findIndex(isTag("TextDelta")), "before its first delta")
           assert.isTrue(deltas.every((delta) => delta.turnId === first.id))
+          const afterTurn = yield* session.capabilities
+          assert.deepStrictEqual(
+            [afterTurn.receipts, afterTurn.notes],
+            [isOldest(cli) ? "first-output" : "explicit", [`claude ${cli.version}`]],
+            "what the CLI showed of itself by its first turn"
+          )
 
           const sessionId = Option.getOrThrow(yield* session.sessionId)
           assert.match(sessionId, uuid)
@@ -111,23 +159,85 @@ describe("the real claude CLI, offline", () => {
           assert.deepStrictEqual(session.pid, Option.some(pid), "the same process")
           assert.isTrue(isAlive(pid))
 
-          const log = yield* world.mock.requests
-          assert.deepStrictEqual(log.map((entry) => `${entry.method} ${entry.path}`), [
-            "POST /v1/messages",
-            "POST /v1/messages"
-          ])
+          const log = yield* modelCalls(world)
+          assert.strictEqual(log.length, 2, "one model call per turn")
           const history = JSON.stringify(Option.getOrThrow(log[1].messages).body)
           assert.include(history, "Say hello", "the second turn carries the first one")
           assert.include(history, "Hello from the mock: Say hello")
-        })
-      ),
+        })),
+    60_000
+  )
+
+  it.live(
+    "a steady stream longer than the stall budget is the turn's progress, not a stall",
+    () =>
+      inWorld(cli, (world) =>
+        Effect.gen(function*() {
+          const stall = Duration.millis(2_500)
+          const session = yield* ClaudeSession.make(
+            world.options({ includePartialMessages: true, timeouts: { ...timeouts, stall } })
+          )
+          const started = Date.now()
+          const turn = yield* session.send("[stream 60 100] keep talking")
+          const events = yield* eventsOf(turn)
+          const result = yield* turn.result
+          const took = Date.now() - started
+          assert.isAtLeast(took, 2 * Duration.toMillis(stall), `the stream lasted ${took} ms`)
+          const deltas = events.filter(isTag("TextDelta"))
+          assert.strictEqual(deltas.length, 60, "every delta reached turn.events")
+          assert.isTrue(deltas.every((delta) => delta.turnId === turn.id))
+          assert.strictEqual(deltas.map((delta) => delta.text).join(""), result.text)
+          assert.strictEqual(yield* session.status, "idle")
+        })),
+    60_000
+  )
+
+  it.live(
+    "controls: permission mode, model, thinking budget, MCP status, context usage; the next turn uses the new model",
+    () =>
+      inWorld(cli, (world) =>
+        Effect.gen(function*() {
+          const session = yield* ClaudeSession.make(world.options())
+          assert.deepStrictEqual(yield* session.setPermissionMode("acceptEdits"), { mode: "acceptEdits" })
+          // 2.1.197 answers set_model without a payload, although the model did change (the next call shows it).
+          assert.deepStrictEqual(
+            yield* session.setModel("claude-sonnet-4-5"),
+            isOldest(cli) ? {} : { model: "claude-sonnet-4-5" }
+          )
+          // Answered without a payload on both versions.
+          yield* session.setMaxThinkingTokens(1024)
+          assert.deepStrictEqual(yield* session.mcpStatus, { mcpServers: [] })
+          assert.isAbove((yield* session.getContextUsage).categories?.length ?? 0, 0)
+          const unknown = yield* Effect.flip(Effect.asVoid(session.control({ subtype: "no_such_subtype" })))
+          assert.strictEqual(unknown._tag, "ControlFailed")
+
+          const turn = yield* session.send("Which model?")
+          const events = yield* eventsOf(turn)
+          const result = yield* turn.result
+          assert.strictEqual(result.text, "Hello from the mock: Which model?")
+          const calls = yield* modelCalls(world)
+          assert.strictEqual(Option.getOrThrow(calls.at(-1)!.messages).model, "claude-sonnet-4-5")
+
+          // set_model's output comes back as a replayed user frame under a uuid the CLI minted (2.1.197 at once,
+          // 2.1.332 at a later set_model): the session's, neither a turn's nor the next turn's receipt.
+          yield* session.setModel(null)
+          const all = yield* sessionEvents(session)
+          const local = all.filter((event) =>
+            event._tag === "Frame" && event.type === "user" &&
+            JSON.stringify(event.raw).includes("local-command-stdout")
+          )
+          if (isOldest(cli)) assert.isAbove(local.length, 0, "2.1.197 replays set_model's output")
+          assert.isTrue(local.every((event) => event.turnId === undefined), JSON.stringify(local))
+          assert.isFalse(events.some((event) => JSON.stringify(event.raw ?? null).includes("local-command-stdout")))
+          assert.strictEqual(yield* session.status, "idle")
+        })),
     60_000
   )
 
   it.live(
     "a tool use under each permission decision: allow, rewritten input, deny, deferred, deny + interrupt",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
           const file = (name: string) => Path.join(world.cwd, name)
           const policy: Permission.Policy = (request) => {
@@ -204,15 +314,14 @@ describe("the real claude CLI, offline", () => {
           const after = yield* session.run("Still there?")
           assert.strictEqual(after.text, "Hello from the mock: Still there?")
           assert.strictEqual(yield* session.status, "idle")
-        })
-      ),
+        })),
     60_000
   )
 
   it.live(
     "interrupts mid-stream, mid-permission and mid-tool; the session goes on",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
           const policy: Permission.Policy = (request) =>
             Effect.succeed(request.input["command"] === "sleep 20" ? Permission.allow() : Permission.defer)
@@ -228,7 +337,16 @@ describe("the real claude CLI, offline", () => {
           if (streamError._tag === "TurnInterrupted") {
             assert.strictEqual(streamError.reason, "host")
             assert.isTrue(streamError.acknowledged)
+            assert.isFalse(streamError.deliveryUncertain)
           }
+          const streamed = yield* eventsOf(streaming)
+          const sofar = streamed.filter(isTag("TextDelta"))
+          assert.isAbove(sofar.length, 0, "the deltas before the interrupt reached turn.events")
+          assert.isTrue(sofar.every((delta) => delta.turnId === streaming.id))
+          assert.strictEqual(streamed.at(-1)?._tag, "TurnFailed")
+          assert.strictEqual(yield* session.status, "idle", "the session was not retired")
+          assert.strictEqual((yield* session.process)._tag, "Running")
+          assert.isTrue(isAlive(pid), "the CLI was not killed")
           const log = yield* world.mock.awaitRequests((log) => log.at(-1)?.outcome === "client-closed").pipe(
             Effect.timeoutOption(Duration.seconds(5))
           )
@@ -268,43 +386,51 @@ describe("the real claude CLI, offline", () => {
           const after = yield* session.run("Are you still there?")
           assert.strictEqual(after.text, "Hello from the mock: Are you still there?")
           assert.deepStrictEqual(session.pid, Option.some(pid), "the same process served every turn")
-        })
-      ),
+        })),
     60_000
   )
 
-  it.live("an API error is a typed ApiError, and the next turn works", () =>
-    inWorld((world) =>
-      Effect.gen(function*() {
-        const session = yield* ClaudeSession.make(world.options())
-        const error = yield* Effect.flip(session.run("[error 529] overloaded, please"))
-        assert.strictEqual(error._tag, "ApiError")
-        if (error._tag === "ApiError") {
-          assert.strictEqual(error.status, 529)
-          assert.include(error.detail, "529")
-          assert.isFalse(error.deliveryUncertain)
-        }
-        const next = yield* session.run("And now?")
-        assert.strictEqual(next.text, "Hello from the mock: And now?")
-        assert.strictEqual(yield* session.status, "idle")
-      })
-    ), 60_000)
+  it.live(
+    "an API error is a typed ApiError, and the next turn works",
+    () =>
+      inWorld(cli, (world) =>
+        Effect.gen(function*() {
+          const session = yield* ClaudeSession.make(world.options())
+          const error = yield* Effect.flip(session.run("[error 529] overloaded, please"))
+          assert.strictEqual(error._tag, "ApiError")
+          if (error._tag === "ApiError") {
+            assert.strictEqual(error.status, 529)
+            assert.include(error.detail, "529")
+            assert.isFalse(error.deliveryUncertain)
+          }
+          const next = yield* session.run("And now?")
+          assert.strictEqual(next.text, "Hello from the mock: And now?")
+          assert.strictEqual(yield* session.status, "idle")
+        })),
+    60_000
+  )
 
   it.live(
     "resume: a new process continues a previous session by id, and the model sees the old history",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
           const first = yield* Effect.scoped(
             Effect.gen(function*() {
               const session = yield* ClaudeSession.make(world.options())
               const result = yield* session.run("Remember the word pelican")
-              return { result, pid: Option.getOrThrow(session.pid) }
+              return { result, pid: Option.getOrThrow(session.pid), session }
             })
           )
           const sessionId = first.result.sessionId!
           assert.match(sessionId, uuid)
           assert.isFalse(isAlive(first.pid), "the first process is gone")
+          // A clean close: stdin ended, the CLI exited by itself with 0, and the session says so.
+          const state = yield* first.session.process
+          assert.strictEqual(state._tag, "Completed")
+          if (state._tag === "Completed") assert.deepStrictEqual(state.status, Transport.ExitStatus.Exited({ code: 0 }))
+          assert.isFalse(yield* first.session.isAlive)
+          assert.strictEqual(yield* first.session.status, "closed")
 
           const resumed = yield* ClaudeSession.make(world.options({ resume: sessionId }))
           assert.notStrictEqual(Option.getOrThrow(resumed.pid), first.pid, "a new process")
@@ -316,15 +442,14 @@ describe("the real claude CLI, offline", () => {
           assert.include(history, "Remember the word pelican", "the old prompt reached the model")
           assert.include(history, "Hello from the mock: Remember the word pelican", "the old answer reached the model")
           assert.strictEqual(last.prompt, "Which word?")
-        })
-      ),
+        })),
     60_000
   )
 
   it.live(
     "a Bash tool's process still running when the session is closed: nothing survives",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
           const scope = yield* Scope.make()
           const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll })).pipe(
@@ -346,15 +471,14 @@ describe("the real claude CLI, offline", () => {
           const error = yield* Effect.flip(turn.result)
           assert.strictEqual(error._tag, "TurnInterrupted")
           if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "closed")
-        })
-      ),
+        })),
     60_000
   )
 
   it.live(
     "a Bash tool's process still running when the CLI is SIGKILLed: a typed CliExited, nothing survives",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
           const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll }))
           const pid = Option.getOrThrow(session.pid)
@@ -386,15 +510,14 @@ describe("the real claude CLI, offline", () => {
           }
           const refused = yield* Effect.flip(session.send("Anyone?"))
           assert.strictEqual(refused._tag, "SessionUnavailable")
-        })
-      ),
+        })),
     60_000
   )
 
   it.live(
     "a CLI that exits non-zero at start (an unknown flag): its stderr is in the typed error",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
           const error = yield* Effect.flip(
             Effect.scoped(ClaudeSession.make(world.options({ extraArgs: { "no-such-flag": null } })))
@@ -406,15 +529,15 @@ describe("the real claude CLI, offline", () => {
             assert.isTrue(error.safeToFallback)
           }
           assert.deepStrictEqual(marked(world.mark), [])
-        })
-      ),
+        })),
     60_000
   )
 
   it.live(
-    "the API key through a pipe: it reaches the model server as x-api-key, and no tool process can print it",
+    "the API key through a pipe (2.1.3xx: it reaches the model server as x-api-key, no tool process can print it; " +
+      "2.1.197 does not read it)",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
           const key = `sk-ant-tether-test-${randomUUID()}`
           /** Options with the key given as `source` says, instead of the world's dummy in the environment. */
@@ -435,18 +558,36 @@ describe("the real claude CLI, offline", () => {
             }
           })
 
-          const piped = yield* Effect.scoped(Effect.gen(function*() {
-            const session = yield* ClaudeSession.make(withKey("descriptor"))
-            const result = yield* session.run(dump)
-            // The host sees the tool's output too (scrubbed or not: the key must not be there in the first place).
-            assert.notInclude(result.text, key)
-            assert.notInclude(JSON.stringify(environOf(Option.getOrThrow(session.pid))), key)
-            return yield* toolSaw(0)
-          }))
-          assert.isAtLeast(piped.keys.length, 2, "a tool turn is two model requests")
-          assert.isTrue(piped.keys.every((sent) => sent === key), "every request carried the key as x-api-key")
-          assert.include(piped.bodies.at(-1), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "the tool's output was sent")
-          for (const body of piped.bodies) assert.notInclude(body, key, "the model never saw the key")
+          if (isOldest(cli)) {
+            // 2.1.197 never reads CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR (its reader is compiled out of the build): it
+            // has no key, makes no model call and says so in the turn's result (see ClaudeOptions.apiKeySource).
+            const refused = yield* Effect.scoped(Effect.gen(function*() {
+              const session = yield* ClaudeSession.make(withKey("descriptor"))
+              const error = yield* Effect.flip(session.run(dump))
+              assert.notInclude(JSON.stringify(environOf(Option.getOrThrow(session.pid))), key)
+              return error
+            }))
+            assert.strictEqual(refused._tag, "ApiError")
+            if (refused._tag === "ApiError") assert.include(refused.detail, "Not logged in")
+            assert.deepStrictEqual((yield* toolSaw(0)).keys, [], "no model call without a key")
+          } else {
+            const piped = yield* Effect.scoped(Effect.gen(function*() {
+              const session = yield* ClaudeSession.make(withKey("descriptor"))
+              const result = yield* session.run(dump)
+              // The host sees the tool's output too (scrubbed or not: the key must not be there in the first place).
+              assert.notInclude(result.text, key)
+              assert.notInclude(JSON.stringify(environOf(Option.getOrThrow(session.pid))), key)
+              return yield* toolSaw(0)
+            }))
+            assert.isAtLeast(piped.keys.length, 2, "a tool turn is two model requests")
+            assert.isTrue(piped.keys.every((sent) => sent === key), "every request carried the key as x-api-key")
+            assert.include(
+              piped.bodies.at(-1),
+              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+              "the tool's output was sent"
+            )
+            for (const body of piped.bodies) assert.notInclude(body, key, "the model never saw the key")
+          }
 
           // The same through the environment: the tool's printenv hands the key to the model (the documented risk).
           const before = (yield* world.mock.requests).length
@@ -459,15 +600,14 @@ describe("the real claude CLI, offline", () => {
           }))
           assert.isTrue(inEnvironment.keys.every((sent) => sent === key))
           assert.include(inEnvironment.bodies.at(-1), key, "through the environment, the tool printed the key")
-        })
-      ),
+        })),
     60_000
   )
 
   it.live.runIf(process.getuid?.() === 0)(
     "bypassPermissions as root without IS_SANDBOX: the CLI refuses to start, and says why",
     () =>
-      inWorld((world) =>
+      inWorld(cli, (world) =>
         Effect.gen(function*() {
           const error = yield* Effect.flip(
             Effect.scoped(ClaudeSession.make(world.options({ permissionMode: "bypassPermissions" })))
@@ -477,8 +617,14 @@ describe("the real claude CLI, offline", () => {
             assert.include(error.stderrTail, "cannot be used with root/sudo privileges")
           }
           assert.deepStrictEqual(marked(world.mark), [])
-        })
-      ),
+        })),
     60_000
   )
-})
+}
+
+// The versions run side by side (each in its own worlds and CLI processes); within a version, one scenario at a time.
+for (const cli of clis) {
+  describe(`claude ${cli.version}`, { concurrent: true }, () => {
+    describe("the real claude CLI, offline", { concurrent: false }, () => scenarios(cli))
+  })
+}

@@ -1,12 +1,13 @@
 /**
- * What every real-CLI test needs: the pinned `claude` binary, an isolated world per test (a temporary home that
+ * What every real-CLI test needs: the pinned `claude` binaries (the newest and the oldest supported), an isolated
+ * world per test (a temporary home that
  * holds the CLI's config, tmp and runtime dirs, and a working directory; a MockAnthropic on 127.0.0.1; a marker
  * variable in the CLI's environment), and helpers that look at /proc, never at Tether's bookkeeping.
  */
-import { type ClaudeSession, EventLog, type SessionEvent, Timeouts, type Turn } from "@tether/core"
-import { MockAnthropic } from "@tether/testing"
+import { type ClaudeSession, EventLog, type SessionEvent, Timeouts, type Transport, type Turn } from "@tether/core"
+import { MockAnthropic, PinnedClaude } from "@tether/testing"
 import { Executable, NodeTransport } from "@tether/transport-node"
-import { Duration, Effect, Option, Stream } from "effect"
+import { Duration, Effect, type Layer, Option, Stream } from "effect"
 import { execFileSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
@@ -30,27 +31,64 @@ export { isAlive, type Proc, sleeping, WaitTimeout }
 /** `packages/testing`, whose devDependency `@anthropic-ai/claude-code` pins the CLI these tests run. */
 const testingPackage = Path.resolve(Path.dirname(new URL(import.meta.resolve("@tether/testing")).pathname), "..")
 
+/** One `claude` binary the suite runs its scenarios on. */
+export interface Cli {
+  /** The version the binary says it is (`claude --version`, without ` (Claude Code)`). */
+  readonly version: string
+  readonly path: string
+  /** The Node transport with its default options (watchdog included), pointed at this binary. */
+  readonly transport: Layer.Layer<Transport.Transport>
+}
+
+/** `claude --version` of a binary, e.g. `2.1.332 (Claude Code)`. */
+export const versionOf = (path: string): string =>
+  execFileSync(path, ["--version"], {
+    encoding: "utf8",
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1" },
+    timeout: 30_000
+  }).trim()
+
+const cliAt = (path: string, version: string): Cli => ({
+  version,
+  path,
+  transport: NodeTransport.layer({ executables: { claude: path } })
+})
+
 /**
- * The pinned CLI: `TETHER_CLAUDE_PATH` when set, else the native binary of packages/testing's devDependency. `PATH`
- * is deliberately not searched, so that a `claude` installed on the machine cannot stand in for the pinned one.
+ * The CLIs the suite runs, newest first: every pinned version (`PinnedClaude.versions`: the newest and the oldest
+ * supported) by default, each resolved by `PinnedClaude` (which checks the installed packages' versions); only the
+ * one `TETHER_CLAUDE_VERSION` names when it is set; only the binary at `TETHER_CLAUDE_PATH`, whatever its version,
+ * when that is set. `PATH` is deliberately not searched, so that a `claude` installed on the machine cannot stand
+ * in for a pinned one.
  */
-export const claudePath: string = Effect.runSync(
-  Executable.resolve({
-    program: "claude",
-    env: { TETHER_CLAUDE_PATH: process.env.TETHER_CLAUDE_PATH },
-    roots: [testingPackage]
-  }).pipe(Effect.orDie)
-)
+export const clis: ReadonlyArray<Cli> = process.env.TETHER_CLAUDE_PATH !== undefined &&
+    process.env.TETHER_CLAUDE_PATH !== ""
+  ? [
+    ((path) => cliAt(path, versionOf(path).replace(/ \(Claude Code\)$/, "")))(
+      Effect.runSync(
+        Executable.resolve({
+          program: "claude",
+          env: { TETHER_CLAUDE_PATH: process.env.TETHER_CLAUDE_PATH },
+          roots: [testingPackage]
+        }).pipe(Effect.orDie)
+      )
+    )
+  ]
+  : (process.env[PinnedClaude.envVar] ? [PinnedClaude.fromEnv(process.env)] : PinnedClaude.versions).map((version) =>
+    cliAt(PinnedClaude.resolveSync(version), version)
+  )
 
-/** `claude --version`, e.g. `2.1.332 (Claude Code)`. */
-export const claudeVersion: string = execFileSync(claudePath, ["--version"], {
-  encoding: "utf8",
-  env: { PATH: process.env.PATH ?? "/usr/bin:/bin", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1" },
-  timeout: 30_000
-}).trim()
+/** The newest of {@link clis}: what the suites that do not depend on the CLI's version run. */
+export const claudePath: string = clis[0].path
 
-/** The Node transport with its default options (watchdog included), pointed at the pinned CLI. */
-export const TransportLive = NodeTransport.layer({ executables: { claude: claudePath } })
+/** `claude --version` of {@link claudePath}, e.g. `2.1.332 (Claude Code)`. */
+export const claudeVersion: string = `${clis[0].version} (Claude Code)`
+
+/** The Node transport with its default options (watchdog included), pointed at {@link claudePath}. */
+export const TransportLive = clis[0].transport
+
+/** Which CLIs the suite runs, one line each, for the suite's header. */
+export const describeClis = (): string => clis.map((cli) => `claude CLI: ${cli.version} (${cli.path})`).join("\n")
 
 // ---------------------------------------------------------------------------------------------------------------
 // The network
@@ -73,9 +111,9 @@ export const networkInterfaces = (): ReadonlyArray<string> =>
 
 /**
  * What the mock model does, chosen by a tag at the start of the prompt:
- * `[bash] <command>` asks for a Bash tool use, `[slow]` streams 400 deltas 50 ms apart, `[error <status>]` fails
- * with that HTTP status; anything else is `Hello from the mock: <prompt>` in three deltas. After a tool_result
- * the model says `Tool said: <result>`.
+ * `[bash] <command>` asks for a Bash tool use, `[slow]` streams 400 deltas 50 ms apart, `[stream <n> <ms>]` streams
+ * `n` deltas `ms` apart, `[error <status>]` fails with that HTTP status; anything else is
+ * `Hello from the mock: <prompt>` in three deltas. After a tool_result the model says `Tool said: <result>`.
  */
 export const script: MockAnthropic.Script = (request) => {
   if (Option.isSome(request.toolResult)) return MockAnthropic.echo
@@ -83,6 +121,10 @@ export const script: MockAnthropic.Script = (request) => {
   const bash = /^\[bash\] (.+)$/s.exec(prompt)
   if (bash !== null) return MockAnthropic.bash(bash[1], { description: "integration test command" })
   if (prompt.startsWith("[slow]")) return MockAnthropic.slow({ deltas: 400, interval: "50 millis" })
+  const stream = /^\[stream (\d+) (\d+)\]/.exec(prompt)
+  if (stream !== null) {
+    return MockAnthropic.slow({ deltas: Number(stream[1]), interval: Duration.millis(Number(stream[2])) })
+  }
   const error = /^\[error (\d{3})\]/.exec(prompt)
   if (error !== null) return MockAnthropic.apiError(Number(error[1]))
   return MockAnthropic.text(`Hello from the mock: ${prompt}`, { chunks: 3 })
@@ -126,18 +168,19 @@ export interface World {
   /** The value of {@link markVariable} in the environment of every process of this world. */
   readonly mark: string
   /** Session options for this world: offline environment, cwd, timeouts, plus `extra`. */
-  readonly options: (extra?: ClaudeSession.Options) => ClaudeSession.Options
+  readonly options: <Out = unknown>(extra?: ClaudeSession.Options<Out>) => ClaudeSession.Options<Out>
 }
 
 /** Processes of a world that were still alive when it was released (and were killed then): what a test left. */
 const survivors: Array<Proc> = []
 
 /**
- * A fresh world, removed (directories included) when the scope closes. Its release comes after that of the sessions
+ * A fresh world, removed (directories included) when the scope closes; its mock model plays `mockScript` (default
+ * {@link script}). Its release comes after that of the sessions
  * made in it (it is acquired first): whatever of the world still runs then is recorded for {@link leftBehind} and
  * killed, so that a failing test leaves nothing on the machine.
  */
-export const makeWorld = Effect.fnUntraced(function*() {
+export const makeWorld = Effect.fnUntraced(function*(mockScript: MockAnthropic.Script = script) {
   const mark = randomUUID()
   yield* Effect.addFinalizer(() =>
     Effect.suspend(() => {
@@ -145,7 +188,7 @@ export const makeWorld = Effect.fnUntraced(function*() {
       return killAllMarked(mark, markVariable)
     })
   )
-  const mock = yield* MockAnthropic.make(script)
+  const mock = yield* MockAnthropic.make(mockScript)
   const { cwd, env, home } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-it-" })
   const world: World = {
     mock,

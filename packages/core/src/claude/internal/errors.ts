@@ -51,3 +51,72 @@ export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("Budget
     return `turn ${this.turnId} reached its budget`
   }
 }
+
+// The disposition flags of StructuredOutputMissing, set once on its prototype.
+export interface StructuredOutputMissing extends TetherError.Disposition {}
+
+/**
+ * The session asked for structured output (`outputSchema`) and the turn succeeded without one: the model answered
+ * in text instead of calling the `StructuredOutput` tool. `raw` is the result frame (its `result` holds the text).
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class StructuredOutputMissing extends Schema.TaggedError<StructuredOutputMissing>()(
+  "StructuredOutputMissing",
+  { turnId: Schema.String, raw: Schema.Unknown }
+) {
+  static {
+    fixDisposition(this, false, false, false)
+  }
+  override get message() {
+    return `turn ${this.turnId} ended without structured output`
+  }
+}
+
+// The disposition flags of StructuredOutputInvalid, set once on its prototype.
+export interface StructuredOutputInvalid extends TetherError.Disposition {}
+
+/**
+ * The turn's structured output does not decode with the session's `outputSchema` (the CLI checked it against the
+ * JSON Schema derived from it, which is looser than the Schema's own checks). `value` is the output as the CLI sent
+ * it, `raw` the result frame.
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class StructuredOutputInvalid extends Schema.TaggedError<StructuredOutputInvalid>()(
+  "StructuredOutputInvalid",
+  { turnId: Schema.String, reason: Schema.String, value: Schema.Unknown, raw: Schema.Unknown }
+) {
+  static {
+    fixDisposition(this, false, false, false)
+  }
+  override get message() {
+    return `the structured output of turn ${this.turnId} does not decode: ${this.reason}`
+  }
+}
+
+// The disposition flags of StructuredOutputRetriesExhausted, set once on its prototype.
+export interface StructuredOutputRetriesExhausted extends TetherError.Disposition {}
+
+/**
+ * The model failed to produce output that matches the JSON Schema, as often as the CLI allows (5 attempts;
+ * `error_max_structured_output_retries`). `errors` are the CLI's messages (the last validation error included).
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class StructuredOutputRetriesExhausted extends Schema.TaggedError<StructuredOutputRetriesExhausted>()(
+  "StructuredOutputRetriesExhausted",
+  { turnId: Schema.String, errors: Schema.Array(Schema.String), raw: Schema.Unknown }
+) {
+  static {
+    fixDisposition(this, false, false, false)
+  }
+  override get message() {
+    return `turn ${this.turnId} gave up on structured output${
+      this.errors.length > 0 ? `: ${this.errors.join("; ")}` : ""
+    }`
+  }
+}

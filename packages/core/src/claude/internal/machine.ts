@@ -4,9 +4,10 @@
  *
  * What it knows of the CLI (see docs/protocol): the handshake is one `initialize` control request; a prompt is a
  * user message stamped with the host's turn id as its uuid; `command_lifecycle queued` (2.1.3xx) or the replay of
- * the message is the receipt, and older releases send neither; `user_message_uuid` names a frame's turn where the
- * CLI gives it; a `result` ends a turn, and the process stays alive; permission requests and hook callbacks are
- * control requests from the CLI; with `--replay-user-messages` the CLI echoes the host's own answers.
+ * the message is the receipt (2.1.197 sends no lifecycle, and replays only with the first model response);
+ * `user_message_uuid` names a frame's turn where the CLI gives it; a `result` ends a turn, and the process stays
+ * alive; permission requests and hook callbacks are control requests from the CLI; with `--replay-user-messages`
+ * the CLI echoes the host's own answers.
  *
  * @internal
  */
@@ -15,7 +16,13 @@ import type * as Permission from "../../Permission.ts"
 import type * as Provider from "../../Provider.ts"
 import { TurnFailed as TurnFailedError, type Usage } from "../../Turn.ts"
 import * as ClaudeProtocol from "../ClaudeProtocol.ts"
-import { BudgetExceeded, MaxTurnsExceeded } from "./errors.ts"
+import {
+  BudgetExceeded,
+  MaxTurnsExceeded,
+  StructuredOutputInvalid,
+  StructuredOutputMissing,
+  StructuredOutputRetriesExhausted
+} from "./errors.ts"
 
 /**
  * A tool use the CLI refused during the turn because permission was denied.
@@ -52,6 +59,11 @@ export interface TurnResult {
   readonly totalCostUsd: number | undefined
   readonly numTurns: number | undefined
   readonly permissionDenials: ReadonlyArray<PermissionDenial>
+  /**
+   * The turn's structured output: decoded by the session's `outputSchema` when it has one, else as the CLI sent it
+   * (`structured_output`), or undefined.
+   */
+  readonly output: unknown
 }
 
 /** The hook configuration sent in `initialize`: callback ids by hook event. */
@@ -66,6 +78,13 @@ export interface MachineOptions {
   /** Extra fields of the `initialize` request. */
   readonly initialize: { readonly [key: string]: unknown } | undefined
   readonly maxLineLength: number
+  /**
+   * Decodes the structured output of a turn (the session's `outputSchema`): a success without it, or with one that
+   * does not decode, fails the turn.
+   */
+  readonly structuredOutput?: ((value: unknown) => Result.Result<unknown, string>) | undefined
+  /** Mark every prompt `client_composed: true`: the CLI takes it as the user typed it (no slash commands). */
+  readonly verbatimPrompts?: boolean | undefined
 }
 
 /** A request from the CLI that the host answers (see `ClaudeSession`'s handler). */
@@ -105,6 +124,7 @@ const toResult = (frame: ClaudeProtocol.ResultFrame): Omit<TurnResult, "turnId">
     toolUseId: d.tool_use_id,
     input: d.tool_input
   })),
+  output: frame.structured_output,
   raw: frame
 })
 
@@ -131,6 +151,11 @@ const outcomeOf = (frame: ClaudeProtocol.ResultFrame): Provider.TurnOutcome => {
             totalCostUsd: frame.total_cost_usd ?? null
           })
       }
+    case "error_max_structured_output_retries":
+      return {
+        _tag: "Failed",
+        error: (turnId) => new StructuredOutputRetriesExhausted({ turnId, errors: frame.errors ?? [], raw: frame })
+      }
     default:
       return {
         _tag: "Failed",
@@ -138,6 +163,36 @@ const outcomeOf = (frame: ClaudeProtocol.ResultFrame): Provider.TurnOutcome => {
           new TurnFailedError({ turnId, subtype: frame.subtype, terminalReason: terminal, errors: frame.errors ?? [] })
       }
   }
+}
+
+/**
+ * How a turn ended and what it gave, with the session's structured output decoded: a success without the output, or
+ * with one that does not decode, fails the turn (the raw frame goes with the error).
+ */
+const endOf = (
+  frame: ClaudeProtocol.ResultFrame,
+  decode: MachineOptions["structuredOutput"]
+): { readonly outcome: Provider.TurnOutcome; readonly result: Omit<TurnResult, "turnId"> } => {
+  const result = toResult(frame)
+  const outcome = outcomeOf(frame)
+  if (decode === undefined || outcome._tag !== "Success") return { outcome, result }
+  if (!("structured_output" in frame)) {
+    return {
+      outcome: { _tag: "Failed", error: (turnId) => new StructuredOutputMissing({ turnId, raw: frame }) },
+      result
+    }
+  }
+  const value = frame.structured_output
+  const decoded = decode(value)
+  return Result.isSuccess(decoded)
+    ? { outcome, result: { ...result, output: decoded.success } }
+    : {
+      outcome: {
+        _tag: "Failed",
+        error: (turnId) => new StructuredOutputInvalid({ turnId, reason: decoded.failure, value, raw: frame })
+      },
+      result
+    }
 }
 
 /** Narrows a content block by its `type` (the catch-all block's `type` is a string too, so `===` alone does not). */
@@ -160,13 +215,45 @@ const str = (u: unknown): string | undefined => typeof u === "string" ? u : unde
 const sessionSystemSubtypes: ReadonlySet<string> = new Set(["background_tasks_changed", "commands_changed"])
 
 /**
+ * The oldest release known to send `command_lifecycle` receipts: 2.1.332 does (`msg_lifecycle_v1` in `system/init`),
+ * 2.1.197 does not, and the initialize answer says nothing of them. A CLI whose handshake names this version or a
+ * later one is reported with explicit receipts from the handshake on; what its first `system/init` says (or a
+ * lifecycle frame) settles it.
+ */
+const receiptsSince: ReadonlyArray<number> = [2, 1, 332]
+
+/** How many prompt uuids a machine remembers for their replays (a queued turn's prompt is encoded when sent). */
+const promptMemory = 1024
+
+/** Is `version` (`"2.1.332"`) at least `floor`? A version that does not parse is not. */
+const atLeast = (version: string, floor: ReadonlyArray<number>): boolean => {
+  const parts = version.split(".")
+  for (let i = 0; i < floor.length; i++) {
+    const part = Number.parseInt(parts[i] ?? "", 10)
+    if (!Number.isFinite(part)) return false
+    if (part !== floor[i]) return part > floor[i]
+  }
+  return true
+}
+
+/**
  * The protocol machine of one Claude session.
  */
 export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   const decodeOptions = { maxLineLength: options.maxLineLength }
   let handshaking = false
+  /** A `command_lifecycle` frame came: the CLI sends receipts. */
   let lifecycle = false
+  /** What the last `system/init` said of receipts (`msg_lifecycle_v1`); undefined before the first one. */
+  let initLifecycle: boolean | undefined
+  /** The CLI's version, from the handshake (2.1.3xx) or from `system/init` (2.1.197 says it only there). */
   let version: string | undefined
+  /**
+   * The uuids of the prompts this machine wrote, until their replay: only those replays are receipts and a turn's.
+   * The CLI also replays output of its own under a uuid it mints (`set_model`'s `<local-command-stdout>`, seen while
+   * idle on 2.1.197 and 2.1.332): that is the session's, whatever turn runs when it comes.
+   */
+  const prompts = new Set<string>()
 
   const route = (value: ClaudeProtocol.Frame): Provider.Items => {
     switch (value.type) {
@@ -192,8 +279,10 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         return out
       }
       case "user": {
-        if (value.isReplay === true && typeof value.uuid === "string") {
-          return [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
+        if (value.isReplay === true) {
+          return typeof value.uuid === "string" && prompts.delete(value.uuid)
+            ? [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
+            : frame("user", "replay", value, undefined, "session")
         }
         const content = value.message.content
         const out: Array<Provider.Item> = []
@@ -214,16 +303,18 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         if (out.length === 0) out.push(frame("user", undefined, value, undefined))
         return out
       }
-      case "result":
+      case "result": {
+        // The session stops the tool calls of the turn that ends, unanswered: forget them.
+        if (calls.size > 0) {
+          calls.clear()
+          callKeys.clear()
+        }
+        const ended = endOf(value, options.structuredOutput)
         return [
           { _tag: "SessionId", sessionId: value.session_id },
-          {
-            _tag: "TurnEnd",
-            turnId: value.user_message_uuid,
-            outcome: outcomeOf(value),
-            result: toResult(value)
-          }
+          { _tag: "TurnEnd", turnId: value.user_message_uuid, outcome: ended.outcome, result: ended.result }
         ]
+      }
       case "command_lifecycle":
         lifecycle = true
         return value.state === "queued"
@@ -235,7 +326,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       case "system": {
         switch (value.subtype) {
           case "init":
-            if (value.capabilities?.includes("msg_lifecycle_v1") === true) lifecycle = true
+            initLifecycle = value.capabilities?.includes("msg_lifecycle_v1") === true
+            if (value.claude_code_version !== undefined) version = value.claude_code_version
             return [{ _tag: "SessionId", sessionId: value.session_id }, frame("system", "init", value, undefined)]
           case "api_retry":
             return {
@@ -279,10 +371,12 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
                 toolUseId: request.tool_use_id,
                 input: request.input,
                 description: request.description,
-                raw: value
+                raw: value,
+                suggestions: request.permission_suggestions as ReadonlyArray<Permission.PermissionUpdate> | undefined
               }
             }
           case "hook_callback":
+            // A hook is the turn's work (its own timeout bounds it in the host): bound by the turn.
             return [frame("control_request", "hook_callback", value, undefined), {
               _tag: "HostRequest",
               requestId: value.request_id,
@@ -291,24 +385,19 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
                 callbackId: request.callback_id,
                 input: request.input,
                 toolUseId: request.tool_use_id ?? undefined
-              } satisfies HostRequest
+              } satisfies HostRequest,
+              bound: "turn"
             }]
           case "mcp_message":
-            return [frame("control_request", "mcp_message", value, undefined), {
-              _tag: "HostRequest",
-              requestId: value.request_id,
-              request: {
-                _tag: "McpMessage",
-                serverName: request.server_name,
-                message: request.message
-              } satisfies HostRequest
-            }]
+            return [frame("control_request", "mcp_message", value, undefined), ...mcpMessage(value.request_id, request)]
           default: {
             const subtype = String(request.subtype)
             return [frame("control_request", subtype, value, undefined), {
               _tag: "HostRequest",
               requestId: value.request_id,
-              request: { _tag: "Other", subtype, request } satisfies HostRequest
+              request: { _tag: "Other", subtype, request } satisfies HostRequest,
+              // A question to the user (a form an MCP server needs, a dialog) waits as long as the turn does.
+              bound: subtype === "elicitation" || subtype === "request_user_dialog" ? "turn" : "control"
             }]
           }
         }
@@ -323,6 +412,52 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       default:
         return frame(value.type, str((value as { readonly subtype?: unknown }).subtype), value, undefined)
     }
+  }
+
+  // The in-process tool calls the host is running, by server and JSON-RPC id, and the other way round: the CLI
+  // cancels one with a JSON-RPC `notifications/cancelled` of its own, never with a control_cancel_request.
+  const calls = new Map<string, string>()
+  const callKeys = new Map<string, string>()
+  const callKey = (server: string, id: unknown): string | undefined =>
+    typeof id === "string" || typeof id === "number" ? `${server}\u0000${typeof id}:${id}` : undefined
+
+  const mcpMessage = (
+    requestId: string,
+    request: ClaudeProtocol.McpMessageParams
+  ): ReadonlyArray<Provider.Item> => {
+    const message = request.message
+    const hostRequest: Provider.Item = {
+      _tag: "HostRequest",
+      requestId,
+      request: { _tag: "McpMessage", serverName: request.server_name, message } satisfies HostRequest,
+      // A tool call is the turn's work: it may take as long as the turn (and its own timeout) allows.
+      bound: message.method === "tools/call" ? "turn" : "control"
+    }
+    if (message.method === "tools/call") {
+      const key = callKey(request.server_name, message.id)
+      if (key !== undefined) {
+        calls.set(key, requestId)
+        callKeys.set(requestId, key)
+      }
+      return [hostRequest]
+    }
+    if (message.method === "notifications/cancelled") {
+      const params = message.params as { readonly requestId?: unknown } | undefined
+      const key = callKey(request.server_name, params?.requestId)
+      const call = key === undefined ? undefined : calls.get(key)
+      if (call !== undefined) {
+        forgetCall(call)
+        return [{ _tag: "Cancel", requestId: call }, hostRequest]
+      }
+    }
+    return [hostRequest]
+  }
+
+  const forgetCall = (requestId: string): void => {
+    const key = callKeys.get(requestId)
+    if (key === undefined) return
+    callKeys.delete(requestId)
+    calls.delete(key)
   }
 
   const controlResponse = (value: ClaudeProtocol.ControlResponseFrame): Provider.Items => {
@@ -376,19 +511,26 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         return { _tag: "Malformed", error: decoded.failure, raw: line.length > 4096 ? line.slice(0, 4096) : line }
       }
       const value = decoded.success
-      if (value._tag === "Unknown") return frame(value.type, value.subtype, value.raw, undefined)
+      if (value._tag === "Unknown") {
+        // The codec does not know every session-level system frame (`commands_changed`): they stay session traffic.
+        const session = value.type === "system" && sessionSystemSubtypes.has(value.subtype ?? "")
+        return frame(value.type, value.subtype, value.raw, undefined, session ? "session" : undefined)
+      }
       return route(value.frame)
     },
-    prompt: (turnId, prompt) => ({
-      _tag: "Write",
-      line: ClaudeProtocol.encodeUserMessage({
+    prompt: (turnId, prompt) => {
+      const line = ClaudeProtocol.encodeUserMessage({
         type: "user",
         message: { role: "user", content: prompt },
         parent_tool_use_id: null,
         session_id: "",
-        uuid: turnId
+        uuid: turnId,
+        ...(options.verbatimPrompts === true ? { client_composed: true } : {})
       })
-    }),
+      prompts.add(turnId)
+      if (prompts.size > promptMemory) prompts.delete(prompts.values().next().value!)
+      return { _tag: "Write", line }
+    },
     interrupt: (_turnId, ref) => ({
       _tag: "Write",
       line: ClaudeProtocol.encodeControlRequest(`${refPrefix}${ref}`, { subtype: "interrupt" })
@@ -404,7 +546,11 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
           ? {
             behavior: "allow",
             updatedInput: verdict.updatedInput ?? request.input,
-            ...(request.toolUseId !== undefined ? { toolUseID: request.toolUseId } : {})
+            ...(request.toolUseId !== undefined ? { toolUseID: request.toolUseId } : {}),
+            // Allowing with permission updates is an "always allow" (the CLI records it as the user's lasting choice).
+            ...(verdict.updatedPermissions !== undefined
+              ? { updatedPermissions: verdict.updatedPermissions, decisionClassification: "user_permanent" }
+              : {})
           }
           : {
             behavior: "deny",
@@ -412,13 +558,17 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
             ...(verdict.interrupt === true ? { interrupt: true } : {})
           }
       ),
-    reply: (requestId, reply) =>
-      reply._tag === "Success"
+    reply: (requestId, reply) => {
+      if (calls.size > 0) forgetCall(requestId)
+      return reply._tag === "Success"
         ? success(requestId, reply.payload)
-        : { _tag: "Write", line: ClaudeProtocol.encodeControlError(requestId, reply.message) },
+        : { _tag: "Write", line: ClaudeProtocol.encodeControlError(requestId, reply.message) }
+    },
     capabilities: () => ({
       provider: "claude",
-      receipts: lifecycle ? "explicit" : "first-output",
+      receipts: lifecycle || (initLifecycle ?? (version !== undefined && atLeast(version, receiptsSince)))
+        ? "explicit"
+        : "first-output",
       interrupt: true,
       permissionKinds: ["tool"],
       resume: true,

@@ -124,7 +124,9 @@ export const start = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>
 ) {
   const t0 = now(self)
   const exit = yield* self.acquire(entry.id, config, entry.scope).pipe(
-    Effect.withSpan("SessionRegistry.start", { attributes: spanAttributes(entry) }),
+    Effect.withSpan("SessionRegistry.start"),
+    // Every span of the session (its own `tether.session`, turns, controls) carries the registry's id for it.
+    Effect.annotateSpans(spanAttributes(entry)),
     Effect.exit
   )
   entry.startFiber = undefined

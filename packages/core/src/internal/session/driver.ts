@@ -2,12 +2,15 @@
  * The one Effect driver of a session: the I/O and the waiting around the pure machine (`machine.ts`).
  *
  * - one reader fiber feeds every stdout line to the machine, a chunk at a time;
- * - one serialized writer writes the lines the machine asks for (a sender whose prompt is the only pending line
- *   writes it itself, which saves a fiber hop on the hot path) and tells the machine when each finished;
+ * - one writer fiber takes the machine's outbox a line at a time and tells the machine when each finished; it parks
+ *   while the outbox is empty and is resumed synchronously by the machine's `Flush`, so a prompt reaches the pipe
+ *   within its sender's step;
  * - one timer fiber sleeps until the machine's next deadline, on `Clock` (so `TestClock` drives it);
  * - the Deferreds callers wait on (turns, controls, interrupts, the handshake) are completed from the machine's
  *   outputs; policy and host-request fibers feed their answers back as inputs;
- * - the scope's release ends stdin, waits the close grace, tears the process tree down and reaps.
+ * - the scope's release ends stdin, waits the close grace, tears the process tree down and reaps;
+ * - the session's spans and metrics (`telemetry.ts`) are kept at the moments the outputs mark (a turn settled, a
+ *   control answered, a permission resolved, the session ready or retired), synchronously: no Effect runs for them.
  *
  * Every machine call goes through `step`, which drains the machine's outputs in order. Effects run by the outputs
  * may resume fibers synchronously (a settled turn wakes its waiter on this stack), and those may call the machine
@@ -23,7 +26,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
-import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -43,6 +45,7 @@ import { type Timeouts, validate as validateTimeouts } from "../../Timeouts.ts"
 import * as Transport from "../../Transport.ts"
 import type { AnyTurnError, Phase, Prompt, ProviderTurnError, Turn, TurnResult } from "../../Turn.ts"
 import * as Machine from "./machine.ts"
+import * as Telemetry from "./telemetry.ts"
 
 /** What the driver needs to run a session. */
 export interface Options {
@@ -50,18 +53,19 @@ export interface Options {
   readonly launch: Transport.LaunchSpec
   readonly timeouts: Timeouts
   readonly policy: Permission.Policy
-  /** Answers the CLI's other requests (hook callbacks, MCP messages); bounded by the control timeout. */
+  /** Answers the CLI's other requests (hook callbacks, MCP messages); bounded by the control timeout or the turn. */
   readonly handle: (request: unknown) => Effect.Effect<Provider.Reply>
   readonly queue: boolean
   readonly queueCapacity: number
   readonly eventRing: number
   readonly subscriberBuffer: number
   readonly makeId: () => string
-  readonly permissionWait: Metric.Metric<Duration.Duration, unknown>
+  /** The model the host asked for, for the session's spans. */
+  readonly model: string | undefined
 }
 
-/** The driver's state for one turn (its handle reads it). */
-interface TurnState {
+/** The driver's state for one turn (its handle reads it); its telemetry is the trace it extends. */
+interface TurnState extends Telemetry.TurnTrace {
   readonly turn: Machine.Turn
   readonly done: Deferred.Deferred<TurnResult, AnyTurnError>
   written: Deferred.Deferred<void> | undefined
@@ -70,6 +74,12 @@ interface TurnState {
   readonly startSeq: number
   /** The seq of the turn's terminal event, once published (a box: the turn's stream must not hold the turn). */
   readonly terminal: { seq: number | undefined }
+}
+
+/** A control request waiting for its answer. */
+interface PendingControl {
+  readonly deferred: Deferred.Deferred<unknown, Machine.ControlError>
+  readonly trace: Telemetry.ControlTrace
 }
 
 /** The session as the public `Session` module exposes it. */
@@ -146,11 +156,15 @@ class Driver {
   private readonly yieldBudget: number
   private timer: Fiber.Fiber<void> | undefined = undefined
   private armedAt = Number.POSITIVE_INFINITY
-  private readonly controls = new Map<number, Deferred.Deferred<unknown, Machine.ControlError>>()
+  private readonly controls = new Map<number, PendingControl>()
   private readonly interrupts = new Map<number, Deferred.Deferred<Machine.InterruptOutcome>>()
   private readonly running = new Map<string, Fiber.Fiber<unknown, unknown>>()
   readonly ready = Deferred.makeUnsafe<unknown, HandshakeFailed | StartupTimeout>()
   private ended = false
+  /** The running turn, until its first output (text, message or tool use) is published. */
+  private awaitingOutput: TurnState | undefined = undefined
+  /** What the driver knows of the input being stepped, should it retire the session (a failed write, the host). */
+  private retireHint: string | undefined = undefined
 
   readonly options: Options
   readonly clock: Clock.Clock
@@ -158,6 +172,7 @@ class Driver {
   readonly connection: Transport.Connection
   readonly log: EventLog.EventLog<SessionEvent>
   readonly teardown: Effect.Effect<void>
+  readonly telemetry: Telemetry.Telemetry
 
   constructor(
     options: Options,
@@ -165,7 +180,8 @@ class Driver {
     run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>,
     connection: Transport.Connection,
     log: EventLog.EventLog<SessionEvent>,
-    teardown: Effect.Effect<void>
+    teardown: Effect.Effect<void>,
+    telemetry: Telemetry.Telemetry
   ) {
     this.options = options
     this.clock = clock
@@ -173,6 +189,7 @@ class Driver {
     this.connection = connection
     this.log = log
     this.teardown = teardown
+    this.telemetry = telemetry
     this.yieldBudget = Math.max(1, Math.floor(options.subscriberBuffer / 4))
     const t = options.timeouts
     this.machine = new Machine.Machine(options.provider, {
@@ -228,6 +245,24 @@ class Driver {
 
   private publish(events: ReadonlyArray<SessionEvent>): void {
     if (!this.ended) this.log.publishAllUnsafe(events)
+    if (this.awaitingOutput !== undefined) this.findFirstOutput(events)
+  }
+
+  /** Looks for the running turn's first output in a batch of events (no more batches are looked at once found). */
+  private findFirstOutput(events: ReadonlyArray<SessionEvent>): void {
+    const state = this.awaitingOutput!
+    const id = state.turn.id
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i]
+      if (
+        event.turnId === id &&
+        (event._tag === "TextDelta" || event._tag === "AssistantMessage" || event._tag === "ToolUse")
+      ) {
+        this.awaitingOutput = undefined
+        this.telemetry.firstOutput(state, this.now() - state.turn.startedAt)
+        return
+      }
+    }
   }
 
   private perform(output: Machine.Output): void {
@@ -243,6 +278,15 @@ class Driver {
       case "Settle": {
         const state = output.turn.handle as TurnState
         state.terminal.seq = this.latest()
+        this.telemetry.turnSettled(state, output.exit, this.now(), this.machine.sessionId)
+        if (this.awaitingOutput === state || this.awaitingOutput === undefined) {
+          // The turn that starts when one settles is the queue's next (a queued turn dropped meanwhile leaves the
+          // running one, which may have had its first output already).
+          const next = this.machine.active?.handle as TurnState | undefined
+          this.awaitingOutput = next !== undefined && next !== state && next.firstOutputMillis === undefined
+            ? next
+            : undefined
+        }
         Deferred.doneUnsafe(state.done, output.exit)
         return
       }
@@ -253,10 +297,11 @@ class Driver {
         return
       }
       case "ControlDone": {
-        const deferred = this.controls.get(output.ref)
-        if (deferred !== undefined) {
+        const pending = this.controls.get(output.ref)
+        if (pending !== undefined) {
           this.controls.delete(output.ref)
-          Deferred.doneUnsafe(deferred, output.exit)
+          this.telemetry.controlDone(pending.trace, output.exit, this.now())
+          Deferred.doneUnsafe(pending.deferred, output.exit)
         }
         return
       }
@@ -268,8 +313,14 @@ class Driver {
         }
         return
       }
-      case "Decide":
+      case "Decide": {
+        const active = this.machine.active
+        this.telemetry.permissionRequested(
+          output.request,
+          active !== undefined && active.id === output.request.turnId ? (active.handle as TurnState).span : undefined
+        )
         return this.decide(output.request)
+      }
       case "Handle":
         return this.handleRequest(output.requestId, output.request)
       case "StopDeciding":
@@ -282,9 +333,11 @@ class Driver {
         return
       }
       case "Ready":
+        this.telemetry.ready(this.now(), this.connection.pid)
         Deferred.doneUnsafe(this.ready, Exit.succeed(output.info))
         return
       case "StartFailed": {
+        this.telemetry.startFailed(this.now())
         const ready = this.ready
         const cause = output.cause
         const reason = output.reason
@@ -304,13 +357,14 @@ class Driver {
         return
       }
       case "Teardown":
+        this.telemetry.retired(this.machine.retiredBecause ?? "", this.retireHint)
         this.run(this.teardown)
         return
       case "Log":
         this.run(output.level === "Error" ? Effect.logError(output.message) : Effect.logWarning(output.message))
         return
       case "PermissionWait":
-        this.run(Metric.update(this.options.permissionWait, Duration.millis(output.millis)))
+        this.telemetry.permissionResolved(output.requestId, output.resolution, output.millis)
         return
       case "Ended":
         this.ended = true
@@ -372,7 +426,7 @@ class Driver {
     return Effect.matchEffect(this.connection.write(line), {
       onFailure: (error) =>
         Effect.suspend(() => {
-          this.step((now) => this.machine.writeFailed(now, error.reason))
+          this.stepHinted("write-failed", (now) => this.machine.writeFailed(now, error.reason))
           return this.writeNext()
         }),
       onSuccess: () =>
@@ -432,6 +486,16 @@ class Driver {
     this.drain()
   }
 
+  /** `step`, for an input that says why it would retire the session (the retirement metric's `reason`). */
+  stepHinted(hint: string, input: (now: number) => void): void {
+    this.retireHint = hint
+    try {
+      this.step(input)
+    } finally {
+      this.retireHint = undefined
+    }
+  }
+
   // --- the reader --------------------------------------------------------------------------------------------
 
   /**
@@ -462,6 +526,19 @@ class Driver {
     return Effect.void
   }
 
+  /**
+   * Stdout ended. A CLI closes it when it exits, and the exit is then known or about to be: it gets the close grace
+   * to show up (a busy event loop may run the transport's bound on the end of stdout before the exit event). A
+   * process still running after that closed its stdout and goes on: the machine retires the session.
+   */
+  readonly onStdoutEnd: Effect.Effect<void> = Effect.suspend(() =>
+    Effect.flatMap(
+      Effect.timeoutOption(this.connection.exit, this.options.timeouts.closeGrace),
+      (status) =>
+        Option.isSome(status) ? Effect.void : Effect.sync(() => this.step((now) => this.machine.stdoutEnded(now)))
+    )
+  )
+
   readonly onExit: Effect.Effect<void> = Effect.suspend(() =>
     Effect.flatMap(
       this.connection.exit,
@@ -473,27 +550,35 @@ class Driver {
 
   // --- host commands -----------------------------------------------------------------------------------------
 
+  /** Sends a prompt for the fiber `sender` (whose span, if any, parents the turn's). */
   send(
     prompt: Prompt,
     queue: boolean | undefined,
-    interruptOnCancel: boolean
+    interruptOnCancel: boolean,
+    sender: Fiber.Fiber<unknown, unknown>
   ): Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError> {
     const machine = this.machine
     const startSeq = this.latest()
-    const turn = machine.send(this.now(), prompt, queue, interruptOnCancel)
+    const now = this.now()
+    const turn = machine.send(now, prompt, queue, interruptOnCancel)
     if (!(turn instanceof Machine.Turn)) {
       this.drain()
       return Effect.fail(turn)
     }
+    const trace = this.telemetry.turnSent(turn.id, now, sender.cache.span)
     const state: TurnState = {
       turn,
       done: Deferred.makeUnsafe(),
       written: undefined,
       isWritten: turn.phase === "queued",
       startSeq,
-      terminal: { seq: undefined }
+      terminal: { seq: undefined },
+      sentAt: trace.sentAt,
+      span: trace.span,
+      firstOutputMillis: undefined
     }
     turn.handle = state
+    if (turn.phase !== "queued") this.awaitingOutput = state
     this.drain()
     const handle = new TurnHandle(state, this)
     if (state.isWritten) return Effect.succeed(handle)
@@ -551,18 +636,20 @@ class Driver {
     return Deferred.await(deferred)
   }
 
-  control(request: unknown): Effect.Effect<unknown, Machine.ControlError> {
-    return Effect.suspend(() => {
-      const ref = this.machine.control(this.now(), request)
-      if (typeof ref !== "number") {
-        this.drain()
-        return Effect.fail(ref)
-      }
-      const deferred = Deferred.makeUnsafe<unknown, Machine.ControlError>()
-      this.controls.set(ref, deferred)
+  /** Sends a control request for the fiber `sender` (whose span, if any, parents the control's). */
+  control(request: unknown, sender: Fiber.Fiber<unknown, unknown>): Effect.Effect<unknown, Machine.ControlError> {
+    const now = this.now()
+    const trace = this.telemetry.controlSent(request, now, sender.cache.span)
+    const ref = this.machine.control(now, request)
+    if (typeof ref !== "number") {
+      this.telemetry.controlDone(trace, Exit.fail(ref), now)
       this.drain()
-      return Deferred.await(deferred)
-    })
+      return Effect.fail(ref)
+    }
+    const deferred = Deferred.makeUnsafe<unknown, Machine.ControlError>()
+    this.controls.set(ref, { deferred, trace })
+    this.drain()
+    return Deferred.await(deferred)
   }
 
   answerPermission(
@@ -604,6 +691,10 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
   if (problems.length > 0) return yield* new InvalidConfig({ problems })
   const transport = yield* Transport.Transport
   const clock = yield* Clock.Clock
+  const telemetry = yield* Telemetry.make(clock, options.provider.capabilities().provider, options.model)
+  let started: Machine.Machine | undefined = undefined
+  // The first finalizer, so the last to run: the session's span ends once its process is gone (or never started).
+  yield* Scope.addFinalizerExit(sessionScope, (exit) => Effect.sync(() => telemetry.ended(exit, started)))
   // Background fibers and the connection live in child scopes so that release can order them: graceful close
   // first, then the transport's teardown, then the fibers.
   const fibers = yield* Scope.fork(sessionScope, "parallel")
@@ -623,9 +714,11 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
     run,
     connection,
     log,
-    Effect.forkIn(teardown, sessionScope).pipe(Effect.asVoid)
+    Effect.forkIn(teardown, sessionScope).pipe(Effect.asVoid),
+    telemetry
   )
   const machine = driver.machine
+  started = machine
 
   run(driver.writer)
   // The handshake's first lines are queued before the reader starts: the CLI prints nothing before its first stdin
@@ -638,10 +731,13 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
       Effect.catchDefect((defect) =>
         Effect.logError("the session's reader failed", defect).pipe(
           Effect.andThen(
-            Effect.sync(() => driver.step((now) => machine.retire(now, "the session's reader failed", undefined)))
+            Effect.sync(() =>
+              driver.stepHinted("reader-failed", (now) => machine.retire(now, "the session's reader failed", undefined))
+            )
           )
         )
       ),
+      Effect.andThen(driver.onStdoutEnd),
       Effect.andThen(driver.onExit)
     )
   )
@@ -676,18 +772,20 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
     status: Effect.sync(() => machine.status),
     sessionId: Effect.sync(() => Option.fromNullishOr(machine.sessionId)),
     send: (prompt, sendOptions) =>
-      Effect.suspend(() => driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true)),
+      Effect.withFiber((fiber) =>
+        driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber)
+      ),
     interrupt: driver.interruptActive,
     answerPermission: (requestId, verdict) => driver.answerPermission(requestId, verdict),
     pendingPermissions: Effect.sync(() => machine.pendingPermissions()),
-    control: (request) => driver.control(request),
+    control: (request) => Effect.withFiber((fiber) => driver.control(request, fiber)),
     subscribe: (from = "latest") => log.subscribe(from),
     latestSeq: log.latestSeq,
     process: Effect.sync(() => machine.process),
     isAlive: Effect.map(connection.exitStatus, Option.isNone),
     awaitExit: connection.exit,
     stderrTail: connection.stderrTail,
-    retire: (reason) => Effect.sync(() => driver.step((now) => machine.retire(now, reason, undefined))),
+    retire: (reason) => Effect.sync(() => driver.stepHinted("host", (now) => machine.retire(now, reason, undefined))),
     close: (reason = "closed") =>
       Effect.suspend(() => {
         if (!machine.closing) releaseReason = reason

@@ -136,7 +136,14 @@ export type Output =
   /** Tear the process tree down now (the session was retired). */
   | { readonly _tag: "Teardown"; readonly at: number }
   | { readonly _tag: "Log"; readonly at: number; readonly level: "Warning" | "Error"; readonly message: string }
-  | { readonly _tag: "PermissionWait"; readonly at: number; readonly millis: number }
+  /** A permission request was resolved, `millis` after it arrived. */
+  | {
+    readonly _tag: "PermissionWait"
+    readonly at: number
+    readonly millis: number
+    readonly requestId: string
+    readonly resolution: Permission.Resolution
+  }
   /** The CLI exited: nothing more will be published. */
   | { readonly _tag: "Ended"; readonly at: number }
 
@@ -158,6 +165,13 @@ interface Outgoing {
   readonly ref?: number | undefined
 }
 
+/** A request of the CLI the host's handler is answering. */
+interface PendingHostRequest {
+  readonly deadline: number
+  /** The turn it is bound to (`bound: "turn"`): it lives as long as that turn, which does not stall meanwhile. */
+  readonly turn: Turn | undefined
+}
+
 interface PendingControl {
   readonly subtype: string
   readonly deadline: number
@@ -170,7 +184,8 @@ const never = Number.POSITIVE_INFINITY
 const formatExit = (status: Transport.ExitStatus): string =>
   status._tag === "Exited" ? `exit code ${status.code}` : `signal ${status.signal}`
 
-const subtypeOf = (request: unknown): string =>
+/** The subtype of a control request, as errors (and the driver's telemetry) name it. */
+export const subtypeOf = (request: unknown): string =>
   typeof request === "object" && request !== null && "subtype" in request && typeof request.subtype === "string"
     ? request.subtype
     : typeof request === "object" && request !== null && "method" in request && typeof request.method === "string"
@@ -212,7 +227,7 @@ export class Machine {
   private waiterIds = 0
   private readonly controls = new Map<number, PendingControl>()
   private readonly permissions = new Map<string, PendingPermission>()
-  private readonly hostRequests = new Map<string, number>()
+  private readonly hostRequests = new Map<string, PendingHostRequest>()
   /** Lines waiting for the writer, oldest first. */
   private readonly outbox: Array<Outgoing> = []
   /** The line being written: its owner (a turn for a prompt's line), or null for another line. */
@@ -253,6 +268,15 @@ export class Machine {
       }),
       undefined
     )
+  }
+
+  /**
+   * Stdout ended and the process has not exited: nothing the CLI prints can reach the session any more, so it is
+   * retired now rather than left looking alive until a deadline (or, idle, for ever).
+   */
+  stdoutEnded(now: number): void {
+    if (this.exit !== undefined || this.closing) return
+    this.retire(now, "the CLI closed its stdout but did not exit", undefined)
   }
 
   /** The process exited (stdout is closed and its exit status known). */
@@ -347,6 +371,17 @@ export class Machine {
       return { waiter }
     }
     turn.interruptReason = reason
+    if (!turn.taken) {
+      // The prompt still waits in the outbox behind another write: nothing of it reached the CLI. It is dropped, and
+      // the turn is safe to send again; the session goes on.
+      this.dropPrompt(turn)
+      this.finish(
+        now,
+        turn,
+        Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false, written: false }))
+      )
+      return "interrupted"
+    }
     if (!turn.acknowledged) {
       // The CLI may or may not have the prompt: delivery is uncertain, and the session is not reused.
       this.retire(
@@ -430,8 +465,10 @@ export class Machine {
       this.finish(
         now,
         turn,
-        // Only a started turn is active, and starting writes its prompt.
-        Exit.fail(new TurnInterrupted({ turnId: turn.id, reason, acknowledged: turn.acknowledged, written: true }))
+        // A prompt the writer never took (it waited behind another write) never reached the CLI.
+        Exit.fail(
+          new TurnInterrupted({ turnId: turn.id, reason, acknowledged: turn.acknowledged, written: turn.taken })
+        )
       )
     }
     this.failQueued(now, "the session was closed")
@@ -533,6 +570,7 @@ export class Machine {
     const pending = this.permissions.get(requestId)
     if (pending === undefined || pending.state !== "deciding") return
     if (decision._tag === "Defer") {
+      // Stryker disable next-line StringLiteral: equivalent, state is only compared with "deciding" and "resolved".
       pending.state = "deferred"
       pending.deadline = now + this.settings.deadlines.permission
       return
@@ -554,7 +592,11 @@ export class Machine {
 
   /** The host's handler answered a request of the CLI (late answers are ignored). */
   handled(now: number, requestId: string, reply: Provider.Reply): void {
-    if (!this.hostRequests.delete(requestId)) return
+    const pending = this.hostRequests.get(requestId)
+    if (pending === undefined) return
+    this.hostRequests.delete(requestId)
+    // Waiting on the host is not a stall: the stall clock restarts when its answer goes out.
+    if (pending.turn !== undefined && pending.turn === this.active) pending.turn.lastProgress = now
     this.reply(now, requestId, reply)
   }
 
@@ -578,15 +620,18 @@ export class Machine {
       this.retire(now, error.message, error)
       return
     }
+    const turn = this.active
+    // A tick that comes late (a busy event loop) can find both an interrupt's deadline and its request's passed: the
+    // earlier decides, as it would have on time.
+    const interruptDue = turn?.interruptAt !== undefined && now >= turn.interruptAt ? turn.interruptAt : never
     for (const [ref, control] of this.controls) {
-      if (now < control.deadline) break
+      if (now < control.deadline || interruptDue <= control.deadline) break
       this.controls.delete(ref)
       const timeout = new ControlTimeout({ subtype: control.subtype, timeoutMillis: d.control })
       if (!control.internal) this.output({ _tag: "ControlDone", at: 0, ref, exit: Exit.fail(timeout) })
       this.retire(now, timeout.message, undefined)
       return
     }
-    const turn = this.active
     if (turn !== undefined) {
       if (turn.interruptAt !== undefined) {
         if (now >= turn.interruptAt) {
@@ -601,7 +646,9 @@ export class Machine {
         }
       } else if (now >= turn.startedAt + d.turn) {
         this.interrupt(now, turn, "turn-timeout")
-      } else if (this.status !== "awaiting-permission" && now >= turn.lastProgress + d.stall) {
+      } else if (
+        this.status !== "awaiting-permission" && now >= turn.lastProgress + d.stall && !this.hostWorking(turn)
+      ) {
         this.interrupt(now, turn, "stall")
       }
       if (this.active === turn && !turn.ackWarned && !turn.acknowledged && now >= turn.startedAt + d.ack) {
@@ -623,8 +670,8 @@ export class Machine {
         )
       }
     }
-    for (const [requestId, deadline] of this.hostRequests) {
-      if (now < deadline) break
+    for (const [requestId, pending] of this.hostRequests) {
+      if (now < pending.deadline) continue
       this.hostRequests.delete(requestId)
       this.output({ _tag: "StopHandling", at: 0, requestId })
       this.reply(now, requestId, { _tag: "Error", message: "the host did not answer in time" })
@@ -647,7 +694,7 @@ export class Machine {
       } else {
         const turnAt = turn.startedAt + d.turn
         if (turnAt < next) next = turnAt
-        if (this.status !== "awaiting-permission") {
+        if (this.status !== "awaiting-permission" && !this.hostWorking(turn)) {
           const stallAt = turn.lastProgress + d.stall
           if (stallAt < next) next = stallAt
         }
@@ -662,9 +709,8 @@ export class Machine {
         if (pending.state !== "resolved" && pending.deadline < next) next = pending.deadline
       }
     }
-    for (const deadline of this.hostRequests.values()) {
-      if (deadline < next) next = deadline
-      break
+    for (const pending of this.hostRequests.values()) {
+      if (pending.deadline < next) next = pending.deadline
     }
     if (this.logSuppressed > 0 && this.logWindowEnd < next) next = this.logWindowEnd
     return next
@@ -720,7 +766,14 @@ export class Machine {
       case "PermissionRequest":
         return this.permissionRequest(now, item.request)
       case "HostRequest": {
-        this.hostRequests.set(item.requestId, now + this.settings.deadlines.control)
+        const turn = this.active
+        const bound = item.bound === "turn" && turn !== undefined && turn.taken && !turn.finished ? turn : undefined
+        // What the running turn waits on is the turn's work: it is progress, and lives as long as the turn does.
+        if (bound !== undefined) this.progress(now, bound)
+        this.hostRequests.set(item.requestId, {
+          deadline: bound === undefined ? now + this.settings.deadlines.control : never,
+          turn: bound
+        })
         this.output({ _tag: "Handle", at: 0, requestId: item.requestId, request: item.request })
         return
       }
@@ -728,7 +781,11 @@ export class Machine {
         const pending = this.permissions.get(item.requestId)
         if (pending !== undefined) {
           this.resolve(now, pending, { _tag: "Expired", why: "cancelled-by-cli" }, undefined)
-        } else if (this.hostRequests.delete(item.requestId)) {
+        } else {
+          const host = this.hostRequests.get(item.requestId)
+          if (host === undefined) return
+          this.hostRequests.delete(item.requestId)
+          if (host.turn !== undefined && host.turn === this.active) host.turn.lastProgress = now
           this.output({ _tag: "StopHandling", at: 0, requestId: item.requestId })
         }
         return
@@ -833,6 +890,7 @@ export class Machine {
       request,
       requestedAt: now,
       state: "deciding",
+      // Stryker disable next-line StringLiteral: equivalent, `how` is only read once resolved, and resolve sets it.
       how: "",
       deadline: now + this.settings.deadlines.permission
     })
@@ -879,7 +937,13 @@ export class Machine {
       requestId: request.requestId,
       resolution
     })
-    this.output({ _tag: "PermissionWait", at: 0, millis: now - pending.requestedAt })
+    this.output({
+      _tag: "PermissionWait",
+      at: 0,
+      millis: now - pending.requestedAt,
+      requestId: request.requestId,
+      resolution
+    })
     const turn = this.active
     if (turn !== undefined && this.status === "awaiting-permission" && !this.awaitingPermission()) {
       // Waiting on a decision is not a stall: the stall clock restarts when the last one is made.
@@ -936,6 +1000,7 @@ export class Machine {
     turn.finished = true
     turn.phase = Exit.isSuccess(exit) ? "completed" : turn.phase === "queued" ? "cancelled" : "failed"
     this.expirePermissions(now, turn.id, "turn-ended")
+    this.stopHostRequests(turn)
     const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : Option.none()
     if (Exit.isSuccess(exit)) {
       this.emit({ _tag: "TurnCompleted", turnId: turn.id, raw: exit.value.raw, result: exit.value })
@@ -980,9 +1045,26 @@ export class Machine {
     this.controls.clear()
   }
 
-  private stopHostRequests(): void {
-    for (const requestId of this.hostRequests.keys()) this.output({ _tag: "StopHandling", at: 0, requestId })
-    this.hostRequests.clear()
+  /** Stops the handlers of the CLI's requests (those bound to `turn` only, when given): nothing is answered. */
+  private stopHostRequests(turn?: Turn): void {
+    if (this.hostRequests.size === 0) return
+    for (const [requestId, pending] of this.hostRequests) {
+      if (turn !== undefined && pending.turn !== turn) continue
+      this.hostRequests.delete(requestId)
+      this.output({ _tag: "StopHandling", at: 0, requestId })
+    }
+  }
+
+  /** The running turn waits on the host's answer to one of the CLI's requests (its stall clock is paused). */
+  awaitingHost(): boolean {
+    return this.active !== undefined && this.hostWorking(this.active)
+  }
+
+  /** The turn waits on the host's handler of one of the CLI's requests. */
+  private hostWorking(turn: Turn): boolean {
+    if (this.hostRequests.size === 0) return false
+    for (const pending of this.hostRequests.values()) if (pending.turn === turn) return true
+    return false
   }
 
   private reply(now: number, requestId: string, reply: Provider.Reply): void {
@@ -1005,6 +1087,14 @@ export class Machine {
     if (this.outbox.length === 1 && this.inFlight === undefined) {
       this.output({ _tag: "Flush", at: 0, deferred: unless !== undefined })
     }
+  }
+
+  /** Takes a turn's prompt out of the outbox, unwritten, and releases its sender. */
+  private dropPrompt(turn: Turn): void {
+    for (let i = this.outbox.length - 1; i >= 0; i--) {
+      if (this.outbox[i].owner === turn) this.outbox.splice(i, 1)
+    }
+    this.output({ _tag: "Written", at: 0, turn })
   }
 
   /** Senders waiting for writes that will never happen may return (their turns have failed). */
