@@ -395,11 +395,18 @@ const scenario = (world: {
     yield* Fiber.interrupt(subscription.fiber)
 
     // --- A runner drains on SIGTERM --------------------------------------------------------------------------
+    // A Claude session live on a survivor now: the cluster may have rebalanced shards between the survivors after
+    // the kill, and a session whose shard moved is not live until its next message.
     const survivors = world.runners.filter((runner) => runner !== victim)
-    const drainTarget = claudeIds.find((id) => {
-      const runner = placement.get(id)
-      return runner !== victimAddress && survivors.some((survivor) => survivor.address === runner)
-    })!
+    const live = (yield* chats.list) as ReadonlyArray<ClusterRegistry.ClusterSnapshot>
+    const drainTarget = claudeIds.find((id) =>
+      live.some((snapshot) => snapshot.id === id && survivors.some((survivor) => survivor.address === snapshot.runner))
+    )
+    assert.isDefined(
+      drainTarget,
+      `a Claude session live on a survivor (live: ${JSON.stringify(live.map((s) => s.id))})`
+    )
+    if (drainTarget === undefined) return
     const draining = world.byAddress.get((yield* runnerOf(drainTarget)).runner)!
     const drainSubscription = yield* subscriber(drainTarget)
     const mediumPrompt = `[medium] finish me, ${drainTarget}`
