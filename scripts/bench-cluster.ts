@@ -14,9 +14,9 @@
  *   fake CLI): the difference is what the cluster adds (the client→runner hop, the turn ledger's write before the
  *   prompt, the save after the turn, the reply).
  * - **Sessions per runner at idle**: each runner's RSS and CPU (from /proc, its CLI processes excluded) with no
- *   session, then with `BENCH_CLUSTER_SESSIONS` sessions per runner opened and idle (one turn each, then
- *   `BENCH_CLUSTER_IDLE_SECONDS` of nothing): RSS per session, and the CPU an idle runner burns (shard lock
- *   refreshes, storage polls, the sessions' own timers).
+ *   session, then with half of `BENCH_CLUSTER_SESSIONS` and with all of them on every runner, opened and idle (one
+ *   turn each, then `BENCH_CLUSTER_IDLE_SECONDS` of nothing): heap and RSS per session, and the CPU an idle runner
+ *   burns (shard lock refreshes, storage polls, the sessions' own timers).
  * - **Failover** (2 and 3 runners): the runner holding the most sessions is SIGKILLed, and every one of its sessions
  *   is sent a turn at once: the time from the kill to the first and to the last successful turn elsewhere. It is
  *   dominated by the cluster's settings (here a 1 s health check and a 6 s lock expiry, scripts/bench/cluster-world.ts)
@@ -217,32 +217,37 @@ const measure = (n: number) =>
         })`
       )
 
-      // Sessions at idle: half of them, then all of them; the difference per session is what one more costs.
-      const ids = Array.from({ length: config.sessions * n }, (_, i) => `idle-${i}`)
+      // Sessions at idle: half of them on every runner, then all of them; the difference per session is what one
+      // more costs. Placement is by the id's hash and a few ids spread unevenly, so ids are opened until every
+      // runner holds its share: one that lands on a runner that has its share already is evicted again.
       const where = new Map<string, Array<string>>()
-      const openAll = (some: ReadonlyArray<string>) =>
+      const countOn = (address: string) => where.get(address)?.length ?? 0
+      let next = 0
+      const fill = (perRunner: number) =>
         Effect.gen(function*() {
-          yield* Effect.forEach(
-            some,
-            (id) => Effect.scoped(Effect.flatMap(chats.getOrCreate(id, {}), (chat) => chat.run("FRAMES:3"))),
-            {
-              concurrency: 4,
-              discard: true
+          const limit = next + perRunner * n * 20
+          while (runners.some((runner) => countOn(runner.address) < perRunner)) {
+            if (next >= limit) {
+              const counts = runners.map((runner) => countOn(runner.address)).join("/")
+              return yield* Effect.die(new Error(`could not place ${perRunner} sessions on every runner: ${counts}`))
             }
-          )
-          for (const id of some) {
-            const snapshot = (yield* chats.snapshot(id)) as ClusterRegistry.ClusterSnapshot
-            where.set(snapshot.runner, [...(where.get(snapshot.runner) ?? []), id])
+            const batch = Array.from({ length: 4 }, () => `idle-${next++}`)
+            yield* Effect.forEach(batch, (id) =>
+              Effect.gen(function*() {
+                yield* Effect.scoped(Effect.flatMap(chats.getOrCreate(id, {}), (chat) => chat.run("FRAMES:3")))
+                const { runner } = (yield* chats.snapshot(id)) as ClusterRegistry.ClusterSnapshot
+                if (countOn(runner) < perRunner) where.set(runner, [...(where.get(runner) ?? []), id])
+                else yield* chats.evict(id)
+              }), { concurrency: 4, discard: true })
           }
           yield* Effect.sleep("2 seconds")
-          return yield* Effect.forEach(runners, (runner) =>
-            Effect.map(memoryOf(runner), (memory) => ({
-              ...memory,
-              sessions: where.get(runner.address)?.length ?? 0
-            })))
+          return yield* Effect.forEach(
+            runners,
+            (runner) => Effect.map(memoryOf(runner), (memory) => ({ ...memory, sessions: countOn(runner.address) }))
+          )
         })
-      const half = yield* openAll(ids.slice(0, Math.floor(ids.length / 2)))
-      const all = yield* openAll(ids.slice(Math.floor(ids.length / 2)))
+      const half = yield* fill(Math.max(1, Math.floor(config.sessions / 2)))
+      const all = yield* fill(config.sessions)
       const before = runners.map((runner) => usage(runner.pid))
       yield* Effect.sleep(Duration.seconds(config.idleSeconds))
       const after = runners.map((runner) => usage(runner.pid))
