@@ -10,7 +10,7 @@
  * Prints a markdown table (machine, Node, each figure's median and min–max over several runs, Tether's ratios to the
  * SDK and to the bare host, and the targets) and writes .bench/bench.json and .bench/bench.md. Where Tether misses a
  * throughput or round-trip target it profiles that figure once more and prints the top self-time functions. Then it
- * runs scripts/bench-teardown.ts and scripts/bench-registry.ts and includes what they print.
+ * runs scripts/bench-teardown.ts, scripts/bench-registry.ts and scripts/bench-cluster.ts and includes what they print.
  *
  * Knobs (environment):
  *   BENCH_RUNS (5)           runs of the throughput, round-trip and lifecycle figures, per host
@@ -23,8 +23,8 @@
  *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
  *   BENCH_HOSTS (bare,validated,transport,sdk,tether,codex-bare,codex-tether)
  *   BENCH_PROFILE (auto)     auto: profile Tether's missed targets; 1: profile Tether's throughput and round trip; 0: never
- *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts and bench-registry.ts
- *   BENCH_EXTRA_TIMEOUT_MS (180000) per extra script
+ *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts, bench-registry.ts and bench-cluster.ts
+ *   BENCH_EXTRA_TIMEOUT_MS (600000) per extra script
  */
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
@@ -59,7 +59,7 @@ const config = {
   ).filter((s) => s.length > 0),
   profile: env.BENCH_PROFILE ?? "auto",
   extras: env.BENCH_EXTRAS !== "0",
-  extraTimeoutMs: int("BENCH_EXTRA_TIMEOUT_MS", 180_000)
+  extraTimeoutMs: int("BENCH_EXTRA_TIMEOUT_MS", 600_000)
 }
 
 const outDir = Path.join(root, ".bench")
@@ -512,7 +512,7 @@ const main = async () => {
     }
   > = []
   if (config.extras) {
-    for (const script of ["scripts/bench-teardown.ts", "scripts/bench-registry.ts"]) {
+    for (const script of ["scripts/bench-teardown.ts", "scripts/bench-registry.ts", "scripts/bench-cluster.ts"]) {
       log(`${script}: running`)
       const r = await runExtra(Path.join(root, script))
       extras.push({ script, ...r })

@@ -10,6 +10,9 @@
  * (`"provider": "codex"`), and the registry holds both kinds side by side (a conversation keeps the provider it
  * started with: another one for a live conversation is a `SessionConflict`).
  *
+ * The same routes over a cluster of runners (`@tether/cluster`) are `chat-cluster.ts`: this module exports them, and
+ * its registry service (`Conversations`), whose configuration is plain data for that reason.
+ *
  * It listens on 127.0.0.1 only (PORT, default 8787). Routes:
  *
  * | route | what it does |
@@ -99,7 +102,7 @@ const defaultProvider: "claude" | "codex" = process.env.TETHER_PROVIDER === "cod
  * The real CLIs are found as the quick start finds them (offline, the versions this repository pins first): the
  * default provider's must be there, the other one is used if it is found.
  */
-const TransportLive: Layer.Layer<Transport.Transport, TetherError.ExecutableNotFound> = real
+export const TransportLive: Layer.Layer<Transport.Transport, TetherError.ExecutableNotFound> = real
   ? Layer.unwrap(
     Effect.gen(function*() {
       const claude = ClaudeExecutable.find({ online: !mockApi })
@@ -129,7 +132,7 @@ const deferToClient: Permission.Policy = () => Effect.succeed(Permission.defer)
  * What every conversation's session starts with, per provider (here: the environment of the offline real CLIs, if
  * any).
  */
-class SessionDefaults extends Context.Service<SessionDefaults, {
+export class SessionDefaults extends Context.Service<SessionDefaults, {
   readonly claude: Pick<ClaudeSession.Options, "env" | "cwd">
   readonly codex: CodexSession.Options
 }>()("examples/chat-server/SessionDefaults") {}
@@ -158,20 +161,17 @@ const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
   return { claude: { cwd, env: { mode: "clean" as const, set: env } }, codex: codex.options }
 }))
 
-const SessionDefaultsLive = mockApi
+export const SessionDefaultsLive = mockApi
   ? OfflineApi
   : Layer.succeed(SessionDefaults)({ claude: {}, codex: {} })
 
-/** The conversations: Claude Code and Codex sessions side by side, by conversation id. */
-class Conversations extends SessionRegistry.Service<Conversations>()(
-  "examples/chat-server/Conversations",
-  SessionRegistry.kinds({ claude: ClaudeSession.kind, codex: CodexSession.kind })
-) {}
+/** Claude Code and Codex sessions side by side: a configuration names its provider and carries its options. */
+const bothKinds = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex: CodexSession.kind })
 
 /** The session configuration of a conversation. The policy is a function: it is not part of the fingerprint. */
 const sessionConfig = Effect.fnUntraced(function*(provider: "claude" | "codex", model: string | undefined) {
   const defaults = yield* SessionDefaults
-  const config: SessionRegistry.Kind.Config<typeof Conversations.kind> = provider === "codex"
+  const config: SessionRegistry.Kind.Config<typeof bothKinds> = provider === "codex"
     ? {
       provider,
       // Codex asks before every command under `untrusted`, as Claude does in its default permission mode.
@@ -194,8 +194,25 @@ const sessionConfig = Effect.fnUntraced(function*(provider: "claude" | "codex", 
   return config
 })
 
+/** What a client chooses per conversation: plain data, so that a cluster can send it and store it. */
+export const ConversationConfig = Schema.Struct({
+  provider: Schema.Literals(["claude", "codex"]),
+  model: Schema.optional(Schema.String)
+})
+
+/**
+ * The conversations, by conversation id: each started from the defaults, the client's provider and model, and the
+ * policy. The fingerprint is the client's choice, so another provider for a live conversation is a conflict.
+ */
+export class Conversations extends SessionRegistry.Service<Conversations>()("examples/chat-server/Conversations", {
+  acquire: (id, config: typeof ConversationConfig.Type) =>
+    Effect.flatMap(sessionConfig(config.provider, config.model), (options) => bothKinds.acquire(id, options)),
+  fingerprint: SessionRegistry.fingerprint
+}) {}
+
 const RegistryLive = Conversations.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
   Layer.provide(TransportLive),
+  Layer.provide(SessionDefaultsLive),
   Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)))
 )
 
@@ -291,10 +308,10 @@ const sendMessage = Effect.gen(function*() {
   const id = yield* pathParam("id")
   const body = yield* HttpServerRequest.schemaBodyJson(MessageBody)
   const registry = yield* Conversations
-  const conversation = yield* registry.getOrCreate(
-    id,
-    yield* sessionConfig(body.provider ?? defaultProvider, body.model)
-  )
+  const conversation = yield* registry.getOrCreate(id, {
+    provider: body.provider ?? defaultProvider,
+    ...(body.model === undefined ? {} : { model: body.model })
+  })
   // The turn belongs to the conversation, not to this HTTP request: a client that disconnects does not cancel it.
   const turn = yield* conversation.send(body.text, { interruptOnCancel: false })
   if (body.wait !== true) {
@@ -424,7 +441,7 @@ const snapshot = Effect.gen(function*() {
   return json(yield* registry.snapshot(id))
 }).pipe(handle)
 
-const Routes = HttpRouter.addAll([
+export const Routes = HttpRouter.addAll([
   HttpRouter.route("POST", "/conversations/:id/messages", sendMessage),
   HttpRouter.route("GET", "/conversations/:id/events", events),
   HttpRouter.route("GET", "/conversations/:id/permissions", pendingPermissions),
@@ -437,21 +454,24 @@ const Routes = HttpRouter.addAll([
 
 const port = Number(process.env.PORT ?? 8787)
 
-const ServerLive = HttpRouter.serve(Routes).pipe(
-  Layer.provide(RegistryLive),
-  Layer.provide(SessionDefaultsLive),
-  // Event streams never end by themselves: give in-flight requests 2 s at shutdown (not the default 20 s), then the
-  // registry closes every session, which ends their event streams.
-  Layer.provide(
-    NodeHttpServer.layer(() => Http.createServer(), { port, host: "127.0.0.1", gracefulShutdownTimeout: "2 seconds" })
+/** The HTTP server of the routes over a registry layer (this one's, or a cluster's). */
+export const serve = <E, R>(registry: Layer.Layer<Conversations, E, R>) =>
+  HttpRouter.serve(Routes).pipe(
+    Layer.provide(registry),
+    // Event streams never end by themselves: give in-flight requests 2 s at shutdown (not the default 20 s), then the
+    // registry closes every session, which ends their event streams.
+    Layer.provide(
+      NodeHttpServer.layer(() => Http.createServer(), { port, host: "127.0.0.1", gracefulShutdownTimeout: "2 seconds" })
+    )
   )
-)
 
-Effect.logInfo(
-  `chat-server on http://127.0.0.1:${port} (${
-    real ? "the real CLIs" : "simulated CLIs"
-  }; ${defaultProvider} by default)`
-).pipe(
-  Effect.andThen(Layer.launch(ServerLive)),
-  NodeRuntime.runMain
-)
+if (import.meta.main) {
+  Effect.logInfo(
+    `chat-server on http://127.0.0.1:${port} (${
+      real ? "the real CLIs" : "simulated CLIs"
+    }; ${defaultProvider} by default)`
+  ).pipe(
+    Effect.andThen(Layer.launch(serve(RegistryLive))),
+    NodeRuntime.runMain
+  )
+}

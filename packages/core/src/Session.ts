@@ -36,6 +36,7 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -205,6 +206,55 @@ export interface Options {
   /** The model the host asked for, as the session's spans report it (`tether.model`). */
   readonly model?: string | undefined
 }
+
+/**
+ * Where a session's CLI keeps its own conversation state, and which conversation it resumes. See
+ * {@link Conversation}.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Placement {
+  /**
+   * The directory the CLI keeps its conversation state in (Claude: `CLAUDE_CONFIG_DIR`, where the transcript is
+   * `projects/<cwd>/<session id>.jsonl`; Codex: `CODEX_HOME`, where the thread's rollout is
+   * `sessions/<date>/rollout-…-<thread id>.jsonl`). It must exist.
+   */
+  readonly directory: string
+  /** The conversation to resume in it (Claude's session id, Codex's thread id); `undefined` starts a new one. */
+  readonly resume: string | undefined
+}
+
+/**
+ * The conversation placement a provider's `make` (`ClaudeSession.make`, `CodexSession.make`) applies on top of
+ * the options it is given: the directory replaces the host's (`CLAUDE_CONFIG_DIR` in Claude's environment, Codex's
+ * `codexHome`) and `resume` replaces the host's own resume choice (`resume`, `continue`; Claude's `sessionId` and
+ * `forkSession` are dropped when resuming, the CLI refuses them together). Unset (the default), nothing changes.
+ *
+ * It is how a host that moves conversations between machines (the cluster registry of `@tether/cluster`) starts a
+ * session whose transcript it restored, without knowing how the session's options were built.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { ClaudeSession, Session } from "@tether/core"
+ *
+ * // The transcript of session 1c0… was restored under /var/lib/app/conversations/chat-42.
+ * const resumed = ClaudeSession.make({ model: "sonnet" }).pipe(
+ *   Effect.provideService(Session.Conversation, {
+ *     directory: "/var/lib/app/conversations/chat-42",
+ *     resume: "1c0c5a4e-7d2f-4d8e-9d57-0b8f5f2f2f11"
+ *   })
+ * )
+ * ```
+ *
+ * @category services
+ * @since 0.3.0
+ */
+export const Conversation: Context.Reference<Placement | undefined> = Context.Reference<Placement | undefined>(
+  "@tether/core/Session/Conversation",
+  { defaultValue: () => undefined }
+)
 
 /**
  * The metrics every session records (shared by every session in the process, in a registry or not). Timers are

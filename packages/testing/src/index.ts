@@ -47,3 +47,8 @@ export * as HostTest from "./HostTest.ts"
  * @since 0.2.0
  */
 export * as PinnedClaude from "./PinnedClaude.ts"
+
+/**
+ * @since 0.3.0
+ */
+export * as Postgres from "./Postgres.ts"

@@ -377,6 +377,19 @@ const extraArgs = (options: Options<unknown>): ReadonlyArray<string> => [
   ...(options.sessionStore !== undefined ? ["--session-mirror"] : [])
 ]
 
+/** The options with a conversation placement applied (see `Session.Conversation`). */
+const placed = (options: Options<unknown>, placement: Session.Placement | undefined): Options<unknown> => {
+  if (placement === undefined) return options
+  const { continue: _continue, forkSession: _fork, resume: _resume, sessionId, ...rest } = options
+  return {
+    ...rest,
+    ...(placement.resume === undefined
+      ? (sessionId === undefined ? {} : { sessionId })
+      : { resume: placement.resume }),
+    env: { ...options.env, set: { ...options.env?.set, CLAUDE_CONFIG_DIR: placement.directory } }
+  }
+}
+
 const sessionProblems = (options: Options<unknown>): ReadonlyArray<string> => [
   ...Mcp.problemsOf(options.mcpServers ?? []),
   ...(options.outputSchema !== undefined && Mcp.jsonSchemaOf(options.outputSchema)._tag === "NotAnObject"
@@ -388,7 +401,8 @@ const isInProcess = (spec: McpServerSpec): spec is ClaudeMcp.Server =>
   Array.isArray((spec as { readonly tools?: unknown }).tools) && typeof spec.name === "string" &&
   typeof (spec as { readonly version?: unknown }).version === "string"
 
-const makeSession = Effect.fn("ClaudeSession.make")(function*(options: Options<unknown>) {
+const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unknown>) {
+  const options = placed(given, yield* Session.Conversation)
   const problems = sessionProblems(options)
   if (problems.length > 0) return yield* new InvalidConfig({ problems })
   const timeouts = options.timeouts ?? Timeouts.defaults
@@ -549,7 +563,9 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(options: Options<u
 /**
  * Starts a Claude session in the current scope: builds the `claude` command line from the typed options,
  * opens it through the `Transport` in context, and completes the `initialize` handshake within the startup
- * timeout. Closing the scope releases it. With `outputSchema`, every turn's `output` is of its type.
+ * timeout. Closing the scope releases it. With `outputSchema`, every turn's `output` is of its type. A
+ * `Session.Conversation` placement in context decides where the transcript lives (`CLAUDE_CONFIG_DIR`) and which
+ * conversation it resumes.
  *
  * @category constructors
  * @since 0.1.0

@@ -157,12 +157,17 @@ const handler = (requests: Options["requests"]) => (request: unknown): Effect.Ef
 /**
  * Starts a Codex session in the current scope: builds the `codex app-server` command line from the typed options,
  * opens it through the `Transport` in context, and completes `initialize`, `initialized` and `thread/start` (or
- * `thread/resume`) within the startup timeout. Closing the scope releases it.
+ * `thread/resume`) within the startup timeout. Closing the scope releases it. A `Session.Conversation` placement in
+ * context decides where the thread's rollout lives (`codexHome`) and which thread it resumes.
  *
  * @category constructors
  * @since 0.2.0
  */
-export const make = Effect.fn("CodexSession.make")(function*(options: Options = {}) {
+export const make = Effect.fn("CodexSession.make")(function*(given: Options = {}) {
+  const placement = yield* Session.Conversation
+  const options: Options = placement === undefined
+    ? given
+    : { ...given, codexHome: placement.directory, resume: placement.resume }
   const launch = yield* CodexOptions.toLaunchSpec(options)
   const session = yield* (Session.make({
     provider: internal.make(machineOptions(options)),

@@ -1,0 +1,249 @@
+/**
+ * A session registry across machines, on Effect's own cluster engine (`effect/cluster`): each session id is an
+ * entity, sharded over the runners; the registry contract's operations (send, run, interrupt, answer a permission,
+ * subscribe from a seq, snapshot, list, evict) are its messages. A caller's code is the same as with a local
+ * registry: it uses the host's registry service (`SessionRegistry.Service`); moving from one process to a cluster
+ * is a Layer change.
+ *
+ * - **Runners** own the CLI processes of the sessions whose shards they hold, through an ordinary
+ *   `SessionRegistry` each: admission, pins, idle TTL, capacity with LRU eviction, bounded shutdown and whole-tree
+ *   teardown hold per runner, with the settings given to {@link ClusterBinding.layerRunner}. A runner that shuts
+ *   down drains: each session's running turn finishes (within the cluster's `entityTerminationTimeout`), the session
+ *   is saved and released, and its shard moves.
+ * - **A session survives its runner.** After every turn, the CLI's own conversation state (Claude's transcript
+ *   under its config dir, Codex's thread rollout under `CODEX_HOME`) is saved to the cluster's database, with the
+ *   turn's outcome in a ledger. Whichever runner gets the next message for the id restores it and resumes the
+ *   conversation (`--resume`, `thread/resume`): the model sees the earlier turns, the host sees the same id with a
+ *   new generation.
+ * - **Delivery stays honest.** The cluster re-sends a request whose runner died to the session's next owner; the
+ *   ledger answers a prompt it has seen with the turn's saved outcome, or, when its runner died before the turn
+ *   ended, with `SessionRetired` (`deliveryUncertain`: see {@link isRunnerLost}). A prompt never runs twice.
+ *   Permission request ids carry the generation that asked, so an answer (or an interrupt of a handle or a turn)
+ *   for a session that moved fails with `GenerationChanged` (safe to requeue).
+ * - **Events** are numbered in seqs that continue across generations. With `durableEvents`, every event is saved
+ *   with its turn, and a subscriber that reconnects (the client does it by itself when the session moves) resumes
+ *   from its last seq; what a lost runner had not saved (the turn in flight) arrives as a `Lag` whose `reason` is
+ *   `"lost"` ({@link Gap}), never silently.
+ *
+ * What the configuration must be: plain data with a `Schema` (it crosses the wire and is stored, to restart the
+ * session elsewhere). Functions (a permission policy, hook callbacks) and secrets belong in the kind's `acquire`,
+ * which runs on the runner.
+ *
+ * @example
+ * ```ts
+ * import { ClaudeSession, Permission, SessionRegistry } from "@tether/core"
+ * import { ClusterRegistry } from "@tether/cluster"
+ * import { Effect, Schema } from "effect"
+ *
+ * // The configuration a caller chooses per session: data.
+ * const ChatConfig = Schema.Struct({ model: Schema.optional(Schema.String) })
+ *
+ * // How a runner starts a session for it: the policy and the rest of the options live here.
+ * class Chats extends SessionRegistry.Service<Chats>()("app/Chats", {
+ *   acquire: (_id, config: typeof ChatConfig.Type) =>
+ *     ClaudeSession.make({ ...config, policy: Permission.allowTools(["Read"]) }),
+ *   fingerprint: SessionRegistry.fingerprint
+ * }) {}
+ *
+ * // One process: Chats.layer({ capacity: 32 }). A cluster: runners and clients.
+ * const ChatsCluster = ClusterRegistry.make(Chats, { config: ChatConfig })
+ *
+ * const program = Effect.gen(function*() {
+ *   const chats = yield* Chats // the same code either way
+ *   const result = yield* Effect.scoped(
+ *     Effect.flatMap(chats.getOrCreate("chat-42", { model: "sonnet" }), (chat) => chat.run("Hello"))
+ *   )
+ *   console.log(result.text)
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { EventLog, SessionRegistry, Turn } from "@tether/core"
+import type * as Sharding from "effect/cluster/Sharding"
+import type * as Duration from "effect/Duration"
+import * as Layer from "effect/Layer"
+import type * as Schema from "effect/Schema"
+import type * as SqlClient from "effect/sql/SqlClient"
+import * as Client from "./internal/client.ts"
+import * as Protocol from "./internal/protocol.ts"
+import * as Runner from "./internal/runner.ts"
+
+/**
+ * A runner's settings: the registry's (`capacity`, `idleTimeToLive`, `onConflict`, `admissionTimeout`,
+ * `shutdownConcurrency`, per runner) and the cluster's own.
+ *
+ * | setting | default | meaning |
+ * | --- | --- | --- |
+ * | `stateDirectory` | a new directory under the system's temporary directory | where the runner keeps the conversation directories of its live sessions (removed when a session closes, and at release) |
+ * | `drainTimeout` | 10 s | how long a session whose entity stops (the runner drains, its shard moves) may finish its running turn before it is closed anyway |
+ * | `durableEvents` | `false` | the default for sessions whose opener does not say (see {@link ClientSettings}) |
+ * | `tablePrefix` | `"tether"` | the prefix of the cluster registry's tables; the same on every node |
+ * | `entityIdleTime` | the cluster's `entityMaxIdleTime` | how long an entity whose session is closed stays resident |
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RunnerSettings extends SessionRegistry.Settings {
+  readonly stateDirectory?: string | undefined
+  readonly drainTimeout?: Duration.Input | undefined
+  readonly durableEvents?: boolean | undefined
+  readonly tablePrefix?: string | undefined
+  readonly entityIdleTime?: Duration.Input | undefined
+}
+
+/**
+ * A client's settings. `durableEvents`: sessions this client opens save their events (with each turn) so that a
+ * subscription can resume from any seq after their runner is lost; without it (the runner's default, `false`),
+ * events of earlier generations are reported as a gap (`reason: "not-durable"`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ClientSettings {
+  readonly durableEvents?: boolean | undefined
+  readonly tablePrefix?: string | undefined
+}
+
+/**
+ * A registry service bound to the cluster: its session entity, and the layers that provide it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ClusterBinding<Self, R> {
+  /** The session entity's type: `tether/<the service's key>`. */
+  readonly entityType: string
+  /**
+   * This process runs sessions: it holds shards and owns the CLI processes of their sessions. Requires the cluster
+   * (`Sharding`, e.g. `NodeCluster.layer` with a runner address), its database (`SqlClient`) and what the kind's
+   * sessions need (a `Transport`). It does not provide the registry service: add {@link layerClient} (or use
+   * {@link layer}) where this process also calls it.
+   */
+  readonly layerRunner: (
+    settings?: RunnerSettings
+  ) => Layer.Layer<never, never, Sharding.Sharding | SqlClient.SqlClient | R>
+  /** The registry service, calling the sessions wherever they run. */
+  readonly layerClient: (settings?: ClientSettings) => Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient>
+  /** Both: this process runs sessions and calls them. */
+  readonly layer: (
+    settings?: RunnerSettings & ClientSettings
+  ) => Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient | R>
+}
+
+/**
+ * Binds a registry service (made with `SessionRegistry.Service`) to the cluster. `config` is the schema of the
+ * service's configuration: it is sent with `getOrCreate` and stored, so that any runner can start the session.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = <Self, Id extends string, C, E, R, A extends Turn.TurnResult, TE, CE>(
+  service: SessionRegistry.ServiceClass<Self, Id, C, E, R, A, TE>,
+  options: { readonly config: Schema.Codec<C, CE> }
+): ClusterBinding<Self, R> => {
+  const entity = Protocol.make(`tether/${service.key}`, options.config)
+  const layerRunner = (settings: RunnerSettings = {}) =>
+    Runner.layer({ name: service.key, entity, kind: service.kind, config: options.config, settings }).pipe(
+      Layer.orDie
+    ) as Layer.Layer<never, never, Sharding.Sharding | SqlClient.SqlClient | R>
+  const layerClient = (settings: ClientSettings = {}) =>
+    Layer.effect(service)(
+      Client.make<C, CE, E, A, TE>({
+        entity,
+        tablePrefix: settings.tablePrefix,
+        durableEvents: settings.durableEvents
+      })
+    ).pipe(Layer.orDie) as Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient>
+  return {
+    entityType: entity.type,
+    layerRunner,
+    layerClient,
+    layer: (settings = {}) => Layer.merge(layerRunner(settings), layerClient(settings))
+  }
+}
+
+/**
+ * Options of `send` and `run` through the cluster: the registry's, and `promptId`, the key the session's turn ledger
+ * knows the prompt by (a new UUID per call by default). A send with a key the session has seen is never written to
+ * a CLI again: it is answered with that turn (its outcome once it ended, or, if the runner that had it died first,
+ * a `SessionRetired` whose delivery is uncertain). A host that retries a send after a timeout of its own passes the
+ * same key.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface SendOptions extends SessionRegistry.SendOptions {
+  readonly promptId?: string | undefined
+}
+
+/**
+ * A snapshot of a session through the cluster: the registry's, with the cluster's generation and the address of
+ * the runner that holds the session.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ClusterSnapshot extends SessionRegistry.Snapshot {
+  readonly runner: string
+}
+
+/**
+ * A lag marker of a cluster subscription: an `EventLog.Lag` with why the events are missing. `"behind"`: the
+ * subscriber fell behind the live session (as in one process); `"lost"`: a runner died before it saved them (the
+ * turn that was in flight); `"not-durable"`: the session does not save its events and they went with an earlier
+ * generation.
+ *
+ * For `"lost"`, `missed` is an upper bound: a runner reserves seqs in blocks (of 10,000) before it hands them out,
+ * and the next generation starts above the dead runner's block, whether or not it used all of it. Every seq below
+ * `resumeSeq` that the subscriber has not seen will never be delivered.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Gap = Client.Gap
+
+/**
+ * Whether a lag marker is a cluster {@link Gap} (it carries a `reason`).
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isGap = (delivery: EventLog.Delivery<unknown>): delivery is Gap =>
+  delivery._tag === "Lag" && typeof (delivery as { readonly reason?: unknown }).reason === "string"
+
+/**
+ * Whether a turn's error is the loss of its runner: the runner that had the turn died (or was cut off) before the
+ * turn ended. It is a `SessionRetired` that is never acknowledged (`deliveryUncertain`): the CLI may have run the
+ * prompt, partly or fully; the session itself lives on under a new generation.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isRunnerLost = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && (error as { readonly _tag?: unknown })._tag === "SessionRetired" &&
+  String((error as { readonly reason?: unknown }).reason).startsWith("runner lost")
+
+/**
+ * The metrics every runner records, each with its address as the `runner` attribute and the registry's service
+ * key as `registry` (besides the metrics of its own `SessionRegistry`, which every runner records as any registry
+ * does):
+ *
+ * | metric | kind |
+ * | --- | --- |
+ * | `tether_cluster_sessions` | gauge: sessions live on the runner |
+ * | `tether_cluster_restores` | counter, attribute `previous`: generations started (`new`, `clean`: after a drain or an idle close, `lost`: after a runner died, `reset`) |
+ * | `tether_cluster_save_duration` | timer: saving a session after a turn |
+ * | `tether_cluster_saved_bytes` | counter: conversation bytes written |
+ * | `tether_cluster_save_failures` | counter |
+ * | `tether_cluster_redeliveries` | counter, attribute `outcome`: sends the cluster delivered again (`joined`, `completed`, `lost`) |
+ * | `tether_cluster_drain_duration` | timer: releasing a session whose entity stops |
+ *
+ * Spans: `ClusterRegistry.restore`, `ClusterRegistry.send`, `ClusterRegistry.save`, `ClusterRegistry.drain` on the
+ * runner (attribute `tether.runner`), `ClusterRegistry.client.send` and `ClusterRegistry.client.run` on the
+ * client, inside the cluster's own spans of the entity's messages.
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const metrics = Runner.metrics

@@ -1,0 +1,108 @@
+/**
+ * The cluster a Node process joins: Effect's socket runner (`NodeClusterSocket`) with its shard locks and message
+ * storage in PostgreSQL (`@effect/sql-pg`), and the `SqlClient` the cluster registry keeps its sessions with. A
+ * runner gives its address (where the other nodes reach it); a process without one is a client only: it sends to
+ * sessions and holds no shards.
+ *
+ * What must be the same on every node, runners and clients alike: the database, `shardsPerGroup` (a client and a
+ * runner that disagree compute different shards for an id, and the call waits forever without an error), the
+ * shard groups, and the registry's `tablePrefix`. The rest of the sharding configuration is read from the
+ * environment as Effect's cluster reads it (`SHARDS_PER_GROUP`, `SHARD_LOCK_EXPIRATION`, …), and `sharding`
+ * overrides it.
+ *
+ * How fast a dead runner's sessions move is the cluster's: the other runners take its shards once its shard locks
+ * are free (PostgreSQL releases them when the dead runner's connection closes, or after `shardLockExpiration` for
+ * a runner that is frozen or cut off) and it is known to be gone (its runner record expires after
+ * `shardLockExpiration`; a runner that does not answer pings is marked unhealthy after `runnerHealthCheckInterval`).
+ *
+ * @example
+ * ```ts
+ * import { NodeCluster } from "@tether/cluster"
+ * import { Redacted } from "effect"
+ *
+ * const postgres = Redacted.make("postgres://tether:…@db.internal:5432/tether")
+ *
+ * // A runner, reachable by the other nodes at 10.0.0.7:34431.
+ * const RunnerCluster = NodeCluster.layer({
+ *   postgres,
+ *   runner: { host: "10.0.0.7", port: 34431 },
+ *   sharding: { shardsPerGroup: 300 }
+ * })
+ *
+ * // A client (an HTTP front end): the same database and shard count, no address.
+ * const ClientCluster = NodeCluster.layer({ postgres, sharding: { shardsPerGroup: 300 } })
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import type * as MessageStorage from "effect/cluster/MessageStorage"
+import * as RunnerAddress from "effect/cluster/RunnerAddress"
+import type * as Runners from "effect/cluster/Runners"
+import type * as Sharding from "effect/cluster/Sharding"
+import type * as ShardingConfig from "effect/cluster/ShardingConfig"
+import type * as Config from "effect/Config"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as SocketServer from "effect/socket/SocketServer"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+
+/**
+ * Options of {@link layer}.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options {
+  /** The PostgreSQL URL of the cluster (every node's is the same database). */
+  readonly postgres: Redacted.Redacted<string> | string
+  /** The address the other nodes reach this runner at; none: a client only. */
+  readonly runner?: {
+    readonly host: string
+    readonly port: number
+    /** Where to listen, when it differs from the address (e.g. `0.0.0.0` behind NAT). */
+    readonly listenHost?: string | undefined
+  } | undefined
+  /** Sharding settings over the environment's (`shardsPerGroup` above all: the same on every node). */
+  readonly sharding?: Partial<Omit<ShardingConfig.ShardingConfig["Service"], "runnerAddress" | "runnerListenAddress">>
+  /** The size of the database connection pool (default: `@effect/sql-pg`'s). */
+  readonly maxConnections?: number | undefined
+}
+
+/**
+ * Joins the cluster: a runner (with `runner`) or a client. Provides `Sharding` (what `ClusterRegistry`'s layers
+ * need), the cluster's `Runners` and `MessageStorage`, and the database's `SqlClient`.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (options: Options): Layer.Layer<
+  Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | SqlClient.SqlClient,
+  Config.ConfigError | SocketServer.SocketServerError | SqlError
+> => {
+  const runner = options.runner
+  const database = PgClient.layer({
+    url: typeof options.postgres === "string" ? Redacted.make(options.postgres) : options.postgres,
+    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections })
+  })
+  const cluster = runner === undefined
+    ? NodeClusterSocket.layer({
+      clientOnly: true,
+      storage: "sql",
+      shardingConfig: { ...options.sharding, runnerAddress: Option.none() }
+    })
+    : NodeClusterSocket.layer({
+      storage: "sql",
+      shardingConfig: {
+        ...options.sharding,
+        runnerAddress: Option.some(RunnerAddress.make(runner.host, runner.port)),
+        runnerListenAddress: runner.listenHost === undefined
+          ? Option.none()
+          : Option.some(RunnerAddress.make(runner.listenHost, runner.port))
+      }
+    })
+  return cluster.pipe(Layer.provideMerge(database))
+}

@@ -1,0 +1,410 @@
+/**
+ * A client's side of the cluster registry: the registry contract (`SessionRegistry.Registry`) over the session
+ * entity's messages, so that a caller's code is the same in one process and in a cluster.
+ *
+ * What only a client can do: a subscription survives the loss of its session's runner. The cluster re-sends a
+ * stream request to the session's next owner as it was first sent, so the runner starts every subscription with a
+ * `Position` marker; a second marker (or a stream that ends without the session's end) means the subscription now
+ * runs elsewhere, and the client subscribes again after the last seq it delivered. Deliveries it already has are
+ * dropped; what the new owner cannot replay arrives as a `Lag` (a gap), never silently.
+ *
+ * @internal
+ */
+import type { EventLog, Permission, SessionEvent, Turn } from "@tether/core"
+import { SessionRegistry, TetherError } from "@tether/core"
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Crypto from "node:crypto"
+import type * as Protocol from "./protocol.ts"
+import * as Store from "./store.ts"
+import * as Wire from "./wire.ts"
+
+/** The cluster's own failures of a call (not the session's): the call was not delivered. */
+const transportTags: ReadonlySet<string> = new Set([
+  "MailboxFull",
+  "AlreadyProcessingMessage",
+  "PersistenceError",
+  "EntityNotAssignedToRunner",
+  "RunnerUnavailable",
+  "RpcClientError"
+])
+
+const isTransport = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && transportTags.has((error as { readonly _tag?: string })._tag ?? "")
+
+/**
+ * A wire error as the host's error (typed as a known class: an error of a host's own provider keeps its own tag);
+ * the cluster's own failures as `SessionUnavailable` (nothing was delivered).
+ */
+const fromCall = (id: string) => (error: unknown): Wire.Known =>
+  isTransport(error)
+    ? new TetherError.SessionUnavailable({
+      status: "unknown",
+      reason: `session ${id} could not be reached (${(error as { readonly _tag: string })._tag})`
+    })
+    : Wire.fromWire(error as Wire.Failure)
+
+/** A lag marker as hosts see it: an `EventLog.Lag`, with the cluster's reason as an extra field. */
+export interface Gap extends EventLog.Lag {
+  readonly reason: "behind" | "lost" | "not-durable"
+}
+
+export interface Options<C, CE> {
+  readonly entity: Protocol.SessionEntity<C, CE>
+  readonly tablePrefix?: string | undefined
+  readonly durableEvents?: boolean | undefined
+}
+
+/** The registry contract over the cluster. */
+export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C, CE>) =>
+  Effect.gen(function*() {
+    const makeClient = yield* options.entity.client
+    const store = yield* Store.make({
+      entityType: options.entity.type,
+      prefix: options.tablePrefix ?? "tether",
+      migrate: false
+    })
+    const entity = (id: string) => makeClient(id)
+    const call = <X, EX, RX>(id: string, effect: Effect.Effect<X, EX, RX>): Effect.Effect<X, Wire.Known, RX> =>
+      Effect.mapError(effect, fromCall(id))
+
+    // ------------------------------------------------------------------------------------------------------------
+    // Turns
+    // ------------------------------------------------------------------------------------------------------------
+
+    /** Deliveries of a runner's stream, deduplicated by seq (the cluster may re-send it), until its end marker. */
+    const turnEvents = (
+      id: string,
+      ref: { readonly promptId: string; readonly turnId: string; readonly generation: number }
+    ) =>
+      Stream.suspend(() => {
+        let last = -1
+        return entity(id).TurnEvents(ref).pipe(
+          Stream.takeWhile((delivery) => delivery._tag !== "End"),
+          Stream.flatMap((delivery): Stream.Stream<EventLog.Delivery<SessionEvent.SessionEvent>> => {
+            if (delivery._tag === "Event") {
+              if (delivery.seq <= last) return Stream.empty
+              last = delivery.seq
+              return Stream.succeed({ _tag: "Event", seq: delivery.seq, event: Wire.eventFromJson(delivery.event) })
+            }
+            if (delivery._tag === "Lag") {
+              const gap: Gap = {
+                _tag: "Lag",
+                missed: delivery.missed,
+                resumeSeq: delivery.resumeSeq,
+                reason: delivery.reason
+              }
+              return Stream.succeed(gap)
+            }
+            return Stream.empty
+          }),
+          Stream.mapError(fromCall(id))
+        )
+      })
+
+    const makeTurn = (
+      id: string,
+      ref: { readonly promptId: string; readonly turnId: string; readonly generation: number }
+    ): Turn.Turn<A, TE> => ({
+      id: ref.turnId,
+      get result() {
+        return call(id, entity(id).Await({ ...ref, settled: false })) as Effect.Effect<A, Turn.TurnError | TE>
+      },
+      get settled() {
+        return Effect.exit(call(id, entity(id).Await({ ...ref, settled: true }))) as Effect.Effect<
+          Exit.Exit<A, Turn.TurnError | TE>
+        >
+      },
+      get events() {
+        return turnEvents(id, ref) as Stream.Stream<
+          EventLog.Delivery<SessionEvent.SessionEvent>,
+          EventLog.ReplayUnavailable
+        >
+      },
+      get phase() {
+        return Effect.orDie(call(id, entity(id).TurnPhase(ref)))
+      },
+      get interrupt() {
+        // The turn's session may have moved: then there is nothing left of the turn to interrupt.
+        return Effect.ignore(entity(id).Interrupt({ generation: ref.generation, turnId: ref.turnId }))
+      }
+    })
+
+    const promptIdOf = (options: SessionRegistry.SendOptions | undefined): string => {
+      const given = (options as { readonly promptId?: unknown } | undefined)?.promptId
+      return typeof given === "string" && given.length > 0 ? given : Crypto.randomUUID()
+    }
+
+    const send = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) =>
+      Effect.gen(function*() {
+        const promptId = promptIdOf(options)
+        const sent = yield* call(
+          id,
+          entity(id).Send({
+            promptId,
+            prompt,
+            queue: options?.queue,
+            interruptOnCancel: options?.interruptOnCancel,
+            generation: options?.generation,
+            wait: false
+          })
+        )
+        return makeTurn(id, { promptId, turnId: sent.turnId, generation: sent.generation })
+      }).pipe(Effect.withSpan("ClusterRegistry.client.send", { attributes: { "tether.session.id": id } }))
+
+    const run = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) =>
+      Effect.map(
+        call(
+          id,
+          entity(id).Send({
+            promptId: promptIdOf(options),
+            prompt,
+            queue: options?.queue,
+            interruptOnCancel: options?.interruptOnCancel,
+            generation: options?.generation,
+            wait: true
+          })
+        ),
+        (sent) => sent.result as A
+      ).pipe(Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } }))
+
+    // ------------------------------------------------------------------------------------------------------------
+    // Subscriptions
+    // ------------------------------------------------------------------------------------------------------------
+
+    const subscribe = (id: string, from: EventLog.From = "latest", target?: SessionRegistry.Target) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.Scope
+        const queue = yield* Queue.make<EventLog.Delivery<SessionEvent.SessionEvent>, Wire.Known | Cause.Done>({
+          capacity: 512
+        })
+        const ready = yield* Deferred.make<void, Wire.Known>()
+        let last: number | undefined
+        /** One subscription to whichever runner has the session; true when it must be made again. */
+        const once = (start: typeof Protocol.From.Type) =>
+          Effect.suspend(() => {
+            let positions = 0
+            let again = true
+            return entity(id).Subscribe({ from: start, generation: target?.generation }).pipe(
+              Stream.takeUntil((delivery) => {
+                if (delivery._tag === "End") again = false
+                return delivery._tag === "End" || (delivery._tag === "Position" && positions > 0)
+              }),
+              Stream.runForEach((delivery) =>
+                Effect.suspend(() => {
+                  switch (delivery._tag) {
+                    case "Position": {
+                      positions++
+                      if (positions > 1) return Effect.void
+                      last ??= delivery.seq
+                      return Deferred.succeed(ready, undefined)
+                    }
+                    case "Event": {
+                      if (last !== undefined && delivery.seq <= last) return Effect.void
+                      last = delivery.seq
+                      return Queue.offer(queue, {
+                        _tag: "Event",
+                        seq: delivery.seq,
+                        event: Wire.eventFromJson(delivery.event)
+                      })
+                    }
+                    case "Lag": {
+                      const through = delivery.resumeSeq - 1
+                      if (last !== undefined && through <= last) return Effect.void
+                      const missed = last === undefined ? delivery.missed : through - last
+                      last = through
+                      const gap: Gap = { _tag: "Lag", missed, resumeSeq: delivery.resumeSeq, reason: delivery.reason }
+                      return Queue.offer(queue, gap)
+                    }
+                    case "End":
+                      return Effect.void
+                  }
+                })
+              ),
+              Effect.as(again)
+            )
+          })
+        const loop: Effect.Effect<void> = Effect.gen(function*() {
+          let start: typeof Protocol.From.Type = from
+          while (true) {
+            const exit = yield* Effect.exit(once(start))
+            if (Exit.isSuccess(exit) && !exit.value) break
+            if (Exit.isFailure(exit)) {
+              const error = Cause.findErrorOption(exit.cause)
+              const typed = Option.isSome(error) && !isTransport(error.value)
+              if (typed || !(yield* Deferred.isDone(ready))) {
+                if (Option.isNone(error)) {
+                  // A defect (or an interruption) before the subscription even started: it is the caller's.
+                  yield* Deferred.failCause(ready, exit.cause as Cause.Cause<never>)
+                  yield* Queue.failCause(queue, exit.cause as Cause.Cause<never>)
+                  return
+                }
+                const failure = fromCall(id)(error.value)
+                yield* Deferred.fail(ready, failure)
+                yield* Queue.fail(queue, failure)
+                return
+              }
+              // The runner went away mid-stream (shut down, or the stream was cut): subscribe again, by seq.
+              yield* Effect.sleep(Duration.millis(100))
+            }
+            if (last !== undefined) start = { after: last }
+          }
+          yield* Queue.end(queue)
+        })
+        yield* Effect.forkIn(loop, scope)
+        yield* Deferred.await(ready)
+        return Stream.fromQueue(queue)
+      })
+
+    // ------------------------------------------------------------------------------------------------------------
+    // Handles
+    // ------------------------------------------------------------------------------------------------------------
+
+    /** Opens (or gets, without a configuration) the session, pinned until the caller's scope closes. */
+    const open = (id: string, payload: {
+      readonly config?: C | undefined
+      readonly onConflict?: SessionRegistry.ConflictPolicy | undefined
+      readonly admissionTimeoutMillis?: number | undefined
+      readonly generation?: number | undefined
+    }) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.Scope
+        const opened = yield* Deferred.make<typeof Protocol.Opened.Type, Wire.Known>()
+        const pin = entity(id).Open({ ...payload, durableEvents: options.durableEvents }).pipe(
+          // The pin lasts as long as the stream; a second element is the next owner re-opening a session whose
+          // runner was lost: that generation is not this handle's, so let it go.
+          Stream.takeWhile(() => !Deferred.isDoneUnsafe(opened)),
+          Stream.runForEach((first) => Deferred.succeed(opened, first)),
+          Effect.onExit((exit) =>
+            Exit.isFailure(exit) ? Deferred.failCause(opened, Cause.map(exit.cause, fromCall(id))) : Effect.void
+          )
+        )
+        yield* Effect.forkIn(Effect.andThen(pin, Effect.never), scope)
+        const first = yield* Deferred.await(opened)
+        return handle(id, first.generation)
+      })
+
+    const interrupt = (id: string, target?: SessionRegistry.Target) =>
+      call(id, entity(id).Interrupt({ generation: target?.generation }))
+
+    const answerPermission = (
+      id: string,
+      requestId: string,
+      decision: Permission.Verdict,
+      target?: SessionRegistry.Target
+    ) =>
+      call(
+        id,
+        entity(id).AnswerPermission({
+          requestId,
+          decision: Wire.verdictToWire(decision),
+          generation: target?.generation
+        })
+      )
+
+    const pendingPermissions = (id: string, target?: SessionRegistry.Target) =>
+      Effect.map(
+        call(id, entity(id).PendingPermissions({ generation: target?.generation })),
+        (pending) => pending as ReadonlyArray<Permission.PermissionRequest>
+      )
+
+    const control = (id: string, request: unknown, target?: SessionRegistry.Target) =>
+      call(id, entity(id).Control({ request, generation: target?.generation }))
+
+    const snapshot = (id: string) =>
+      entity(id).Snapshot().pipe(
+        Effect.mapError(fromCall(id)),
+        Effect.catchIf(
+          (error): error is Exclude<Wire.Known, SessionRegistry.SessionNotFound> => error._tag !== "SessionNotFound",
+          (error) => Effect.die(error)
+        ),
+        Effect.map((snapshot) => snapshot as SessionRegistry.Snapshot)
+      )
+
+    const evict = (id: string, options?: SessionRegistry.EvictOptions) =>
+      call(
+        id,
+        entity(id).Evict({
+          force: false,
+          generation: options?.generation,
+          timeoutMillis: options?.timeout === undefined
+            ? undefined
+            : Duration.toMillis(Duration.fromInputUnsafe(options.timeout))
+        })
+      )
+
+    const forceEvict = (id: string, target?: SessionRegistry.Target) =>
+      call(id, entity(id).Evict({ force: true, generation: target?.generation }))
+
+    const handle = (id: string, generation: number): SessionRegistry.Handle<A, TE> => {
+      const target = { generation }
+      type H = SessionRegistry.Handle<A, TE>
+      return {
+        id,
+        generation,
+        send: (prompt, options) => send(id, prompt, { ...options, generation }) as ReturnType<H["send"]>,
+        run: (prompt, options) => run(id, prompt, { ...options, generation }) as ReturnType<H["run"]>,
+        interrupt: interrupt(id, target) as H["interrupt"],
+        answerPermission: (requestId, decision) =>
+          answerPermission(id, requestId, decision, target) as ReturnType<H["answerPermission"]>,
+        pendingPermissions: pendingPermissions(id, target) as H["pendingPermissions"],
+        control: (request) => control(id, request, target) as ReturnType<H["control"]>,
+        subscribe: (from) => subscribe(id, from, target) as ReturnType<H["subscribe"]>,
+        snapshot: Effect.flatMap(snapshot(id), (found) =>
+          found.generation === generation
+            ? Effect.succeed(found)
+            : Effect.fail(
+              new SessionRegistry.GenerationChanged({ id, expected: generation, current: found.generation })
+            ))
+      }
+    }
+
+    /** The live sessions the database lists, each asked for its snapshot (a session that is not live is skipped). */
+    const list = Effect.gen(function*() {
+      const records = yield* Effect.orDie(store.list)
+      const snapshots = yield* Effect.forEach(
+        records.filter((entry) => entry.record.state === "live"),
+        (entry) => Effect.option(Effect.catchDefect(snapshot(entry.id), () => Effect.fail(undefined))),
+        { concurrency: 16 }
+      )
+      return snapshots.flatMap((found) => Option.isSome(found) ? [found.value] : [])
+    })
+
+    // The calls' errors are those of the local registry's signatures: the runner fails them with the same classes.
+    type Reg = SessionRegistry.Registry<C, E, A, TE>
+    const registry: Reg = {
+      getOrCreate: (id, config, getOptions) =>
+        open(id, {
+          config,
+          onConflict: getOptions?.onConflict,
+          admissionTimeoutMillis: getOptions?.admissionTimeout === undefined
+            ? undefined
+            : Duration.toMillis(Duration.fromInputUnsafe(getOptions.admissionTimeout))
+        }) as ReturnType<Reg["getOrCreate"]>,
+      get: (id, target) => open(id, { generation: target?.generation }) as ReturnType<Reg["get"]>,
+      send: (id, prompt, options) => send(id, prompt, options) as ReturnType<Reg["send"]>,
+      run: (id, prompt, options) => run(id, prompt, options) as ReturnType<Reg["run"]>,
+      interrupt: (id, target) => interrupt(id, target) as ReturnType<Reg["interrupt"]>,
+      answerPermission: (id, requestId, decision, target) =>
+        answerPermission(id, requestId, decision, target) as ReturnType<Reg["answerPermission"]>,
+      pendingPermissions: (id, target) => pendingPermissions(id, target) as ReturnType<Reg["pendingPermissions"]>,
+      control: (id, request, target) => control(id, request, target) as ReturnType<Reg["control"]>,
+      subscribe: (id, from, target) => subscribe(id, from, target) as ReturnType<Reg["subscribe"]>,
+      snapshot,
+      list,
+      evict: (id, options) => evict(id, options) as ReturnType<Reg["evict"]>,
+      forceEvict: (id, target) => forceEvict(id, target) as ReturnType<Reg["forceEvict"]>,
+      size: Effect.map(
+        Effect.orDie(store.list),
+        (records) => records.filter((entry) => entry.record.state === "live").length
+      )
+    }
+    return registry
+  })

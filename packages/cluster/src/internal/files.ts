@@ -1,0 +1,110 @@
+/**
+ * The CLI's conversation state on disk, as the cluster saves and restores it: every file under the session's
+ * conversation directory whose path names the conversation (Claude: `projects/<cwd>/<session id>.jsonl`, and the
+ * session's own folder if it has one; Codex: `sessions/<date>/rollout-…-<thread id>.jsonl`). Both CLIs append to
+ * these files, so a save after a turn usually stores only what the turn appended; a file that changed otherwise is
+ * stored again whole.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+
+/** What the database has of one file: its length, the hash of that content, and how many chunks hold it. */
+export interface Tracked {
+  readonly length: number
+  readonly hash: string
+  readonly chunks: number
+}
+
+/** A chunk to store: `append` adds chunk number `chunk`, `replace` drops the file's chunks and stores chunk 0. */
+export interface Change {
+  readonly path: string
+  readonly mode: "append" | "replace"
+  readonly chunk: number
+  readonly data: Uint8Array
+}
+
+const sha256 = (data: Uint8Array): string => Crypto.createHash("sha256").update(data).digest("base64url")
+
+/** Regular files under `dir` (relative paths), or none when `dir` does not exist. */
+const walk = async (dir: string): Promise<Array<string>> => {
+  const entries = await Fs.readdir(dir, { recursive: true, withFileTypes: true }).catch(() => [])
+  return entries.filter((entry) => entry.isFile()).map((entry) =>
+    Path.relative(dir, Path.join(entry.parentPath, entry.name))
+  )
+}
+
+/**
+ * What changed in the conversation's files since `tracked`, and what the database will have after storing it.
+ */
+export const collect = (
+  dir: string,
+  conversationId: string,
+  tracked: { readonly [path: string]: Tracked }
+): Effect.Effect<{ readonly changes: ReadonlyArray<Change>; readonly tracked: { readonly [path: string]: Tracked } }> =>
+  Effect.promise(async () => {
+    const changes: Array<Change> = []
+    const next: Record<string, Tracked> = { ...tracked }
+    for (const path of await walk(dir)) {
+      if (!path.includes(conversationId)) continue
+      const data: Uint8Array | undefined = await Fs.readFile(Path.join(dir, path)).catch(() => undefined)
+      if (data === undefined) continue
+      const known = tracked[path]
+      if (known !== undefined && data.length === known.length && sha256(data) === known.hash) continue
+      if (known !== undefined && data.length > known.length && sha256(data.subarray(0, known.length)) === known.hash) {
+        changes.push({ path, mode: "append", chunk: known.chunks, data: data.subarray(known.length) })
+        next[path] = { length: data.length, hash: sha256(data), chunks: known.chunks + 1 }
+      } else {
+        changes.push({ path, mode: "replace", chunk: 0, data })
+        next[path] = { length: data.length, hash: sha256(data), chunks: 1 }
+      }
+    }
+    return { changes, tracked: next }
+  })
+
+/** Writes saved files into a fresh conversation directory (which it creates). */
+export const restore = (
+  dir: string,
+  files: ReadonlyArray<{ readonly path: string; readonly data: Uint8Array }>
+): Effect.Effect<void> =>
+  Effect.promise(async () => {
+    await Fs.mkdir(dir, { recursive: true })
+    for (const file of files) {
+      const target = Path.resolve(dir, file.path)
+      // A path from the database never leaves the directory.
+      if (!target.startsWith(Path.resolve(dir) + Path.sep)) continue
+      await Fs.mkdir(Path.dirname(target), { recursive: true })
+      await Fs.writeFile(target, file.data)
+    }
+  })
+
+/** Removes a conversation directory. */
+export const remove = (dir: string): Effect.Effect<void> =>
+  Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+
+/** The name of a runner's default state directory under the system's temporary directory: the prefix, its pid. */
+export const stalePrefix = "tether-cluster-"
+
+/**
+ * Removes the default state directories of runners that are gone (killed without running their finalizers): a
+ * directory named after a pid that no longer exists.
+ */
+export const sweepStale = (root: string): Effect.Effect<void> =>
+  Effect.promise(async () => {
+    const entries = await Fs.readdir(root).catch((): Array<string> => [])
+    for (const entry of entries) {
+      const match = /^tether-cluster-(\d+)-[0-9a-f]{8}$/.exec(entry)
+      if (match === null) continue
+      try {
+        process.kill(Number(match[1]), 0)
+        continue
+      } catch (error) {
+        // EPERM: the process exists (another user's).
+        if ((error as { readonly code?: string }).code !== "ESRCH") continue
+      }
+      await Fs.rm(Path.join(root, entry), { recursive: true, force: true }).catch(() => undefined)
+    }
+  })

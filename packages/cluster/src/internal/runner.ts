@@ -1,0 +1,916 @@
+/**
+ * A runner's side of the cluster registry: the session entity's handlers over the runner's own `SessionRegistry`.
+ *
+ * The runner keeps an ordinary single-node registry (so admission, pins, idle TTL, capacity with LRU eviction,
+ * bounded shutdown and whole-tree teardown hold per runner, as they do in one process) whose kind wraps the host's:
+ * starting a session for an id begins the session's next generation in the database, restores the CLI's
+ * conversation files into a directory of the runner, and starts the host's session there, resuming the
+ * conversation (`Session.Conversation`). Each live session (an *incarnation*) is recorded: after every turn its
+ * conversation files, its ledger entries and (when asked) its events are saved in one fenced transaction; when it
+ * closes for any reason it is saved one last time and becomes dormant, to be restored by whichever runner gets the
+ * next message for its id.
+ *
+ * Sends are deduplicated by the turn ledger: a prompt id is recorded for a generation before the prompt is
+ * written, so a send that the cluster delivers again (it re-sends volatile requests whose runner died) finds the
+ * prompt already dispatched and is answered with the turn's saved outcome, or, if the runner died before the turn
+ * ended, with a `SessionRetired` whose delivery is uncertain. It never reaches a CLI twice.
+ *
+ * @internal
+ */
+import {
+  type EventLog,
+  Permission,
+  Session,
+  type SessionEvent,
+  SessionRegistry,
+  TetherError,
+  type Turn
+} from "@tether/core"
+import * as Cause from "effect/Cause"
+import * as Entity from "effect/cluster/Entity"
+import type * as RunnerAddress from "effect/cluster/RunnerAddress"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
+import * as Stream from "effect/Stream"
+import * as Crypto from "node:crypto"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Files from "./files.ts"
+import type * as Protocol from "./protocol.ts"
+import * as Store from "./store.ts"
+import * as Wire from "./wire.ts"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings and metrics
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A runner's settings: its registry's, and the cluster's own. */
+export interface Settings extends SessionRegistry.Settings {
+  readonly stateDirectory?: string | undefined
+  readonly drainTimeout?: Duration.Input | undefined
+  readonly durableEvents?: boolean | undefined
+  readonly tablePrefix?: string | undefined
+  readonly entityIdleTime?: Duration.Input | undefined
+}
+
+/** The cluster registry's metrics; every runner records them with its address as the `runner` attribute. */
+export const metrics = {
+  sessions: Metric.gauge("tether_cluster_sessions", { description: "Sessions live on this runner" }),
+  restores: Metric.counter("tether_cluster_restores", {
+    description: "Generations started, by how the previous one ended (new, clean, lost, reset)",
+    incremental: true
+  }),
+  saveDuration: Metric.timer("tether_cluster_save_duration", { description: "Saving a session after a turn" }),
+  savedBytes: Metric.counter("tether_cluster_saved_bytes", {
+    description: "Conversation bytes written to the database",
+    incremental: true
+  }),
+  saveFailures: Metric.counter("tether_cluster_save_failures", {
+    description: "Saves that failed (the database was unreachable, or another runner owns the session)",
+    incremental: true
+  }),
+  redeliveries: Metric.counter("tether_cluster_redeliveries", {
+    description: "Sends the cluster delivered again, by what they found in the ledger (joined, completed, lost)",
+    incremental: true
+  }),
+  drainDuration: Metric.timer("tether_cluster_drain_duration", {
+    description: "Releasing a session when its entity stops (a runner shutting down, a shard moving)"
+  })
+} as const
+
+// ---------------------------------------------------------------------------------------------------------------
+// Incarnations
+// ---------------------------------------------------------------------------------------------------------------
+
+interface TrackedTurn<A, TE> {
+  readonly promptId: string
+  readonly turn: Turn.Turn<A & Turn.TurnResult, TE>
+  readonly saved: Deferred.Deferred<void>
+}
+
+/** One generation of a session, live on this runner. */
+interface Incarnation<A, TE> {
+  readonly id: string
+  readonly generation: number
+  readonly base: number
+  readonly directory: string
+  readonly durable: boolean
+  readonly previous: Store.Begun["previous"]
+  session: Session.Session<A & Turn.TurnResult, TE> | undefined
+  localGeneration: number | undefined
+  conversationId: string | undefined
+  tracked: { readonly [path: string]: Files.Tracked }
+  ceiling: number
+  /** The cluster seq of the last event the recorder read. */
+  lastSeq: number
+  /** Durable events not saved yet. */
+  pending: Array<Store.StoredEvent>
+  /** Turns that ended and are not in the ledger yet. */
+  ended: Array<{ readonly turnId: string; readonly state: "completed" | "failed"; readonly outcome: unknown }>
+  readonly turns: Map<string, TrackedTurn<A, TE>>
+  readonly prompts: Map<string, string>
+  readonly saving: Semaphore.Semaphore
+  recorder: Fiber.Fiber<void> | undefined
+  readonly closed: Deferred.Deferred<void>
+}
+
+/** How many finished turns an incarnation remembers in memory (older ones are answered from the ledger). */
+const rememberedTurns = 256
+
+// ---------------------------------------------------------------------------------------------------------------
+// The runner
+// ---------------------------------------------------------------------------------------------------------------
+
+export interface Options<C, CE, E, R, A extends Turn.TurnResult, TE> {
+  readonly name: string
+  readonly entity: Protocol.SessionEntity<C, CE>
+  readonly kind: SessionRegistry.Kind<C, E, R, A, TE>
+  readonly config: Schema.Codec<C, CE>
+  readonly settings: Settings
+}
+
+const safeName = (id: string): string =>
+  `${id.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 48)}-${
+    Crypto.createHash("sha256").update(id).digest("hex").slice(0, 12)
+  }`
+
+const unavailable = (reason: string) => new TetherError.SessionUnavailable({ status: "unknown", reason })
+
+const lostTurn = (
+  id: string,
+  turn: { readonly generation: number; readonly promptId: string; readonly turnId: string | null }
+) =>
+  new TetherError.SessionRetired({
+    reason: `runner lost: generation ${turn.generation} of session ${id} stopped before turn ${
+      turn.turnId ?? turn.promptId
+    } ended, and whether its CLI ran the prompt is unknown`,
+    acknowledged: false
+  })
+
+const isTerminal = (event: SessionEvent.SessionEvent) => event._tag === "TurnCompleted" || event._tag === "TurnFailed"
+
+/**
+ * The layer that registers the session entity on this runner: the runner's registry, its store, and the entity's
+ * handlers. Releasing it drains: every session entity stops (its running turn finishes within the cluster's
+ * `entityTerminationTimeout`, its session is saved and released), then the registry closes what is left.
+ */
+export const layer = <C, CE, E, R, A extends Turn.TurnResult, TE>(
+  options: Options<C, CE, E, R, A, TE>
+) =>
+  Layer.unwrap(Effect.gen(function*() {
+    const runner = yield* makeRunner(options)
+    return options.entity.toLayer(
+      Effect.gen(function*() {
+        runner.locate(yield* Entity.CurrentRunnerAddress)
+        const address = yield* Entity.CurrentAddress
+        const id = address.entityId as string
+        yield* Effect.forkScoped(runner.keepAliveWhileLive(id))
+        yield* Effect.addFinalizer(() => runner.release(id))
+        return runner.handlers(id)
+      }),
+      {
+        concurrency: "unbounded",
+        ...(options.settings.entityIdleTime === undefined ? {} : { maxIdleTime: options.settings.entityIdleTime }),
+        spanAttributes: { "tether.registry": options.name }
+      }
+    )
+  }))
+
+const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnResult, TE>(
+  options: Options<C, CE, E, R, A, TE>
+) {
+  // The runner's address, learned from the first entity that starts here (every session starts through one).
+  let address = "unknown"
+  let attributes = { runner: address, registry: options.name }
+  let sessionsGauge = Metric.withAttributes(metrics.sessions, attributes)
+  const locate = (runner: RunnerAddress.RunnerAddress) => {
+    if (address !== "unknown") return
+    address = `${runner.host}:${runner.port}`
+    attributes = { runner: address, registry: options.name }
+    sessionsGauge = Metric.withAttributes(metrics.sessions, attributes)
+  }
+  const settings = options.settings
+  const kind = options.kind
+  const drainTimeout = settings.drainTimeout ?? Duration.seconds(10)
+  const defaultDurable = settings.durableEvents ?? false
+  if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
+  const stateDirectory = settings.stateDirectory ??
+    Path.join(Os.tmpdir(), `${Files.stalePrefix}${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
+  const runnerScope = yield* Effect.scope
+  yield* Effect.addFinalizer(() => Files.remove(stateDirectory))
+  const store = yield* Store.make({ entityType: options.entity.type, prefix: settings.tablePrefix ?? "tether" })
+  const encodeConfig = Schema.encodeSync(Schema.toCodecJson(options.config))
+  const decodeConfig = Schema.decodeUnknownSync(Schema.toCodecJson(options.config))
+
+  const incarnations = new Map<string, Incarnation<A, TE>>()
+  /** What the next start of an id is asked to do (set by `ensure` around `getOrCreate`). */
+  const starts = new Map<string, { readonly reset: boolean; readonly durable: boolean }>()
+  const waiters = new Map<string, Deferred.Deferred<void>>()
+
+  const live = (id: string) => {
+    const waiter = waiters.get(id)
+    if (waiter !== undefined) {
+      waiters.delete(id)
+      Deferred.doneUnsafe(waiter, Exit.void)
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Saving
+  // ------------------------------------------------------------------------------------------------------------
+
+  /** Saves what the incarnation did since its last save (fenced by its generation), with a few retries. */
+  const save = (inc: Incarnation<A, TE>, final: boolean) =>
+    inc.saving.withPermits(1)(
+      Effect.gen(function*() {
+        const t0 = Date.now()
+        if (inc.session !== undefined && inc.conversationId === undefined) {
+          inc.conversationId = Option.getOrUndefined(yield* inc.session.sessionId)
+        }
+        const collected = inc.conversationId === undefined
+          ? { changes: [], tracked: inc.tracked }
+          : yield* Files.collect(inc.directory, inc.conversationId, inc.tracked)
+        const events = inc.pending
+        const ended = inc.ended
+        const turns = ended.flatMap((turn) => {
+          const promptId = inc.turns.get(turn.turnId)?.promptId
+          return promptId === undefined ? [] : [{ promptId, ...turn }]
+        })
+        const exit = yield* store.save(inc.id, inc.generation, {
+          conversationId: inc.conversationId,
+          changes: collected.changes,
+          tracked: collected.tracked,
+          events,
+          seq: final ? inc.lastSeq : Math.max(inc.base, events.length > 0 ? events[events.length - 1].seq : inc.base),
+          turns,
+          final
+        }).pipe(
+          Effect.retry({
+            while: (error) => error._tag !== "Fenced",
+            times: 4,
+            schedule: Schedule.exponential("100 millis")
+          }),
+          Effect.exit
+        )
+        if (Exit.isFailure(exit)) {
+          yield* Metric.update(Metric.withAttributes(metrics.saveFailures, attributes), 1)
+          yield* Effect.logWarning(`could not save session ${inc.id} (generation ${inc.generation})`, exit.cause)
+          // Another runner owns the session now: this generation must not go on.
+          const fenced = Cause.findErrorOption(exit.cause)
+          if (Option.isSome(fenced) && fenced.value._tag === "Fenced" && inc.session !== undefined && !final) {
+            yield* inc.session.retire("another runner owns this session now")
+          }
+          return
+        }
+        inc.tracked = collected.tracked
+        inc.pending = inc.pending.slice(events.length)
+        inc.ended = inc.ended.slice(ended.length)
+        yield* Metric.update(Metric.withAttributes(metrics.saveDuration, attributes), Duration.millis(Date.now() - t0))
+        const bytes = collected.changes.reduce((total, change) => total + change.data.length, 0)
+        if (bytes > 0) yield* Metric.update(Metric.withAttributes(metrics.savedBytes, attributes), bytes)
+      })
+    ).pipe(
+      Effect.withSpan("ClusterRegistry.save", {
+        attributes: {
+          "tether.session.id": inc.id,
+          "tether.session.generation": inc.generation,
+          "tether.runner": address,
+          "tether.save.final": final
+        }
+      })
+    )
+
+  /** Settles the saves of the turns that ended, whatever the save did: their waiters must not wait forever. */
+  const settleSaved = (inc: Incarnation<A, TE>, turnIds: ReadonlyArray<string>) =>
+    Effect.sync(() => {
+      for (const turnId of turnIds) {
+        const tracked = inc.turns.get(turnId)
+        if (tracked !== undefined) Deferred.doneUnsafe(tracked.saved, Exit.void)
+      }
+    })
+
+  /** Reads the incarnation's events for as long as its session lives: keeps the durable ones, saves after turns. */
+  const record = (inc: Incarnation<A, TE>) =>
+    Effect.scoped(Effect.gen(function*() {
+      const deliveries = yield* inc.session!.subscribe("start")
+      yield* Stream.runForEachArray(deliveries, (chunk) =>
+        Effect.gen(function*() {
+          const endedTurns: Array<string> = []
+          for (const delivery of chunk) {
+            if (delivery._tag === "Lag") {
+              const from = inc.base + delivery.resumeSeq - delivery.missed
+              if (inc.durable) {
+                inc.pending.push({
+                  seq: from,
+                  generation: inc.generation,
+                  turnId: undefined,
+                  event: undefined,
+                  gapTo: inc.base + delivery.resumeSeq - 1
+                })
+              }
+              inc.lastSeq = inc.base + delivery.resumeSeq - 1
+              continue
+            }
+            const seq = inc.base + delivery.seq
+            inc.lastSeq = seq
+            const event = delivery.event
+            if (inc.durable) {
+              inc.pending.push({
+                seq,
+                generation: inc.generation,
+                turnId: event.turnId,
+                event: Wire.eventToJson(inc.generation, event)
+              })
+            }
+            if (isTerminal(event) && event.turnId !== undefined) {
+              inc.ended.push(
+                event._tag === "TurnCompleted"
+                  ? { turnId: event.turnId, state: "completed", outcome: { ok: true, result: event.result } }
+                  : {
+                    turnId: event.turnId,
+                    state: "failed",
+                    outcome: { ok: false, error: Wire.errorToJson((event as { readonly error: unknown }).error) }
+                  }
+              )
+              endedTurns.push(event.turnId)
+            }
+          }
+          if (inc.lastSeq > inc.ceiling - Store.seqBlock / 2) {
+            inc.ceiling = inc.ceiling + Store.seqBlock
+            yield* Effect.ignore(store.extend(inc.id, inc.generation, inc.ceiling))
+          }
+          if (endedTurns.length > 0) {
+            yield* save(inc, false)
+            yield* settleSaved(inc, endedTurns)
+          }
+        }))
+    }))
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Starting and ending generations
+  // ------------------------------------------------------------------------------------------------------------
+
+  /** Ends an incarnation (its session has closed): the last save, then the directory goes. */
+  const finalize = (inc: Incarnation<A, TE>) =>
+    Effect.gen(function*() {
+      if (inc.recorder !== undefined) {
+        // The session's log ended with it; the recorder is reading its last events.
+        const done = yield* Effect.timeoutOption(Fiber.await(inc.recorder), Duration.seconds(5))
+        if (Option.isNone(done)) yield* Fiber.interrupt(inc.recorder)
+      }
+      yield* save(inc, true)
+      yield* settleSaved(inc, [...inc.turns.keys()])
+      yield* Files.remove(inc.directory)
+      if (incarnations.get(inc.id) === inc) incarnations.delete(inc.id)
+      yield* Metric.update(sessionsGauge, incarnations.size)
+      Deferred.doneUnsafe(inc.closed, Exit.void)
+    }).pipe(Effect.uninterruptible)
+
+  /**
+   * The kind the runner's registry starts sessions with: the next generation in the database, the conversation
+   * restored, the host's session started there (resuming it), the incarnation recorded.
+   */
+  const acquire = (id: string, config: C) =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.Scope
+      const start = starts.get(id) ?? { reset: false, durable: defaultDurable }
+      const begun = yield* store.begin(id, {
+        runner: address,
+        fingerprint: kind.fingerprint(config),
+        config: encodeConfig(config),
+        durable: start.durable,
+        reset: start.reset
+      }).pipe(Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`)))
+      const directory = Path.join(stateDirectory, `${safeName(id)}-g${begun.generation}`)
+      yield* Files.restore(directory, begun.files)
+      const inc: Incarnation<A, TE> = {
+        id,
+        generation: begun.generation,
+        base: begun.base,
+        directory,
+        durable: begun.durable,
+        previous: begun.previous,
+        session: undefined,
+        localGeneration: undefined,
+        conversationId: begun.conversationId,
+        tracked: begun.tracked,
+        ceiling: begun.ceiling,
+        lastSeq: begun.base,
+        pending: [],
+        ended: [],
+        turns: new Map(),
+        prompts: new Map(),
+        saving: Semaphore.makeUnsafe(1),
+        recorder: undefined,
+        closed: Deferred.makeUnsafe()
+      }
+      // Registered before the session is acquired into the same scope: it runs after the session has closed.
+      yield* Scope.addFinalizer(scope, finalize(inc))
+      inc.session = yield* kind.acquire(id, config).pipe(
+        Effect.provideService(Session.Conversation, { directory, resume: begun.conversationId })
+      )
+      inc.recorder = yield* Effect.forkIn(
+        Effect.catchCause(record(inc), (cause) => Effect.logWarning(`the recorder of session ${id} stopped`, cause)),
+        runnerScope
+      )
+      incarnations.set(id, inc)
+      live(id)
+      yield* Metric.update(sessionsGauge, incarnations.size)
+      yield* Metric.update(Metric.withAttributes(metrics.restores, { ...attributes, previous: begun.previous }), 1)
+      return inc.session
+    }).pipe(
+      Effect.withSpan("ClusterRegistry.restore", {
+        attributes: { "tether.session.id": id, "tether.runner": address }
+      })
+    )
+
+  const registry = yield* SessionRegistry.make<C, E | TetherError.SessionUnavailable, R, A, TE>({
+    ...settings,
+    acquire,
+    fingerprint: kind.fingerprint
+  })
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Finding the live incarnation
+  // ------------------------------------------------------------------------------------------------------------
+
+  /** A local registry's error with its local generations replaced by the cluster's. */
+  const translate = (inc: Incarnation<A, TE> | undefined, expected: number | undefined) => <X>(error: X): X => {
+    if (error instanceof SessionRegistry.GenerationChanged) {
+      const current = incarnations.get(error.id)
+      return new SessionRegistry.GenerationChanged({
+        id: error.id,
+        expected: expected ?? inc?.generation ?? error.expected,
+        current: current?.generation ?? null
+      }) as X
+    }
+    if (error instanceof SessionRegistry.SessionConflict) {
+      return new SessionRegistry.SessionConflict({ ...error, generation: inc?.generation ?? error.generation }) as X
+    }
+    return error
+  }
+
+  const moved = (id: string, expected: number) =>
+    new SessionRegistry.GenerationChanged({ id, expected, current: incarnations.get(id)?.generation ?? null })
+
+  /**
+   * The live incarnation of an id, restoring it (with the configuration given, or the one the database has) when
+   * there is none and `restore` says so, and a handle on it pinned in the caller's scope. A call that names a
+   * generation never restores: the generation it meant is gone.
+   */
+  const ensure = (id: string, request: {
+    readonly config?: C | undefined
+    readonly onConflict?: SessionRegistry.ConflictPolicy | undefined
+    readonly admissionTimeout?: Duration.Input | undefined
+    readonly durable?: boolean | undefined
+    readonly generation?: number | undefined
+  }) =>
+    Effect.gen(function*() {
+      const current = incarnations.get(id)
+      if (current !== undefined && request.generation !== undefined && current.generation !== request.generation) {
+        return yield* Effect.fail(moved(id, request.generation))
+      }
+      if (current === undefined && request.generation !== undefined) {
+        return yield* Effect.fail(moved(id, request.generation))
+      }
+      let config = request.config
+      let reset = false
+      let durable = request.durable ?? defaultDurable
+      if (current === undefined) {
+        const found = yield* store.read(id).pipe(
+          Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
+        )
+        if (config === undefined) {
+          if (found === undefined || found.state === "evicted") {
+            return yield* Effect.fail(new SessionRegistry.SessionNotFound({ id }))
+          }
+          config = decodeConfig(found.config)
+        } else if (found !== undefined && found.state !== "evicted") {
+          const requested = kind.fingerprint(config)
+          if (found.fingerprint !== requested) {
+            if ((request.onConflict ?? settings.onConflict ?? "fail") === "fail") {
+              return yield* Effect.fail(
+                new SessionRegistry.SessionConflict({
+                  id,
+                  generation: found.generation,
+                  liveFingerprint: found.fingerprint,
+                  requestedFingerprint: requested
+                })
+              )
+            }
+            reset = true
+          }
+        }
+        if (found !== undefined && found.state !== "evicted" && !reset) durable = found.durable
+      }
+      const getOptions = {
+        ...(request.onConflict === undefined ? {} : { onConflict: request.onConflict }),
+        ...(request.admissionTimeout === undefined ? {} : { admissionTimeout: request.admissionTimeout })
+      }
+      if (config !== undefined && current !== undefined && request.onConflict === "replace") reset = true
+      starts.set(id, { reset, durable })
+      const opening: Effect.Effect<
+        SessionRegistry.Handle<A, TE>,
+        E | TetherError.SessionUnavailable | SessionRegistry.AdmissionError | SessionRegistry.LookupError,
+        Scope.Scope
+      > = config === undefined
+        ? registry.get(id, { generation: current!.localGeneration })
+        : registry.getOrCreate(id, config, getOptions)
+      const handle = yield* opening.pipe(
+        Effect.mapError(translate(current, request.generation)),
+        Effect.ensuring(Effect.sync(() => starts.delete(id)))
+      )
+      const inc = incarnations.get(id)
+      if (inc === undefined) return yield* Effect.fail(unavailable(`session ${id} closed while it was being opened`))
+      inc.localGeneration ??= handle.generation
+      if (inc.localGeneration !== handle.generation) {
+        return yield* Effect.fail(unavailable(`session ${id} was replaced while it was being opened`))
+      }
+      return { inc, handle }
+    })
+
+  /** The live incarnation, fenced by a generation, without restoring anything. */
+  const liveOnly = (id: string, generation: number | undefined) =>
+    Effect.suspend(() => {
+      const inc = incarnations.get(id)
+      if (generation !== undefined && inc?.generation !== generation) return Effect.fail(moved(id, generation))
+      return Effect.succeed(inc)
+    })
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Turns
+  // ------------------------------------------------------------------------------------------------------------
+
+  const remember = (inc: Incarnation<A, TE>, promptId: string, turn: Turn.Turn<A & Turn.TurnResult, TE>) => {
+    const tracked: TrackedTurn<A, TE> = { promptId, turn, saved: Deferred.makeUnsafe() }
+    inc.turns.set(turn.id, tracked)
+    inc.prompts.set(promptId, turn.id)
+    if (inc.turns.size > rememberedTurns) {
+      for (const [turnId, old] of inc.turns) {
+        if (inc.turns.size <= rememberedTurns) break
+        if (!Deferred.isDoneUnsafe(old.saved)) continue
+        inc.turns.delete(turnId)
+        inc.prompts.delete(old.promptId)
+      }
+    }
+    return tracked
+  }
+
+  /** A turn's outcome once its save is done (bounded: a database outage delays the reply, never loses it). */
+  const outcome = (tracked: TrackedTurn<A, TE>, settled: boolean) =>
+    Effect.gen(function*() {
+      const exit = settled ? yield* tracked.turn.settled : yield* Effect.exit(tracked.turn.result)
+      yield* Effect.timeoutOption(Deferred.await(tracked.saved), Duration.seconds(15))
+      return yield* exit
+    })
+
+  /** A turn the ledger has: its saved outcome, or the loss of the runner that had it. */
+  const fromLedger = (id: string, turn: Store.LedgerTurn) => {
+    if (turn.state === "dispatched") return Effect.fail(lostTurn(id, turn))
+    const saved = turn.outcome as { readonly ok: boolean; readonly result?: unknown; readonly error?: unknown }
+    return saved.ok ? Effect.succeed(saved.result) : Effect.fail(Wire.errorFromJson<Wire.Known>(saved.error))
+  }
+
+  const readTurn = (id: string, promptId: string) =>
+    store.turn(id, promptId).pipe(
+      Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
+    )
+
+  const send = (id: string, payload: {
+    readonly promptId: string
+    readonly prompt: Turn.Prompt
+    readonly queue?: boolean | undefined
+    readonly interruptOnCancel?: boolean | undefined
+    readonly generation?: number | undefined
+    readonly wait: boolean
+  }) =>
+    Effect.scoped(Effect.gen(function*() {
+      const { inc } = yield* ensure(id, { generation: payload.generation })
+      const claim = yield* store.claim(id, payload.promptId, inc.generation).pipe(
+        Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
+      )
+      if (claim._tag === "Fenced") return yield* Effect.fail(moved(id, inc.generation))
+      let tracked: TrackedTurn<A, TE> | undefined
+      if (claim._tag === "Existing") {
+        const turnId = inc.prompts.get(payload.promptId)
+        tracked = turnId === undefined ? undefined : inc.turns.get(turnId)
+        const outcome = tracked !== undefined ? "joined" : claim.turn.state === "dispatched" ? "lost" : "completed"
+        yield* Metric.update(Metric.withAttributes(metrics.redeliveries, { ...attributes, outcome }), 1)
+        if (tracked === undefined) {
+          const turn = claim.turn
+          if (!payload.wait) {
+            return { turnId: turn.turnId ?? payload.promptId, generation: turn.generation }
+          }
+          const result = yield* fromLedger(id, turn)
+          return { turnId: turn.turnId ?? payload.promptId, generation: turn.generation, result }
+        }
+      } else {
+        const sent = yield* Effect.exit(
+          registry.send(id, payload.prompt, {
+            queue: payload.queue,
+            interruptOnCancel: payload.interruptOnCancel,
+            generation: inc.localGeneration
+          })
+        )
+        if (Exit.isFailure(sent)) {
+          // Refused before anything was written: the prompt may be sent again under the same id.
+          yield* Effect.ignore(store.unclaim(id, payload.promptId, inc.generation))
+          return yield* Effect.failCause(Cause.map(sent.cause, translate(inc, payload.generation)))
+        }
+        tracked = remember(inc, payload.promptId, sent.value)
+      }
+      if (!payload.wait) return { turnId: tracked.turn.id, generation: inc.generation }
+      const result = yield* outcome(tracked, false)
+      return { turnId: tracked.turn.id, generation: inc.generation, result }
+    })).pipe(
+      Effect.withSpan("ClusterRegistry.send", {
+        attributes: { "tether.session.id": id, "tether.runner": address, "tether.prompt.id": payload.promptId }
+      })
+    )
+
+  /** The turn a client's handle names, live here, or `undefined` (then the ledger answers). */
+  const trackedTurn = (id: string, ref: { readonly turnId: string; readonly generation: number }) => {
+    const inc = incarnations.get(id)
+    return inc !== undefined && inc.generation === ref.generation ? inc.turns.get(ref.turnId) : undefined
+  }
+
+  const awaitTurn = (id: string, ref: {
+    readonly promptId: string
+    readonly turnId: string
+    readonly generation: number
+    readonly settled: boolean
+  }) =>
+    Effect.suspend((): Effect.Effect<unknown, TE | Turn.TurnError | Wire.Known> => {
+      const tracked = trackedTurn(id, ref)
+      if (tracked !== undefined) return outcome(tracked, ref.settled)
+      return Effect.flatMap(readTurn(id, ref.promptId), (turn) =>
+        turn === undefined
+          ? Effect.fail(moved(id, ref.generation))
+          : fromLedger(id, turn))
+    })
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Events
+  // ------------------------------------------------------------------------------------------------------------
+
+  const toDelivery =
+    (inc: Incarnation<A, TE>) => (delivery: EventLog.Delivery<SessionEvent.SessionEvent>): Wire.Delivery =>
+      delivery._tag === "Event"
+        ? { _tag: "Event", seq: inc.base + delivery.seq, event: Wire.eventToJson(inc.generation, delivery.event) }
+        : { _tag: "Lag", missed: delivery.missed, resumeSeq: inc.base + delivery.resumeSeq, reason: "behind" }
+
+  /** Saved events after `after`, page by page, as deliveries; and the seq the pages reached. */
+  const savedEvents = (id: string, after: number) =>
+    Stream.paginate(after, (cursor) =>
+      Effect.map(
+        store.eventsAfter(id, cursor, 500).pipe(Effect.orElseSucceed(() => [])),
+        (
+          rows
+        ): readonly [ReadonlyArray<Store.StoredEvent>, Option.Option<number>] => [
+          rows,
+          rows.length < 500 ? Option.none() : Option.some(rows[rows.length - 1].gapTo ?? rows[rows.length - 1].seq)
+        ]
+      ))
+
+  /**
+   * A subscription in the cluster's seqs: a `Position` first, then the saved events after `after` (durable
+   * sessions), a lag marker for what is neither saved nor in the live session's ring, then the live events.
+   */
+  const subscribe = (id: string, from: typeof Protocol.From.Type, generation: number | undefined) =>
+    Stream.unwrap(Effect.gen(function*() {
+      // Restored if need be, but not pinned: a subscription never keeps a session from its idle TTL (as in one
+      // process); its stream ends when the session closes.
+      const { inc } = yield* Effect.scoped(ensure(id, { generation }))
+      const session = inc.session!
+      let cursor = from === "latest"
+        ? inc.base + (yield* session.latestSeq)
+        : from === "start"
+        ? 0
+        : from.after
+      const position: Wire.Delivery = { _tag: "Position", seq: cursor, generation: inc.generation }
+      const before: Array<Wire.Delivery> = []
+      if (cursor < inc.base && inc.durable) {
+        // The saved events of earlier generations (and of this one, if already saved), and the gaps between them.
+        const rows = yield* Stream.runCollect(savedEvents(id, cursor))
+        for (const row of rows) {
+          if (row.gapTo !== undefined) {
+            if (row.gapTo > cursor) {
+              before.push({ _tag: "Lag", missed: row.gapTo - cursor, resumeSeq: row.gapTo + 1, reason: "lost" })
+              cursor = row.gapTo
+            }
+          } else if (row.seq > cursor) {
+            if (row.seq > cursor + 1) {
+              before.push({ _tag: "Lag", missed: row.seq - cursor - 1, resumeSeq: row.seq, reason: "lost" })
+            }
+            before.push({ _tag: "Event", seq: row.seq, event: row.event })
+            cursor = row.seq
+          }
+        }
+      }
+      if (cursor < inc.base) {
+        before.push({
+          _tag: "Lag",
+          missed: inc.base - cursor,
+          resumeSeq: inc.base + 1,
+          reason: inc.durable ? "lost" : "not-durable"
+        })
+        cursor = inc.base
+      }
+      const live = yield* session.subscribe({ after: cursor - inc.base })
+      return Stream.make(position, ...before).pipe(
+        Stream.concat(Stream.map(live, toDelivery(inc))),
+        Stream.concat(Stream.succeed<Wire.Delivery>({ _tag: "End" }))
+      )
+    }))
+
+  /**
+   * A turn's events: live, from the turn itself; a turn of an earlier generation, from the saved events of a
+   * durable session; else (its runner died before saving them) a gap.
+   */
+  const turnEvents = (
+    id: string,
+    ref: { readonly promptId: string; readonly turnId: string; readonly generation: number }
+  ) =>
+    Stream.unwrap(Effect.gen(function*() {
+      const inc = incarnations.get(id)
+      const tracked = trackedTurn(id, ref)
+      if (inc !== undefined && tracked !== undefined) {
+        return tracked.turn.events.pipe(
+          Stream.map(toDelivery(inc)),
+          Stream.concat(Stream.succeed<Wire.Delivery>({ _tag: "End" }))
+        )
+      }
+      const saved = yield* store.turnEvents(id, ref.turnId).pipe(Effect.orElseSucceed(() => []))
+      const deliveries: Array<Wire.Delivery> = saved.map((row) => ({ _tag: "Event", seq: row.seq, event: row.event }))
+      const ended = saved.some((row) => {
+        const tag = (row.event as { readonly _tag?: unknown } | null)?._tag
+        return tag === "TurnCompleted" || tag === "TurnFailed"
+      })
+      if (!ended) {
+        const last = saved.length === 0 ? 0 : saved[saved.length - 1].seq
+        deliveries.push({ _tag: "Lag", missed: 1, resumeSeq: last + 2, reason: "lost" })
+      }
+      deliveries.push({ _tag: "End" })
+      return Stream.fromIterable(deliveries)
+    }))
+
+  // ------------------------------------------------------------------------------------------------------------
+  // The entity
+  // ------------------------------------------------------------------------------------------------------------
+
+  const snapshot = (id: string) =>
+    Effect.gen(function*() {
+      const inc = incarnations.get(id)
+      if (inc === undefined) return yield* Effect.fail(new SessionRegistry.SessionNotFound({ id }))
+      const local = yield* registry.snapshot(id)
+      return { ...local, generation: inc.generation, runner: address }
+    })
+
+  /** Releases the session of an entity that stops (shard moved, runner draining): graceful, bounded. */
+  const release = (id: string) =>
+    Effect.suspend(() => {
+      if (!incarnations.has(id)) return Effect.void
+      const t0 = Date.now()
+      return registry.evict(id, { timeout: drainTimeout }).pipe(
+        Effect.ignore,
+        Effect.andThen(Effect.suspend(() =>
+          Metric.update(Metric.withAttributes(metrics.drainDuration, attributes), Duration.millis(Date.now() - t0))
+        )),
+        Effect.withSpan("ClusterRegistry.drain", { attributes: { "tether.session.id": id, "tether.runner": address } })
+      )
+    })
+
+  /**
+   * Keeps the entity resident while its session lives here (an entity that the cluster stops releases its
+   * session, so the session and its entity move together).
+   */
+  const keepAliveWhileLive = (id: string) =>
+    Effect.forever(Effect.gen(function*() {
+      let inc = incarnations.get(id)
+      if (inc === undefined) {
+        let waiter = waiters.get(id)
+        if (waiter === undefined) {
+          waiter = Deferred.makeUnsafe<void>()
+          waiters.set(id, waiter)
+        }
+        yield* Deferred.await(waiter)
+        inc = incarnations.get(id)
+        if (inc === undefined) return
+      }
+      yield* Entity.keepAlive(true)
+      yield* Deferred.await(inc.closed)
+      yield* Entity.keepAlive(false)
+    }))
+
+  const wire = <A2, E2, R2>(effect: Effect.Effect<A2, E2, R2>) => Effect.mapError(effect, Wire.toWire)
+
+  const handlers = (id: string) =>
+    options.entity.of({
+      Open: (request) =>
+        Stream.unwrap(Effect.gen(function*() {
+          const { inc } = yield* ensure(id, {
+            config: request.payload.config,
+            onConflict: request.payload.onConflict,
+            admissionTimeout: request.payload.admissionTimeoutMillis === undefined
+              ? undefined
+              : Duration.millis(request.payload.admissionTimeoutMillis),
+            durable: request.payload.durableEvents,
+            generation: request.payload.generation
+          })
+          const fingerprint = request.payload.config === undefined ? "" : kind.fingerprint(request.payload.config)
+          return Stream.concat(Stream.succeed({ generation: inc.generation, fingerprint }), Stream.never)
+        })).pipe(Stream.mapError(Wire.toWire)),
+      Send: (request) => wire(send(id, request.payload as Parameters<typeof send>[1])),
+      Await: (request) => wire(awaitTurn(id, request.payload)),
+      TurnEvents: (request) => turnEvents(id, request.payload),
+      TurnPhase: (request) =>
+        wire(Effect.suspend(() => {
+          const tracked = trackedTurn(id, request.payload)
+          if (tracked !== undefined) return tracked.turn.phase
+          return Effect.map(
+            readTurn(id, request.payload.promptId),
+            (turn): Turn.Phase => turn?.state === "completed" ? "completed" : "failed"
+          )
+        })),
+      Interrupt: (request) =>
+        wire(Effect.gen(function*() {
+          const inc = yield* liveOnly(id, request.payload.generation)
+          if (inc === undefined) return "no-active-turn" as const
+          if (request.payload.turnId !== undefined) {
+            const tracked = inc.turns.get(request.payload.turnId)
+            if (tracked === undefined) return "completed-first" as const
+            const before = yield* tracked.turn.phase
+            if (before === "completed" || before === "failed" || before === "cancelled") {
+              return "completed-first" as const
+            }
+            yield* tracked.turn.interrupt
+            return "interrupted" as const
+          }
+          return yield* registry.interrupt(id, { generation: inc.localGeneration }).pipe(
+            Effect.mapError(translate(inc, request.payload.generation))
+          )
+        })),
+      AnswerPermission: (request) =>
+        wire(Effect.gen(function*() {
+          const named = Wire.unqualify(request.payload.requestId)
+          const inc = yield* liveOnly(id, named.generation ?? request.payload.generation)
+          if (inc === undefined) {
+            return yield* Effect.fail(new Permission.PermissionNotFound({ requestId: request.payload.requestId }))
+          }
+          yield* registry.answerPermission(id, named.requestId, Wire.verdictFromWire(request.payload.decision), {
+            generation: inc.localGeneration
+          }).pipe(Effect.mapError(translate(inc, request.payload.generation)))
+        })),
+      PendingPermissions: (request) =>
+        wire(Effect.gen(function*() {
+          const inc = yield* liveOnly(id, request.payload.generation)
+          if (inc === undefined) return []
+          const pending = yield* registry.pendingPermissions(id, { generation: inc.localGeneration }).pipe(
+            Effect.mapError(translate(inc, request.payload.generation))
+          )
+          return pending.map((permission) => Wire.qualifyRequest(inc.generation, permission))
+        })),
+      Control: (request) =>
+        wire(Effect.scoped(Effect.gen(function*() {
+          const { inc } = yield* ensure(id, { generation: request.payload.generation })
+          return yield* registry.control(id, request.payload.request, { generation: inc.localGeneration }).pipe(
+            Effect.mapError(translate(inc, request.payload.generation))
+          )
+        }))),
+      Subscribe: (request) =>
+        subscribe(id, request.payload.from, request.payload.generation).pipe(Stream.mapError(Wire.toWire)),
+      Snapshot: () => wire(snapshot(id)),
+      Evict: (request) =>
+        wire(Effect.gen(function*() {
+          const inc = yield* liveOnly(id, request.payload.generation)
+          if (inc !== undefined) {
+            const target = { generation: inc.localGeneration }
+            yield* (request.payload.force
+              ? registry.forceEvict(id, target)
+              : registry.evict(id, {
+                ...target,
+                ...(request.payload.timeoutMillis === undefined
+                  ? {}
+                  : { timeout: Duration.millis(request.payload.timeoutMillis) })
+              })).pipe(Effect.catchTag("SessionNotFound", () => Effect.void))
+            yield* Deferred.await(inc.closed)
+          }
+          const evicted = yield* store.evict(id).pipe(
+            Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
+          )
+          if (inc === undefined && !evicted) return yield* Effect.fail(new SessionRegistry.SessionNotFound({ id }))
+        }))
+    })
+
+  return { handlers, release, keepAliveWhileLive, locate, registry, store, incarnations } as const
+})

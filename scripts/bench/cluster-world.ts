@@ -1,0 +1,41 @@
+/**
+ * What the cluster benchmark's runner processes (scripts/bench/cluster-runner.ts) and its client
+ * (scripts/bench-cluster.ts) share: a registry of Claude sessions over the fast fake CLI, its cluster binding, and
+ * the sharding settings of every node.
+ */
+import { Duration, Schema } from "effect"
+import { ClusterRegistry } from "../../packages/cluster/src/index.ts"
+import { ClaudeSession, SessionRegistry } from "../../packages/core/src/index.ts"
+import { fakeEnv } from "./fake.ts"
+
+export const BenchConfig = Schema.Struct({})
+
+/** Sessions of the fast fake CLI (packages/testing/bin/fast-claude.mjs), as the main benchmark's Tether host. */
+export class BenchChats extends SessionRegistry.Service<BenchChats>()("bench/Chats", {
+  acquire: (_id, _config: typeof BenchConfig.Type) =>
+    ClaudeSession.make({ includePartialMessages: true, env: { set: { PATH: fakeEnv().PATH! } } }),
+  fingerprint: SessionRegistry.fingerprint
+}) {}
+
+export const BenchCluster = ClusterRegistry.make(BenchChats, { config: BenchConfig })
+
+/** The registry's type, local or clustered. */
+export type BenchRegistry = SessionRegistry.Registry<
+  typeof BenchConfig.Type,
+  ClaudeSession.StartError,
+  ClaudeSession.TurnResult,
+  ClaudeSession.TurnError
+>
+
+/** The sharding settings of every node: a failover of seconds (the integration suite's). */
+export const sharding = {
+  shardsPerGroup: 60,
+  shardLockRefreshInterval: Duration.seconds(1),
+  shardLockExpiration: Duration.seconds(6),
+  refreshAssignmentsInterval: Duration.millis(500),
+  runnerHealthCheckInterval: Duration.seconds(1),
+  entityMessagePollInterval: Duration.millis(500),
+  entityReplyPollInterval: Duration.millis(100),
+  entityTerminationTimeout: Duration.seconds(10),
+  sendRetryInterval: Duration.millis(100)
+} as const
