@@ -11,6 +11,14 @@
  * the README's host reads a turn (tether-events.ts, "Tether (turn.events)": `send`, `turn.events` to its end,
  * `turn.result`, one `runPromise` per turn); both against the SDK and the bare host, both held to the targets.
  *
+ * Two figures need the built packages (it runs `pnpm build`'s `tsc -b` first, unless BENCH_BUILD=0, and stops if a
+ * package's `dist/` is missing): a cold host (a fresh process: import the host's library, open one session, run one
+ * tiny turn; the time from process start to that result, and the process's peak RSS), and the peak RSS of
+ * `node -e "await import(X)"` for Node alone, the SDK, `effect`, `effect/Effect` and each built Tether package, before
+ * any session opens. Both run type-stripped copies of the bench's own files (.bench/cold/) with scripts/bench/
+ * dist-hooks.ts resolving `@tether/*` to `dist/`, so no process pays for stripping types. Every other figure runs the
+ * hosts from the packages' sources.
+ *
  * Prints a markdown table (machine, Node, each figure's median and min–max over several runs, Tether's ratios to the
  * SDK and to the bare host, and the targets) and writes .bench/bench.json and .bench/bench.md. Where Tether misses a
  * throughput or round-trip target it profiles that figure once more and prints the top self-time functions. Then it
@@ -25,6 +33,9 @@
  *   BENCH_CYCLES (5)         spawn → first result → teardown cycles per lifecycle run (after one cold cycle)
  *   BENCH_SESSIONS (1,10,100) live-session counts of the memory figure
  *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
+ *   BENCH_COLD_RUNS (5)      cold-host processes per host (process start → first result, peak RSS of a one-session host)
+ *   BENCH_IMPORT_RUNS (5)    `node -e "await import(X)"` processes per module of the before-any-session table
+ *   BENCH_BUILD (1)          0 skips building the packages before the two figures above (their dist/ must exist)
  *   BENCH_HOSTS (bare,validated,transport,sdk,tether,tether-events,codex-bare,codex-tether)
  *   BENCH_PROFILE (auto)     auto: profile Tether's missed targets; 1: profile Tether's throughput and round trip; 0: never
  *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts and bench-registry.ts
@@ -34,6 +45,8 @@ import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { pathToFileURL } from "node:url"
+import { build, missingDist, prepare } from "./bench/built.ts"
 import { root } from "./bench/fake.ts"
 import { renderProfile, summarizeProfile } from "./bench/profile.ts"
 import type { ProfileSummary } from "./bench/profile.ts"
@@ -57,6 +70,9 @@ const config = {
   steadyWarmup: int("BENCH_STEADY_WARMUP", 2_000),
   cycles: int("BENCH_CYCLES", 5),
   busyFrames: int("BENCH_BUSY_FRAMES", 5_000),
+  coldRuns: int("BENCH_COLD_RUNS", 5),
+  importRuns: int("BENCH_IMPORT_RUNS", 5),
+  build: env.BENCH_BUILD !== "0",
   levels: (env.BENCH_SESSIONS ?? "1,10,100").split(",").map((s) => Number(s.trim())).filter((n) => n > 0),
   hosts: (env.BENCH_HOSTS ?? "bare,validated,transport,sdk,tether,tether-events,codex-bare,codex-tether").split(",")
     .map((
@@ -100,6 +116,31 @@ const runNode = (args: ReadonlyArray<string>) =>
 
 const runChild = (host: string, figure: string, params: object, nodeArgs: ReadonlyArray<string> = []) =>
   runNode([...nodeArgs, runner, host, figure, JSON.stringify(params)])
+
+/**
+ * What is loaded before any session opens: the peak RSS of `node -e "await import(X)"` (with dist-hooks, so
+ * `@tether/*` is the built package; Node alone loads the hooks too).
+ */
+const modules: ReadonlyArray<{ readonly label: string; readonly specifier: string | undefined }> = [
+  { label: "Node alone (nothing imported)", specifier: undefined },
+  { label: "`@anthropic-ai/claude-agent-sdk`", specifier: "@anthropic-ai/claude-agent-sdk" },
+  { label: "`effect` (the barrel)", specifier: "effect" },
+  { label: "`effect/Effect`", specifier: "effect/Effect" },
+  { label: "`@tether/core` (dist)", specifier: "@tether/core" },
+  { label: "`@tether/transport-node` (dist)", specifier: "@tether/transport-node" },
+  { label: "`@tether/testing` (dist)", specifier: "@tether/testing" }
+]
+
+const importScript = (specifier: string | undefined): string =>
+  [
+    specifier === undefined ? "" : `await import(${JSON.stringify(specifier)})`,
+    `const { readFileSync } = await import("node:fs")`,
+    `let status = ""`,
+    `try { status = readFileSync("/proc/self/status", "utf8") } catch {}`,
+    `const hwm = /VmHWM:\\s+(\\d+) kB/.exec(status)`,
+    `const peakRss = hwm === null ? process.resourceUsage().maxRSS * 1024 : Number(hwm[1]) * 1024`,
+    `process.stdout.write("BENCH_RESULT " + JSON.stringify({ peakRss }) + "\\n")`
+  ].join("\n")
 
 /** Runs a script of another bench (if present) and returns what it printed. */
 const runExtra = (file: string) =>
@@ -220,6 +261,15 @@ const figures = {
   lagMissed: figure("lagMissed", "events missed by lag (same turn)", "count", "lower", { op: "<=", value: 0 }),
   cpuPerTurn: figure("cpuPerTurn", "host CPU per turn (same round-trip turns)", "us", "lower"),
   firstResult: figure("firstResult", "spawn → first result (warm host)", "ms", "lower"),
+  // A fresh process per sample, on the built packages (see cold.ts): what a CLI tool or a serverless host pays.
+  coldFirstResult: figure(
+    "coldFirstResult",
+    "process start → first result (cold host: load, open one session, one tiny turn; built packages)",
+    "ms",
+    "lower",
+    atMostSdk
+  ),
+  peakRss: figure("peakRss", "peak RSS of a one-session host (the same cold process)", "bytes", "lower", atMostSdk),
   teardown: figure("teardown", "teardown, one idle session (close → process reaped)", "ms", "lower"),
   ...Object.fromEntries(
     config.levels.flatMap((level) => [
@@ -429,6 +479,28 @@ const renderTable = (): string => {
   return markdownTable(header, rows, (i) => (i > hosts.length ? ":---:" : "---:"))
 }
 
+type Imports = ReadonlyMap<string, { readonly samples: ReadonlyArray<number>; readonly errors: ReadonlyArray<string> }>
+
+/** The before-any-session table: one row per module, its peak RSS and what it adds to Node alone. */
+const renderImports = (imports: Imports): string => {
+  const alone = summarize(imports.get(modules[0]!.label)?.samples ?? [])
+  const rows = [...imports].map(([label, { errors, samples }]) => {
+    const s = summarize(samples)
+    const value = s === undefined
+      ? errors.length > 0 ? `failed (${errors.length})` : "—"
+      : `${format("bytes", s.median)}${s.n > 1 ? ` (${format("bytes", s.min)}–${format("bytes", s.max)})` : ""}`
+    const added = s === undefined || alone === undefined || label === modules[0]!.label
+      ? "—"
+      : `+${format("bytes", s.median - alone.median)}`
+    return [label, value, added]
+  })
+  return markdownTable(
+    ["`node -e \"await import(X)\"`, X =", "peak RSS median (min–max)", "over Node alone"],
+    rows,
+    () => "---:"
+  )
+}
+
 const machine = () => {
   const cpus = Os.cpus()
   return {
@@ -460,6 +532,22 @@ const main = async () => {
     }
   }
   const hosts = config.hosts.filter((h) => !unavailable.some((u) => u.startsWith(`${h}: `)))
+
+  // The figures on the built packages: build them (or find them built), and the bench's own files type-stripped.
+  const onBuilt = config.coldRuns > 0 || config.importRuns > 0
+  if (onBuilt && config.build) {
+    log("bench: building the packages (tsc -b)")
+    await build()
+  }
+  const missing = onBuilt ? missingDist() : []
+  if (missing.length > 0) {
+    throw new Error(
+      `bench: no dist/ for ${missing.map((name) => `packages/${name}`).join(", ")}; run pnpm build ` +
+        `(or set BENCH_COLD_RUNS=0 BENCH_IMPORT_RUNS=0 to leave out the figures on the built packages)`
+    )
+  }
+  const copies = onBuilt ? prepare(Path.join(outDir, "cold")) : undefined
+  const hooks = copies === undefined ? [] : ["--import", pathToFileURL(copies.hooks).href]
 
   // Hosts take turns in a rotating order, so drift over the run (thermal, page cache, other load) is spread evenly.
   for (let run = 0; run < config.runs; run++) {
@@ -503,6 +591,27 @@ const main = async () => {
           l.ok ? `first result ${format("ms", summarize(l.value.firstResultMs)!.median)}` : l.error
         }`
       )
+    }
+  }
+  for (let run = 0; run < config.coldRuns; run++) {
+    for (const host of rotate(hosts, run)) {
+      const c = await runNode([...hooks, copies!.cold, host])
+      if (c.ok) {
+        add("coldFirstResult", host, c.value.firstResultMs)
+        add("peakRss", host, c.value.peakRss)
+      } else addError(["coldFirstResult", "peakRss"], host, c.error)
+      log(`cold run ${run + 1}/${config.coldRuns} ${host}: ${c.ok ? format("ms", c.value.firstResultMs) : c.error}`)
+    }
+  }
+  const imports = new Map<string, { readonly samples: Array<number>; readonly errors: Array<string> }>(
+    modules.map((m) => [m.label, { samples: [], errors: [] }])
+  )
+  for (let run = 0; run < config.importRuns; run++) {
+    for (const m of rotate(modules, run)) {
+      const r = await runNode([...hooks, "--input-type=module", "-e", importScript(m.specifier)])
+      if (r.ok) imports.get(m.label)!.samples.push(r.value.peakRss)
+      else imports.get(m.label)!.errors.push(r.error)
+      log(`import run ${run + 1}/${config.importRuns} ${m.label}: ${r.ok ? format("bytes", r.value.peakRss) : r.error}`)
     }
   }
 
@@ -582,7 +691,8 @@ const main = async () => {
     `Each measurement in its own Node process; medians with min–max across runs. ` +
     `Tether (subscriber) reads every turn through one session-wide subscriber (\`session.subscribe("latest")\`, ` +
     `\`session.run\` per turn); Tether (turn.events) runs each turn as the README's host does (\`send\`, ` +
-    `\`turn.events\` to its end, \`turn.result\`: one \`runPromise\` per turn).`,
+    `\`turn.events\` to its end, \`turn.result\`: one \`runPromise\` per turn). The cold host is a fresh process ` +
+    `per run (${config.coldRuns} per host) on the built packages; every other figure runs on the sources.`,
     "",
     // Only Codex hosts asked for (BENCH_HOSTS=codex-bare,codex-tether): no Claude table.
     claudeHosts().length > 0 ? renderTable() : "(no Claude host in BENCH_HOSTS)",
@@ -600,6 +710,18 @@ const main = async () => {
         "under the Effect runtime, one Effect run per turn: Tether without its session.",
       "",
       renderDecomposition(),
+      ""
+    )
+  }
+  if (config.importRuns > 0) {
+    lines.push(
+      "### Where the memory goes before any session opens",
+      "",
+      `Peak RSS (VmHWM) of a fresh \`node --input-type=module -e "await import(X)"\` per module, ${config.importRuns} ` +
+        "runs each; `@tether/*` resolved to the built packages' `dist/` by scripts/bench/dist-hooks.ts, which every " +
+        "row loads (Node alone too).",
+      "",
+      renderImports(imports),
       ""
     )
   }
@@ -670,6 +792,16 @@ const main = async () => {
         ...(codexHosts().length > 0 ? { codexTetherVsCodexBare: ratio(f, "codex-tether", "codex-bare") ?? null } : {})
       }
     })),
+    imports: Object.fromEntries(
+      [...imports].map(([label, { errors, samples }]) => [
+        label,
+        {
+          specifier: modules.find((m) => m.label === label)?.specifier ?? null,
+          summary: summarize(samples) ?? null,
+          errors
+        }
+      ])
+    ),
     profiles,
     extras
   }
