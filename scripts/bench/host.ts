@@ -1,6 +1,6 @@
 /**
  * What a benchmarked host is: something that opens sessions on the fake CLI, runs turns and closes them. Each of
- * bare.ts, sdk.ts and tether.ts exports one; runner.ts measures them all the same way.
+ * bare.ts, sdk.ts, tether.ts and the others in hosts/ exports one; runner.ts measures them all the same way.
  */
 
 /** What a host saw of one turn. */
@@ -11,6 +11,8 @@ export interface TurnStats {
   readonly messages: number
   /** Messages the host's consumer was told it missed (Tether's lag markers); absent where a host cannot skip. */
   readonly missed?: number
+  /** Lag markers (`{_tag: "Lag"}` deliveries) the host's consumer received; absent where a host cannot skip. */
+  readonly lags?: number
 }
 
 /** One live session. */

@@ -1,9 +1,15 @@
 /**
- * What the Tether hosts share, whatever the provider (tether.ts for Claude, codex-tether.ts for Codex): a session
- * started in its own Scope over the host's runtime, with one subscriber (`session.subscribe("latest")`) counting the
- * turn's deltas and events. A turn is done for the host when `session.run` has its result and the subscriber has
- * seen the turn's terminal event, so a subscriber that falls behind costs time, and one that lags (skipped events)
- * shows up as missing deltas.
+ * What the Tether hosts share, whatever the provider (tether.ts and tether-events.ts for Claude, codex-tether.ts for
+ * Codex): a session started in its own Scope over the host's runtime, its turn's events read one of two ways.
+ *
+ * - `"subscriber"`: one session-wide subscriber (`session.subscribe("latest")`) forked for the session's life counts
+ *   the turn's deltas and events; a turn is done for the host when `session.run` has its result and the subscriber
+ *   has seen the turn's terminal event, so a subscriber that falls behind costs time, and one that lags (skipped
+ *   events) shows up as missing deltas and as `Lag` deliveries.
+ * - `"turn-events"`: the README's host pattern (`ask` in examples/src/host.ts): `session.send(prompt)`, then
+ *   `turn.events` read to its end by `Stream.runForEach` counting deltas (and `Lag` deliveries), then `turn.result`,
+ *   all in one Effect, so one `runPromise` per turn (the README runs `ask` as one program; a host that ran `send`,
+ *   the events and the result as three separate `runPromise` calls would pay two more runtime entries per turn).
  *
  * Only the packages' public exports are used. Promises wrap the Effect calls so the measuring code in runner.ts is the
  * same for every host; the wrapping costs one `runPromise` per turn.
@@ -22,33 +28,51 @@ interface Waiter {
   deltas: number
   messages: number
   missed: number
+  lags: number
+}
+
+/** How a Tether host reads a turn's events: one session-wide subscriber, or each turn's own `turn.events`. */
+export type Read = "subscriber" | "turn-events"
+
+/** What a consumer that only counts has counted of one turn's deliveries. */
+interface Counts {
+  deltas: number
+  messages: number
+  missed: number
+  lags: number
+}
+
+/** Counts one delivery; `true` at the turn's terminal event. */
+const tally = (counts: Counts, delivery: EventLog.Delivery<SessionEvent.SessionEvent>): boolean => {
+  if (delivery._tag === "Lag") {
+    counts.lags++
+    counts.missed += delivery.missed
+    return false
+  }
+  counts.messages++
+  const event = delivery.event
+  if (event._tag === "TextDelta") counts.deltas++
+  return event._tag === "TurnCompleted" || event._tag === "TurnFailed"
 }
 
 /**
- * A host whose sessions `start` makes over `runtime`; `failed` says why a turn's result is a failure (undefined: it
- * is not).
+ * A host whose sessions `start` makes over `runtime`, reading events as `read` says; `failed` says why a turn's
+ * result is a failure (undefined: it is not).
  */
 export const sessionHost = <A extends Turn.TurnResult, E>(
   runtime: ManagedRuntime.ManagedRuntime<Transport.Transport, never>,
   start: Effect.Effect<Session.Session<A, E>, Session.StartError, Transport.Transport | Scope.Scope>,
-  failed: (result: A) => string | undefined
+  failed: (result: A) => string | undefined,
+  read: Read = "subscriber"
 ): Host => {
-  const open = async (): Promise<HostSession> => {
+  const openSubscriber = async (): Promise<HostSession> => {
     let waiter: Waiter | undefined
     const onDelivery = (delivery: EventLog.Delivery<SessionEvent.SessionEvent>) => {
       if (waiter === undefined) return
-      if (delivery._tag === "Lag") {
-        waiter.missed += delivery.missed
-        return
-      }
-      waiter.messages++
-      const event = delivery.event
-      if (event._tag === "TextDelta") waiter.deltas++
-      else if (event._tag === "TurnCompleted" || event._tag === "TurnFailed") {
-        const done = waiter
-        waiter = undefined
-        done.resolve({ deltas: done.deltas, messages: done.messages, missed: done.missed })
-      }
+      if (!tally(waiter, delivery)) return
+      const done = waiter
+      waiter = undefined
+      done.resolve({ deltas: done.deltas, messages: done.messages, missed: done.missed, lags: done.lags })
     }
 
     const scope = await runtime.runPromise(Scope.make())
@@ -67,7 +91,7 @@ export const sessionHost = <A extends Turn.TurnResult, E>(
     return {
       turn: async (prompt) => {
         const seen = new Promise<TurnStats>((resolve, reject) => {
-          waiter = { resolve, reject, deltas: 0, messages: 0, missed: 0 }
+          waiter = { resolve, reject, deltas: 0, messages: 0, missed: 0, lags: 0 }
         })
         const result = await runtime.runPromise(session.run(prompt))
         const failure = failed(result)
@@ -78,9 +102,33 @@ export const sessionHost = <A extends Turn.TurnResult, E>(
     }
   }
 
+  const openTurnEvents = async (): Promise<HostSession> => {
+    const scope = await runtime.runPromise(Scope.make())
+    const session = await runtime.runPromise(start.pipe(Scope.provide(scope)))
+    return {
+      turn: async (prompt) => {
+        const { counts, result } = await runtime.runPromise(Effect.gen(function*() {
+          const turn = yield* session.send(prompt)
+          const counts: Counts = { deltas: 0, messages: 0, missed: 0, lags: 0 }
+          // As the README's host reads it: every delivery, to the stream's end (the turn's terminal event).
+          yield* turn.events.pipe(
+            Stream.runForEach((delivery) => Effect.sync(() => tally(counts, delivery))),
+            Effect.ignore
+          )
+          const result = yield* turn.result
+          return { counts, result }
+        }))
+        const failure = failed(result)
+        if (failure !== undefined) throw new Error(`turn failed: ${failure}`)
+        return { ...counts }
+      },
+      close: () => runtime.runPromise(Scope.close(scope, Exit.void))
+    }
+  }
+
   return {
     // Builds the layer (and its host-death watchdog) once per process, like importing a library.
     init: () => runtime.runPromise(Effect.void),
-    open
+    open: read === "subscriber" ? openSubscriber : openTurnEvents
   }
 }
