@@ -218,6 +218,33 @@ describe("in-process MCP tools", () => {
         }))
     }).pipe(mock(MockClaude.turn(MockClaude.mcpTool({ server: "host", tool: "stuck", input: {} })))))
 
+  it.effect("a handler that interrupts itself is answered at once (an error), not left to the turn's deadline", () =>
+    Effect.gen(function*() {
+      const quitter = ClaudeMcp.tool("quitter", {
+        description: "Interrupts itself",
+        input: Schema.Struct({}),
+        handler: () => Effect.interrupt
+      })
+      yield* withSession({
+        mcpServers: [ClaudeMcp.server("host", { tools: [quitter] })],
+        policy: Permission.allowAll,
+        // The call suspends the stall clock: only the turn's deadline (3 minutes) would end a request left pending.
+        timeouts: timeouts({ stall: "5 seconds", turn: "3 minutes" })
+      }, (session, cli) =>
+        Effect.gen(function*() {
+          const started = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+          const result = yield* settle(session.run("quit"))
+          const ended = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+          assert.isBelow(ended - started, 5_000, "answered when the handler ended, not at a deadline")
+          assert.isFalse(result.isError)
+          const answers = (yield* written(cli)).filter((frame) =>
+            frame.type === "control_response" && frame.response?.subtype === "error"
+          )
+          assert.lengthOf(answers, 1)
+          assert.include(answers[0].response.error, "interrupted")
+        }))
+    }).pipe(mock(MockClaude.turn(MockClaude.mcpTool({ server: "host", tool: "quitter", input: {} })))))
+
   it.effect("refuses servers and tools the CLI cannot take, before anything starts", () =>
     Effect.gen(function*() {
       const bad = ClaudeMcp.tool("bad name", {
@@ -329,6 +356,24 @@ describe("permission updates", () => {
             destination: "session"
           }])
           assert.strictEqual(answer.response.response.decisionClassification, "user_permanent")
+        }))
+    }).pipe(mock(MockClaude.turn(MockClaude.tool({ name: "Bash", input: { command: "touch x" } })))))
+})
+
+describe("a policy that interrupts itself", () => {
+  it.effect("is a policy that did not decide: the CLI gets a deny at once, not at the permission deadline", () =>
+    Effect.gen(function*() {
+      yield* withSession({
+        policy: () => Effect.interrupt,
+        timeouts: timeouts({ stall: "5 seconds", permission: "10 minutes", turn: "30 minutes" })
+      }, (session, cli) =>
+        Effect.gen(function*() {
+          const started = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+          yield* settle(session.run("touch"))
+          const ended = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+          assert.isBelow(ended - started, 5_000, "denied when the policy ended, not at a deadline")
+          const answer = (yield* written(cli)).find((f) => f.response?.response?.behavior !== undefined)
+          assert.strictEqual(answer?.response?.response?.behavior, "deny")
         }))
     }).pipe(mock(MockClaude.turn(MockClaude.tool({ name: "Bash", input: { command: "touch x" } })))))
 })

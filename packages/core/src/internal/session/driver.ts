@@ -444,10 +444,12 @@ class Driver {
     const fiber = this.run(
       Effect.suspend(() => this.options.policy(request)).pipe(
         Effect.matchCauseEffect({
+          // Interrupted: by the machine, which no longer waits for it (then `policyFailed` is a no-op), or by
+          // itself (a policy that ends with `Effect.interrupt`), which is a policy that did not decide: denied.
           onFailure: (cause) =>
-            Cause.hasInterruptsOnly(cause) ?
-              Effect.void :
-              Effect.logWarning("permission policy failed; denying", cause).pipe(
+            (Cause.hasInterruptsOnly(cause)
+              ? Effect.void
+              : Effect.logWarning("permission policy failed; denying", cause)).pipe(
                 Effect.andThen(Effect.sync(() => this.step((now) => this.machine.policyFailed(now, requestId))))
               ),
           onSuccess: (decision) => Effect.sync(() => this.step((now) => this.machine.decided(now, requestId, decision)))
@@ -462,12 +464,20 @@ class Driver {
     const fiber = this.run(
       Effect.suspend(() => this.options.handle(request)).pipe(
         Effect.matchCauseEffect({
+          // Interrupted: by the machine, which no longer waits for it (then `handled` is a no-op), or by itself (a
+          // handler that ends with `Effect.interrupt`), which must still answer the CLI, or the request (and a turn
+          // bound to it, whose stall clock it suspends) would wait for the turn's deadline.
           onFailure: (cause) =>
-            Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logWarning("the host's handler failed", cause).pipe(
+            (Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logWarning("the host's handler failed", cause)).pipe(
               Effect.andThen(
                 Effect.sync(() =>
                   this.step((now) =>
-                    this.machine.handled(now, requestId, { _tag: "Error", message: "the host's handler failed" })
+                    this.machine.handled(now, requestId, {
+                      _tag: "Error",
+                      message: Cause.hasInterruptsOnly(cause)
+                        ? "the host's handler was interrupted"
+                        : "the host's handler failed"
+                    })
                   )
                 )
               )
