@@ -137,7 +137,8 @@ export type Item =
    *   the user): as long as that turn runs. While it is pending the turn is not stalled (the CLI is waiting for the
    *   host, as during a permission request); when the turn ends the handler is stopped and nothing is answered (the
    *   CLI no longer waits). The handler bounds itself more tightly where it has a bound of its own (a tool's
-   *   timeout). With no turn running, the control timeout applies.
+   *   timeout). With no turn running, the control timeout applies. It counts as the turn's progress, never as the
+   *   acknowledgement of its prompt (a hook of the session's may cross a prompt just written).
    */
   | {
     readonly _tag: "HostRequest"

@@ -109,3 +109,17 @@ describe("host requests bound to the turn", () => {
     assert.strictEqual(b.m.nextDeadline(), 10_000)
   })
 })
+
+describe("host requests and the delivery fence", () => {
+  it("a request bound to the turn is its progress but not its acknowledgement: a hook may cross a prompt just written", () => {
+    const b = fake()
+    const turn = b.input((m, now) => m.send(now, "hi", undefined, true)) as Machine.Turn
+    b.trace()
+    b.at(10).cli(turnBound("h1"))
+    assert.isFalse(turn.acknowledged)
+    assert.strictEqual(turn.phase, "started")
+    // The receipt still acknowledges it.
+    b.cli(I.receipt(turn.id))
+    assert.isTrue(turn.acknowledged)
+  })
+})

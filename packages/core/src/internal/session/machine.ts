@@ -768,8 +768,9 @@ export class Machine {
       case "HostRequest": {
         const turn = this.active
         const bound = item.bound === "turn" && turn !== undefined && turn.taken && !turn.finished ? turn : undefined
-        // What the running turn waits on is the turn's work: it is progress, and lives as long as the turn does.
-        if (bound !== undefined) this.progress(now, bound)
+        // What the running turn waits on is the turn's work: it is progress, and lives as long as the turn does. It
+        // does not acknowledge the prompt: a hook of the session's (a notification) may cross a prompt just written.
+        if (bound !== undefined) bound.lastProgress = now
         this.hostRequests.set(item.requestId, {
           deadline: bound === undefined ? now + this.settings.deadlines.control : never,
           turn: bound
