@@ -289,6 +289,29 @@ describe("Session telemetry", () => {
       }))
     ))
 
+  it.effect("a tracer that throws when a turn's or a control's span ends loses that span, not the turn", () =>
+    Effect.gen(function*() {
+      const tracer = Tracer.make({
+        span: (options) => {
+          const span = new Tracer.NativeSpan(options)
+          if (options.name === "tether.turn" || options.name === "tether.control") {
+            span.end = () => {
+              throw new Error("a broken exporter")
+            }
+          }
+          return span
+        }
+      })
+      yield* withSession({}, (session) =>
+        Effect.gen(function*() {
+          const result = yield* settle(session.run("hello"))
+          assert.isFalse(result.isError)
+          yield* settle(session.control({ subtype: "mcp_status" }))
+          // The session goes on: the next turn runs too.
+          assert.isFalse((yield* settle(session.run("again"))).isError)
+        })).pipe(Effect.provideService(Tracer.Tracer, tracer))
+    }).pipe(mock()))
+
   it.effect("with tracing disabled, no span is made (the metrics are still recorded)", () =>
     traced((recorded) =>
       Effect.gen(function*() {

@@ -278,7 +278,6 @@ class Driver {
       case "Settle": {
         const state = output.turn.handle as TurnState
         state.terminal.seq = this.latest()
-        this.telemetry.turnSettled(state, output.exit, this.now(), this.machine.sessionId)
         if (this.awaitingOutput === state || this.awaitingOutput === undefined) {
           // The turn that starts when one settles is the queue's next (a queued turn dropped meanwhile leaves the
           // running one, which may have had its first output already).
@@ -288,6 +287,8 @@ class Driver {
             : undefined
         }
         Deferred.doneUnsafe(state.done, output.exit)
+        // After the turn is settled: a tracer of the host's that throws cannot leave it unsettled.
+        this.observe(() => this.telemetry.turnSettled(state, output.exit, this.now(), this.machine.sessionId))
         return
       }
       case "Written": {
@@ -300,8 +301,8 @@ class Driver {
         const pending = this.controls.get(output.ref)
         if (pending !== undefined) {
           this.controls.delete(output.ref)
-          this.telemetry.controlDone(pending.trace, output.exit, this.now())
           Deferred.doneUnsafe(pending.deferred, output.exit)
+          this.observe(() => this.telemetry.controlDone(pending.trace, output.exit, this.now()))
         }
         return
       }
@@ -488,6 +489,15 @@ class Driver {
       )
     )
     if (fiber.pollUnsafe() === undefined) this.running.set(requestId, fiber)
+  }
+
+  /** Records spans and metrics; what the host's tracer throws is not the session's failure. */
+  private observe(record: () => void): void {
+    try {
+      record()
+    } catch {
+      // A tracer that throws loses its own span, nothing else.
+    }
   }
 
   /** Runs one machine input and drains its outputs. */
