@@ -347,6 +347,7 @@ describe("Session telemetry", () => {
     const cases: ReadonlyArray<readonly [string, string]> = [
       ["the CLI exited (exit code 1)", "cli-exited"],
       ["the CLI exited (signal SIGKILL)", "cli-exited"],
+      ["the CLI closed its stdout but did not exit", "stdout-closed"],
       ["the CLI refused the handshake: bad flags", "handshake-refused"],
       ["the handshake did not finish in time", "startup-timeout"],
       [new TetherError.DeliveryTimeout({ timeoutMillis: 50 }).message, "delivery-timeout"],

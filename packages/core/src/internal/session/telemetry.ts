@@ -207,6 +207,7 @@ const errorTagOf = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
 export const retirementReason = (reason: string, hint: string | undefined): string => {
   if (hint !== undefined) return hint
   if (reason.startsWith("the CLI exited")) return "cli-exited"
+  if (reason === "the CLI closed its stdout but did not exit") return "stdout-closed"
   if (reason.startsWith("the CLI refused the handshake")) return "handshake-refused"
   if (reason === "the handshake did not finish in time") return "startup-timeout"
   if (reason.startsWith("writing to the CLI did not finish within")) return "delivery-timeout"
