@@ -46,7 +46,8 @@ export interface Tool {
   readonly name: string
   readonly description: string
   readonly input: Schema.Codec<unknown, unknown, never, unknown>
-  readonly handler: (input: any, context: ToolContext) => Effect.Effect<ToolOutput, Failure>
+  /** Method syntax, so that a tool of any input type is a `Tool` (parameters are checked bivariantly). */
+  handler(input: unknown, context: ToolContext): Effect.Effect<ToolOutput, Failure>
   readonly timeout: Duration.Duration | undefined
   readonly annotations: JsonObject | undefined
   readonly alwaysLoad: boolean
