@@ -161,7 +161,7 @@ export const encodeErrorResponse = (id: Id, code: number, message: string): stri
  * {@link encodeRequest}, {@link encodeResponse}, {@link encodeErrorResponse}.
  *
  * @category encoding
- * @since 0.2.0
+ * @since 0.3.0
  */
 export const encodeServerNotification = (method: string, params: unknown, emittedAtMs: number): string =>
   JSON.stringify({ method, params, emittedAtMs })
