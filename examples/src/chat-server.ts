@@ -358,6 +358,11 @@ const normalized = (event: SessionEvent.SessionEvent): object | undefined => {
       const { raw: _requestRaw, ...request } = rest.request
       return { ...rest, request }
     }
+    case "TurnFailed": {
+      // Some errors carry the CLI's result frame (`raw`): the error's fields and message, without it.
+      const { raw: _errorRaw, ...error } = rest.error as { readonly raw?: unknown }
+      return { ...rest, error: { ...error, message: rest.error.message } }
+    }
     default:
       return rest
   }
