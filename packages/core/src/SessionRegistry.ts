@@ -560,9 +560,16 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = Provider
     EventLog.ReplayUnavailable | LookupError,
     Scope.Scope
   >
-  readonly snapshot: (id: string) => Effect.Effect<Snapshot, SessionNotFound>
-  /** Snapshots of every session, least recently used first. */
-  readonly list: Effect.Effect<ReadonlyArray<Snapshot>>
+  /**
+   * A local registry fails only with `SessionNotFound`; a registry across machines (`@tether/cluster`) also with
+   * `SessionUnavailable` when it cannot reach the session's runner or its database.
+   */
+  readonly snapshot: (id: string) => Effect.Effect<Snapshot, SessionNotFound | SessionUnavailable>
+  /**
+   * Snapshots of every session, least recently used first. Never fails locally; across machines, with
+   * `SessionUnavailable` when the cluster's database cannot be read.
+   */
+  readonly list: Effect.Effect<ReadonlyArray<Snapshot>, SessionUnavailable>
   /**
    * Graceful eviction: refuses new turns at once, waits for the running turn to end and the pins to be released
    * (force-evicting after `timeout`, if given), then closes the session (stdin EOF, close grace, teardown).
@@ -573,8 +580,11 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = Provider
    * `deliveryUncertain` when the CLI had not acknowledged the prompt).
    */
   readonly forceEvict: (id: string, options?: Target) => Effect.Effect<void, LookupError>
-  /** Sessions in the registry (starting, live, draining and closing). */
-  readonly size: Effect.Effect<number>
+  /**
+   * Sessions in the registry (starting, live, draining and closing). Never fails locally; across machines, with
+   * `SessionUnavailable` when the cluster's database cannot be read.
+   */
+  readonly size: Effect.Effect<number, SessionUnavailable>
 }
 
 // ---------------------------------------------------------------------------------------------------------------
