@@ -26,7 +26,14 @@ import type * as Protocol from "./protocol.ts"
 import * as Store from "./store.ts"
 import * as Wire from "./wire.ts"
 
-/** The cluster's own failures of a call (not the session's): the call was not delivered. */
+/**
+ * The cluster's own failures of a call (not the session's). For a call that delivers nothing (a lookup, an answer,
+ * an interrupt) they mean the call did not happen. For one that may have delivered a prompt they do not: the
+ * cluster re-sends a volatile request by itself when the socket to its runner breaks (`Sharding.sendOutgoing`
+ * retries `RunnerUnavailable`, which is what an `RpcClientError` becomes, after the first runner may have had it),
+ * so whichever of these reaches the caller (`MailboxFull` or `EntityNotAssignedToRunner` from a later attempt,
+ * `AlreadyProcessingMessage` while the first attempt still runs) may follow a delivery.
+ */
 const transportTags: ReadonlySet<string> = new Set([
   "MailboxFull",
   "AlreadyProcessingMessage",
@@ -41,15 +48,24 @@ const isTransport = (error: unknown): boolean =>
 
 /**
  * A wire error as the host's error (typed as a known class: an error of a host's own provider keeps its own tag);
- * the cluster's own failures as `SessionUnavailable` (nothing was delivered).
+ * the cluster's own failures as `SessionUnavailable` (nothing was delivered), or, for a call that may have
+ * delivered a prompt (`delivery`: a send, or the wait for its turn), as the loss of its runner: a `SessionRetired`
+ * whose delivery is uncertain (`ClusterRegistry.isRunnerLost`). A host retries that with the same `promptId`: the
+ * session's ledger answers it with the turn instead of running the prompt again.
+ *
+ * @internal
  */
-const fromCall = (id: string) => (error: unknown): Wire.Known =>
-  isTransport(error)
-    ? new TetherError.SessionUnavailable({
-      status: "unknown",
-      reason: `session ${id} could not be reached (${(error as { readonly _tag: string })._tag})`
+export const fromCall = (id: string, delivery?: { readonly promptId: string }) => (error: unknown): Wire.Known => {
+  if (!isTransport(error)) return Wire.fromWire(error as Wire.Failure)
+  const tag = (error as { readonly _tag: string })._tag
+  return delivery === undefined
+    ? new TetherError.SessionUnavailable({ status: "unknown", reason: `session ${id} could not be reached (${tag})` })
+    : new TetherError.SessionRetired({
+      reason:
+        `runner lost: the call for prompt ${delivery.promptId} of session ${id} failed (${tag}) after the cluster may have delivered it, and whether its CLI ran the prompt is unknown`,
+      acknowledged: false
     })
-    : Wire.fromWire(error as Wire.Failure)
+}
 
 /** A lag marker as hosts see it: an `EventLog.Lag`, with the cluster's reason as an extra field. */
 export interface Gap extends EventLog.Lag {
@@ -72,8 +88,11 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       migrate: false
     })
     const entity = (id: string) => makeClient(id)
-    const call = <X, EX, RX>(id: string, effect: Effect.Effect<X, EX, RX>): Effect.Effect<X, Wire.Known, RX> =>
-      Effect.mapError(effect, fromCall(id))
+    const call = <X, EX, RX>(
+      id: string,
+      effect: Effect.Effect<X, EX, RX>,
+      delivery?: { readonly promptId: string }
+    ): Effect.Effect<X, Wire.Known, RX> => Effect.mapError(effect, fromCall(id, delivery))
 
     // ------------------------------------------------------------------------------------------------------------
     // Turns
@@ -115,10 +134,10 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
     ): Turn.Turn<A, TE> => ({
       id: ref.turnId,
       get result() {
-        return call(id, entity(id).Await({ ...ref, settled: false })) as Effect.Effect<A, Turn.TurnError | TE>
+        return call(id, entity(id).Await({ ...ref, settled: false }), ref) as Effect.Effect<A, Turn.TurnError | TE>
       },
       get settled() {
-        return Effect.exit(call(id, entity(id).Await({ ...ref, settled: true }))) as Effect.Effect<
+        return Effect.exit(call(id, entity(id).Await({ ...ref, settled: true }), ref)) as Effect.Effect<
           Exit.Exit<A, Turn.TurnError | TE>
         >
       },
@@ -129,7 +148,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         >
       },
       get phase() {
-        return Effect.orDie(call(id, entity(id).TurnPhase(ref)))
+        return call(id, entity(id).TurnPhase(ref)) as Effect.Effect<Turn.Phase, TetherError.SessionUnavailable>
       },
       get interrupt() {
         // The turn's session may have moved: then there is nothing left of the turn to interrupt.
@@ -154,26 +173,31 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
             interruptOnCancel: options?.interruptOnCancel,
             generation: options?.generation,
             wait: false
-          })
+          }),
+          { promptId }
         )
         return makeTurn(id, { promptId, turnId: sent.turnId, generation: sent.generation })
       }).pipe(Effect.withSpan("ClusterRegistry.client.send", { attributes: { "tether.session.id": id } }))
 
     const run = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) =>
-      Effect.map(
-        call(
-          id,
-          entity(id).Send({
-            promptId: promptIdOf(options),
-            prompt,
-            queue: options?.queue,
-            interruptOnCancel: options?.interruptOnCancel,
-            generation: options?.generation,
-            wait: true
-          })
-        ),
-        (sent) => sent.result as A
-      ).pipe(Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } }))
+      Effect.suspend(() => {
+        const promptId = promptIdOf(options)
+        return Effect.map(
+          call(
+            id,
+            entity(id).Send({
+              promptId,
+              prompt,
+              queue: options?.queue,
+              interruptOnCancel: options?.interruptOnCancel,
+              generation: options?.generation,
+              wait: true
+            }),
+            { promptId }
+          ),
+          (sent) => sent.result as A
+        )
+      }).pipe(Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } }))
 
     // ------------------------------------------------------------------------------------------------------------
     // Subscriptions
@@ -318,15 +342,18 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
     const control = (id: string, request: unknown, target?: SessionRegistry.Target) =>
       call(id, entity(id).Control({ request, generation: target?.generation }))
 
+    /** The runner's snapshot; its failures are `SessionNotFound` or `SessionUnavailable` (the runner answers no other). */
     const snapshot = (id: string) =>
       entity(id).Snapshot().pipe(
         Effect.mapError(fromCall(id)),
-        Effect.catchIf(
-          (error): error is Exclude<Wire.Known, SessionRegistry.SessionNotFound> => error._tag !== "SessionNotFound",
-          (error) => Effect.die(error)
-        ),
         Effect.map((snapshot) => snapshot as SessionRegistry.Snapshot)
-      )
+      ) as Effect.Effect<SessionRegistry.Snapshot, SessionRegistry.SessionNotFound | TetherError.SessionUnavailable>
+
+    const databaseUnavailable = (error: { readonly message: string }) =>
+      new TetherError.SessionUnavailable({
+        status: "unknown",
+        reason: `the cluster's database failed: ${error.message}`
+      })
 
     const evict = (id: string, options?: SessionRegistry.EvictOptions) =>
       call(
@@ -368,10 +395,10 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
 
     /** The live sessions the database lists, each asked for its snapshot (a session that is not live is skipped). */
     const list = Effect.gen(function*() {
-      const records = yield* Effect.orDie(store.list)
+      const records = yield* Effect.mapError(store.list, databaseUnavailable)
       const snapshots = yield* Effect.forEach(
         records.filter((entry) => entry.record.state === "live"),
-        (entry) => Effect.option(Effect.catchDefect(snapshot(entry.id), () => Effect.fail(undefined))),
+        (entry) => Effect.option(snapshot(entry.id)),
         { concurrency: 16 }
       )
       return snapshots.flatMap((found) => Option.isSome(found) ? [found.value] : [])
@@ -402,7 +429,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       evict: (id, options) => evict(id, options) as ReturnType<Reg["evict"]>,
       forceEvict: (id, target) => forceEvict(id, target) as ReturnType<Reg["forceEvict"]>,
       size: Effect.map(
-        Effect.orDie(store.list),
+        Effect.mapError(store.list, databaseUnavailable),
         (records) => records.filter((entry) => entry.record.state === "live").length
       )
     }
