@@ -82,6 +82,7 @@ import * as Runner from "./internal/runner.ts"
  * | `durableEvents` | `false` | the default for sessions whose opener does not say (see {@link ClientSettings}) |
  * | `tablePrefix` | `"tether"` | the prefix of the cluster registry's tables; the same on every node |
  * | `entityIdleTime` | the cluster's `entityMaxIdleTime` | how long an entity whose session is closed stays resident |
+ * | `finalSaveTimeout` | 30 s | how long the last save of a closing session may take (a database that hangs must not hang a release, an eviction or a drain); past it the session closes unsaved, and its next owner restores it as a lost generation from its last saved turn |
  *
  * @category models
  * @since 0.1.0
@@ -92,6 +93,7 @@ export interface RunnerSettings extends SessionRegistry.Settings {
   readonly durableEvents?: boolean | undefined
   readonly tablePrefix?: string | undefined
   readonly entityIdleTime?: Duration.Input | undefined
+  readonly finalSaveTimeout?: Duration.Input | undefined
 }
 
 /**

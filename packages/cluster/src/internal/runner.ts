@@ -61,6 +61,7 @@ export interface Settings extends SessionRegistry.Settings {
   readonly durableEvents?: boolean | undefined
   readonly tablePrefix?: string | undefined
   readonly entityIdleTime?: Duration.Input | undefined
+  readonly finalSaveTimeout?: Duration.Input | undefined
 }
 
 /** The cluster registry's metrics; every runner records them with its address as the `runner` attribute. */
@@ -202,12 +203,13 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const settings = options.settings
   const kind = options.kind
   const drainTimeout = settings.drainTimeout ?? Duration.seconds(10)
+  const finalSaveTimeout = settings.finalSaveTimeout ?? Duration.seconds(30)
   const defaultDurable = settings.durableEvents ?? false
   if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
   const stateDirectory = settings.stateDirectory ??
     Path.join(Os.tmpdir(), `${Files.stalePrefix}${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
   const runnerScope = yield* Effect.scope
-  yield* Effect.addFinalizer(() => Files.remove(stateDirectory))
+  yield* Effect.addFinalizer(() => Effect.ignore(Files.remove(stateDirectory), { log: "Warn" }))
   const store = yield* Store.make({ entityType: options.entity.type, prefix: settings.tablePrefix ?? "tether" })
   const encodeConfig = Schema.encodeSync(Schema.toCodecJson(options.config))
   const decodeConfig = Schema.decodeUnknownSync(Schema.toCodecJson(options.config))
@@ -360,7 +362,12 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   // Starting and ending generations
   // ------------------------------------------------------------------------------------------------------------
 
-  /** Ends an incarnation (its session has closed): the last save, then the directory goes. */
+  /**
+   * Ends an incarnation (its session has closed): the last save (bounded by `finalSaveTimeout`: a database that
+   * hangs must not hang a release, an eviction or a drain; what it did not save is recovered as a lost generation),
+   * then the directory goes. Whatever the save and the removal do, the incarnation is forgotten and `closed` is
+   * signalled: the entity's keep-alive and an `Evict` wait on it.
+   */
   const finalize = (inc: Incarnation<A, TE>) =>
     Effect.gen(function*() {
       if (inc.recorder !== undefined) {
@@ -368,13 +375,25 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         const done = yield* Effect.timeoutOption(Fiber.await(inc.recorder), Duration.seconds(5))
         if (Option.isNone(done)) yield* Fiber.interrupt(inc.recorder)
       }
-      yield* save(inc, true)
-      yield* settleSaved(inc, [...inc.turns.keys()])
-      yield* Files.remove(inc.directory)
-      if (incarnations.get(inc.id) === inc) incarnations.delete(inc.id)
-      yield* Metric.update(sessionsGauge, incarnations.size)
-      Deferred.doneUnsafe(inc.closed, Exit.void)
-    }).pipe(Effect.uninterruptible)
+      const saved = yield* Effect.timeoutOption(save(inc, true), finalSaveTimeout)
+      if (Option.isNone(saved)) {
+        yield* Metric.update(Metric.withAttributes(metrics.saveFailures, attributes), 1)
+        yield* Effect.logWarning(
+          `the last save of session ${inc.id} (generation ${inc.generation}) took longer than ${
+            Duration.format(Duration.fromInputUnsafe(finalSaveTimeout))
+          }: given up`
+        )
+      }
+    }).pipe(
+      Effect.ensuring(Effect.suspend(() => settleSaved(inc, [...inc.turns.keys()]))),
+      Effect.ensuring(Effect.ignore(Files.remove(inc.directory), { log: "Warn" })),
+      Effect.ensuring(Effect.suspend(() => {
+        if (incarnations.get(inc.id) === inc) incarnations.delete(inc.id)
+        Deferred.doneUnsafe(inc.closed, Exit.void)
+        return Metric.update(sessionsGauge, incarnations.size)
+      })),
+      Effect.uninterruptible
+    )
 
   /**
    * The kind the runner's registry starts sessions with: the next generation in the database, the conversation
@@ -392,7 +411,9 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         reset: start.reset
       }).pipe(Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`)))
       const directory = Path.join(stateDirectory, `${safeName(id)}-g${begun.generation}`)
-      yield* Files.restore(directory, begun.files)
+      yield* Files.restore(directory, begun.files).pipe(
+        Effect.mapError((error) => unavailable(`the runner could not restore the conversation: ${error.message}`))
+      )
       const inc: Incarnation<A, TE> = {
         id,
         generation: begun.generation,
