@@ -120,6 +120,11 @@ interface Incarnation<A, TE> {
   ended: Array<{ readonly turnId: string; readonly state: "completed" | "failed"; readonly outcome: unknown }>
   readonly turns: Map<string, TrackedTurn<A, TE>>
   readonly prompts: Map<string, string>
+  /**
+   * Prompts claimed in the ledger whose send to the session has not returned yet: a second delivery of one waits
+   * for it here instead of finding it dispatched with no turn (and reporting a running turn as lost).
+   */
+  readonly sending: Map<string, Deferred.Deferred<TrackedTurn<A, TE> | undefined>>
   readonly saving: Semaphore.Semaphore
   recorder: Fiber.Fiber<void> | undefined
   readonly closed: Deferred.Deferred<void>
@@ -431,6 +436,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         ended: [],
         turns: new Map(),
         prompts: new Map(),
+        sending: new Map(),
         saving: Semaphore.makeUnsafe(1),
         recorder: undefined,
         closed: Deferred.makeUnsafe()
@@ -623,6 +629,14 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       if (claim._tag === "Fenced") return yield* Effect.fail(moved(id, inc.generation))
       let tracked: TrackedTurn<A, TE> | undefined
       if (claim._tag === "Existing") {
+        const inFlight = inc.sending.get(payload.promptId)
+        if (inFlight !== undefined) {
+          // The first delivery is still sending the prompt: its turn is this one, or nothing was written.
+          const first = yield* Deferred.await(inFlight)
+          if (first === undefined) {
+            return yield* Effect.fail(unavailable(`the first delivery of prompt ${payload.promptId} was refused`))
+          }
+        }
         const turnId = inc.prompts.get(payload.promptId)
         tracked = turnId === undefined ? undefined : inc.turns.get(turnId)
         const outcome = tracked !== undefined ? "joined" : claim.turn.state === "dispatched" ? "lost" : "completed"
@@ -636,19 +650,29 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           return { turnId: turn.turnId ?? payload.promptId, generation: turn.generation, result }
         }
       } else {
+        // Recorded before the send: a second delivery that claims meanwhile waits for this one's turn.
+        const inFlight = Deferred.makeUnsafe<TrackedTurn<A, TE> | undefined>()
+        inc.sending.set(payload.promptId, inFlight)
+        const settle = (turn: TrackedTurn<A, TE> | undefined) =>
+          Effect.sync(() => {
+            if (inc.sending.get(payload.promptId) === inFlight) inc.sending.delete(payload.promptId)
+            Deferred.doneUnsafe(inFlight, Exit.succeed(turn))
+          })
         const sent = yield* Effect.exit(
           registry.send(id, payload.prompt, {
             queue: payload.queue,
             interruptOnCancel: payload.interruptOnCancel,
             generation: inc.localGeneration
           })
-        )
+        ).pipe(Effect.onInterrupt(() => settle(undefined)))
         if (Exit.isFailure(sent)) {
           // Refused before anything was written: the prompt may be sent again under the same id.
           yield* Effect.ignore(store.unclaim(id, payload.promptId, inc.generation))
+          yield* settle(undefined)
           return yield* Effect.failCause(Cause.map(sent.cause, translate(inc, payload.generation)))
         }
         tracked = remember(inc, payload.promptId, sent.value)
+        yield* settle(tracked)
       }
       if (!payload.wait) return { turnId: tracked.turn.id, generation: inc.generation }
       const result = yield* outcome(tracked, false)
