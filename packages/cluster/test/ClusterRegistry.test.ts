@@ -263,6 +263,23 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
       assert.strictEqual(prompts.length, 3, "each prompt was written once")
     }))
 
+  it.effect("retrying a send or a run effect retries the same prompt id: the ledger answers, the CLI gets it once", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const send = chats.send(id, "sent once")
+      const first = yield* send
+      yield* first.result
+      const again = yield* send
+      assert.strictEqual(again.id, first.id)
+      const run = chats.run(id, "run once")
+      assert.strictEqual((yield* run).text, (yield* run).text)
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      const prompts = (yield* cli.written).filter((frame: any) => frame?.type === "user")
+      assert.strictEqual(prompts.length, 2)
+    }))
+
   it.effect("the last save of a closing session is bounded: a database that hangs does not hang the eviction", () =>
     Effect.gen(function*() {
       const chats = yield* Chats

@@ -161,9 +161,10 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       return typeof given === "string" && given.length > 0 ? given : Crypto.randomUUID()
     }
 
-    const send = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) =>
-      Effect.gen(function*() {
-        const promptId = promptIdOf(options)
+    const send = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) => {
+      // Once per call, as for `run`: retrying the effect after a runner-lost failure is answered by the ledger.
+      const promptId = promptIdOf(options)
+      return Effect.gen(function*() {
         const sent = yield* call(
           id,
           entity(id).Send({
@@ -178,26 +179,28 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         )
         return makeTurn(id, { promptId, turnId: sent.turnId, generation: sent.generation })
       }).pipe(Effect.withSpan("ClusterRegistry.client.send", { attributes: { "tether.session.id": id } }))
+    }
 
-    const run = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) =>
-      Effect.suspend(() => {
-        const promptId = promptIdOf(options)
-        return Effect.map(
-          call(
-            id,
-            entity(id).Send({
-              promptId,
-              prompt,
-              queue: options?.queue,
-              interruptOnCancel: options?.interruptOnCancel,
-              generation: options?.generation,
-              wait: true
-            }),
-            { promptId }
-          ),
-          (sent) => sent.result as A
-        )
-      }).pipe(Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } }))
+    const run = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) => {
+      // Chosen once per call, not per execution: a host that retries this effect retries the same prompt id, and
+      // the session's ledger answers it instead of running the prompt again.
+      const promptId = promptIdOf(options)
+      return Effect.map(
+        call(
+          id,
+          entity(id).Send({
+            promptId,
+            prompt,
+            queue: options?.queue,
+            interruptOnCancel: options?.interruptOnCancel,
+            generation: options?.generation,
+            wait: true
+          }),
+          { promptId }
+        ),
+        (sent) => sent.result as A
+      ).pipe(Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } }))
+    }
 
     // ------------------------------------------------------------------------------------------------------------
     // Subscriptions
@@ -398,7 +401,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       const records = yield* Effect.mapError(store.list, databaseUnavailable)
       const snapshots = yield* Effect.forEach(
         records.filter((entry) => entry.record.state === "live"),
-        (entry) => Effect.option(snapshot(entry.id)),
+        // A runner that died mid-call answers with a defect: that session is skipped like one that is not live.
+        (entry) => Effect.option(Effect.catchDefect(snapshot(entry.id), () => Effect.fail(undefined))),
         { concurrency: 16 }
       )
       return snapshots.flatMap((found) => Option.isSome(found) ? [found.value] : [])
