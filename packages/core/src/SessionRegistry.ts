@@ -474,11 +474,15 @@ export interface Snapshot {
 export interface Handle<A extends TurnResult = TurnResult, TE = ProviderTurnError> {
   readonly id: string
   readonly generation: number
-  /** Sends a prompt; returns the turn as soon as it is written (or queued). */
+  /**
+   * Sends a prompt; returns the turn as soon as it is written (or queued). A local registry never fails it with
+   * `SessionRetired`; a cluster binding does when the runner that had the prompt is lost (delivery uncertain: see
+   * `ClusterRegistry.isRunnerLost`).
+   */
   readonly send: (
     prompt: Prompt,
     options?: Session.SendOptions
-  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError>
+  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError | TetherError.SessionRetired>
   /** Sends a prompt and waits for its result. */
   readonly run: (
     prompt: Prompt,
@@ -524,11 +528,18 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = Provider
   ) => Effect.Effect<Handle<A, TE>, E | AdmissionError, Scope.Scope>
   /** A pinned handle on the id's live session, without starting one. */
   readonly get: (id: string, options?: Target) => Effect.Effect<Handle<A, TE>, LookupError, Scope.Scope>
+  /**
+   * Sends a prompt to the id's live session; returns the turn as soon as it is written (or queued). A local
+   * registry never fails it with `SessionRetired`; a cluster binding does when the runner that had the prompt is
+   * lost: whether the CLI ran it is unknown (`deliveryUncertain`, see `ClusterRegistry.isRunnerLost`); sending it
+   * again with the same `promptId` (`ClusterRegistry.SendOptions`) is answered by the session's ledger, never run
+   * twice.
+   */
   readonly send: (
     id: string,
     prompt: Prompt,
     options?: SendOptions
-  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError>
+  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError | TetherError.SessionRetired>
   readonly run: (
     id: string,
     prompt: Prompt,
