@@ -10,7 +10,7 @@
  *
  * @internal
  */
-import type { EventLog, Permission, SessionEvent, Turn } from "@tether/core"
+import type { EventLog, Permission, Session, SessionEvent, Turn } from "@tether/core"
 import { SessionRegistry, TetherError } from "@tether/core"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
@@ -47,7 +47,8 @@ const isTransport = (error: unknown): boolean =>
   typeof error === "object" && error !== null && transportTags.has((error as { readonly _tag?: string })._tag ?? "")
 
 /**
- * A wire error as the host's error (typed as a known class: an error of a host's own provider keeps its own tag);
+ * A wire error as the host's error (typed as `E`, the errors of the calling method's local signature, which the
+ * runner fails it with; as a known class by default: an error of a host's own provider keeps its own tag);
  * the cluster's own failures as `SessionUnavailable` (nothing was delivered), or, for a call that may have
  * delivered a prompt (`delivery`: a send, or the wait for its turn), as the loss of its runner: a `SessionRetired`
  * whose delivery is uncertain (`ClusterRegistry.isRunnerLost`). A host retries that with the same `promptId`: the
@@ -55,8 +56,11 @@ const isTransport = (error: unknown): boolean =>
  *
  * @internal
  */
-export const fromCall = (id: string, delivery?: { readonly promptId: string }) => (error: unknown): Wire.Known => {
-  if (!isTransport(error)) return Wire.fromWire(error as Wire.Failure)
+export const fromCall = <E = Wire.Known>(id: string, delivery?: { readonly promptId: string }) =>
+(
+  error: unknown
+): E | TetherError.SessionUnavailable | TetherError.SessionRetired => {
+  if (!isTransport(error)) return Wire.fromWire<E>(error as Wire.Failure)
   const tag = (error as { readonly _tag: string })._tag
   return delivery === undefined
     ? new TetherError.SessionUnavailable({ status: "unknown", reason: `session ${id} could not be reached (${tag})` })
@@ -165,17 +169,16 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       // Once per call, as for `run`: retrying the effect after a runner-lost failure is answered by the ledger.
       const promptId = promptIdOf(options)
       return Effect.gen(function*() {
-        const sent = yield* call(
-          id,
-          entity(id).Send({
-            promptId,
-            prompt,
-            queue: options?.queue,
-            interruptOnCancel: options?.interruptOnCancel,
-            generation: options?.generation,
-            wait: false
-          }),
-          { promptId }
+        const sent = yield* entity(id).Send({
+          promptId,
+          prompt,
+          queue: options?.queue,
+          interruptOnCancel: options?.interruptOnCancel,
+          generation: options?.generation,
+          wait: false
+        }).pipe(
+          // The runner fails a send with the local registry's errors; the cluster, with the loss of its runner.
+          Effect.mapError(fromCall<Session.SendError | SessionRegistry.LookupError>(id, { promptId }))
         )
         return makeTurn(id, { promptId, turnId: sent.turnId, generation: sent.generation })
       }).pipe(Effect.withSpan("ClusterRegistry.client.send", { attributes: { "tether.session.id": id } }))
@@ -185,21 +188,20 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       // Chosen once per call, not per execution: a host that retries this effect retries the same prompt id, and
       // the session's ledger answers it instead of running the prompt again.
       const promptId = promptIdOf(options)
-      return Effect.map(
-        call(
-          id,
-          entity(id).Send({
-            promptId,
-            prompt,
-            queue: options?.queue,
-            interruptOnCancel: options?.interruptOnCancel,
-            generation: options?.generation,
-            wait: true
-          }),
-          { promptId }
+      return entity(id).Send({
+        promptId,
+        prompt,
+        queue: options?.queue,
+        interruptOnCancel: options?.interruptOnCancel,
+        generation: options?.generation,
+        wait: true
+      }).pipe(
+        Effect.mapError(
+          fromCall<Session.SendError | Turn.TurnError | TE | SessionRegistry.LookupError>(id, { promptId })
         ),
-        (sent) => sent.result as A
-      ).pipe(Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } }))
+        Effect.map((sent) => sent.result as A),
+        Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } })
+      )
     }
 
     // ------------------------------------------------------------------------------------------------------------
@@ -379,8 +381,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       return {
         id,
         generation,
-        send: (prompt, options) => send(id, prompt, { ...options, generation }) as ReturnType<H["send"]>,
-        run: (prompt, options) => run(id, prompt, { ...options, generation }) as ReturnType<H["run"]>,
+        send: (prompt, options) => send(id, prompt, { ...options, generation }),
+        run: (prompt, options) => run(id, prompt, { ...options, generation }),
         interrupt: interrupt(id, target) as H["interrupt"],
         answerPermission: (requestId, decision) =>
           answerPermission(id, requestId, decision, target) as ReturnType<H["answerPermission"]>,
@@ -420,8 +422,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
             : Duration.toMillis(Duration.fromInputUnsafe(getOptions.admissionTimeout))
         }) as ReturnType<Reg["getOrCreate"]>,
       get: (id, target) => open(id, { generation: target?.generation }) as ReturnType<Reg["get"]>,
-      send: (id, prompt, options) => send(id, prompt, options) as ReturnType<Reg["send"]>,
-      run: (id, prompt, options) => run(id, prompt, options) as ReturnType<Reg["run"]>,
+      send,
+      run,
       interrupt: (id, target) => interrupt(id, target) as ReturnType<Reg["interrupt"]>,
       answerPermission: (id, requestId, decision, target) =>
         answerPermission(id, requestId, decision, target) as ReturnType<Reg["answerPermission"]>,
