@@ -312,7 +312,8 @@ const runTurn = (registry: Registry, options: ClaudeSession.Options, plan: Plan.
     if (plan.interruptAfterMs !== undefined) {
       around.push(Effect.gen(function*() {
         yield* Effect.sleep(plan.interruptAfterMs!)
-        bump(stats.hostInterrupts, yield* Effect.map(turn.phase, (phase) => `interrupted while ${phase}`))
+        const phase = yield* Effect.orElseSucceed(turn.phase, () => "unknown")
+        bump(stats.hostInterrupts, `interrupted while ${phase}`)
         yield* turn.interrupt
       }))
     }

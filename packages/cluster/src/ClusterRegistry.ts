@@ -59,12 +59,14 @@
  *
  * @since 0.1.0
  */
-import type { EventLog, SessionRegistry, Turn } from "@tether/core"
+import type { EventLog, SessionRegistry, TetherError, Turn } from "@tether/core"
 import type * as Sharding from "effect/cluster/Sharding"
 import type * as Duration from "effect/Duration"
 import * as Layer from "effect/Layer"
 import type * as Schema from "effect/Schema"
+import type * as Migrator from "effect/sql/Migrator"
 import type * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlError from "effect/sql/SqlError"
 import * as Client from "./internal/client.ts"
 import * as Protocol from "./internal/protocol.ts"
 import * as Runner from "./internal/runner.ts"
@@ -80,6 +82,7 @@ import * as Runner from "./internal/runner.ts"
  * | `durableEvents` | `false` | the default for sessions whose opener does not say (see {@link ClientSettings}) |
  * | `tablePrefix` | `"tether"` | the prefix of the cluster registry's tables; the same on every node |
  * | `entityIdleTime` | the cluster's `entityMaxIdleTime` | how long an entity whose session is closed stays resident |
+ * | `finalSaveTimeout` | 30 s | how long the last save of a closing session may take (a database that hangs must not hang a release, an eviction or a drain); past it the session closes unsaved, and its next owner restores it as a lost generation from its last saved turn |
  *
  * @category models
  * @since 0.1.0
@@ -90,6 +93,7 @@ export interface RunnerSettings extends SessionRegistry.Settings {
   readonly durableEvents?: boolean | undefined
   readonly tablePrefix?: string | undefined
   readonly entityIdleTime?: Duration.Input | undefined
+  readonly finalSaveTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -104,6 +108,16 @@ export interface ClientSettings {
   readonly durableEvents?: boolean | undefined
   readonly tablePrefix?: string | undefined
 }
+
+/**
+ * Why a runner could not start: its database failed while it created or migrated the cluster registry's tables
+ * (unreachable, or its role may not create tables), or its registry settings are invalid (`InvalidConfig`). The
+ * layer fails with it, typed, instead of dying.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export type StartError = SqlError.SqlError | Migrator.MigrationError | TetherError.InvalidConfig
 
 /**
  * A registry service bound to the cluster: its session entity, and the layers that provide it.
@@ -122,13 +136,18 @@ export interface ClusterBinding<Self, R> {
    */
   readonly layerRunner: (
     settings?: RunnerSettings
-  ) => Layer.Layer<never, never, Sharding.Sharding | SqlClient.SqlClient | R>
-  /** The registry service, calling the sessions wherever they run. */
+  ) => Layer.Layer<never, StartError, Sharding.Sharding | SqlClient.SqlClient | R>
+  /**
+   * The registry service, calling the sessions wherever they run. It reads the database only when called (`list`,
+   * `size`), so it starts without it; a call whose runner or database cannot be reached fails with
+   * `SessionUnavailable`, or, for a send and the wait for its turn, with a runner-lost `SessionRetired` (see
+   * {@link isRunnerLost}).
+   */
   readonly layerClient: (settings?: ClientSettings) => Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient>
   /** Both: this process runs sessions and calls them. */
   readonly layer: (
     settings?: RunnerSettings & ClientSettings
-  ) => Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient | R>
+  ) => Layer.Layer<Self, StartError, Sharding.Sharding | SqlClient.SqlClient | R>
 }
 
 /**
@@ -144,9 +163,11 @@ export const make = <Self, Id extends string, C, E, R, A extends Turn.TurnResult
 ): ClusterBinding<Self, R> => {
   const entity = Protocol.make(`tether/${service.key}`, options.config)
   const layerRunner = (settings: RunnerSettings = {}) =>
-    Runner.layer({ name: service.key, entity, kind: service.kind, config: options.config, settings }).pipe(
-      Layer.orDie
-    ) as Layer.Layer<never, never, Sharding.Sharding | SqlClient.SqlClient | R>
+    Runner.layer({ name: service.key, entity, kind: service.kind, config: options.config, settings }) as Layer.Layer<
+      never,
+      StartError,
+      Sharding.Sharding | SqlClient.SqlClient | R
+    >
   const layerClient = (settings: ClientSettings = {}) =>
     Layer.effect(service)(
       Client.make<C, CE, E, A, TE>({
@@ -154,7 +175,7 @@ export const make = <Self, Id extends string, C, E, R, A extends Turn.TurnResult
         tablePrefix: settings.tablePrefix,
         durableEvents: settings.durableEvents
       })
-    ).pipe(Layer.orDie) as Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient>
+    ) as Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient>
   return {
     entityType: entity.type,
     layerRunner,

@@ -7,16 +7,37 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { ClusterRegistry } from "@tether/cluster"
-import { ClaudeSession, EventLog, Permission, type SessionEvent, SessionRegistry, Timeouts } from "@tether/core"
+import {
+  ClaudeSession,
+  EventLog,
+  Permission,
+  type Session,
+  type SessionEvent,
+  SessionRegistry,
+  Timeouts,
+  type Turn
+} from "@tether/core"
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
-import { Effect, Layer, Metric, Option, Schema, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Latch, Layer, Metric, Option, Redacted, Schema, Stream } from "effect"
 import { TestRunner } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
+import * as Client from "../src/internal/client.ts"
 
-const ChatConfig = Schema.Struct({ model: Schema.optional(Schema.String), tools: Schema.optional(Schema.Boolean) })
+const ChatConfig = Schema.Struct({
+  model: Schema.optional(Schema.String),
+  tools: Schema.optional(Schema.Boolean),
+  slowSend: Schema.optional(Schema.Boolean)
+})
 type ChatConfig = typeof ChatConfig.Type
 
 const timeouts = Effect.runSync(Timeouts.make({ closeGrace: "200 millis", termGrace: "200 millis" }))
+
+/** A session whose `send` takes a while before it writes (a slow pipe): a window for a second delivery. */
+const slowSend = <A extends Turn.TurnResult, E>(session: Session.Session<A, E>): Session.Session<A, E> => {
+  const send: Session.Session<A, E>["send"] = (prompt, options) =>
+    Effect.delay(session.send(prompt, options), "500 millis")
+  return new Proxy(session, { get: (target, key) => key === "send" ? send : Reflect.get(target, key, target) })
+}
 
 /** Tool uses wait for the host's answer when the configuration allows tools, else they are denied. */
 class Chats extends SessionRegistry.Service<Chats>()("test/Chats", {
@@ -25,7 +46,7 @@ class Chats extends SessionRegistry.Service<Chats>()("test/Chats", {
       ...(config.model === undefined ? {} : { model: config.model }),
       timeouts,
       policy: config.tools === true ? () => Effect.succeed(Permission.defer) : Permission.denyAll
-    }),
+    }).pipe(Effect.map((session) => config.slowSend === true ? slowSend(session) : session)),
   fingerprint: SessionRegistry.fingerprint
 }) {}
 
@@ -44,7 +65,12 @@ const Database = Layer.unwrap(Effect.map(Postgres.Postgres, (server) => PgClient
   Layer.provideMerge(Postgres.layer())
 )
 
-const Live = ChatsCluster.layer({ capacity: 4, idleTimeToLive: "2 seconds", durableEvents: true }).pipe(
+const Live = ChatsCluster.layer({
+  capacity: 4,
+  idleTimeToLive: "2 seconds",
+  durableEvents: true,
+  finalSaveTimeout: "1 second"
+}).pipe(
   Layer.provideMerge(TestRunner.layer),
   Layer.provideMerge(MockTransport.layer(script)),
   Layer.provideMerge(Database)
@@ -214,6 +240,134 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry", 
       assert.deepStrictEqual(texts, ["one", "two"], "the first generation's turn came from the database")
       assert.isFalse(deliveries.some((delivery) => delivery._tag === "Lag"), "a clean close leaves no gap")
     }))
+})
+
+layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (failures)", (it) => {
+  it.effect("a second delivery of a prompt that is still being sent joins its turn: not reported lost", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, { slowSend: true }))
+      for (let i = 0; i < 3; i++) {
+        const options: ClusterRegistry.SendOptions = { promptId: `twice-${i}` }
+        const both = yield* Effect.all([
+          Effect.exit(chats.run(id, `prompt ${i}`, options)),
+          Effect.exit(chats.run(id, `prompt ${i}`, options))
+        ], { concurrency: 2 })
+        for (const exit of both) {
+          assert.isTrue(Exit.isSuccess(exit), Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "")
+        }
+      }
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      const prompts = (yield* cli.written).filter((frame: any) => frame?.type === "user")
+      assert.strictEqual(prompts.length, 3, "each prompt was written once")
+    }))
+
+  it.effect("retrying a send or a run effect retries the same prompt id: the ledger answers, the CLI gets it once", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const send = chats.send(id, "sent once")
+      const first = yield* send
+      yield* first.result
+      const again = yield* send
+      assert.strictEqual(again.id, first.id)
+      const run = chats.run(id, "run once")
+      assert.strictEqual((yield* run).text, (yield* run).text)
+      const cli = yield* (yield* MockTransport.MockTransport).latest
+      const prompts = (yield* cli.written).filter((frame: any) => frame?.type === "user")
+      assert.strictEqual(prompts.length, 2)
+    }))
+
+  it.effect("the last save of a closing session is bounded: a database that hangs does not hang the eviction", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const sql = yield* SqlClient.SqlClient
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      yield* chats.run(id, "one")
+      const failures = Metric.withAttributes(ClusterRegistry.metrics.saveFailures, {
+        runner: "localhost:34431",
+        registry: "test/Chats"
+      })
+      const before = (yield* Metric.value(failures)).count
+      // The session's record stays locked (as by a database that hangs) for 6 seconds.
+      const locked = yield* Latch.make()
+      const holder = yield* Effect.forkChild(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT * FROM tether_sessions WHERE id = ${id} FOR UPDATE`
+        yield* locked.open
+        yield* Effect.sleep("6 seconds")
+      })))
+      yield* locked.await
+      const evicting = yield* Effect.forkChild(chats.evict(id))
+      yield* Effect.sleep("3 seconds")
+      assert.strictEqual(
+        (yield* Metric.value(failures)).count,
+        before + 1,
+        "the last save gave up after finalSaveTimeout, with the database still locked"
+      )
+      yield* Fiber.join(holder)
+      yield* Fiber.join(evicting).pipe(Effect.timeout("10 seconds"))
+      assert.strictEqual((yield* Effect.flip(chats.snapshot(id)))._tag, "SessionNotFound")
+    }))
+
+  it.effect("a database that refuses the runner: the layers fail (and calls fail) typed, not as defects", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const server = yield* Postgres.Postgres
+      // A role that may neither create tables (PostgreSQL 15+: not in `public`) nor read the registry's.
+      yield* sql`DO $$ BEGIN
+        IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'tether_ro') THEN
+          CREATE ROLE tether_ro LOGIN PASSWORD 'tether_ro';
+        END IF;
+      END $$`
+      const url = Redacted.value(server.url).replace(/\/\/[^@]*@/, "//tether_ro:tether_ro@")
+      const Refused = PgClient.layer({ url: Redacted.make(url) })
+      const runner = yield* Effect.exit(Effect.scoped(Layer.build(
+        ChatsCluster.layerRunner({ tablePrefix: "tether_refused" }).pipe(
+          Layer.provide(TestRunner.layer),
+          Layer.provide(MockTransport.layer(script)),
+          Layer.provide(Refused)
+        )
+      )))
+      assert.isTrue(Exit.isFailure(runner))
+      if (Exit.isFailure(runner)) {
+        const error = Cause.findErrorOption(runner.cause)
+        assert.isTrue(Option.isSome(error), `a typed failure, not a defect: ${Cause.pretty(runner.cause)}`)
+      }
+      const unavailable = yield* Effect.scoped(Effect.gen(function*() {
+        const context = yield* Layer.build(
+          ChatsCluster.layerClient().pipe(Layer.provide(TestRunner.layer), Layer.provide(Refused))
+        )
+        const chats = Context.get(context, Chats)
+        return [yield* Effect.flip(chats.list), yield* Effect.flip(chats.size)]
+      }))
+      assert.deepStrictEqual(unavailable.map((error) => error._tag), ["SessionUnavailable", "SessionUnavailable"])
+    }))
+})
+
+describe("ClusterRegistry client errors", () => {
+  const transport = ["MailboxFull", "AlreadyProcessingMessage", "EntityNotAssignedToRunner", "RunnerUnavailable"]
+
+  it("a send (or the wait for its turn) that the cluster fails may have been delivered: runner lost", () => {
+    for (const _tag of transport) {
+      const error = Client.fromCall("chat-1", { promptId: "p-1" })({ _tag })
+      assert.strictEqual(error._tag, "SessionRetired", _tag)
+      assert.isTrue(error.deliveryUncertain, _tag)
+      assert.isFalse(error.safeToRequeue, _tag)
+      assert.isTrue(ClusterRegistry.isRunnerLost(error), _tag)
+      assert.include(error.message, "p-1", "names the prompt id to retry with")
+    }
+  })
+
+  it("any other call that the cluster fails delivered nothing: unavailable, safe to requeue", () => {
+    for (const _tag of transport) {
+      const error = Client.fromCall("chat-1")({ _tag })
+      assert.strictEqual(error._tag, "SessionUnavailable", _tag)
+      assert.isTrue(error.safeToRequeue, _tag)
+    }
+  })
 })
 
 describe("ClusterRegistry.isGap", () => {

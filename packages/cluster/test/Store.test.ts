@@ -146,5 +146,17 @@ describe("Files", () => {
         yield* Files.restore(Path.join(dir, "conv"), [{ path: "../escaped", data: new Uint8Array([1]) }])
         assert.isFalse(Fs.existsSync(Path.join(dir, "escaped")))
       }).pipe(Effect.scoped))
+
+    it.effect("a disk that refuses the directory is a typed failure, not a defect", () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const file = Path.join(dir, "a-file")
+        Fs.writeFileSync(file, "")
+        // Under a regular file: ENOTDIR, even for root.
+        const error = yield* Effect.flip(
+          Files.restore(Path.join(file, "conv"), [{ path: "t.jsonl", data: new Uint8Array([1]) }])
+        )
+        assert.strictEqual(error._tag, "FilesError")
+      }).pipe(Effect.scoped))
   })
 })

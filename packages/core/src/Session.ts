@@ -219,6 +219,10 @@ export interface Placement {
    * The directory the CLI keeps its conversation state in (Claude: `CLAUDE_CONFIG_DIR`, where the transcript is
    * `projects/<cwd>/<session id>.jsonl`; Codex: `CODEX_HOME`, where the thread's rollout is
    * `sessions/<date>/rollout-…-<thread id>.jsonl`). It must exist.
+   *
+   * It is the CLI's whole configuration directory, not only where its transcripts go: the login the CLI keeps
+   * there (Claude's `.credentials.json`, Codex's `auth.json`), its settings (`settings.json`, `config.toml`) and
+   * its MCP servers are whatever this directory holds, not the user's `~/.claude` or `~/.codex`.
    */
   readonly directory: string
   /** The conversation to resume in it (Claude's session id, Codex's thread id); `undefined` starts a new one. */
@@ -233,6 +237,12 @@ export interface Placement {
  *
  * It is how a host that moves conversations between machines (the cluster registry of `@tether/cluster`) starts a
  * session whose transcript it restored, without knowing how the session's options were built.
+ *
+ * The gotcha: the directory replaces the CLI's whole configuration directory, so a session placed in one does not
+ * see the login, settings, `config.toml` or MCP configuration of the user's `~/.claude` / `~/.codex`. A host that
+ * places sessions passes what the CLI needs in the session's options (an API key in the environment, such as
+ * `ANTHROPIC_API_KEY` or `OPENAI_API_KEY`; Codex `-c key=value` overrides; MCP servers in the options), or copies
+ * the files it needs into the directory before the session starts. Tether copies nothing.
  *
  * @example
  * ```ts

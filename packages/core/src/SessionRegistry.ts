@@ -474,11 +474,15 @@ export interface Snapshot {
 export interface Handle<A extends TurnResult = TurnResult, TE = ProviderTurnError> {
   readonly id: string
   readonly generation: number
-  /** Sends a prompt; returns the turn as soon as it is written (or queued). */
+  /**
+   * Sends a prompt; returns the turn as soon as it is written (or queued). A local registry never fails it with
+   * `SessionRetired`; a cluster binding does when the runner that had the prompt is lost (delivery uncertain: see
+   * `ClusterRegistry.isRunnerLost`).
+   */
   readonly send: (
     prompt: Prompt,
     options?: Session.SendOptions
-  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError>
+  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError | TetherError.SessionRetired>
   /** Sends a prompt and waits for its result. */
   readonly run: (
     prompt: Prompt,
@@ -524,11 +528,18 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = Provider
   ) => Effect.Effect<Handle<A, TE>, E | AdmissionError, Scope.Scope>
   /** A pinned handle on the id's live session, without starting one. */
   readonly get: (id: string, options?: Target) => Effect.Effect<Handle<A, TE>, LookupError, Scope.Scope>
+  /**
+   * Sends a prompt to the id's live session; returns the turn as soon as it is written (or queued). A local
+   * registry never fails it with `SessionRetired`; a cluster binding does when the runner that had the prompt is
+   * lost: whether the CLI ran it is unknown (`deliveryUncertain`, see `ClusterRegistry.isRunnerLost`); sending it
+   * again with the same `promptId` (`ClusterRegistry.SendOptions`) is answered by the session's ledger, never run
+   * twice.
+   */
   readonly send: (
     id: string,
     prompt: Prompt,
     options?: SendOptions
-  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError>
+  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError | TetherError.SessionRetired>
   readonly run: (
     id: string,
     prompt: Prompt,
@@ -560,9 +571,16 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = Provider
     EventLog.ReplayUnavailable | LookupError,
     Scope.Scope
   >
-  readonly snapshot: (id: string) => Effect.Effect<Snapshot, SessionNotFound>
-  /** Snapshots of every session, least recently used first. */
-  readonly list: Effect.Effect<ReadonlyArray<Snapshot>>
+  /**
+   * A local registry fails only with `SessionNotFound`; a registry across machines (`@tether/cluster`) also with
+   * `SessionUnavailable` when it cannot reach the session's runner or its database.
+   */
+  readonly snapshot: (id: string) => Effect.Effect<Snapshot, SessionNotFound | SessionUnavailable>
+  /**
+   * Snapshots of every session, least recently used first. Never fails locally; across machines, with
+   * `SessionUnavailable` when the cluster's database cannot be read.
+   */
+  readonly list: Effect.Effect<ReadonlyArray<Snapshot>, SessionUnavailable>
   /**
    * Graceful eviction: refuses new turns at once, waits for the running turn to end and the pins to be released
    * (force-evicting after `timeout`, if given), then closes the session (stdin EOF, close grace, teardown).
@@ -573,8 +591,11 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = Provider
    * `deliveryUncertain` when the CLI had not acknowledged the prompt).
    */
   readonly forceEvict: (id: string, options?: Target) => Effect.Effect<void, LookupError>
-  /** Sessions in the registry (starting, live, draining and closing). */
-  readonly size: Effect.Effect<number>
+  /**
+   * Sessions in the registry (starting, live, draining and closing). Never fails locally; across machines, with
+   * `SessionUnavailable` when the cluster's database cannot be read.
+   */
+  readonly size: Effect.Effect<number, SessionUnavailable>
 }
 
 // ---------------------------------------------------------------------------------------------------------------

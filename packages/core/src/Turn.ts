@@ -182,7 +182,11 @@ export interface Turn<A extends TurnResult = TurnResult, E = ProviderTurnError> 
   /** Waits for the terminal outcome without ever interrupting the turn (for observers and supervisors). */
   readonly settled: Effect.Effect<Exit.Exit<A, TurnError | E>>
   readonly events: Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable>
-  readonly phase: Effect.Effect<Phase>
+  /**
+   * The turn's phase now. A turn of a local session never fails to tell; a turn through a registry across machines
+   * (`@tether/cluster`) fails with `SessionUnavailable` when its runner cannot be reached (nothing was changed).
+   */
+  readonly phase: Effect.Effect<Phase, SessionUnavailable>
   /** Interrupts this turn (bounded by the interrupt timeout) and waits for it to settle. */
   readonly interrupt: Effect.Effect<void>
 }

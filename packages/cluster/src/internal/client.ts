@@ -10,7 +10,7 @@
  *
  * @internal
  */
-import type { EventLog, Permission, SessionEvent, Turn } from "@tether/core"
+import type { EventLog, Permission, Session, SessionEvent, Turn } from "@tether/core"
 import { SessionRegistry, TetherError } from "@tether/core"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
@@ -26,7 +26,14 @@ import type * as Protocol from "./protocol.ts"
 import * as Store from "./store.ts"
 import * as Wire from "./wire.ts"
 
-/** The cluster's own failures of a call (not the session's): the call was not delivered. */
+/**
+ * The cluster's own failures of a call (not the session's). For a call that delivers nothing (a lookup, an answer,
+ * an interrupt) they mean the call did not happen. For one that may have delivered a prompt they do not: the
+ * cluster re-sends a volatile request by itself when the socket to its runner breaks (`Sharding.sendOutgoing`
+ * retries `RunnerUnavailable`, which is what an `RpcClientError` becomes, after the first runner may have had it),
+ * so whichever of these reaches the caller (`MailboxFull` or `EntityNotAssignedToRunner` from a later attempt,
+ * `AlreadyProcessingMessage` while the first attempt still runs) may follow a delivery.
+ */
 const transportTags: ReadonlySet<string> = new Set([
   "MailboxFull",
   "AlreadyProcessingMessage",
@@ -40,16 +47,29 @@ const isTransport = (error: unknown): boolean =>
   typeof error === "object" && error !== null && transportTags.has((error as { readonly _tag?: string })._tag ?? "")
 
 /**
- * A wire error as the host's error (typed as a known class: an error of a host's own provider keeps its own tag);
- * the cluster's own failures as `SessionUnavailable` (nothing was delivered).
+ * A wire error as the host's error (typed as `E`, the errors of the calling method's local signature, which the
+ * runner fails it with; as a known class by default: an error of a host's own provider keeps its own tag);
+ * the cluster's own failures as `SessionUnavailable` (nothing was delivered), or, for a call that may have
+ * delivered a prompt (`delivery`: a send, or the wait for its turn), as the loss of its runner: a `SessionRetired`
+ * whose delivery is uncertain (`ClusterRegistry.isRunnerLost`). A host retries that with the same `promptId`: the
+ * session's ledger answers it with the turn instead of running the prompt again.
+ *
+ * @internal
  */
-const fromCall = (id: string) => (error: unknown): Wire.Known =>
-  isTransport(error)
-    ? new TetherError.SessionUnavailable({
-      status: "unknown",
-      reason: `session ${id} could not be reached (${(error as { readonly _tag: string })._tag})`
+export const fromCall = <E = Wire.Known>(id: string, delivery?: { readonly promptId: string }) =>
+(
+  error: unknown
+): E | TetherError.SessionUnavailable | TetherError.SessionRetired => {
+  if (!isTransport(error)) return Wire.fromWire<E>(error as Wire.Failure)
+  const tag = (error as { readonly _tag: string })._tag
+  return delivery === undefined
+    ? new TetherError.SessionUnavailable({ status: "unknown", reason: `session ${id} could not be reached (${tag})` })
+    : new TetherError.SessionRetired({
+      reason:
+        `runner lost: the call for prompt ${delivery.promptId} of session ${id} failed (${tag}) after the cluster may have delivered it, and whether its CLI ran the prompt is unknown`,
+      acknowledged: false
     })
-    : Wire.fromWire(error as Wire.Failure)
+}
 
 /** A lag marker as hosts see it: an `EventLog.Lag`, with the cluster's reason as an extra field. */
 export interface Gap extends EventLog.Lag {
@@ -72,8 +92,11 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       migrate: false
     })
     const entity = (id: string) => makeClient(id)
-    const call = <X, EX, RX>(id: string, effect: Effect.Effect<X, EX, RX>): Effect.Effect<X, Wire.Known, RX> =>
-      Effect.mapError(effect, fromCall(id))
+    const call = <X, EX, RX>(
+      id: string,
+      effect: Effect.Effect<X, EX, RX>,
+      delivery?: { readonly promptId: string }
+    ): Effect.Effect<X, Wire.Known, RX> => Effect.mapError(effect, fromCall(id, delivery))
 
     // ------------------------------------------------------------------------------------------------------------
     // Turns
@@ -115,10 +138,10 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
     ): Turn.Turn<A, TE> => ({
       id: ref.turnId,
       get result() {
-        return call(id, entity(id).Await({ ...ref, settled: false })) as Effect.Effect<A, Turn.TurnError | TE>
+        return call(id, entity(id).Await({ ...ref, settled: false }), ref) as Effect.Effect<A, Turn.TurnError | TE>
       },
       get settled() {
-        return Effect.exit(call(id, entity(id).Await({ ...ref, settled: true }))) as Effect.Effect<
+        return Effect.exit(call(id, entity(id).Await({ ...ref, settled: true }), ref)) as Effect.Effect<
           Exit.Exit<A, Turn.TurnError | TE>
         >
       },
@@ -129,7 +152,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         >
       },
       get phase() {
-        return Effect.orDie(call(id, entity(id).TurnPhase(ref)))
+        return call(id, entity(id).TurnPhase(ref)) as Effect.Effect<Turn.Phase, TetherError.SessionUnavailable>
       },
       get interrupt() {
         // The turn's session may have moved: then there is nothing left of the turn to interrupt.
@@ -142,38 +165,44 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       return typeof given === "string" && given.length > 0 ? given : Crypto.randomUUID()
     }
 
-    const send = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) =>
-      Effect.gen(function*() {
-        const promptId = promptIdOf(options)
-        const sent = yield* call(
-          id,
-          entity(id).Send({
-            promptId,
-            prompt,
-            queue: options?.queue,
-            interruptOnCancel: options?.interruptOnCancel,
-            generation: options?.generation,
-            wait: false
-          })
+    const send = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) => {
+      // Once per call, as for `run`: retrying the effect after a runner-lost failure is answered by the ledger.
+      const promptId = promptIdOf(options)
+      return Effect.gen(function*() {
+        const sent = yield* entity(id).Send({
+          promptId,
+          prompt,
+          queue: options?.queue,
+          interruptOnCancel: options?.interruptOnCancel,
+          generation: options?.generation,
+          wait: false
+        }).pipe(
+          // The runner fails a send with the local registry's errors; the cluster, with the loss of its runner.
+          Effect.mapError(fromCall<Session.SendError | SessionRegistry.LookupError>(id, { promptId }))
         )
         return makeTurn(id, { promptId, turnId: sent.turnId, generation: sent.generation })
       }).pipe(Effect.withSpan("ClusterRegistry.client.send", { attributes: { "tether.session.id": id } }))
+    }
 
-    const run = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) =>
-      Effect.map(
-        call(
-          id,
-          entity(id).Send({
-            promptId: promptIdOf(options),
-            prompt,
-            queue: options?.queue,
-            interruptOnCancel: options?.interruptOnCancel,
-            generation: options?.generation,
-            wait: true
-          })
+    const run = (id: string, prompt: Turn.Prompt, options?: SessionRegistry.SendOptions) => {
+      // Chosen once per call, not per execution: a host that retries this effect retries the same prompt id, and
+      // the session's ledger answers it instead of running the prompt again.
+      const promptId = promptIdOf(options)
+      return entity(id).Send({
+        promptId,
+        prompt,
+        queue: options?.queue,
+        interruptOnCancel: options?.interruptOnCancel,
+        generation: options?.generation,
+        wait: true
+      }).pipe(
+        Effect.mapError(
+          fromCall<Session.SendError | Turn.TurnError | TE | SessionRegistry.LookupError>(id, { promptId })
         ),
-        (sent) => sent.result as A
-      ).pipe(Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } }))
+        Effect.map((sent) => sent.result as A),
+        Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } })
+      )
+    }
 
     // ------------------------------------------------------------------------------------------------------------
     // Subscriptions
@@ -318,15 +347,18 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
     const control = (id: string, request: unknown, target?: SessionRegistry.Target) =>
       call(id, entity(id).Control({ request, generation: target?.generation }))
 
+    /** The runner's snapshot; its failures are `SessionNotFound` or `SessionUnavailable` (the runner answers no other). */
     const snapshot = (id: string) =>
       entity(id).Snapshot().pipe(
         Effect.mapError(fromCall(id)),
-        Effect.catchIf(
-          (error): error is Exclude<Wire.Known, SessionRegistry.SessionNotFound> => error._tag !== "SessionNotFound",
-          (error) => Effect.die(error)
-        ),
         Effect.map((snapshot) => snapshot as SessionRegistry.Snapshot)
-      )
+      ) as Effect.Effect<SessionRegistry.Snapshot, SessionRegistry.SessionNotFound | TetherError.SessionUnavailable>
+
+    const databaseUnavailable = (error: { readonly message: string }) =>
+      new TetherError.SessionUnavailable({
+        status: "unknown",
+        reason: `the cluster's database failed: ${error.message}`
+      })
 
     const evict = (id: string, options?: SessionRegistry.EvictOptions) =>
       call(
@@ -349,8 +381,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       return {
         id,
         generation,
-        send: (prompt, options) => send(id, prompt, { ...options, generation }) as ReturnType<H["send"]>,
-        run: (prompt, options) => run(id, prompt, { ...options, generation }) as ReturnType<H["run"]>,
+        send: (prompt, options) => send(id, prompt, { ...options, generation }),
+        run: (prompt, options) => run(id, prompt, { ...options, generation }),
         interrupt: interrupt(id, target) as H["interrupt"],
         answerPermission: (requestId, decision) =>
           answerPermission(id, requestId, decision, target) as ReturnType<H["answerPermission"]>,
@@ -368,9 +400,10 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
 
     /** The live sessions the database lists, each asked for its snapshot (a session that is not live is skipped). */
     const list = Effect.gen(function*() {
-      const records = yield* Effect.orDie(store.list)
+      const records = yield* Effect.mapError(store.list, databaseUnavailable)
       const snapshots = yield* Effect.forEach(
         records.filter((entry) => entry.record.state === "live"),
+        // A runner that died mid-call answers with a defect: that session is skipped like one that is not live.
         (entry) => Effect.option(Effect.catchDefect(snapshot(entry.id), () => Effect.fail(undefined))),
         { concurrency: 16 }
       )
@@ -389,8 +422,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
             : Duration.toMillis(Duration.fromInputUnsafe(getOptions.admissionTimeout))
         }) as ReturnType<Reg["getOrCreate"]>,
       get: (id, target) => open(id, { generation: target?.generation }) as ReturnType<Reg["get"]>,
-      send: (id, prompt, options) => send(id, prompt, options) as ReturnType<Reg["send"]>,
-      run: (id, prompt, options) => run(id, prompt, options) as ReturnType<Reg["run"]>,
+      send,
+      run,
       interrupt: (id, target) => interrupt(id, target) as ReturnType<Reg["interrupt"]>,
       answerPermission: (id, requestId, decision, target) =>
         answerPermission(id, requestId, decision, target) as ReturnType<Reg["answerPermission"]>,
@@ -402,7 +435,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       evict: (id, options) => evict(id, options) as ReturnType<Reg["evict"]>,
       forceEvict: (id, target) => forceEvict(id, target) as ReturnType<Reg["forceEvict"]>,
       size: Effect.map(
-        Effect.orDie(store.list),
+        Effect.mapError(store.list, databaseUnavailable),
         (records) => records.filter((entry) => entry.record.state === "live").length
       )
     }

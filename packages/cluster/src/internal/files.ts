@@ -7,6 +7,7 @@
  *
  * @internal
  */
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
@@ -65,25 +66,38 @@ export const collect = (
     return { changes, tracked: next }
   })
 
+/** The runner's disk refused a conversation directory (full, read-only, no permission). */
+export class FilesError extends Data.TaggedError("FilesError")<{ readonly dir: string; readonly cause: unknown }> {
+  override get message() {
+    return `the conversation directory ${this.dir} could not be written or removed: ${String(this.cause)}`
+  }
+}
+
 /** Writes saved files into a fresh conversation directory (which it creates). */
 export const restore = (
   dir: string,
   files: ReadonlyArray<{ readonly path: string; readonly data: Uint8Array }>
-): Effect.Effect<void> =>
-  Effect.promise(async () => {
-    await Fs.mkdir(dir, { recursive: true })
-    for (const file of files) {
-      const target = Path.resolve(dir, file.path)
-      // A path from the database never leaves the directory.
-      if (!target.startsWith(Path.resolve(dir) + Path.sep)) continue
-      await Fs.mkdir(Path.dirname(target), { recursive: true })
-      await Fs.writeFile(target, file.data)
-    }
+): Effect.Effect<void, FilesError> =>
+  Effect.tryPromise({
+    try: async () => {
+      await Fs.mkdir(dir, { recursive: true })
+      for (const file of files) {
+        const target = Path.resolve(dir, file.path)
+        // A path from the database never leaves the directory.
+        if (!target.startsWith(Path.resolve(dir) + Path.sep)) continue
+        await Fs.mkdir(Path.dirname(target), { recursive: true })
+        await Fs.writeFile(target, file.data)
+      }
+    },
+    catch: (cause) => new FilesError({ dir, cause })
   })
 
 /** Removes a conversation directory. */
-export const remove = (dir: string): Effect.Effect<void> =>
-  Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+export const remove = (dir: string): Effect.Effect<void, FilesError> =>
+  Effect.tryPromise({
+    try: () => Fs.rm(dir, { recursive: true, force: true }),
+    catch: (cause) => new FilesError({ dir, cause })
+  })
 
 /** The name of a runner's default state directory under the system's temporary directory: the prefix, its pid. */
 export const stalePrefix = "tether-cluster-"

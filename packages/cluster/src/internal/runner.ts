@@ -61,6 +61,7 @@ export interface Settings extends SessionRegistry.Settings {
   readonly durableEvents?: boolean | undefined
   readonly tablePrefix?: string | undefined
   readonly entityIdleTime?: Duration.Input | undefined
+  readonly finalSaveTimeout?: Duration.Input | undefined
 }
 
 /** The cluster registry's metrics; every runner records them with its address as the `runner` attribute. */
@@ -119,6 +120,11 @@ interface Incarnation<A, TE> {
   ended: Array<{ readonly turnId: string; readonly state: "completed" | "failed"; readonly outcome: unknown }>
   readonly turns: Map<string, TrackedTurn<A, TE>>
   readonly prompts: Map<string, string>
+  /**
+   * Prompts claimed in the ledger whose send to the session has not returned yet: a second delivery of one waits
+   * for it here instead of finding it dispatched with no turn (and reporting a running turn as lost).
+   */
+  readonly sending: Map<string, Deferred.Deferred<TrackedTurn<A, TE> | undefined>>
   readonly saving: Semaphore.Semaphore
   recorder: Fiber.Fiber<void> | undefined
   readonly closed: Deferred.Deferred<void>
@@ -202,12 +208,13 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const settings = options.settings
   const kind = options.kind
   const drainTimeout = settings.drainTimeout ?? Duration.seconds(10)
+  const finalSaveTimeout = settings.finalSaveTimeout ?? Duration.seconds(30)
   const defaultDurable = settings.durableEvents ?? false
   if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
   const stateDirectory = settings.stateDirectory ??
     Path.join(Os.tmpdir(), `${Files.stalePrefix}${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
   const runnerScope = yield* Effect.scope
-  yield* Effect.addFinalizer(() => Files.remove(stateDirectory))
+  yield* Effect.addFinalizer(() => Effect.ignore(Files.remove(stateDirectory), { log: "Warn" }))
   const store = yield* Store.make({ entityType: options.entity.type, prefix: settings.tablePrefix ?? "tether" })
   const encodeConfig = Schema.encodeSync(Schema.toCodecJson(options.config))
   const decodeConfig = Schema.decodeUnknownSync(Schema.toCodecJson(options.config))
@@ -360,7 +367,12 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   // Starting and ending generations
   // ------------------------------------------------------------------------------------------------------------
 
-  /** Ends an incarnation (its session has closed): the last save, then the directory goes. */
+  /**
+   * Ends an incarnation (its session has closed): the last save (bounded by `finalSaveTimeout`: a database that
+   * hangs must not hang a release, an eviction or a drain; what it did not save is recovered as a lost generation),
+   * then the directory goes. Whatever the save and the removal do, the incarnation is forgotten and `closed` is
+   * signalled: the entity's keep-alive and an `Evict` wait on it.
+   */
   const finalize = (inc: Incarnation<A, TE>) =>
     Effect.gen(function*() {
       if (inc.recorder !== undefined) {
@@ -368,13 +380,25 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         const done = yield* Effect.timeoutOption(Fiber.await(inc.recorder), Duration.seconds(5))
         if (Option.isNone(done)) yield* Fiber.interrupt(inc.recorder)
       }
-      yield* save(inc, true)
-      yield* settleSaved(inc, [...inc.turns.keys()])
-      yield* Files.remove(inc.directory)
-      if (incarnations.get(inc.id) === inc) incarnations.delete(inc.id)
-      yield* Metric.update(sessionsGauge, incarnations.size)
-      Deferred.doneUnsafe(inc.closed, Exit.void)
-    }).pipe(Effect.uninterruptible)
+      const saved = yield* Effect.timeoutOption(save(inc, true), finalSaveTimeout)
+      if (Option.isNone(saved)) {
+        yield* Metric.update(Metric.withAttributes(metrics.saveFailures, attributes), 1)
+        yield* Effect.logWarning(
+          `the last save of session ${inc.id} (generation ${inc.generation}) took longer than ${
+            Duration.format(Duration.fromInputUnsafe(finalSaveTimeout))
+          }: given up`
+        )
+      }
+    }).pipe(
+      Effect.ensuring(Effect.suspend(() => settleSaved(inc, [...inc.turns.keys()]))),
+      Effect.ensuring(Effect.ignore(Files.remove(inc.directory), { log: "Warn" })),
+      Effect.ensuring(Effect.suspend(() => {
+        if (incarnations.get(inc.id) === inc) incarnations.delete(inc.id)
+        Deferred.doneUnsafe(inc.closed, Exit.void)
+        return Metric.update(sessionsGauge, incarnations.size)
+      })),
+      Effect.uninterruptible
+    )
 
   /**
    * The kind the runner's registry starts sessions with: the next generation in the database, the conversation
@@ -392,7 +416,9 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         reset: start.reset
       }).pipe(Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`)))
       const directory = Path.join(stateDirectory, `${safeName(id)}-g${begun.generation}`)
-      yield* Files.restore(directory, begun.files)
+      yield* Files.restore(directory, begun.files).pipe(
+        Effect.mapError((error) => unavailable(`the runner could not restore the conversation: ${error.message}`))
+      )
       const inc: Incarnation<A, TE> = {
         id,
         generation: begun.generation,
@@ -410,6 +436,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         ended: [],
         turns: new Map(),
         prompts: new Map(),
+        sending: new Map(),
         saving: Semaphore.makeUnsafe(1),
         recorder: undefined,
         closed: Deferred.makeUnsafe()
@@ -602,6 +629,14 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       if (claim._tag === "Fenced") return yield* Effect.fail(moved(id, inc.generation))
       let tracked: TrackedTurn<A, TE> | undefined
       if (claim._tag === "Existing") {
+        const inFlight = inc.sending.get(payload.promptId)
+        if (inFlight !== undefined) {
+          // The first delivery is still sending the prompt: its turn is this one, or nothing was written.
+          const first = yield* Deferred.await(inFlight)
+          if (first === undefined) {
+            return yield* Effect.fail(unavailable(`the first delivery of prompt ${payload.promptId} was refused`))
+          }
+        }
         const turnId = inc.prompts.get(payload.promptId)
         tracked = turnId === undefined ? undefined : inc.turns.get(turnId)
         const outcome = tracked !== undefined ? "joined" : claim.turn.state === "dispatched" ? "lost" : "completed"
@@ -615,19 +650,29 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           return { turnId: turn.turnId ?? payload.promptId, generation: turn.generation, result }
         }
       } else {
+        // Recorded before the send: a second delivery that claims meanwhile waits for this one's turn.
+        const inFlight = Deferred.makeUnsafe<TrackedTurn<A, TE> | undefined>()
+        inc.sending.set(payload.promptId, inFlight)
+        const settle = (turn: TrackedTurn<A, TE> | undefined) =>
+          Effect.sync(() => {
+            if (inc.sending.get(payload.promptId) === inFlight) inc.sending.delete(payload.promptId)
+            Deferred.doneUnsafe(inFlight, Exit.succeed(turn))
+          })
         const sent = yield* Effect.exit(
           registry.send(id, payload.prompt, {
             queue: payload.queue,
             interruptOnCancel: payload.interruptOnCancel,
             generation: inc.localGeneration
           })
-        )
+        ).pipe(Effect.onInterrupt(() => settle(undefined)))
         if (Exit.isFailure(sent)) {
           // Refused before anything was written: the prompt may be sent again under the same id.
           yield* Effect.ignore(store.unclaim(id, payload.promptId, inc.generation))
+          yield* settle(undefined)
           return yield* Effect.failCause(Cause.map(sent.cause, translate(inc, payload.generation)))
         }
         tracked = remember(inc, payload.promptId, sent.value)
+        yield* settle(tracked)
       }
       if (!payload.wait) return { turnId: tracked.turn.id, generation: inc.generation }
       const result = yield* outcome(tracked, false)

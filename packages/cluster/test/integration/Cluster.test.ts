@@ -396,10 +396,11 @@ const scenario = (world: {
 
     // --- A runner drains on SIGTERM --------------------------------------------------------------------------
     // A Claude session live on a survivor now: the cluster may have rebalanced shards between the survivors after
-    // the kill, and a session whose shard moved is not live until its next message.
+    // the kill, and a session whose shard moved is not live until its next message. One of the victim's sessions if
+    // possible: then the drained session moves a second time, with the turns of two generations to carry.
     const survivors = world.runners.filter((runner) => runner !== victim)
     const live = (yield* chats.list) as ReadonlyArray<ClusterRegistry.ClusterSnapshot>
-    const drainTarget = claudeIds.find((id) =>
+    const drainTarget = [...onVictim, ...claudeIds].find((id) =>
       live.some((snapshot) => snapshot.id === id && survivors.some((survivor) => survivor.address === snapshot.runner))
     )
     assert.isDefined(
@@ -424,13 +425,18 @@ const scenario = (world: {
     yield* log(`runner ${draining.name} exited (${code}) ${Date.now() - drainStarted} ms after SIGTERM`)
     assert.isFalse(isAlive(draining.pid))
     assert.deepStrictEqual(marked(draining.mark, markVariable), [], "a drained runner leaves no CLI")
-    const moved = yield* chats.run(drainTarget, `Which word, ${drainTarget}?`)
-    assert.strictEqual(moved.text, `Hello from the mock: Which word, ${drainTarget}?`)
+    // A prompt of its own: a session of the victim was already asked `Which word, <id>?` after the kill, and that
+    // earlier request (from before the drain) is not the one whose history shows the drained turn.
+    const drainedQuestion = `Which word after the drain, ${drainTarget}?`
+    const moved = yield* chats.run(drainTarget, drainedQuestion)
+    assert.strictEqual(moved.text, `Hello from the mock: ${drainedQuestion}`)
     const movedTo = yield* runnerOf(drainTarget)
     assert.notStrictEqual(movedTo.runner, draining.address)
     const drainedHistory = (yield* anthropicPrompts(world.anthropic)).filter((request) =>
-      request.prompt === `Which word, ${drainTarget}?`
+      request.prompt === drainedQuestion
     )
+    assert.strictEqual(drainedHistory.length, 1)
+    yield* log(`the model's request after the drain:\n${conversationOf(drainedHistory[0].body)}`)
     assert.include(JSON.stringify(drainedHistory[0].body), `Remember the word ${word(drainTarget)}`)
     assert.include(JSON.stringify(drainedHistory[0].body), mediumPrompt, "the drained turn is in the history")
     yield* Effect.gen(function*() {

@@ -565,7 +565,8 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
  * opens it through the `Transport` in context, and completes the `initialize` handshake within the startup
  * timeout. Closing the scope releases it. With `outputSchema`, every turn's `output` is of its type. A
  * `Session.Conversation` placement in context decides where the transcript lives (`CLAUDE_CONFIG_DIR`) and which
- * conversation it resumes.
+ * conversation it resumes; that directory is Claude's whole configuration directory, so its login
+ * (`.credentials.json`), settings and MCP configuration are not the user's (see `Session.Placement`).
  *
  * @category constructors
  * @since 0.1.0

@@ -158,7 +158,8 @@ const handler = (requests: Options["requests"]) => (request: unknown): Effect.Ef
  * Starts a Codex session in the current scope: builds the `codex app-server` command line from the typed options,
  * opens it through the `Transport` in context, and completes `initialize`, `initialized` and `thread/start` (or
  * `thread/resume`) within the startup timeout. Closing the scope releases it. A `Session.Conversation` placement in
- * context decides where the thread's rollout lives (`codexHome`) and which thread it resumes.
+ * context decides where the thread's rollout lives (`codexHome`) and which thread it resumes; that directory is
+ * Codex's whole home, so its `auth.json`, `config.toml` and MCP servers are not the user's (see `Session.Placement`).
  *
  * @category constructors
  * @since 0.2.0
