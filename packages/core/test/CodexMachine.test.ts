@@ -431,6 +431,11 @@ describe("Codex machine: stdout lines → items", () => {
       items: ["TurnEnd@t1 Api(null,boom)"]
     },
     {
+      name: "turn/completed failed with a null error info",
+      line: L.completed({ id: "s1", status: "failed", error: { message: "boom", codexErrorInfo: null } }),
+      items: ["TurnEnd@t1 Api(null,boom)"]
+    },
+    {
       name: "turn/completed failed without an error",
       line: L.completed({ id: "s1", status: "failed", error: null }),
       items: ["TurnEnd@t1 Api(null,the turn ended failed)"]
