@@ -181,6 +181,15 @@ describe("Codex machine: the handshake", () => {
     assert.match((refused as { readonly reason: string }).reason, /thread\/start: /)
   })
 
+  it("a thread/resume answer without a thread is refused, naming thread/resume", () => {
+    const m = machine({ thread: { _tag: "Resume", threadId: "th-0", params: {} } })
+    m.start()
+    m.receive(L.response(0, {}))
+    const refused = itemsOf(m.receive(L.response(1, { model: "m" })))[1]
+    assert.strictEqual(refused._tag, "Refused")
+    assert.match((refused as { readonly reason: string }).reason, /thread\/resume: /)
+  })
+
   it("an answer to a request that was already answered is only a frame", () => {
     const m = ready()
     assert.deepStrictEqual(receive(m, L.response(0, {})), ["Frame response (session)"])

@@ -185,7 +185,10 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       }
       case "Thread": {
         if (message._tag === "ErrorResponse") return [event, { _tag: "Refused", reason: message.error.message }]
-        const decoded = decodeThreadResult("thread/start", message.result)
+        const decoded = decodeThreadResult(
+          options.thread._tag === "Start" ? "thread/start" : "thread/resume",
+          message.result
+        )
         if (Result.isFailure(decoded)) return [event, { _tag: "Refused", reason: decoded.failure.message }]
         threadId = decoded.success.thread.id
         sandbox = decoded.success.sandbox?.type
