@@ -602,6 +602,28 @@ describe("Codex machine: stdout lines → items", () => {
     assert.strictEqual((same as { readonly raw: string }).raw, exact)
   })
 
+  const methods: ReadonlyArray<readonly [string, string]> = [
+    ["turn/completed", L.completed({ status: "completed" })],
+    ["turn/started", N("turn/started", {})],
+    ["item/started", N("item/started", { item: {} })],
+    ["item/completed", N("item/completed", { item: {} })],
+    ["thread/tokenUsage/updated", N("thread/tokenUsage/updated", {})],
+    ["error", N("error", {})],
+    ["serverRequest/resolved", N("serverRequest/resolved", {})],
+    ["item/commandExecution/requestApproval", L.commandApproval(0, { cwd: 1 })],
+    ["item/fileChange/requestApproval", L.fileApproval(0, { grantRoot: 1 })]
+  ]
+  for (const [method, line] of methods) {
+    it(`a malformed ${method} says it is ${method}'s`, () => {
+      const [item] = itemsOf(running().receive(line))
+      assert.strictEqual(item._tag, "Malformed")
+      assert.match(
+        (item as Extract<Provider.Item, { readonly _tag: "Malformed" }>).error.detail,
+        new RegExp(`^${method}: `)
+      )
+    })
+  }
+
   it("a malformed message keeps the message, and says which method", () => {
     const m = running()
     const line = N("item/agentMessage/delta", { turnId: "s1" })
@@ -661,7 +683,9 @@ describe("Codex machine: turns", () => {
   it("a turn/start response without a turn is malformed, and the turn gets no receipt", () => {
     const m = ready()
     m.prompt("t1", "hi")
-    assert.deepStrictEqual(receive(m, L.response(2, { turn: {} })), ["Frame response (session)", "Malformed malformed"])
+    const produced = itemsOf(m.receive(L.response(2, { turn: {} })))
+    assert.deepStrictEqual(produced.map(describeItem), ["Frame response (session)", "Malformed malformed"])
+    assert.match((produced[1] as Extract<Provider.Item, { readonly _tag: "Malformed" }>).error.detail, /^turn\/start: /)
     assert.deepStrictEqual(receive(m, L.delta("x", "s1")), ["TextDelta \"x\" (session)"])
   })
 
@@ -717,6 +741,12 @@ describe("Codex machine: turns", () => {
       cacheReadInputTokens: 0
     })
     assert.strictEqual(result.reasoningOutputTokens, 0)
+  })
+
+  it("a turn without any message has no text", () => {
+    const m = running()
+    const result = endOf(m.receive(L.completed({ id: "s1", status: "completed" }))).result
+    assert.strictEqual(result.text, "")
   })
 
   it("once a turn completed, its server id names no turn of the host", () => {
@@ -783,10 +813,16 @@ describe("Codex machine: interrupts and controls", () => {
   it("a control refused: the server's message and code", () => {
     const m = ready()
     m.control(8, { method: "brand/new" })
-    assert.deepStrictEqual(receive(m, L.error(2, "Invalid request: unknown variant", -32600)), [
+    const produced = itemsOf(m.receive(L.error(2, "Invalid request: unknown variant", -32600)))
+    assert.deepStrictEqual(produced.map(describeItem), [
       "Frame error (session)",
       "ControlAnswer #8 error Invalid request: unknown variant (-32600)"
     ])
+    assert.deepStrictEqual(produced[1], {
+      _tag: "ControlAnswer",
+      ref: 8,
+      answer: { _tag: "Error", message: "Invalid request: unknown variant", code: "-32600" }
+    })
   })
 
   it("a control that is not { method, params } throws", () => {
@@ -822,7 +858,7 @@ describe("Codex machine: server requests", () => {
     ])
   })
 
-  it("a file change approval of an item not seen, of no item, or of a completed item has no changes", () => {
+  it("a file change approval of an item not seen, of no item, of a completed item or of one without changes has none", () => {
     const m = running()
     assert.deepStrictEqual(receive(m, L.fileApproval(0)), [
       "PermissionRequest 0 file-change apply_patch call-2 {\"changes\":[]} undefined"
@@ -836,6 +872,10 @@ describe("Codex machine: server requests", () => {
     )
     assert.deepStrictEqual(receive(m, L.fileApproval(2)), [
       "PermissionRequest 2 file-change apply_patch call-2 {\"changes\":[]} undefined"
+    ])
+    m.receive(L.item(false, { type: "fileChange", id: "call-3" }, "s1"))
+    assert.deepStrictEqual(receive(m, L.fileApproval(3, { itemId: "call-3" })), [
+      "PermissionRequest 3 file-change apply_patch call-3 {\"changes\":[]} undefined"
     ])
   })
 
