@@ -3,7 +3,8 @@ import * as ClaudeMachine from "../src/claude/internal/machine.ts"
 import * as Permission from "../src/Permission.ts"
 import type * as Provider from "../src/Provider.ts"
 import { F, line, S } from "./support/ClaudeFrames.ts"
-import { Bench, describeError } from "./support/MachineHarness.ts"
+import { Bench } from "./support/MachineHarness.ts"
+import { describeItem, itemsOf } from "./support/ProviderItems.ts"
 
 // Claude's protocol machine as tables: stdout lines (built with the codec's own encoder, so every frame here is one
 // the decoder accepts) → the neutral items the session machine reads; host commands → the lines written. Then the
@@ -11,78 +12,6 @@ import { Bench, describeError } from "./support/MachineHarness.ts"
 
 const machine = (options: Partial<ClaudeMachine.MachineOptions> = {}) =>
   ClaudeMachine.make({ hooks: {}, initialize: undefined, maxLineLength: 10_000, ...options })
-
-// --- items, short -----------------------------------------------------------------------------------------------
-
-const at = (turnId: string | undefined) => turnId === undefined ? "" : `@${turnId}`
-
-const describeOutcome = (outcome: Provider.TurnOutcome): string => {
-  switch (outcome._tag) {
-    case "Success":
-    case "Interrupted":
-      return outcome._tag
-    case "Api":
-      return `Api(${outcome.status},${outcome.detail})`
-    case "Failed": {
-      const error = outcome.error("T") as unknown as { readonly [key: string]: unknown }
-      return `Failed ${describeError(error)} ${JSON.stringify({ ...error })}`
-    }
-  }
-}
-
-const describeItem = (item: Provider.Item): string => {
-  switch (item._tag) {
-    case "Write":
-      return `Write ${item.line}`
-    case "Frame":
-      return `Frame ${item.type}${item.subtype === undefined ? "" : `/${item.subtype}`}${at(item.turnId)}${
-        item.scope === "session" ? " (session)" : ""
-      }`
-    case "TextDelta":
-      return `TextDelta ${JSON.stringify(item.text)}${at(item.turnId)}`
-    case "AssistantMessage":
-      return `AssistantMessage ${JSON.stringify(item.text)}${at(item.turnId)}`
-    case "ToolUse":
-      return `ToolUse ${item.name} ${item.toolUseId} ${JSON.stringify(item.input)}${at(item.turnId)}`
-    case "ToolResult":
-      return `ToolResult ${item.toolUseId}${item.isError ? " error" : ""} ${JSON.stringify(item.content)}${
-        at(item.turnId)
-      }`
-    case "Retry":
-      return `Retry ${item.attempt}/${item.maxRetries} after ${item.delayMs} (${item.errorStatus}: ${item.message})`
-    case "Receipt":
-      return `Receipt ${item.turnId}`
-    case "TurnEnd":
-      return `TurnEnd${at(item.turnId)} ${describeOutcome(item.outcome)}`
-    case "SessionId":
-      return `SessionId ${item.sessionId}`
-    case "ControlAnswer":
-      return `ControlAnswer #${item.ref} ${
-        item.answer._tag === "Success"
-          ? `ok ${JSON.stringify(item.answer.payload)}`
-          : `error ${item.answer.message} (${item.answer.code})`
-      }`
-    case "PermissionRequest":
-      return `PermissionRequest ${item.request.requestId} ${item.request.kind} ${item.request.toolName} ${item.request.toolUseId} ${
-        JSON.stringify(item.request.input)
-      } ${item.request.description}`
-    case "HostRequest":
-      return `HostRequest ${item.requestId}${item.bound === "turn" ? " (turn)" : ""} ${JSON.stringify(item.request)}`
-    case "Cancel":
-      return `Cancel ${item.requestId}`
-    case "Ready":
-      return `Ready ${JSON.stringify(item.info)}`
-    case "Refused":
-      return `Refused ${item.reason}`
-    case "Malformed":
-      return `Malformed ${item.error.reason}`
-    default:
-      return item._tag
-  }
-}
-
-const itemsOf = (items: Provider.Items): Array<Provider.Item> =>
-  items === undefined ? [] : Array.isArray(items) ? [...items] : [items as Provider.Item]
 
 const receive = (m: Provider.ProtocolMachine, frame: object | string): Array<Provider.Item> =>
   itemsOf(m.receive(typeof frame === "string" ? frame : line(frame)))

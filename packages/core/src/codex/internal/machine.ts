@@ -105,8 +105,8 @@ const frame = (
 const toInput = (prompt: string | ReadonlyArray<{ readonly type: string }>): ReadonlyArray<unknown> =>
   typeof prompt === "string" ? [{ type: "text", text: prompt, text_elements: [] }] : prompt
 
-const errorInfo = (info: unknown): string =>
-  info === undefined || info === null ? "" : typeof info === "string" ? info : JSON.stringify(info)
+/** A `codexErrorInfo` as text: the server sends a variant name (`"internalServerError"`) or a variant object. */
+const errorInfo = (info: unknown): string => typeof info === "string" ? info : JSON.stringify(info)
 
 /**
  * The upstream HTTP status a `codexErrorInfo` carries, if any: the server forwards it in the variants that have one
@@ -185,7 +185,10 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       }
       case "Thread": {
         if (message._tag === "ErrorResponse") return [event, { _tag: "Refused", reason: message.error.message }]
-        const decoded = decodeThreadResult("thread/start", message.result)
+        const decoded = decodeThreadResult(
+          options.thread._tag === "Start" ? "thread/start" : "thread/resume",
+          message.result
+        )
         if (Result.isFailure(decoded)) return [event, { _tag: "Refused", reason: decoded.failure.message }]
         threadId = decoded.success.thread.id
         sandbox = decoded.success.sandbox?.type
@@ -265,8 +268,11 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       : {
         _tag: "Api",
         status: httpStatusOf(turn.error?.codexErrorInfo),
+        // 0.171's TurnError has `codexErrorInfo: CodexErrorInfo | null`: null says no more than an absent one.
         detail: `${turn.error?.message ?? `the turn ended ${status}`}${
-          turn.error?.codexErrorInfo === undefined ? "" : ` (${errorInfo(turn.error.codexErrorInfo)})`
+          turn.error?.codexErrorInfo === undefined || turn.error.codexErrorInfo === null
+            ? ""
+            : ` (${errorInfo(turn.error.codexErrorInfo)})`
         }`
       }
     return {
