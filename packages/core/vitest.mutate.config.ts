@@ -1,9 +1,10 @@
 import { defineProject } from "vitest/config"
 
 // The tests `pnpm mutate` runs against each mutant of the machines (see stryker.config.mjs): the machines' own
-// tables and properties, and Codex's recorded transcripts replayed through its machine (no simulator, no real
-// time). The property test runs fewer cases there, from a fixed seed, so that each mutant is killed (or not) the
-// same way on every run.
+// tables and properties, Codex's recorded transcripts replayed through its machine, and the Claude surface's
+// session tests (in-process MCP calls, structured output, hooks and dialogs on TestClock; no real time). The
+// property test runs fewer cases there, from a fixed seed, so that each mutant is killed (or not) the same way on
+// every run.
 export default defineProject({
   test: {
     name: "core-machines",
@@ -12,6 +13,7 @@ export default defineProject({
       "test/SessionMachineProperties.test.ts",
       "test/SessionMachineHostRequests.test.ts",
       "test/ClaudeMachine.test.ts",
+      "test/ClaudeSurface.test.ts",
       "test/CodexMachine.test.ts",
       "test/CodexTranscripts.test.ts"
     ],

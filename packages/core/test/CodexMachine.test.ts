@@ -754,7 +754,7 @@ describe("Codex machine: turns", () => {
     m.receive(L.completed({ id: "s1", status: "completed" }))
     assert.deepStrictEqual(receive(m, L.delta("late", "s1")), ["TextDelta \"late\" (session)"])
     assert.deepStrictEqual(receive(m, L.completed({ id: "s1", status: "completed" })), ["Frame turn/completed"])
-    assert.throws(() => m.interrupt("t1", 1), /no server turn id/)
+    assert.throws(() => m.interrupt("t1", 1), /not a running turn of the server/)
   })
 
   it("two turns: each notification goes to the turn its server id names", () => {
@@ -771,10 +771,25 @@ describe("Codex machine: turns", () => {
 // --- interrupts and controls ---------------------------------------------------------------------------------------
 
 describe("Codex machine: interrupts and controls", () => {
-  it("an interrupt before the server named the turn throws (the session has not acknowledged it either)", () => {
+  it("an interrupt before the server named the turn goes out with its turn/start response", () => {
     const m = ready()
     m.prompt("t1", "hi")
-    assert.throws(() => m.interrupt("t1", 1), /turn t1 has no server turn id yet/)
+    // Output of the turn may acknowledge it before the response: the interrupt waits for the server's turn id.
+    assert.isUndefined(m.interrupt("t1", 4))
+    const items = itemsOf(m.receive(L.turnStarted(2, "s1")))
+    assert.deepStrictEqual(items.slice(0, 2).map(describeItem), ["Receipt t1", "Frame turn/start@t1"])
+    const written = items.flatMap((item) => item._tag === "Write" ? [JSON.parse(item.line)] : [])
+    assert.deepStrictEqual(written, [{ method: "turn/interrupt", id: 3, params: { threadId: THREAD, turnId: "s1" } }])
+    assert.deepStrictEqual(receive(m, L.response(3, {})), ["Frame response (session)", "ControlAnswer #4 ok {}"])
+  })
+
+  it("an interrupt held for a turn the server refuses is dropped with it", () => {
+    const m = ready()
+    m.prompt("t1", "hi")
+    assert.isUndefined(m.interrupt("t1", 4))
+    const items = itemsOf(m.receive(L.error(2, "no")))
+    assert.deepStrictEqual(items.filter((item) => item._tag === "Write"), [])
+    assert.match(items.map(describeItem).at(-1)!, /^TurnEnd@t1 Failed TurnRejected/)
   })
 
   it("an interrupt names the thread and the server's turn; its answer is the control's", () => {

@@ -136,6 +136,13 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   const turns = new Map<string, TurnTrack>()
   /** The host's turn id → the server's, once `turn/start` answered. */
   const serverIds = new Map<string, string>()
+  /**
+   * Interrupts asked for before the server named the turn (its `turn/start` response): `turn/interrupt` needs that
+   * id, so the request goes out with the receipt. A rejected turn ends without it.
+   */
+  const heldInterrupts = new Map<string, number>()
+  /** Host turns whose `turn/start` has no response yet. */
+  const starting = new Set<string>()
   /** Approvals waiting for the host, by the string form of the server's request id. */
   const approvals = new Map<string, CodexProtocol.Id>()
   /** Other server requests waiting for the host. */
@@ -148,6 +155,9 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     pending.set(id, what)
     return { _tag: "Write", line: CodexProtocol.encodeRequest(id, method, params) }
   }
+
+  const interruptRequest = (serverTurnId: string, ref: number): Provider.Item =>
+    request("turn/interrupt", { threadId, turnId: serverTurnId }, { _tag: "Control", ref })
 
   const hostTurn = (serverTurnId: string | undefined): TurnTrack | undefined =>
     serverTurnId === undefined ? undefined : turns.get(serverTurnId)
@@ -199,7 +209,9 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         ]
       }
       case "TurnStart": {
+        starting.delete(what.turnId)
         if (message._tag === "ErrorResponse") {
+          heldInterrupts.delete(what.turnId)
           const { code, message: reason } = message.error
           return [event, {
             _tag: "TurnEnd",
@@ -217,7 +229,14 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
           usage: { input: 0, cached: 0, cacheWrite: 0, output: 0, reasoning: 0 }
         })
         serverIds.set(what.turnId, serverTurnId)
-        return [{ _tag: "Receipt", turnId: what.turnId }, frame("turn/start", message.raw, what.turnId)]
+        const receipt: Array<Provider.Item> = [
+          { _tag: "Receipt", turnId: what.turnId },
+          frame("turn/start", message.raw, what.turnId)
+        ]
+        const held = heldInterrupts.get(what.turnId)
+        if (held === undefined) return receipt
+        heldInterrupts.delete(what.turnId)
+        return [...receipt, interruptRequest(serverTurnId, held)]
       }
       case "Control":
         return [event, {
@@ -509,16 +528,22 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
           return serverRequest(message)
       }
     },
-    prompt: (turnId, prompt) =>
-      request(
+    prompt: (turnId, prompt) => {
+      const line = request(
         "turn/start",
         { ...options.turnParams, threadId, input: toInput(prompt) },
         { _tag: "TurnStart", turnId }
-      ),
+      )
+      starting.add(turnId)
+      return line
+    },
     interrupt: (turnId, ref) => {
       const serverTurnId = serverIds.get(turnId)
-      if (serverTurnId === undefined) throw new Error(`turn ${turnId} has no server turn id yet`)
-      return request("turn/interrupt", { threadId, turnId: serverTurnId }, { _tag: "Control", ref })
+      if (serverTurnId !== undefined) return interruptRequest(serverTurnId, ref)
+      if (!starting.has(turnId)) throw new Error(`turn ${turnId} is not a running turn of the server`)
+      // Not named by the server yet (output of the turn may come before its `turn/start` response).
+      heldInterrupts.set(turnId, ref)
+      return undefined
     },
     control: (ref, input) => {
       const { method, params } = input as { readonly method?: unknown; readonly params?: unknown }
