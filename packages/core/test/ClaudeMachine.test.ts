@@ -955,3 +955,99 @@ describe("session machine over Claude", () => {
     ])
   })
 })
+
+// --- in-process MCP calls and questions to the user ---------------------------------------------------------------
+
+const mcpMessage = (requestId: string, message: object, server = "host") => ({
+  type: "control_request",
+  request_id: requestId,
+  request: { subtype: "mcp_message", server_name: server, message: { jsonrpc: "2.0", ...message } }
+})
+
+const toolsCall = (requestId: string, id: unknown, server = "host") =>
+  mcpMessage(requestId, { id, method: "tools/call", params: { name: "add", arguments: {} } }, server)
+
+const cancelled = (requestId: string, callId: unknown, server = "host") =>
+  mcpMessage(requestId, { method: "notifications/cancelled", params: { requestId: callId } }, server)
+
+/** The items without the frames, tags and ids only: what the session machine acts on. */
+const acts = (items: ReadonlyArray<Provider.Item>): Array<string> =>
+  items.flatMap((item) =>
+    item._tag === "HostRequest"
+      ? [`HostRequest ${item.requestId} ${item.bound ?? "control"}`]
+      : item._tag === "Cancel"
+      ? [`Cancel ${item.requestId}`]
+      : []
+  )
+
+describe("Claude machine: in-process MCP calls", () => {
+  it("a tools/call is the turn's work; other MCP messages are bounded as controls", () => {
+    const m = machine()
+    assert.deepStrictEqual(acts(receive(m, toolsCall("req-1", 7))), ["HostRequest req-1 turn"])
+    assert.deepStrictEqual(acts(receive(m, mcpMessage("req-2", { id: 8, method: "tools/list" }))), [
+      "HostRequest req-2 control"
+    ])
+  })
+
+  it("the CLI's notifications/cancelled for a running call cancels that call (and is answered itself)", () => {
+    const m = machine()
+    receive(m, toolsCall("req-1", 7))
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-2", 7))), ["Cancel req-1", "HostRequest req-2 control"])
+    // Forgotten once cancelled: a second cancellation names no call.
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-3", 7))), ["HostRequest req-3 control"])
+  })
+
+  it("string and numeric ids, and servers, are told apart", () => {
+    const m = machine()
+    receive(m, toolsCall("req-1", 7))
+    receive(m, toolsCall("req-2", "7"))
+    receive(m, toolsCall("req-3", 7, "other"))
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-4", "7"))), ["Cancel req-2", "HostRequest req-4 control"])
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-5", 7, "other"))), [
+      "Cancel req-3",
+      "HostRequest req-5 control"
+    ])
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-6", 7))), ["Cancel req-1", "HostRequest req-6 control"])
+  })
+
+  it("a call without a usable id, or a cancellation naming none, cancels nothing", () => {
+    const m = machine()
+    receive(m, toolsCall("req-1", null))
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-2", null))), ["HostRequest req-2 control"])
+    assert.deepStrictEqual(
+      acts(receive(m, mcpMessage("req-3", { method: "notifications/cancelled" }))),
+      ["HostRequest req-3 control"]
+    )
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-4", 99))), ["HostRequest req-4 control"])
+  })
+
+  it("a call the host answered, or whose turn ended, is forgotten: a late cancellation cancels nothing", () => {
+    const m = machine()
+    receive(m, toolsCall("req-1", 1))
+    receive(m, toolsCall("req-2", 2))
+    m.reply("req-1", { _tag: "Success", payload: {} })
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-3", 1))), ["HostRequest req-3 control"])
+    // Another reply (not a call's) leaves the running call alone.
+    m.reply("req-9", { _tag: "Success", payload: {} })
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-4", 2))), ["Cancel req-2", "HostRequest req-4 control"])
+    receive(m, toolsCall("req-5", 5))
+    receive(m, F.result())
+    assert.deepStrictEqual(acts(receive(m, cancelled("req-6", 5))), ["HostRequest req-6 control"])
+  })
+})
+
+describe("Claude machine: questions to the user", () => {
+  for (const subtype of ["elicitation", "request_user_dialog"]) {
+    it(`${subtype} waits as long as the turn`, () => {
+      const m = machine()
+      const request = subtype === "elicitation"
+        ? { subtype, mcp_server_name: "host", message: "pick one", requested_schema: { type: "object" } }
+        : { subtype, dialog_kind: "refusal_fallback_prompt", payload: {} }
+      const items = receive(m, { type: "control_request", request_id: "req-1", request })
+      assert.deepStrictEqual(acts(items), ["HostRequest req-1 turn"])
+    })
+  }
+  it("another request of the CLI is bounded as a control", () => {
+    assert.deepStrictEqual(acts(receive(machine(), F.otherRequest("req-1"))), ["HostRequest req-1 control"])
+  })
+})
