@@ -109,6 +109,28 @@ const binaries = (): string => {
   return Path.resolve(Path.dirname(entry), "..", "native", "bin")
 }
 
+/** Whether every directory from `path` up to the root lets other users through (their execute bit). */
+const passableByOthers = (path: string): boolean => {
+  for (let dir = path;; dir = Path.dirname(dir)) {
+    if ((Fs.statSync(dir).mode & 0o001) === 0) return false
+    if (Path.dirname(dir) === dir) return true
+  }
+}
+
+/**
+ * The binaries where the server's user can run them. Run as root, the server runs as another user, who may not be
+ * able to enter the directories above the installed package (a checkout under a `0700` home or a `mktemp -d`
+ * directory, as in CI): then the package's `native` directory (binaries, libraries, share) is copied into `into`,
+ * a directory of the server's, and removed with it.
+ */
+const reachableBinaries = (bin: string, into: string): string => {
+  if (passableByOthers(bin)) return bin
+  const copy = Path.join(into, "native")
+  Fs.cpSync(Path.dirname(bin), copy, { recursive: true, verbatimSymlinks: true })
+  Fs.chmodSync(copy, 0o755)
+  return Path.join(copy, "bin")
+}
+
 /** The user the server runs as: this process's own, or (when root) `postgres` if it exists, else `nobody`. */
 const serverUser = (): { readonly uid: number; readonly gid: number } | undefined => {
   if (process.getuid?.() !== 0) return undefined
@@ -228,11 +250,12 @@ export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed,
       }),
       (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
     )
+    const serverBin = user === undefined ? bin : reachableBinaries(bin, root)
     const dataDirectory = Path.join(root, "data")
     const passwordFile = Path.join(root, "password")
     Fs.writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 })
     if (user !== undefined) Fs.chownSync(passwordFile, user.uid, user.gid)
-    yield* runToEnd(Path.join(bin, "initdb"), [
+    yield* runToEnd(Path.join(serverBin, "initdb"), [
       `--pgdata=${dataDirectory}`,
       "--username=postgres",
       `--pwfile=${passwordFile}`,
@@ -257,7 +280,7 @@ export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed,
     const server = yield* Effect.acquireRelease(
       Effect.callback<ChildProcess.ChildProcess, PostgresFailed>((resume) => {
         const child = ChildProcess.spawn(
-          Path.join(bin, "postgres"),
+          Path.join(serverBin, "postgres"),
           [
             "-D",
             dataDirectory,
