@@ -558,7 +558,8 @@ export const offlineHome = (options: {
         for (const dir of [".claude", "tmp", "run", "work"]) Fs.mkdirSync(Path.join(home, dir))
         return home
       }),
-      (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true }))
+      // Retried: a process that still writes there (a CLI being torn down) can make one pass fail with ENOTEMPTY.
+      (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }))
     ),
     (home): OfflineHome => ({
       home,

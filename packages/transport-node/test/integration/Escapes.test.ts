@@ -16,6 +16,7 @@ import { ClaudeSession, Permission } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Data, Effect, Exit, Fiber, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { awaitEscaped, commandFor, escapes as allEscapes, makeReport, survivors, treeFinds } from "../escapes.ts"
 import { allProcs } from "../utils.ts"
@@ -46,7 +47,7 @@ const layerFor = (mechanism: Mechanism) =>
 
 class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
 
-const startHost = (mechanism: Mechanism, text: string) =>
+const startHost = (mechanism: Mechanism, text: string, onReady: (line: string) => void) =>
   Effect.acquireRelease(
     Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
       const host = ChildProcess.spawn(process.execPath, [hostScript, mechanism, text], {
@@ -54,14 +55,32 @@ const startHost = (mechanism: Mechanism, text: string) =>
       })
       host.stdout.setEncoding("utf8")
       host.stdout.once("data", (data: string) =>
-        data.startsWith("ready") ? resume(Effect.succeed(host)) : resume(Effect.fail(new HostFailed({ reason: data }))))
-      host.once("error", (error) =>
-        resume(Effect.fail(new HostFailed({ reason: error.message }))))
-      host.once("exit", (code) =>
-        resume(Effect.fail(new HostFailed({ reason: `the host exited (${code})` }))))
+        data.startsWith("ready")
+          ? (onReady(data), resume(Effect.succeed(host)))
+          : resume(Effect.fail(new HostFailed({ reason: data }))))
+      host.once("error", (error) => resume(Effect.fail(new HostFailed({ reason: error.message }))))
+      host.once("exit", (code) => resume(Effect.fail(new HostFailed({ reason: `the host exited (${code})` }))))
     }),
     (host) => Effect.sync(() => host.kill("SIGKILL"))
   )
+
+/**
+ * A host started by {@link startHost}, and, when the test ends, the offline home of its world removed: the host is
+ * SIGKILLed, so its own finalizers never remove it.
+ */
+const startHostAndClean = (mechanism: Mechanism, text: string) =>
+  Effect.gen(function*() {
+    let home: string | undefined
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (home !== undefined) Fs.rmSync(home, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
+      })
+    )
+    const host = yield* startHost(mechanism, text, (line) => {
+      home = line.trim().split(" ")[3]
+    })
+    return host
+  })
 
 const suite = (mechanism: Mechanism) =>
   describe(`the real claude CLI's escapes under ${mechanism}`, { timeout: 90_000 }, () => {
@@ -104,7 +123,7 @@ const suite = (mechanism: Mechanism) =>
     it.live("the host is SIGKILLed mid-tool (the watchdog ends the session)", () =>
       Effect.gen(function*() {
         const report = yield* makeReport
-        const host = yield* startHost(mechanism, prompt(report, true))
+        const host = yield* startHostAndClean(mechanism, prompt(report, true))
         const escaped = yield* awaitEscaped(escapes, report, 30_000)
         host.kill("SIGKILL")
         // The watchdog: termGrace (2 s in these tests' timeouts) after the host's pipe closes, then the kill.

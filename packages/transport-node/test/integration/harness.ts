@@ -176,20 +176,21 @@ const survivors: Array<Proc> = []
 
 /**
  * A fresh world, removed (directories included) when the scope closes; its mock model plays `mockScript` (default
- * {@link script}). Its release comes after that of the sessions
- * made in it (it is acquired first): whatever of the world still runs then is recorded for {@link leftBehind} and
- * killed, so that a failing test leaves nothing on the machine.
+ * {@link script}). Its release comes after that of the sessions made in it (it is acquired first): whatever of the
+ * world still runs then is recorded for {@link leftBehind} and killed, so that a failing test leaves nothing on the
+ * machine — and killed before its home is removed, so that a survivor still writing there (an escaped tool, a CLI
+ * under `process-tree`) cannot make the removal fail and leave the directory behind.
  */
 export const makeWorld = Effect.fnUntraced(function*(mockScript: MockAnthropic.Script = script) {
   const mark = randomUUID()
+  const mock = yield* MockAnthropic.make(mockScript)
+  const { cwd, env, home } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-it-" })
   yield* Effect.addFinalizer(() =>
     Effect.suspend(() => {
       survivors.push(...marked(mark))
       return killAllMarked(mark, markVariable)
     })
   )
-  const mock = yield* MockAnthropic.make(mockScript)
-  const { cwd, env, home } = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-it-" })
   const world: World = {
     mock,
     home,
