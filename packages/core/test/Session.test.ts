@@ -302,42 +302,6 @@ describe("Turns", () => {
         yield* settle(a.result)
       })).pipe(mock()))
 
-  it.effect("a CLI that dies mid-turn fails the turn with its exit code and stderr; the session is failed", () =>
-    withSession({}, (session) =>
-      Effect.gen(function*() {
-        const error = yield* settle(Effect.flip(session.run("crash please")))
-        assert.strictEqual(error._tag, "CliExited")
-        if (error._tag !== "CliExited") return
-        assert.strictEqual(error.code, 3)
-        assert.include(error.stderrTail, "segfault")
-        assert.isTrue(error.acknowledged)
-        assert.isFalse(error.deliveryUncertain)
-        assert.strictEqual(yield* session.status, "failed")
-        const refused = yield* Effect.flip(session.send("again"))
-        assert.strictEqual(refused._tag, "SessionUnavailable")
-        assert.isTrue(refused.safeToFallback)
-        const state = yield* session.process
-        assert.strictEqual(state._tag, "Failed")
-      })).pipe(
-        mock(script(
-          MockClaude.when(
-            "crash",
-            MockClaude.text(["partial ", "answer"]),
-            MockClaude.crash({ code: 3, stderr: "segfault in tool\n" })
-          )
-        ))
-      ))
-
-  it.effect("death before the acknowledgement makes delivery uncertain", () =>
-    withSession({}, (session, cli) =>
-      Effect.gen(function*() {
-        const turn = yield* session.send("hello")
-        yield* cli.trigger(MockClaude.crash({ code: 1, stderr: "boom\n" }))
-        const error = yield* settle(Effect.flip(turn.result))
-        assert.strictEqual(error._tag, "CliExited")
-        assert.isTrue(error.deliveryUncertain)
-      })).pipe(mock(MockClaude.make([], { timing: { receipt: "1 second" } }))))
-
   it.effect("a stdin write that does not finish within the delivery timeout retires the session (uncertain)", () =>
     Effect.gen(function*() {
       // A transport whose writes block once the handshake is done, like a CLI that stopped reading stdin.
@@ -774,28 +738,6 @@ describe("Interrupts, stalls, deadlines", () => {
         assert.isAtMost(took, 2_200)
         assert.strictEqual(yield* session.status, "idle")
       })).pipe(mock(script(MockClaude.when("stall", MockClaude.text("partial"), MockClaude.stall())))))
-
-  it.effect("the turn deadline interrupts a turn that keeps streaming", () =>
-    withSession({
-      timeouts: timeouts({
-        turn: "2 seconds",
-        stall: "1 second",
-        ack: "1 second",
-        interrupt: "1 second",
-        permission: "1 second",
-        control: "1 second",
-        delivery: "1 second"
-      })
-    }, (session) =>
-      Effect.gen(function*() {
-        const started = yield* now
-        const error = yield* settle(Effect.flip(session.run("slow please")))
-        assert.strictEqual(error._tag, "TurnInterrupted")
-        if (error._tag === "TurnInterrupted") assert.strictEqual(error.reason, "turn-timeout")
-        const took = (yield* now) - started
-        assert.isAtLeast(took, 2_000)
-        assert.isAtMost(took, 2_200)
-      })).pipe(mock(slow)))
 })
 
 describe("Events", () => {

@@ -68,7 +68,7 @@ describe("host requests bound to the turn", () => {
     b.cli(turnBound("h1"), turnBound("h2"))
     b.trace()
     assert.deepStrictEqual(b.at(20).cli(I.cancel("h1")), ["stop handling h1"])
-    // The stall clock restarts from the withdrawal while h2 still runs.
+    // While h2 still runs there is no stall deadline: only the turn's remains.
     assert.strictEqual(b.m.nextDeadline(), 10_000)
     b.input((m, now) => m.interrupt(now, m.active!, "host"))
     b.trace()

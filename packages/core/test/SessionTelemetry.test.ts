@@ -291,11 +291,13 @@ describe("Session telemetry", () => {
 
   it.effect("a tracer that throws when a turn's or a control's span ends loses that span, not the turn", () =>
     Effect.gen(function*() {
+      let thrown = 0
       const tracer = Tracer.make({
         span: (options) => {
           const span = new Tracer.NativeSpan(options)
           if (options.name === "tether.turn" || options.name === "tether.control") {
             span.end = () => {
+              thrown++
               throw new Error("a broken exporter")
             }
           }
@@ -309,6 +311,8 @@ describe("Session telemetry", () => {
           yield* settle(session.control({ subtype: "mcp_status" }))
           // The session goes on: the next turn runs too.
           assert.isFalse((yield* settle(session.run("again"))).isError)
+          // Two turns' spans and the control's: each ended, and each end threw.
+          assert.strictEqual(thrown, 3)
         })).pipe(Effect.provideService(Tracer.Tracer, tracer))
     }).pipe(mock()))
 
