@@ -289,17 +289,25 @@ describe("Session telemetry", () => {
       }))
     ))
 
-  it.effect("a tracer that throws when a turn's or a control's span ends loses that span, not the turn", () =>
+  it.effect("a tracer that throws whenever a span records loses those spans, not the turns or the session", () =>
     Effect.gen(function*() {
       let thrown = 0
+      const broken = () => {
+        throw new Error("a broken exporter")
+      }
       const tracer = Tracer.make({
         span: (options) => {
           const span = new Tracer.NativeSpan(options)
-          if (options.name === "tether.turn" || options.name === "tether.control") {
-            span.end = () => {
-              thrown++
-              throw new Error("a broken exporter")
-            }
+          // Every recording on every span of the session's throws; ends of turns and controls are counted.
+          if (options.name.startsWith("tether.")) {
+            span.attribute = broken
+            span.event = broken
+            span.end = options.name === "tether.turn" || options.name === "tether.control"
+              ? () => {
+                thrown++
+                broken()
+              }
+              : broken
           }
           return span
         }

@@ -287,8 +287,7 @@ class Driver {
             : undefined
         }
         Deferred.doneUnsafe(state.done, output.exit)
-        // After the turn is settled: a tracer of the host's that throws cannot leave it unsettled.
-        this.observe(() => this.telemetry.turnSettled(state, output.exit, this.now(), this.machine.sessionId))
+        this.telemetry.turnSettled(state, output.exit, this.now(), this.machine.sessionId)
         return
       }
       case "Written": {
@@ -302,7 +301,7 @@ class Driver {
         if (pending !== undefined) {
           this.controls.delete(output.ref)
           Deferred.doneUnsafe(pending.deferred, output.exit)
-          this.observe(() => this.telemetry.controlDone(pending.trace, output.exit, this.now()))
+          this.telemetry.controlDone(pending.trace, output.exit, this.now())
         }
         return
       }
@@ -489,15 +488,6 @@ class Driver {
       )
     )
     if (fiber.pollUnsafe() === undefined) this.running.set(requestId, fiber)
-  }
-
-  /** Records spans and metrics; what the host's tracer throws is not the session's failure. */
-  private observe(record: () => void): void {
-    try {
-      record()
-    } catch {
-      // A tracer that throws loses its own span, nothing else.
-    }
   }
 
   /** Runs one machine input and drains its outputs. */

@@ -235,6 +235,44 @@ const resolutionOf = (resolution: Permission.Resolution): { readonly by: string;
 // One session's telemetry
 // ---------------------------------------------------------------------------------------------------------------
 
+/**
+ * `span`, its recording methods made unable to throw. Patched on the span itself (not a wrapper): the span stays
+ * the host tracer's own object, with its own identity, as a parent or a link of the next one.
+ */
+const guarded = (span: Tracer.Span): Tracer.Span => {
+  const { addLinks, attribute, end, event } = span
+  const target = span as { -readonly [K in keyof Tracer.Span]: Tracer.Span[K] }
+  target.attribute = (key, value) => {
+    try {
+      attribute.call(span, key, value)
+    } catch {
+      // The host's tracer failed: this attribute is lost.
+    }
+  }
+  target.event = (name, startTime, attributes) => {
+    try {
+      event.call(span, name, startTime, attributes)
+    } catch {
+      // The host's tracer failed: this event is lost.
+    }
+  }
+  target.addLinks = (links) => {
+    try {
+      addLinks.call(span, links)
+    } catch {
+      // The host's tracer failed: these links are lost.
+    }
+  }
+  target.end = (endTime, exit) => {
+    try {
+      end.call(span, endTime, exit)
+    } catch {
+      // The host's tracer failed: the span is not exported.
+    }
+  }
+  return span
+}
+
 /** A control request on its way: what its answer needs to close its span and record its duration. */
 export interface ControlTrace {
   readonly subtype: string
@@ -300,19 +338,30 @@ export class Telemetry {
     return this.timing ? this.clock.currentTimeNanosUnsafe() : bigint0
   }
 
-  /** A span of this session under `parent`, linked to the session's span when that is not its parent. */
+  /**
+   * A span of this session under `parent`, linked to the session's span when that is not its parent. The host's
+   * tracer is guarded here, once for every span: what it throws (making the span, or recording on it) loses that
+   * span's data, never the session's work that records it.
+   */
   private open(name: string, parent: Tracer.AnySpan | undefined, link: boolean): Tracer.Span {
     const session = this.span
-    const span = this.tracer!.span({
+    const options = {
       name,
-      parent: parent === undefined ? Option.none() : Option.some(parent),
+      parent: parent === undefined ? Option.none<Tracer.AnySpan>() : Option.some(parent),
       annotations: Context.empty(),
       links: link && session !== undefined && parent !== session ? [{ span: session, attributes: {} }] : [],
       startTime: this.nanos(),
-      kind: "internal",
+      kind: "internal" as const,
       root: false,
       sampled: parent?.sampled === false ? false : this.sampled
-    })
+    }
+    let made: Tracer.Span
+    try {
+      made = this.tracer!.span(options)
+    } catch {
+      made = new Tracer.NativeSpan(options)
+    }
+    const span = guarded(made)
     for (const key in this.annotations) span.attribute(key, this.annotations[key])
     span.attribute("tether.provider", this.series.provider)
     return span
