@@ -27,6 +27,7 @@ import {
   type Turn
 } from "@tether/core"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Entity from "effect/cluster/Entity"
 import type * as RunnerAddress from "effect/cluster/RunnerAddress"
 import * as Deferred from "effect/Deferred"
@@ -216,8 +217,16 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const runnerScope = yield* Effect.scope
   yield* Effect.addFinalizer(() => Effect.ignore(Files.remove(stateDirectory), { log: "Warn" }))
   const store = yield* Store.make({ entityType: options.entity.type, prefix: settings.tablePrefix ?? "tether" })
-  const encodeConfig = Schema.encodeSync(Schema.toCodecJson(options.config))
-  const decodeConfig = Schema.decodeUnknownSync(Schema.toCodecJson(options.config))
+  // A configuration that does not encode, or a stored one that no longer decodes (its schema changed in a
+  // deploy), fails the start with a typed error, not a defect.
+  const encodeConfig = (config: C) =>
+    Schema.encodeEffect(Schema.toCodecJson(options.config))(config).pipe(
+      Effect.mapError((error) => unavailable(`the session's configuration does not encode: ${error.message}`))
+    )
+  const decodeConfig = (id: string, stored: unknown) =>
+    Schema.decodeUnknownEffect(Schema.toCodecJson(options.config))(stored).pipe(
+      Effect.mapError((error) => unavailable(`the stored configuration of ${id} does not decode: ${error.message}`))
+    )
 
   const incarnations = new Map<string, Incarnation<A, TE>>()
   /** What the next start of an id is asked to do (set by `ensure` around `getOrCreate`). */
@@ -240,7 +249,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const save = (inc: Incarnation<A, TE>, final: boolean) =>
     inc.saving.withPermits(1)(
       Effect.gen(function*() {
-        const t0 = Date.now()
+        const t0 = yield* Clock.currentTimeMillis
         if (inc.session !== undefined && inc.conversationId === undefined) {
           inc.conversationId = Option.getOrUndefined(yield* inc.session.sessionId)
         }
@@ -282,7 +291,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         inc.tracked = collected.tracked
         inc.pending = inc.pending.slice(events.length)
         inc.ended = inc.ended.slice(ended.length)
-        yield* Metric.update(Metric.withAttributes(metrics.saveDuration, attributes), Duration.millis(Date.now() - t0))
+        const t1 = yield* Clock.currentTimeMillis
+        yield* Metric.update(Metric.withAttributes(metrics.saveDuration, attributes), Duration.millis(t1 - t0))
         const bytes = collected.changes.reduce((total, change) => total + change.data.length, 0)
         if (bytes > 0) yield* Metric.update(Metric.withAttributes(metrics.savedBytes, attributes), bytes)
       })
@@ -408,10 +418,11 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     Effect.gen(function*() {
       const scope = yield* Scope.Scope
       const start = starts.get(id) ?? { reset: false, durable: defaultDurable }
+      const encoded = yield* encodeConfig(config)
       const begun = yield* store.begin(id, {
         runner: address,
         fingerprint: kind.fingerprint(config),
-        config: encodeConfig(config),
+        config: encoded,
         durable: start.durable,
         reset: start.reset
       }).pipe(Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`)))
@@ -521,7 +532,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           if (found === undefined || found.state === "evicted") {
             return yield* Effect.fail(new SessionRegistry.SessionNotFound({ id }))
           }
-          config = decodeConfig(found.config)
+          config = yield* decodeConfig(id, found.config)
         } else if (found !== undefined && found.state !== "evicted") {
           const requested = kind.fingerprint(config)
           if (found.fingerprint !== requested) {
@@ -718,7 +729,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const savedEvents = (id: string, after: number) =>
     Stream.paginate(after, (cursor) =>
       Effect.map(
-        store.eventsAfter(id, cursor, 500).pipe(Effect.orElseSucceed(() => [])),
+        // A database that cannot be read is not events lost: the subscriber gets a typed, retryable failure.
+        store.eventsAfter(id, cursor, 500).pipe(
+          Effect.mapError((error) => unavailable(`the saved events of ${id} cannot be read: ${error.message}`))
+        ),
         (
           rows
         ): readonly [ReadonlyArray<Store.StoredEvent>, Option.Option<number>] => [
@@ -795,12 +809,13 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           Stream.concat(Stream.succeed<Wire.Delivery>({ _tag: "End" }))
         )
       }
-      const saved = yield* store.turnEvents(id, ref.turnId).pipe(Effect.orElseSucceed(() => []))
+      const saved = yield* store.turnEvents(id, ref.turnId).pipe(
+        Effect.mapError((error) =>
+          unavailable(`the saved events of turn ${ref.turnId} cannot be read: ${error.message}`)
+        )
+      )
       const deliveries: Array<Wire.Delivery> = saved.map((row) => ({ _tag: "Event", seq: row.seq, event: row.event }))
-      const ended = saved.some((row) => {
-        const tag = (row.event as { readonly _tag?: unknown } | null)?._tag
-        return tag === "TurnCompleted" || tag === "TurnFailed"
-      })
+      const ended = saved.some((row) => isTerminal(row.event as SessionEvent.SessionEvent))
       if (!ended) {
         const last = saved.length === 0 ? 0 : saved[saved.length - 1].seq
         deliveries.push({ _tag: "Lag", missed: 1, resumeSeq: last + 2, reason: "lost" })
@@ -825,12 +840,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const release = (id: string) =>
     Effect.suspend(() => {
       if (!incarnations.has(id)) return Effect.void
-      const t0 = Date.now()
       return registry.evict(id, { timeout: drainTimeout }).pipe(
         Effect.ignore,
-        Effect.andThen(Effect.suspend(() =>
-          Metric.update(Metric.withAttributes(metrics.drainDuration, attributes), Duration.millis(Date.now() - t0))
-        )),
+        Effect.timed,
+        Effect.flatMap(([took]) => Metric.update(Metric.withAttributes(metrics.drainDuration, attributes), took)),
         Effect.withSpan("ClusterRegistry.drain", { attributes: { "tether.session.id": id, "tether.runner": address } })
       )
     })

@@ -191,17 +191,15 @@ export const make = Effect.fnUntraced(function*(options: {
     updatedAt: time(row.updated_at)
   })
 
-  const read = (id: string): Effect.Effect<Record | undefined, SqlError> =>
-    Effect.map(
-      sql`SELECT * FROM ${sessions} WHERE entity_type = ${type} AND id = ${id}`,
-      (rows) => rows.length === 0 ? undefined : toRecord(rows[0])
-    )
+  const firstRecord = (rows: ReadonlyArray<{ readonly [key: string]: unknown }>): Record | undefined =>
+    rows.length === 0 ? undefined : toRecord(rows[0])
 
-  const lock = (id: string) =>
-    Effect.map(
-      sql`SELECT * FROM ${sessions} WHERE entity_type = ${type} AND id = ${id} FOR UPDATE`,
-      (rows) => rows.length === 0 ? undefined : toRecord(rows[0])
-    )
+  const read = (id: string): Effect.Effect<Record | undefined, SqlError> =>
+    Effect.map(sql`SELECT * FROM ${sessions} WHERE entity_type = ${type} AND id = ${id}`, firstRecord)
+
+  /** {@link read}, the row locked for the transaction. */
+  const lock = (id: string): Effect.Effect<Record | undefined, SqlError> =>
+    Effect.map(sql`SELECT * FROM ${sessions} WHERE entity_type = ${type} AND id = ${id} FOR UPDATE`, firstRecord)
 
   /** The record's generation, locked for the transaction; fails with `Fenced` unless it is `generation`. */
   const fence = (id: string, generation: number) =>
