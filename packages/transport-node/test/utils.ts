@@ -116,7 +116,15 @@ export const waitUntil = (what: string, f: () => boolean, timeoutMillis = 5_000)
     const deadline = Date.now() + timeoutMillis
     let timer: ReturnType<typeof setTimeout> | undefined
     const poll = () => {
-      if (f()) return resume(Effect.void)
+      let holds: boolean
+      try {
+        holds = f()
+      } catch (cause) {
+        // A condition that throws (a /proc or cgroup entry gone between two reads) ends the wait as a defect: thrown
+        // from a timer, it would be an uncaught exception and this wait would never resume.
+        return resume(Effect.die(cause))
+      }
+      if (holds) return resume(Effect.void)
       if (Date.now() > deadline) return resume(Effect.fail(new WaitTimeout({ what })))
       timer = setTimeout(poll, 10)
     }
@@ -185,6 +193,16 @@ export const userMessage = (text: string, uuid: string = randomUUID()) =>
 /** The fake CLI (`@tether/testing`'s fake-claude). */
 export const fakeClaudePath = FakeClaude.path
 
+/** The names in `dir`, none when it does not exist (any more). */
+const entries = (dir: string): Array<string> => {
+  try {
+    return Fs.readdirSync(dir)
+  } catch (cause) {
+    if ((cause as NodeJS.ErrnoException).code === "ENOENT") return []
+    throw cause
+  }
+}
+
 /**
  * Removes the (emptied) cgroups a host left behind: one that died with neither finalizers nor a watchdog cannot
  * remove its own. Call after its processes were killed.
@@ -197,10 +215,11 @@ export const removeHostCgroups = (hostPid: number): Effect.Effect<void> =>
     )
     if (location._tag === "Missing") return
     const own = location.own
-    const layers = Fs.readdirSync(own).filter((name) => name.startsWith(`tether-${hostPid}-`))
+    const layers = entries(own).filter((name) => name.startsWith(`tether-${hostPid}-`))
     for (const layer of layers) {
       const dir = `${own}/${layer}`
-      const sessions = () => Fs.readdirSync(dir).filter((name) => /^s[0-9]+$/.test(name))
+      // The host's watchdog may be removing the same directories: one gone meanwhile has no entries left.
+      const sessions = () => entries(dir).filter((name) => /^s[0-9]+$/.test(name))
       // Killed processes leave cgroup.procs a moment later.
       yield* waitUntil("the host's cgroups to empty", () => {
         for (const session of sessions()) Cgroup.removeDir(`${dir}/${session}`)
