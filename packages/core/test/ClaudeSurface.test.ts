@@ -413,6 +413,29 @@ describe("controls", () => {
           servers: { calc: { type: "sdk", name: "calc" }, files: { type: "stdio", command: "mcp-files" } }
         })
       })).pipe(mock()))
+
+  it.effect("a refused setMcpServers changes nothing: the CLI's next call still reaches the server it kept", () =>
+    withSession({ mcpServers: [calc], policy: Permission.allowAll }, (session) =>
+      Effect.gen(function*() {
+        calls.length = 0
+        const replacement = ClaudeMcp.server("calc", {
+          tools: [ClaudeMcp.tool("add", {
+            description: "Adds, the new way",
+            input: Schema.Struct({ a: Schema.Finite, b: Schema.Finite }),
+            handler: () => Effect.sync(() => calls.push("replacement")).pipe(Effect.as("0"))
+          })]
+        })
+        // The simulated CLI refuses mcp_set_servers: it keeps the server it has, so the session must too.
+        const refused = yield* Effect.flip(settle(session.setMcpServers({ calc: replacement })))
+        assert.strictEqual(refused._tag, "ControlFailed")
+        const result = yield* settle(session.run("add please"))
+        assert.include(result.text, "Tool said: 5")
+        assert.deepStrictEqual(calls, [{ a: 2, b: 3, toolUseId: "toolu_add" }], "the kept server's handler ran")
+      })).pipe(
+        mock(
+          MockClaude.turn(MockClaude.mcpTool({ server: "calc", tool: "add", input: { a: 2, b: 3 }, id: "toolu_add" }))
+        )
+      ))
 })
 
 describe("typed options", () => {

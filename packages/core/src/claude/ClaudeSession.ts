@@ -202,7 +202,8 @@ export interface ClaudeSession<Out = unknown> extends Session.Session<TurnResult
   ) => Effect.Effect<ClaudeProtocol.RewindFilesResponse, ControlError>
   /**
    * Replaces the MCP servers added at run time, by name: in-process servers (`ClaudeMcp.server`, served by this
-   * session from then on) and configurations of servers the CLI runs.
+   * session from then on) and configurations of servers the CLI runs. If the CLI refuses (`ControlFailed`), the
+   * session serves what it served before.
    */
   readonly setMcpServers: (
     servers: { readonly [name: string]: McpServerSpec }
@@ -496,13 +497,29 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
             new ControlFailed({ subtype: "mcp_set_servers", reason: invalid.join("; "), code: "invalid_request" })
           )
         }
-        // Served from before the request goes out: the CLI connects to a new server as soon as it is told.
-        for (const [name, server] of added) servers.set(name, server)
+        // Served from before the request goes out: the CLI connects to a new server as soon as it is told. What they
+        // replace is kept, to be served again if the CLI refuses the change.
+        const replaced = new Map<string, ClaudeMcp.Server | undefined>()
+        for (const [name, server] of added) {
+          replaced.set(name, servers.get(name))
+          servers.set(name, server)
+        }
         return control({ subtype: "mcp_set_servers", servers: wire }, ClaudeProtocol.decodeMcpSetServersResponse).pipe(
           Effect.tap(() =>
             Effect.sync(() => {
               for (const name of [...servers.keys()]) {
                 if (!added.has(name) && !initialServers.some((server) => server.name === name)) servers.delete(name)
+              }
+            })
+          ),
+          // Refused, the change did not happen: the CLI calls the servers it had. (A change whose answer never came may
+          // have happened: the new servers stay served, which is harmless if the CLI never connects to them.)
+          Effect.tapError((error) =>
+            error._tag !== "ControlFailed" ? Effect.void : Effect.sync(() => {
+              for (const [name, previous] of replaced) {
+                if (servers.get(name) !== added.get(name)) continue // changed again since
+                if (previous === undefined) servers.delete(name)
+                else servers.set(name, previous)
               }
             })
           )
