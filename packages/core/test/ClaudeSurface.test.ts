@@ -362,20 +362,18 @@ describe("permission updates", () => {
 
 describe("a policy that interrupts itself", () => {
   it.effect("is a policy that did not decide: the CLI gets a deny at once, not at the permission deadline", () =>
-    Effect.gen(function*() {
-      yield* withSession({
-        policy: () => Effect.interrupt,
-        timeouts: timeouts({ stall: "5 seconds", permission: "10 minutes", turn: "30 minutes" })
-      }, (session, cli) =>
-        Effect.gen(function*() {
-          const started = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-          yield* settle(session.run("touch"))
-          const ended = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-          assert.isBelow(ended - started, 5_000, "denied when the policy ended, not at a deadline")
-          const answer = (yield* written(cli)).find((f) => f.response?.response?.behavior !== undefined)
-          assert.strictEqual(answer?.response?.response?.behavior, "deny")
-        }))
-    }).pipe(mock(MockClaude.turn(MockClaude.tool({ name: "Bash", input: { command: "touch x" } })))))
+    withSession({
+      policy: () => Effect.interrupt,
+      timeouts: timeouts({ stall: "5 seconds", permission: "10 minutes", turn: "30 minutes" })
+    }, (session, cli) =>
+      Effect.gen(function*() {
+        const started = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        yield* settle(session.run("touch"))
+        const ended = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        assert.isBelow(ended - started, 5_000, "denied when the policy ended, not at a deadline")
+        const answer = (yield* written(cli)).find((f) => f.response?.response?.behavior !== undefined)
+        assert.strictEqual(answer?.response?.response?.behavior, "deny")
+      })).pipe(mock(MockClaude.turn(MockClaude.tool({ name: "Bash", input: { command: "touch x" } })))))
 })
 
 describe("controls", () => {

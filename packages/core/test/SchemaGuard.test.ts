@@ -159,7 +159,7 @@ describe("SchemaGuard", () => {
     // A transformation decodes to another value.
     assert.isUndefined(
       SchemaGuard.makeForDecoding(
-        Schema.StructWithRest(Schema.Struct({ n: Schema.NumberFromString }), [
+        Schema.StructWithRest(Schema.Struct({ n: Schema.FiniteFromString }), [
           Schema.Record(Schema.String, Schema.Unknown)
         ]).ast
       )

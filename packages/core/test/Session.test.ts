@@ -306,17 +306,15 @@ describe("Turns", () => {
     Effect.gen(function*() {
       // A transport whose writes block once the handshake is done, like a CLI that stopped reading stdin.
       const blocking = blockWritesAfter(1)
-      yield* Effect.gen(function*() {
-        yield* withSession({ timeouts: timeouts({ delivery: "1 second" }) }, (session) =>
-          Effect.gen(function*() {
-            // send returns once the prompt is written: here, once the delivery timeout gave up on the write.
-            const turn = yield* settle(session.send("hello"))
-            const error = yield* settle(Effect.flip(turn.result))
-            assert.strictEqual(error._tag, "DeliveryTimeout")
-            assert.isTrue(error.deliveryUncertain)
-            assert.strictEqual(yield* session.status, "failed")
-          }))
-      }).pipe(Effect.provide(blocking))
+      yield* withSession({ timeouts: timeouts({ delivery: "1 second" }) }, (session) =>
+        Effect.gen(function*() {
+          // send returns once the prompt is written: here, once the delivery timeout gave up on the write.
+          const turn = yield* settle(session.send("hello"))
+          const error = yield* settle(Effect.flip(turn.result))
+          assert.strictEqual(error._tag, "DeliveryTimeout")
+          assert.isTrue(error.deliveryUncertain)
+          assert.strictEqual(yield* session.status, "failed")
+        })).pipe(Effect.provide(blocking))
     }))
 
   it.effect("a malformed or oversized line becomes a ProtocolError event and the session keeps running", () =>

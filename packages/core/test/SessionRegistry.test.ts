@@ -63,7 +63,7 @@ const stubSession = (id: string, exited: Deferred.Deferred<Transport.ExitStatus>
       notes: []
     }),
     status: Effect.sync(() => status),
-    sessionId: Effect.succeed(Option.some(`conversation-${id}`)),
+    sessionId: Effect.succeedSome(`conversation-${id}`),
     send: () => Effect.die("not used"),
     run: () => Effect.die("not used"),
     interrupt: Effect.succeed("no-active-turn"),

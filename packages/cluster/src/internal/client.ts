@@ -389,12 +389,12 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         pendingPermissions: pendingPermissions(id, target) as H["pendingPermissions"],
         control: (request) => control(id, request, target) as ReturnType<H["control"]>,
         subscribe: (from) => subscribe(id, from, target) as ReturnType<H["subscribe"]>,
-        snapshot: Effect.flatMap(snapshot(id), (found) =>
-          found.generation === generation
-            ? Effect.succeed(found)
-            : Effect.fail(
-              new SessionRegistry.GenerationChanged({ id, expected: generation, current: found.generation })
-            ))
+        snapshot: snapshot(id).pipe(
+          Effect.filterOrFail(
+            (found) => found.generation === generation,
+            (found) => new SessionRegistry.GenerationChanged({ id, expected: generation, current: found.generation })
+          )
+        )
       }
     }
 

@@ -516,10 +516,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     Effect.gen(function*() {
       const current = incarnations.get(id)
       if (current !== undefined && request.generation !== undefined && current.generation !== request.generation) {
-        return yield* Effect.fail(moved(id, request.generation))
+        return yield* moved(id, request.generation)
       }
       if (current === undefined && request.generation !== undefined) {
-        return yield* Effect.fail(moved(id, request.generation))
+        return yield* moved(id, request.generation)
       }
       let config = request.config
       let reset = false
@@ -530,21 +530,19 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         )
         if (config === undefined) {
           if (found === undefined || found.state === "evicted") {
-            return yield* Effect.fail(new SessionRegistry.SessionNotFound({ id }))
+            return yield* new SessionRegistry.SessionNotFound({ id })
           }
           config = yield* decodeConfig(id, found.config)
         } else if (found !== undefined && found.state !== "evicted") {
           const requested = kind.fingerprint(config)
           if (found.fingerprint !== requested) {
             if ((request.onConflict ?? settings.onConflict ?? "fail") === "fail") {
-              return yield* Effect.fail(
-                new SessionRegistry.SessionConflict({
-                  id,
-                  generation: found.generation,
-                  liveFingerprint: found.fingerprint,
-                  requestedFingerprint: requested
-                })
-              )
+              return yield* new SessionRegistry.SessionConflict({
+                id,
+                generation: found.generation,
+                liveFingerprint: found.fingerprint,
+                requestedFingerprint: requested
+              })
             }
             reset = true
           }
@@ -569,10 +567,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         Effect.ensuring(Effect.sync(() => starts.delete(id)))
       )
       const inc = incarnations.get(id)
-      if (inc === undefined) return yield* Effect.fail(unavailable(`session ${id} closed while it was being opened`))
+      if (inc === undefined) return yield* unavailable(`session ${id} closed while it was being opened`)
       inc.localGeneration ??= handle.generation
       if (inc.localGeneration !== handle.generation) {
-        return yield* Effect.fail(unavailable(`session ${id} was replaced while it was being opened`))
+        return yield* unavailable(`session ${id} was replaced while it was being opened`)
       }
       return { inc, handle }
     })
@@ -637,7 +635,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       const claim = yield* store.claim(id, payload.promptId, inc.generation).pipe(
         Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
       )
-      if (claim._tag === "Fenced") return yield* Effect.fail(moved(id, inc.generation))
+      if (claim._tag === "Fenced") return yield* moved(id, inc.generation)
       let tracked: TrackedTurn<A, TE> | undefined
       if (claim._tag === "Existing") {
         const inFlight = inc.sending.get(payload.promptId)
@@ -645,7 +643,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           // The first delivery is still sending the prompt: its turn is this one, or nothing was written.
           const first = yield* Deferred.await(inFlight)
           if (first === undefined) {
-            return yield* Effect.fail(unavailable(`the first delivery of prompt ${payload.promptId} was refused`))
+            return yield* unavailable(`the first delivery of prompt ${payload.promptId} was refused`)
           }
         }
         const turnId = inc.prompts.get(payload.promptId)
@@ -831,7 +829,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const snapshot = (id: string) =>
     Effect.gen(function*() {
       const inc = incarnations.get(id)
-      if (inc === undefined) return yield* Effect.fail(new SessionRegistry.SessionNotFound({ id }))
+      if (inc === undefined) return yield* new SessionRegistry.SessionNotFound({ id })
       const local = yield* registry.snapshot(id)
       return { ...local, generation: inc.generation, runner: address }
     })
@@ -923,7 +921,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           const named = Wire.unqualify(request.payload.requestId)
           const inc = yield* liveOnly(id, named.generation ?? request.payload.generation)
           if (inc === undefined) {
-            return yield* Effect.fail(new Permission.PermissionNotFound({ requestId: request.payload.requestId }))
+            return yield* new Permission.PermissionNotFound({ requestId: request.payload.requestId })
           }
           yield* registry.answerPermission(id, named.requestId, Wire.verdictFromWire(request.payload.decision), {
             generation: inc.localGeneration
@@ -966,7 +964,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           const evicted = yield* store.evict(id).pipe(
             Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
           )
-          if (inc === undefined && !evicted) return yield* Effect.fail(new SessionRegistry.SessionNotFound({ id }))
+          if (inc === undefined && !evicted) return yield* new SessionRegistry.SessionNotFound({ id })
         }))
     })
 
