@@ -426,8 +426,7 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
     const head = template.slice(0, at)
     const middle = template.slice(at + textMark.length, uuidAt)
     const tail = template.slice(uuidAt + uuidMark.length)
-    return (text, uuid) =>
-      head + (plainJsonText.test(text) ? text : JSON.stringify(text).slice(1, -1)) + middle + uuid + tail
+    return (text, uuid) => head + Json.stringBody(text) + middle + uuid + tail
   }
 
   /** A stream event of `message` (with `--include-partial-messages`), held back while the turn is stalled. */
@@ -761,10 +760,10 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
       if (answer._tag !== "Success") continue
       const output = answer.response.hookSpecificOutput
       if (Json.isRecord(output) && output.permissionDecision === "deny") {
-        return { _tag: "Deny", reason: stringOr(output.permissionDecisionReason, "Blocked by hook") }
+        return { _tag: "Deny", reason: Json.stringOr(output.permissionDecisionReason, "Blocked by hook") }
       }
       if (answer.response.decision === "block") {
-        return { _tag: "Deny", reason: stringOr(answer.response.reason, "Blocked by hook") }
+        return { _tag: "Deny", reason: Json.stringOr(answer.response.reason, "Blocked by hook") }
       }
       if (Json.isRecord(output) && output.permissionDecision === "allow") decision = { _tag: "Allow" }
     }
@@ -845,12 +844,12 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
         tool_name: call.name,
         display_name: call.name,
         input: call.input,
-        description: stringOr(call.input.description, call.name),
+        description: Json.stringOr(call.input.description, call.name),
         permission_suggestions: [{
           type: "addRules",
           rules: [
             step.mcp === undefined
-              ? { toolName: call.name, ruleContent: stringOr(call.input.command, call.name) }
+              ? { toolName: call.name, ruleContent: Json.stringOr(call.input.command, call.name) }
               : { toolName: call.name }
           ],
           behavior: "allow",
@@ -961,7 +960,7 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
         content = answer.error
         isError = true
       } else if (error !== undefined) {
-        content = stringOr(error.message, "MCP error")
+        content = Json.stringOr(error.message, "MCP error")
         isError = true
       } else {
         const blocks = Json.isRecord(result) && Array.isArray(result.content) ? result.content : []
@@ -1500,7 +1499,7 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
         return
       }
       case "set_permission_mode": {
-        this.permissionMode = stringOr(request.mode, this.permissionMode)
+        this.permissionMode = Json.stringOr(request.mode, this.permissionMode)
         this.controlSuccess(requestId, { mode: this.permissionMode })
         return this.emit({
           type: "system",
@@ -1598,8 +1597,6 @@ function* done<A>(value: A): Task<A> {
 /** Where a text delta's text and uuid go in its line (strings that encode as themselves and occur nowhere else). */
 const textMark = "<<text-delta>>"
 const uuidMark = "<<uuid>>"
-/** Text that `JSON.stringify` writes as it is: no quote, backslash, control character or lone surrogate half. */
-const plainJsonText = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
 
 const textSent = (streaming: { readonly chunks: ReadonlyArray<MockClaude.Chunk>; readonly sent: number }): string => {
   const parts = new Array<string>(streaming.sent)
@@ -1677,11 +1674,11 @@ const permissionDecision = (answer: HostAnswer, call: ToolCall): PermissionDecis
     return {
       _tag: "Allow",
       input: Json.isRecord(response.updatedInput) ? response.updatedInput : call.input,
-      source: stringOr(response.decisionClassification, "user_temporary")
+      source: Json.stringOr(response.decisionClassification, "user_temporary")
     }
   }
   if (response.behavior === "deny") {
-    const message = stringOr(response.message, "Permission denied")
+    const message = Json.stringOr(response.message, "Permission denied")
     return response.interrupt === true
       ? { _tag: "DenyInterrupt", message }
       : { _tag: "Deny", message, meta: rejectMeta("user_reject") }
@@ -1695,8 +1692,6 @@ const permissionDecision = (answer: HostAnswer, call: ToolCall): PermissionDecis
 
 const apiErrorKind = (status: number): string =>
   status === 401 ? "authentication_failed" : status === 429 ? "rate_limit" : status >= 500 ? "server_error" : "unknown"
-
-const stringOr = (u: unknown, fallback: string): string => typeof u === "string" ? u : fallback
 
 const parseHooks = (u: unknown): Record<string, ReadonlyArray<HookMatcher>> => {
   const hooks: Record<string, ReadonlyArray<HookMatcher>> = {}

@@ -442,10 +442,10 @@ class CodexServer extends SimulatedCli<MockCodex.Fault> {
     const day = new Date(this.sched.now).toISOString().slice(0, 10)
     const rollout: Rollout = {
       id: threadId,
-      model: stringOr(p.model, stringOr(this.launch.config.get("model"), this.script.options.model)),
+      model: Json.stringOr(p.model, Json.stringOr(this.launch.config.get("model"), this.script.options.model)),
       approvalPolicy: p.approvalPolicy ?? this.launch.config.get("approval_policy") ?? "on-request",
-      sandbox: stringOr(p.sandbox, stringOr(this.launch.config.get("sandbox_mode"), "read-only")),
-      cwd: stringOr(p.cwd, this.cwd),
+      sandbox: Json.stringOr(p.sandbox, Json.stringOr(this.launch.config.get("sandbox_mode"), "read-only")),
+      cwd: Json.stringOr(p.cwd, this.cwd),
       createdAt: this.seconds(),
       path: `${this.launch.codexHome}/sessions/${day.replaceAll("-", "/")}/rollout-${day}-${threadId}.jsonl`,
       preview: "",
@@ -482,7 +482,7 @@ class CodexServer extends SimulatedCli<MockCodex.Fault> {
     if (!Array.isArray(p.input)) {
       return this.later(this.timing.control, () => this.respondError(id, "Invalid request: missing field `input`"))
     }
-    const threadId = stringOr(p.threadId, "")
+    const threadId = Json.stringOr(p.threadId, "")
     const thread = this.threads.get(threadId)
     if (thread === undefined) {
       return this.later(this.timing.turnStart, () => this.respondError(id, `thread not found: ${threadId}`))
@@ -685,7 +685,7 @@ class CodexServer extends SimulatedCli<MockCodex.Fault> {
     if (!matches || run.abort !== undefined) {
       return this.later(
         this.timing.interrupt,
-        () => this.respondError(id, `no turn in progress with id ${stringOr(p.turnId, "(none)")}`)
+        () => this.respondError(id, `no turn in progress with id ${Json.stringOr(p.turnId, "(none)")}`)
       )
     }
     run.abort = { requestId: id }
@@ -1138,8 +1138,6 @@ const rateLimits: JsonObject = {
 
 /** Where a delta's text goes in its line (a string that encodes as itself and occurs nowhere else). */
 const textMark = "<<codex-delta>>"
-/** Text that `JSON.stringify` writes as it is: no quote, backslash, control character or lone surrogate half. */
-const plainJsonText = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
 
 /**
  * The `item/agentMessage/delta` lines of one message, the hot path of a long stream: the codec encodes the line once
@@ -1154,8 +1152,7 @@ const deltaLine = (threadId: string, turnId: string, itemId: string): (text: str
   if (at < 0 || template.indexOf(textMark, at + 1) >= 0 || !template.endsWith(`,"emittedAtMs":0}`)) return encode
   const head = template.slice(0, at)
   const middle = template.slice(at + textMark.length, -2)
-  return (text, now) =>
-    head + (plainJsonText.test(text) ? text : JSON.stringify(text).slice(1, -1)) + middle + now + "}"
+  return (text, now) => head + Json.stringBody(text) + middle + now + "}"
 }
 
 const decisionOf = (result: unknown): Decision => {
@@ -1192,8 +1189,6 @@ const statusText = (status: number): string =>
     : status === 400
     ? "Bad Request"
     : "Error"
-
-const stringOr = (u: unknown, fallback: string): string => typeof u === "string" ? u : fallback
 
 /** A `-c key=value` value, read as TOML reads the simple ones. */
 const tomlValue = (text: string): unknown => {

@@ -41,3 +41,21 @@ export const textOf = (content: unknown): string => {
     isRecord(block) && block.type === "text" && typeof block.text === "string" ? [block.text] : []
   ).join("\n")
 }
+
+/**
+ * A string value, else `fallback`.
+ *
+ * @internal
+ */
+export const stringOr = (u: unknown, fallback: string): string => typeof u === "string" ? u : fallback
+
+/** Text that `JSON.stringify` writes as it is: no quote, backslash, control character or lone surrogate half. */
+const plainJsonText = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
+
+/**
+ * `text` as it appears between the quotes of a JSON string: what `JSON.stringify(text).slice(1, -1)` gives, without
+ * encoding text that needs no escape (the simulators fill pre-encoded lines with it on their hot path).
+ *
+ * @internal
+ */
+export const stringBody = (text: string): string => plainJsonText.test(text) ? text : JSON.stringify(text).slice(1, -1)
