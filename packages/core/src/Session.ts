@@ -280,7 +280,7 @@ export const Conversation: Context.Reference<Placement | undefined> = Context.Re
  * | `tether_session_tokens` | counter, tokens | `provider`, `kind` (`input`, `output`, `cache_read`, `cache_creation`), `unit` | tokens of completed turns, as the CLI reported them |
  * | `tether_session_cost_usd` | counter, USD | `provider`, `unit` | cost of completed turns (Claude reports a total over the process: each turn adds its increase; the cost of a turn that failed is added with the next completed one) |
  * | `tether_session_control_duration` | timer, ms | `provider`, `subtype`, `outcome` (`ok` or the error's tag) | control requests, sent → answered, refused or timed out |
- * | `tether_session_retirements` | counter, sessions | `provider`, `reason` | sessions retired; `reason` is one of `cli-exited`, `stdout-closed`, `startup-timeout`, `handshake-refused`, `delivery-timeout`, `control-timeout`, `interrupt-timeout`, `unacknowledged-interrupt`, `write-failed`, `write-abandoned`, `reader-failed`, `host` (`Session.retire`), `other` |
+ * | `tether_session_retirements` | counter, sessions | `provider`, `reason` | sessions retired; `reason` is one of `cli-exited`, `stdout-closed`, `startup-timeout`, `handshake-refused`, `delivery-timeout`, `control-timeout`, `interrupt-timeout`, `unacknowledged-interrupt`, `write-failed`, `write-abandoned`, `reader-failed`, `host` (`Session.retire`) |
  * | `tether_session_permission_wait` | timer, ms | none | a permission request, from its arrival to its resolution (decided by the policy, answered by the host, or expired) |
  *
  * Series are recorded with their attributes: read one with `Metric.withAttributes`, e.g.

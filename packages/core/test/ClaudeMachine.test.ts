@@ -950,7 +950,7 @@ describe("session machine over Claude", () => {
       "Frame:control_response/error",
       "start failed (refused): no []",
       "Status:failed",
-      "log Warning: session retired: the CLI refused the handshake: no",
+      "log Warning: session retired (handshake-refused): the CLI refused the handshake: no",
       "teardown"
     ])
   })

@@ -88,12 +88,15 @@ const decided = (b: FakeBench, requestId: string, decision: Permission.Decision)
 const control = (b: FakeBench, request: unknown = { subtype: "set_model" }) =>
   b.input((m, now) => m.control(now, request))
 
-const retired = (reason: string) => ["Status:failed", `log Warning: session retired: ${reason}`]
+const retired = (kind: Machine.RetireKind, reason: string) => [
+  "Status:failed",
+  `log Warning: session retired (${kind}): ${reason}`
+]
 
-/** The running turn t1 fails because the session is retired for `reason`. */
-const retiredTurn = (reason: string, error: string) => [
+/** The running turn t1 fails because the session is retired for `reason` (of that `kind`). */
+const retiredTurn = (kind: Machine.RetireKind, reason: string, error: string) => [
   "Status:failed@t1",
-  `log Warning: session retired: ${reason}`,
+  `log Warning: session retired (${kind}): ${reason}`,
   `TurnFailed@t1 ${error}`,
   `settle t1 ${error}`
 ]
@@ -140,7 +143,7 @@ table("startup", [
     when: (b) => b.cli(I.refused("bad flags")),
     then: [
       "start failed (refused): bad flags []",
-      ...retired("the CLI refused the handshake: bad flags"),
+      ...retired("handshake-refused", "the CLI refused the handshake: bad flags"),
       "teardown"
     ],
     after: (b) => assert.strictEqual(b.m.nextDeadline(), Infinity)
@@ -152,7 +155,7 @@ table("startup", [
     when: (b) => exited(b, 1, "no such flag"),
     then: [
       "start failed (exited): the CLI exited (exit code 1): no such flag [no such flag]",
-      ...retired("the CLI exited (exit code 1)"),
+      ...retired("cli-exited", "the CLI exited (exit code 1)"),
       "teardown",
       "Exit 1 \"no such flag\"",
       "ended"
@@ -173,7 +176,7 @@ table("startup", [
     when: (b) => b.at(1000).tick(),
     then: [
       "start failed (timeout): the handshake did not finish within 1000 ms",
-      ...retired("the handshake did not finish in time"),
+      ...retired("startup-timeout", "the handshake did not finish in time"),
       "teardown"
     ],
     after: (b) => assert.strictEqual(b.m.nextDeadline(), Infinity)
@@ -204,7 +207,7 @@ table("startup", [
       b.take()
     },
     when: (b) => b.input((m, now) => m.writeFailed(now, "EPIPE")),
-    then: ["start failed (failed): EPIPE", ...retired("EPIPE"), "teardown"]
+    then: ["start failed (failed): EPIPE", ...retired("write-failed", "EPIPE"), "teardown"]
   },
   {
     name: "a handshake whose first write times out ends startup",
@@ -217,7 +220,7 @@ table("startup", [
     when: (b) => b.at(50).tick(),
     then: [
       "start failed (failed): writing to the CLI did not finish within 50 ms",
-      ...retired("writing to the CLI did not finish within 50 ms"),
+      ...retired("delivery-timeout", "writing to the CLI did not finish within 50 ms"),
       "teardown"
     ]
   }
@@ -301,7 +304,7 @@ table("send", [
   },
   {
     name: "after retire: SessionUnavailable",
-    given: (b) => b.input((m, now) => m.retire(now, "host", undefined)),
+    given: (b) => b.input((m, now) => m.retire(now, "host", undefined, "host")),
     when: (b) => send(b),
     then: [],
     returns: "SessionUnavailable(failed)"
@@ -622,7 +625,11 @@ table("interrupts", [
     given: (b) => running(b, false),
     when: (b) => interrupt(b),
     then: [
-      ...retiredTurn("turn t1 was interrupted before the CLI acknowledged it", "TurnInterrupted(host,written)"),
+      ...retiredTurn(
+        "unacknowledged-interrupt",
+        "turn t1 was interrupted before the CLI acknowledged it",
+        "TurnInterrupted(host,written)"
+      ),
       "teardown"
     ],
     returns: "retired"
@@ -663,6 +670,7 @@ table("interrupts", [
     when: (b) => b.at(100).tick(),
     then: [
       ...retiredTurn(
+        "control-timeout",
         "control request interrupt was not answered within 100 ms; the session was retired",
         "SessionRetired(acknowledged)"
       ),
@@ -692,6 +700,7 @@ table("interrupts", [
     when: (b) => b.at(1200).tick(),
     then: [
       ...retiredTurn(
+        "interrupt-timeout",
         "turn t1 did not settle within 200 ms of its interrupt (stall); the session was retired",
         "InterruptTimeout(stall,acknowledged)"
       ),
@@ -706,8 +715,8 @@ table("interrupts", [
       running(b)
       interrupt(b)
     },
-    when: (b) => b.input((m, now) => m.retire(now, "x", undefined)),
-    then: [...retiredTurn("x", "SessionRetired(acknowledged)"), "interrupt waiter 1 retired", "teardown"]
+    when: (b) => b.input((m, now) => m.retire(now, "x", undefined, "host")),
+    then: [...retiredTurn("host", "x", "SessionRetired(acknowledged)"), "interrupt waiter 1 retired", "teardown"]
   },
   {
     name: "an interrupt whose provider writes nothing still cancels",
@@ -763,6 +772,7 @@ table("interrupts", [
     when: (b) => b.at(200).tick(),
     then: [
       ...retiredTurn(
+        "interrupt-timeout",
         "turn t1 did not settle within 200 ms of its interrupt (host); the session was retired",
         "InterruptTimeout(host,acknowledged)"
       ),
@@ -781,6 +791,7 @@ table("interrupts", [
     when: (b) => b.at(400).tick(),
     then: [
       ...retiredTurn(
+        "interrupt-timeout",
         "turn t1 did not settle within 200 ms of its interrupt (host); the session was retired",
         "InterruptTimeout(host,acknowledged)"
       ),
@@ -798,6 +809,7 @@ table("interrupts", [
     when: (b) => b.at(400).tick(),
     then: [
       ...retiredTurn(
+        "control-timeout",
         "control request interrupt was not answered within 100 ms; the session was retired",
         "SessionRetired(acknowledged)"
       ),
@@ -868,7 +880,11 @@ table("interrupts", [
     given: (b) => running(b, false),
     when: (b) => b.at(10_000).tick(),
     then: [
-      ...retiredTurn("turn t1 was interrupted before the CLI acknowledged it", "TurnInterrupted(turn-timeout,written)"),
+      ...retiredTurn(
+        "unacknowledged-interrupt",
+        "turn t1 was interrupted before the CLI acknowledged it",
+        "TurnInterrupted(turn-timeout,written)"
+      ),
       "teardown"
     ]
   },
@@ -972,7 +988,7 @@ table("writes", [
     },
     when: (b) => b.at(50).tick(),
     then: [
-      ...retiredTurn("writing to the CLI did not finish within 50 ms", "DeliveryTimeout(50)"),
+      ...retiredTurn("delivery-timeout", "writing to the CLI did not finish within 50 ms", "DeliveryTimeout(50)"),
       "written t1",
       "teardown"
     ]
@@ -986,7 +1002,7 @@ table("writes", [
     },
     when: (b) => b.input((m, now) => m.writeFailed(now, "EPIPE")),
     then: [
-      ...retiredTurn("EPIPE", "TransportWriteError(EPIPE)"),
+      ...retiredTurn("write-failed", "EPIPE", "TransportWriteError(EPIPE)"),
       "written t1",
       "teardown"
     ]
@@ -1001,6 +1017,7 @@ table("writes", [
     when: (b) => b.input((m, now) => m.abandoned(now)),
     then: [
       ...retiredTurn(
+        "write-abandoned",
         "the prompt of turn t1 was being written when its writer was interrupted",
         "TurnInterrupted(host,written)"
       ),
@@ -1018,7 +1035,7 @@ table("writes", [
     },
     when: (b) => b.input((m, now) => m.abandoned(now)),
     then: [
-      ...retiredTurn("a write to the CLI was abandoned half-way", "SessionRetired(acknowledged)"),
+      ...retiredTurn("write-abandoned", "a write to the CLI was abandoned half-way", "SessionRetired(acknowledged)"),
       "control #1 SessionRetired(acknowledged)",
       "teardown"
     ]
@@ -1042,7 +1059,7 @@ table("writes", [
     then: [
       "TurnStarted@t1",
       "Status:running@t1",
-      ...retiredTurn("EPIPE", "TransportWriteError(EPIPE)"),
+      ...retiredTurn("write-failed", "EPIPE", "TransportWriteError(EPIPE)"),
       "control #1 SessionRetired(acknowledged)",
       "written t1",
       "teardown"
@@ -1130,7 +1147,10 @@ table("controls", [
     when: (b) => b.at(100).tick(),
     then: [
       "control #1 ControlTimeout(set_model)",
-      ...retired("control request set_model was not answered within 100 ms; the session was retired"),
+      ...retired(
+        "control-timeout",
+        "control request set_model was not answered within 100 ms; the session was retired"
+      ),
       "teardown"
     ]
   },
@@ -1142,7 +1162,7 @@ table("controls", [
   },
   {
     name: "after retire: SessionRetired",
-    given: (b) => b.input((m, now) => m.retire(now, "host", undefined)),
+    given: (b) => b.input((m, now) => m.retire(now, "host", undefined, "host")),
     when: (b) => control(b),
     then: [],
     returns: "SessionRetired(acknowledged)"
@@ -1182,9 +1202,9 @@ table("controls", [
       control(b)
       control(b)
     },
-    when: (b) => b.input((m, now) => m.retire(now, "host", undefined)),
+    when: (b) => b.input((m, now) => m.retire(now, "host", undefined, "host")),
     then: [
-      ...retired("host"),
+      ...retired("host", "host"),
       "control #1 SessionRetired(acknowledged)",
       "control #2 SessionRetired(acknowledged)",
       "teardown"
@@ -1195,7 +1215,7 @@ table("controls", [
     given: (b) => control(b),
     when: (b) => exited(b, 1),
     then: [
-      ...retired("the CLI exited (exit code 1)"),
+      ...retired("cli-exited", "the CLI exited (exit code 1)"),
       "control #1 CliExited(exit code 1,acknowledged)",
       "teardown",
       "Exit 1",
@@ -1463,7 +1483,7 @@ table("permissions", [
   {
     name: "a request after retirement is decided but its answer is never written",
     given: (b) => {
-      b.input((m, now) => m.retire(now, "x", undefined))
+      b.input((m, now) => m.retire(now, "x", undefined, "host"))
       permission(b)
     },
     when: (b) => decided(b, "p1", Permission.allow()),
@@ -1716,8 +1736,8 @@ table("host requests", [
       b.cli(I.hostRequest("h1"))
       b.cli(I.hostRequest("h2"))
     },
-    when: (b) => b.input((m, now) => m.retire(now, "host", undefined)),
-    then: [...retired("host"), "stop handling h1", "stop handling h2", "teardown"]
+    when: (b) => b.input((m, now) => m.retire(now, "host", undefined, "host")),
+    then: [...retired("host", "host"), "stop handling h1", "stop handling h2", "teardown"]
   }
 ])
 
@@ -1727,13 +1747,13 @@ table("process exit", [
   {
     name: "a clean exit while idle: completed, and the session ends",
     when: (b) => exited(b, 0),
-    then: [...retired("the CLI exited (exit code 0)"), "teardown", "Exit 0", "ended"],
+    then: [...retired("cli-exited", "the CLI exited (exit code 0)"), "teardown", "Exit 0", "ended"],
     after: (b) => assert.strictEqual(b.m.process._tag, "Completed")
   },
   {
     name: "a failed exit while idle",
     when: (b) => exited(b, 2, "boom"),
-    then: [...retired("the CLI exited (exit code 2)"), "teardown", "Exit 2 \"boom\"", "ended"],
+    then: [...retired("cli-exited", "the CLI exited (exit code 2)"), "teardown", "Exit 2 \"boom\"", "ended"],
     after: (b) => {
       assert.deepStrictEqual(b.m.process, { _tag: "Failed", status: { _tag: "Exited", code: 2 }, stderrTail: "boom" })
     }
@@ -1741,7 +1761,7 @@ table("process exit", [
   {
     name: "killed by a signal",
     when: (b) => b.input((m, now) => m.exited(now, { _tag: "Signaled", signal: "SIGKILL" }, "")),
-    then: [...retired("the CLI exited (signal SIGKILL)"), "teardown", "Exit SIGKILL", "ended"],
+    then: [...retired("cli-exited", "the CLI exited (signal SIGKILL)"), "teardown", "Exit SIGKILL", "ended"],
     after: (b) => assert.strictEqual(b.m.process._tag, "Failed")
   },
   {
@@ -1749,7 +1769,7 @@ table("process exit", [
     given: (b) => running(b, false),
     when: (b) => exited(b, 0),
     then: [
-      ...retiredTurn("the CLI exited (exit code 0)", "CliExited(exit code 0)"),
+      ...retiredTurn("cli-exited", "the CLI exited (exit code 0)", "CliExited(exit code 0)"),
       "teardown",
       "Exit 0",
       "ended"
@@ -1761,7 +1781,7 @@ table("process exit", [
     given: (b) => running(b),
     when: (b) => exited(b, 1),
     then: [
-      ...retiredTurn("the CLI exited (exit code 1)", "CliExited(exit code 1,acknowledged)"),
+      ...retiredTurn("cli-exited", "the CLI exited (exit code 1)", "CliExited(exit code 1,acknowledged)"),
       "teardown",
       "Exit 1",
       "ended"
@@ -1772,7 +1792,7 @@ table("process exit", [
     given: (b) => running(b),
     when: (b) => b.input((m, now) => m.exited(now, { _tag: "Signaled", signal: "SIGKILL" }, "")),
     then: [
-      ...retiredTurn("the CLI exited (signal SIGKILL)", "CliExited(signal SIGKILL,acknowledged)"),
+      ...retiredTurn("cli-exited", "the CLI exited (signal SIGKILL)", "CliExited(signal SIGKILL,acknowledged)"),
       "teardown",
       "Exit SIGKILL",
       "ended"
@@ -1795,7 +1815,7 @@ table("process exit", [
     },
     when: (b) => exited(b, 1),
     then: [
-      ...retiredTurn("the CLI exited (exit code 1)", "CliExited(exit code 1,acknowledged)"),
+      ...retiredTurn("cli-exited", "the CLI exited (exit code 1)", "CliExited(exit code 1,acknowledged)"),
       "TurnFailed@t2 SessionUnavailable(failed)",
       "settle t2 SessionUnavailable(failed)",
       "teardown",
@@ -1812,7 +1832,7 @@ table("process exit", [
   },
   {
     name: "an exit after retirement records the exit only",
-    given: (b) => b.input((m, now) => m.retire(now, "host", undefined)),
+    given: (b) => b.input((m, now) => m.retire(now, "host", undefined, "host")),
     when: (b) => exited(b, 0),
     then: ["Exit 0", "ended"]
   },
@@ -1828,14 +1848,14 @@ table("process exit", [
     given: (b) => running(b, false),
     when: (b) => b.input((m, now) => m.stdoutEnded(now)),
     then: [
-      ...retiredTurn("the CLI closed its stdout but did not exit", "SessionRetired()"),
+      ...retiredTurn("stdout-closed", "the CLI closed its stdout but did not exit", "SessionRetired()"),
       "teardown"
     ]
   },
   {
     name: "stdout ends while idle: retired, so that the session does not look alive",
     when: (b) => b.input((m, now) => m.stdoutEnded(now)),
-    then: [...retired("the CLI closed its stdout but did not exit"), "teardown"]
+    then: [...retired("stdout-closed", "the CLI closed its stdout but did not exit"), "teardown"]
   },
   {
     name: "stdout ends after the exit, or while closing: nothing to do",
@@ -1917,8 +1937,8 @@ table("close and retire", [
       b.input((m, now) => m.close(now, "closed"))
       b.m.closed()
     },
-    when: (b) => b.input((m, now) => m.retire(now, "late", undefined)),
-    then: ["log Warning: session retired: late", "teardown"],
+    when: (b) => b.input((m, now) => m.retire(now, "late", undefined, "host")),
+    then: ["log Warning: session retired (host): late", "teardown"],
     after: (b) => assert.strictEqual(b.m.status, "closed")
   },
   {
@@ -1931,9 +1951,9 @@ table("close and retire", [
       control(b)
       b.take()
     },
-    when: (b) => b.input((m, now) => m.retire(now, "x", undefined)),
+    when: (b) => b.input((m, now) => m.retire(now, "x", undefined, "host")),
     then: [
-      ...retiredTurn("x", "SessionRetired(acknowledged)"),
+      ...retiredTurn("host", "x", "SessionRetired(acknowledged)"),
       "TurnFailed@t2 SessionUnavailable(failed)",
       "settle t2 SessionUnavailable(failed)",
       "control #1 SessionRetired(acknowledged)",
@@ -1978,7 +1998,7 @@ table("close and retire", [
   },
   {
     name: "closed after a failure stays failed",
-    given: (b) => b.input((m, now) => m.retire(now, "host", undefined)),
+    given: (b) => b.input((m, now) => m.retire(now, "host", undefined, "host")),
     when: (b) => b.m.closed(),
     then: [],
     after: (b) => assert.strictEqual(b.m.status, "failed")
@@ -1986,9 +2006,9 @@ table("close and retire", [
   {
     name: "retire: the running turn fails with SessionRetired, the process tree is torn down",
     given: (b) => running(b),
-    when: (b) => b.input((m, now) => m.retire(now, "the host said so", undefined)),
+    when: (b) => b.input((m, now) => m.retire(now, "the host said so", undefined, "host")),
     then: [
-      ...retiredTurn("the host said so", "SessionRetired(acknowledged)"),
+      ...retiredTurn("host", "the host said so", "SessionRetired(acknowledged)"),
       "teardown"
     ],
     after: (b) => assert.strictEqual(b.m.retiredBecause, "the host said so")
@@ -1996,16 +2016,16 @@ table("close and retire", [
   {
     name: "retire an unacknowledged turn: delivery uncertain",
     given: (b) => running(b, false),
-    when: (b) => b.input((m, now) => m.retire(now, "x", undefined)),
+    when: (b) => b.input((m, now) => m.retire(now, "x", undefined, "host")),
     then: [
-      ...retiredTurn("x", "SessionRetired()"),
+      ...retiredTurn("host", "x", "SessionRetired()"),
       "teardown"
     ]
   },
   {
     name: "a second retire does nothing",
-    given: (b) => b.input((m, now) => m.retire(now, "first", undefined)),
-    when: (b) => b.input((m, now) => m.retire(now, "second", undefined)),
+    given: (b) => b.input((m, now) => m.retire(now, "first", undefined, "host")),
+    when: (b) => b.input((m, now) => m.retire(now, "second", undefined, "host")),
     then: [],
     after: (b) => assert.strictEqual(b.m.retiredBecause, "first")
   },
@@ -2015,14 +2035,14 @@ table("close and retire", [
       b.input((m, now) => m.close(now, "closed"))
       exited(b, 0)
     },
-    when: (b) => b.input((m, now) => m.retire(now, "late", undefined)),
+    when: (b) => b.input((m, now) => m.retire(now, "late", undefined, "host")),
     then: [],
     after: (b) => assert.isUndefined(b.m.retiredBecause)
   },
   {
     name: "requests the CLI made after retirement expire when it exits",
     given: (b) => {
-      b.input((m, now) => m.retire(now, "x", undefined))
+      b.input((m, now) => m.retire(now, "x", undefined, "host"))
       permission(b)
       b.cli(I.hostRequest("h1"))
     },
@@ -2040,9 +2060,9 @@ table("close and retire", [
   {
     name: "retire expires pending requests (session-ended)",
     given: (b) => permission(b),
-    when: (b) => b.input((m, now) => m.retire(now, "x", undefined)),
+    when: (b) => b.input((m, now) => m.retire(now, "x", undefined, "host")),
     then: [
-      ...retired("x"),
+      ...retired("host", "x"),
       "stop deciding p1",
       "PermissionResolved@ p1 expired:session-ended",
       "permission wait 0",
@@ -2088,7 +2108,7 @@ table("protocol errors", [
     given: (b) => b.cli(I.malformed(0), I.malformed(1), I.malformed(2)),
     when: (b) => b.at(500).input((m, now) => m.exited(now, { _tag: "Exited", code: 1 }, "")),
     then: [
-      ...retired("the CLI exited (exit code 1)"),
+      ...retired("cli-exited", "the CLI exited (exit code 1)"),
       "teardown",
       "log Warning: 1 more protocol errors in the last 1000 ms were not logged",
       "Exit 1",

@@ -332,7 +332,7 @@ class Run {
         b.input((m, now) => m.close(now, "closed"))
         break
       case "retire":
-        b.input((m, now) => m.retire(now, "the host retired it", undefined))
+        b.input((m, now) => m.retire(now, "the host retired it", undefined, "host"))
         break
       case "exit":
         this.exited = true

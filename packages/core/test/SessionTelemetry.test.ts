@@ -2,7 +2,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { ClaudeRegistry, ClaudeSession, Permission, Session, TetherError, Timeouts } from "@tether/core"
 import { MockClaude, MockTransport } from "@tether/testing"
 import { Effect, Exit, Layer, Metric, Option, References, Scope, Tracer } from "effect"
-import * as Telemetry from "../src/internal/session/telemetry.ts"
 import * as TestTime from "./support/TestTime.ts"
 
 // The spans and metrics of a session (`Session`'s module docs and `Session.metrics`), on TestClock through
@@ -353,32 +352,4 @@ describe("Session telemetry", () => {
         }
       })
     ))
-
-  it("a retirement's reason is one of a few words, whatever the machine's sentence", () => {
-    // The machine's sentences, as its table tests show them, and the errors whose messages it uses.
-    const cases: ReadonlyArray<readonly [string, string]> = [
-      ["the CLI exited (exit code 1)", "cli-exited"],
-      ["the CLI exited (signal SIGKILL)", "cli-exited"],
-      ["the CLI closed its stdout but did not exit", "stdout-closed"],
-      ["the CLI refused the handshake: bad flags", "handshake-refused"],
-      ["the handshake did not finish in time", "startup-timeout"],
-      [new TetherError.DeliveryTimeout({ timeoutMillis: 50 }).message, "delivery-timeout"],
-      [new TetherError.ControlTimeout({ subtype: "set_model", timeoutMillis: 15_000 }).message, "control-timeout"],
-      [
-        new TetherError.InterruptTimeout({ turnId: "t1", reason: "host", timeoutMillis: 200, acknowledged: true })
-          .message,
-        "interrupt-timeout"
-      ],
-      ["turn t1 was interrupted before the CLI acknowledged it", "unacknowledged-interrupt"],
-      ["a write to the CLI was abandoned half-way", "write-abandoned"],
-      ["the prompt of turn t1 was being written when its writer was interrupted", "write-abandoned"],
-      ["something new", "other"]
-    ]
-    for (const [reason, expected] of cases) {
-      assert.strictEqual(Telemetry.retirementReason(reason, undefined), expected, reason)
-    }
-    // What the driver knows of the input wins: a failed write's reason is the transport's, the host's is its own.
-    assert.strictEqual(Telemetry.retirementReason("EPIPE", "write-failed"), "write-failed")
-    assert.strictEqual(Telemetry.retirementReason("the CLI exited (exit code 1)", "host"), "host")
-  })
 })

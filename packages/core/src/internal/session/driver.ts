@@ -163,8 +163,6 @@ class Driver {
   private ended = false
   /** The running turn, until its first output (text, message or tool use) is published. */
   private awaitingOutput: TurnState | undefined = undefined
-  /** What the driver knows of the input being stepped, should it retire the session (a failed write, the host). */
-  private retireHint: string | undefined = undefined
 
   readonly options: Options
   readonly clock: Clock.Clock
@@ -357,7 +355,7 @@ class Driver {
         return
       }
       case "Teardown":
-        this.telemetry.retired(this.machine.retiredBecause ?? "", this.retireHint)
+        this.telemetry.retired(this.machine.retiredBecause ?? "", this.machine.retiredKind ?? "host")
         this.run(this.teardown)
         return
       case "Log":
@@ -426,7 +424,7 @@ class Driver {
     return Effect.matchEffect(this.connection.write(line), {
       onFailure: (error) =>
         Effect.suspend(() => {
-          this.stepHinted("write-failed", (now) => this.machine.writeFailed(now, error.reason))
+          this.step((now) => this.machine.writeFailed(now, error.reason))
           return this.writeNext()
         }),
       onSuccess: () =>
@@ -494,16 +492,6 @@ class Driver {
   step(input: (now: number) => void): void {
     input(this.now())
     this.drain()
-  }
-
-  /** `step`, for an input that says why it would retire the session (the retirement metric's `reason`). */
-  stepHinted(hint: string, input: (now: number) => void): void {
-    this.retireHint = hint
-    try {
-      this.step(input)
-    } finally {
-      this.retireHint = undefined
-    }
   }
 
   // --- the reader --------------------------------------------------------------------------------------------
@@ -742,7 +730,7 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
         Effect.logError("the session's reader failed", defect).pipe(
           Effect.andThen(
             Effect.sync(() =>
-              driver.stepHinted("reader-failed", (now) => machine.retire(now, "the session's reader failed", undefined))
+              driver.step((now) => machine.retire(now, "the session's reader failed", undefined, "reader-failed"))
             )
           )
         )
@@ -795,7 +783,7 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
     isAlive: Effect.map(connection.exitStatus, Option.isNone),
     awaitExit: connection.exit,
     stderrTail: connection.stderrTail,
-    retire: (reason) => Effect.sync(() => driver.stepHinted("host", (now) => machine.retire(now, reason, undefined))),
+    retire: (reason) => Effect.sync(() => driver.step((now) => machine.retire(now, reason, undefined, "host"))),
     close: (reason = "closed") =>
       Effect.suspend(() => {
         if (!machine.closing) releaseReason = reason

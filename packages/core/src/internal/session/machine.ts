@@ -38,6 +38,24 @@ import {
 import type * as Transport from "../../Transport.ts"
 import { type AnyTurnError, ApiError, type Phase, type Prompt, type TurnResult } from "../../Turn.ts"
 
+/**
+ * Why a session was retired, as a bounded kind (the retirement metric's `reason` and the session span's attribute):
+ * the machine's reasons are sentences that name turns and exit codes.
+ */
+export type RetireKind =
+  | "cli-exited"
+  | "stdout-closed"
+  | "handshake-refused"
+  | "startup-timeout"
+  | "delivery-timeout"
+  | "control-timeout"
+  | "interrupt-timeout"
+  | "unacknowledged-interrupt"
+  | "write-abandoned"
+  | "write-failed"
+  | "reader-failed"
+  | "host"
+
 /** The deadlines of a live session, in milliseconds. */
 export interface Deadlines {
   readonly startup: number
@@ -216,6 +234,8 @@ export class Machine {
   process: ProcessState = { _tag: "Running" }
   /** Why the session was retired; undefined while it is not. */
   retiredBecause: string | undefined = undefined
+  /** The same, as a bounded kind (the retirement metric's `reason`); undefined while it is not. */
+  retiredKind: RetireKind | undefined = undefined
   closing = false
   closeReason: InterruptReason = "closed"
   private exit: { readonly status: Transport.ExitStatus; readonly stderrTail: string } | undefined = undefined
@@ -276,7 +296,7 @@ export class Machine {
    */
   stdoutEnded(now: number): void {
     if (this.exit !== undefined || this.closing) return
-    this.retire(now, "the CLI closed its stdout but did not exit", undefined)
+    this.retire(now, "the CLI closed its stdout but did not exit", undefined, "stdout-closed")
   }
 
   /** The process exited (stdout is closed and its exit status known). */
@@ -291,7 +311,7 @@ export class Machine {
     this.process = clean ? { _tag: "Completed", status, stderrTail } : { _tag: "Failed", status, stderrTail }
     if (!this.closing && this.retiredBecause === undefined) {
       this.exitedFirst = true
-      this.retire(now, `the CLI exited (${formatExit(status)})`, undefined)
+      this.retire(now, `the CLI exited (${formatExit(status)})`, undefined, "cli-exited")
     } else {
       const turn = this.active
       if (turn !== undefined) this.finish(now, turn, Exit.fail(this.cliExited(turn.acknowledged)))
@@ -387,7 +407,8 @@ export class Machine {
       this.retire(
         now,
         `turn ${turn.id} was interrupted before the CLI acknowledged it`,
-        new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false, written: true })
+        new TurnInterrupted({ turnId: turn.id, reason, acknowledged: false, written: true }),
+        "unacknowledged-interrupt"
       )
       return "retired"
     }
@@ -485,10 +506,11 @@ export class Machine {
   }
 
   /** Retires the session now: fails the running turn, tears the process tree down. */
-  retire(now: number, reason: string, turnError: AnyTurnError | undefined): void {
+  retire(now: number, reason: string, turnError: AnyTurnError | undefined, kind: RetireKind): void {
     // Once the process has ended (a close that saw it exit), there is nothing left to retire or tear down.
     if (this.retiredBecause !== undefined || this.ended) return
     this.retiredBecause = reason
+    this.retiredKind = kind
     if (this.status === "starting" && this.startupAt !== never) {
       // The handshake was cut short by something else than its own outcome (a write that failed or timed out, a
       // reader that failed): whoever waits for it must hear so, or startup waits for a deadline that is gone.
@@ -496,7 +518,7 @@ export class Machine {
     }
     this.startupAt = never
     this.setStatus("failed")
-    this.log("Warning", `session retired: ${reason}`)
+    this.log("Warning", `session retired (${kind}): ${reason}`)
     const turn = this.active
     if (turn !== undefined) {
       this.finish(now, turn, Exit.fail(turnError ?? this.retirementError(reason, turn.acknowledged)))
@@ -556,13 +578,14 @@ export class Machine {
         : `the prompt of turn ${owner.id} was being written when its writer was interrupted`,
       owner === null
         ? undefined
-        : new TurnInterrupted({ turnId: owner.id, reason: "host", acknowledged: false, written: true })
+        : new TurnInterrupted({ turnId: owner.id, reason: "host", acknowledged: false, written: true }),
+      "write-abandoned"
     )
   }
 
   /** A write failed: the stdin pipe is broken. */
   writeFailed(now: number, reason: string): void {
-    this.retire(now, reason, new TransportWriteError({ reason }))
+    this.retire(now, reason, new TransportWriteError({ reason }), "write-failed")
   }
 
   /** The policy decided a permission request (late decisions are ignored). */
@@ -612,12 +635,12 @@ export class Machine {
         reason: `the handshake did not finish within ${d.startup} ms`,
         stderrTail: undefined
       })
-      this.retire(now, "the handshake did not finish in time", undefined)
+      this.retire(now, "the handshake did not finish in time", undefined, "startup-timeout")
       return
     }
     if (now >= this.writeAt) {
       const error = new DeliveryTimeout({ timeoutMillis: d.delivery })
-      this.retire(now, error.message, error)
+      this.retire(now, error.message, error, "delivery-timeout")
       return
     }
     const turn = this.active
@@ -629,7 +652,7 @@ export class Machine {
       this.controls.delete(ref)
       const timeout = new ControlTimeout({ subtype: control.subtype, timeoutMillis: d.control })
       if (!control.internal) this.output({ _tag: "ControlDone", at: 0, ref, exit: Exit.fail(timeout) })
-      this.retire(now, timeout.message, undefined)
+      this.retire(now, timeout.message, undefined, "control-timeout")
       return
     }
     if (turn !== undefined) {
@@ -641,7 +664,7 @@ export class Machine {
             timeoutMillis: d.interrupt,
             acknowledged: turn.acknowledged
           })
-          this.retire(now, error.message, error)
+          this.retire(now, error.message, error, "interrupt-timeout")
           return
         }
       } else if (now >= turn.startedAt + d.turn) {
@@ -748,7 +771,7 @@ export class Machine {
         if (this.status !== "starting") return
         this.startupAt = never
         this.output({ _tag: "StartFailed", at: 0, cause: "refused", reason: item.reason, stderrTail: "" })
-        this.retire(now, `the CLI refused the handshake: ${item.reason}`, undefined)
+        this.retire(now, `the CLI refused the handshake: ${item.reason}`, undefined, "handshake-refused")
         return
       }
       case "Receipt": {

@@ -200,26 +200,6 @@ const errorTagOf = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
   return Option.isSome(error) ? (error.value as { readonly _tag?: string })._tag ?? "Error" : "Defect"
 }
 
-/**
- * Why a session was retired, as a short, bounded `reason` (the machine's reasons are sentences that name turns and
- * exit codes). `hint` is what the driver knows of the input that retired it (a failed write, the host).
- */
-export const retirementReason = (reason: string, hint: string | undefined): string => {
-  if (hint !== undefined) return hint
-  if (reason.startsWith("the CLI exited")) return "cli-exited"
-  if (reason === "the CLI closed its stdout but did not exit") return "stdout-closed"
-  if (reason.startsWith("the CLI refused the handshake")) return "handshake-refused"
-  if (reason === "the handshake did not finish in time") return "startup-timeout"
-  if (reason.startsWith("writing to the CLI did not finish within")) return "delivery-timeout"
-  if (reason.startsWith("control request ")) return "control-timeout"
-  if (reason.includes("of its interrupt")) return "interrupt-timeout"
-  if (reason.endsWith("was interrupted before the CLI acknowledged it")) return "unacknowledged-interrupt"
-  if (reason.includes("abandoned half-way") || reason.includes("when its writer was interrupted")) {
-    return "write-abandoned"
-  }
-  return "other"
-}
-
 const resolutionOf = (resolution: Permission.Resolution): { readonly by: string; readonly behavior?: string } => {
   switch (resolution._tag) {
     case "Decided":
@@ -388,8 +368,7 @@ export class Telemetry {
     this.series.startFailed.updateUnsafe(Duration.millis(now - this.startedAt), this.context)
   }
 
-  retired(reason: string, hint: string | undefined): void {
-    const kind = retirementReason(reason, hint)
+  retired(reason: string, kind: Machine.RetireKind): void {
     this.retiredBecause = reason
     this.series.retirement(kind).updateUnsafe(1, this.context)
     const span = this.span
