@@ -176,7 +176,7 @@ const countLine = (level: string, text: string) => {
   else if (summary !== null) {
     logs.protocolSummaries++
     logs.protocolSummarized += Number(summary[1])
-  } else if (text.startsWith("session retired:")) logs.retired++
+  } else if (text.startsWith("session retired (")) logs.retired++
   else {
     const key = `${level} ${text.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, "<id>").replace(/\d+/g, "<n>").slice(0, 70)}`
     logs.other[key] = (logs.other[key] ?? 0) + 1
