@@ -265,6 +265,30 @@ describe("in-process MCP tools", () => {
         "mcpServers.a b.bad name: the input schema must be an object (a Schema.Struct)"
       ])
     }).pipe(mock()))
+
+  it.effect("refuses a timeout that is not a positive duration, before anything starts (not a defect)", () =>
+    Effect.gen(function*() {
+      const timed = (timeout: Duration.Input) =>
+        ClaudeMcp.tool("timed", {
+          description: "",
+          input: Schema.Struct({}),
+          timeout,
+          handler: () => Effect.succeed("")
+        })
+      const servers = [
+        ClaudeMcp.server("parsecs", { tools: [timed("5 parsecs" as Duration.Input)] }),
+        ClaudeMcp.server("negative", { tools: [timed(-1)], timeout: "0 millis" }),
+        ClaudeMcp.server("nan", { tools: [timed(Number.NaN)], timeout: "2 seconds" })
+      ]
+      const error = yield* Effect.flip(Effect.scoped(ClaudeSession.make({ mcpServers: servers })))
+      assert.strictEqual(error._tag, "InvalidConfig")
+      assert.deepStrictEqual((error as TetherError.InvalidConfig).problems, [
+        "mcpServers.parsecs.timed: timeout 5 parsecs is not a duration",
+        "mcpServers.negative: timeout 0 millis is not positive",
+        "mcpServers.negative.timed: timeout -1 is not positive",
+        "mcpServers.nan.timed: timeout NaN is not a duration"
+      ])
+    }).pipe(mock()))
 })
 
 describe("structured output", () => {

@@ -105,13 +105,32 @@ export interface Tool extends internal.Tool {}
 export interface Server extends internal.Server {}
 
 /**
+ * A tool's or server's `timeout` option: `undefined` for none, else a positive duration (a timeout of zero or less
+ * would fail every call), or what is wrong with it, which `ClaudeSession.make` reports as `InvalidConfig`.
+ */
+const timeoutOption = (
+  input: Duration.Input | undefined
+): { readonly timeout: Duration.Duration | undefined; readonly problems: ReadonlyArray<string> } => {
+  if (input === undefined) return { timeout: undefined, problems: [] }
+  const decoded = Duration.fromInput(input)
+  if (decoded._tag === "None" || (typeof input === "number" && Number.isNaN(input))) {
+    return { timeout: undefined, problems: [`timeout ${String(input)} is not a duration`] }
+  }
+  if (Duration.isNegative(decoded.value) || Duration.isZero(decoded.value)) {
+    return { timeout: undefined, problems: [`timeout ${String(input)} is not positive`] }
+  }
+  return { timeout: decoded.value, problems: [] }
+}
+
+/**
  * Defines a tool. `input` must be an object schema (a `Schema.Struct`): the Messages API takes only object input
  * schemas, and `ClaudeSession.make` refuses others with `InvalidConfig`. Prefer `Schema.Finite` to `Schema.Number`:
  * the JSON form of `Number` admits the strings `"NaN"` and `"Infinity"`.
  *
  * - `handler` gets the decoded input; its failure becomes the model's error result (a string as it is, an `Error`
  *   or a tagged error by its message); a defect is logged and the model reads only that the tool failed.
- * - `timeout` bounds one call (default: the server's, else only the turn).
+ * - `timeout` bounds one call (default: the server's, else only the turn). One that is not a positive duration is
+ *   refused by `ClaudeSession.make` (`InvalidConfig`).
  * - `alwaysLoad` keeps the tool in the model's tool list when the CLI defers tools behind its tool search;
  *   `searchHint` helps that search find it.
  *
@@ -131,7 +150,7 @@ export const tool = <A, I, E>(name: string, options: {
   description: options.description,
   input: options.input as unknown as Schema.Codec<unknown, unknown, never, unknown>,
   handler: options.handler as internal.Tool["handler"],
-  timeout: options.timeout === undefined ? undefined : Duration.fromInputUnsafe(options.timeout),
+  ...timeoutOption(options.timeout),
   annotations: options.annotations as internal.Tool["annotations"],
   alwaysLoad: options.alwaysLoad ?? false,
   searchHint: options.searchHint
@@ -140,7 +159,8 @@ export const tool = <A, I, E>(name: string, options: {
 /**
  * Defines an in-process server. Its name must be letters, digits, `_` and `-` (the model sees
  * `mcp__<name>__<tool>`). `timeout` bounds every call of its tools (unless a tool has its own) and is also given
- * to the CLI, which stops waiting after it. `alwaysLoad` applies to every tool.
+ * to the CLI, which stops waiting after it; one that is not a positive duration is refused by `ClaudeSession.make`
+ * (`InvalidConfig`). `alwaysLoad` applies to every tool.
  *
  * @category constructors
  * @since 0.3.0
@@ -157,7 +177,7 @@ export const server = (name: string, options: {
   instructions: options.instructions,
   tools: options.tools,
   alwaysLoad: options.alwaysLoad ?? false,
-  timeout: options.timeout === undefined ? undefined : Duration.fromInputUnsafe(options.timeout)
+  ...timeoutOption(options.timeout)
 })
 
 /**

@@ -52,6 +52,8 @@ export interface Tool {
   readonly annotations: JsonObject | undefined
   readonly alwaysLoad: boolean
   readonly searchHint: string | undefined
+  /** What was wrong with the definition (a timeout that is not a duration), reported when a session starts. */
+  readonly problems: ReadonlyArray<string>
 }
 
 export interface Server {
@@ -61,6 +63,8 @@ export interface Server {
   readonly tools: ReadonlyArray<Tool>
   readonly alwaysLoad: boolean
   readonly timeout: Duration.Duration | undefined
+  /** What was wrong with the definition (a timeout that is not a duration), reported when a session starts. */
+  readonly problems: ReadonlyArray<string>
 }
 
 // --- JSON Schema ------------------------------------------------------------------------------------------------
@@ -267,6 +271,7 @@ export const problemsOf = (servers: ReadonlyArray<Server>): ReadonlyArray<string
     }
     if (names.has(server.name)) problems.push(`mcpServers: two servers are named ${JSON.stringify(server.name)}`)
     names.add(server.name)
+    for (const problem of server.problems) problems.push(`mcpServers.${server.name}: ${problem}`)
     const tools = new Set<string>()
     for (const tool of server.tools) {
       if (!namePattern.test(tool.name)) {
@@ -274,6 +279,7 @@ export const problemsOf = (servers: ReadonlyArray<Server>): ReadonlyArray<string
       }
       if (tools.has(tool.name)) problems.push(`mcpServers.${server.name}: two tools are named ${tool.name}`)
       tools.add(tool.name)
+      for (const problem of tool.problems) problems.push(`mcpServers.${server.name}.${tool.name}: ${problem}`)
       if (jsonSchemaOf(tool.input)._tag === "NotAnObject") {
         problems.push(`mcpServers.${server.name}.${tool.name}: the input schema must be an object (a Schema.Struct)`)
       }
