@@ -14,11 +14,26 @@ import {
   type Session,
   type SessionEvent,
   SessionRegistry,
+  type TetherError,
   Timeouts,
   type Turn
 } from "@tether/core"
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
-import { Cause, Context, Effect, Exit, Fiber, Latch, Layer, Metric, Option, Redacted, Schema, Stream } from "effect"
+import {
+  Cause,
+  Context,
+  type Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Latch,
+  Layer,
+  Metric,
+  Option,
+  Redacted,
+  Schema,
+  Stream
+} from "effect"
 import { TestRunner } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Client from "../src/internal/client.ts"
@@ -344,6 +359,23 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
         return [yield* Effect.flip(chats.list), yield* Effect.flip(chats.size)]
       }))
       assert.deepStrictEqual(unavailable.map((error) => error._tag), ["SessionUnavailable", "SessionUnavailable"])
+    }))
+
+  it.effect("a runner's drain and final-save timeouts that are not positive durations: InvalidConfig, not a defect", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(
+        ChatsCluster.layerRunner({ drainTimeout: "soon" as Duration.Input, finalSaveTimeout: 0 }).pipe(
+          Layer.provide(TestRunner.layer),
+          Layer.provide(MockTransport.layer(script)),
+          Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
+        )
+      )))
+      assert.strictEqual(error._tag, "InvalidConfig")
+      assert.deepStrictEqual((error as TetherError.InvalidConfig).problems, [
+        "drainTimeout must be a positive duration, got soon",
+        "finalSaveTimeout must be a positive duration, got 0"
+      ])
     }))
 })
 

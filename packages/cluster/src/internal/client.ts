@@ -71,6 +71,16 @@ export const fromCall = <E = Wire.Known>(id: string, delivery?: { readonly promp
     })
 }
 
+/**
+ * A caller's timeout in milliseconds, as the local registry reads it: none when not given, and one that does not read
+ * as a duration is no time at all (an eviction forces at once, an admission fails at once when full).
+ */
+const inputMillis = (input: Duration.Input | undefined): number | undefined => {
+  if (input === undefined) return undefined
+  const decoded = Duration.fromInput(input)
+  return Option.isSome(decoded) ? Duration.toMillis(decoded.value) : 0
+}
+
 /** A lag marker as hosts see it: an `EventLog.Lag`, with the cluster's reason as an extra field. */
 export interface Gap extends EventLog.Lag {
   readonly reason: "behind" | "lost" | "not-durable"
@@ -366,9 +376,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         entity(id).Evict({
           force: false,
           generation: options?.generation,
-          timeoutMillis: options?.timeout === undefined
-            ? undefined
-            : Duration.toMillis(Duration.fromInputUnsafe(options.timeout))
+          timeoutMillis: inputMillis(options?.timeout)
         })
       )
 
@@ -417,9 +425,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         open(id, {
           config,
           onConflict: getOptions?.onConflict,
-          admissionTimeoutMillis: getOptions?.admissionTimeout === undefined
-            ? undefined
-            : Duration.toMillis(Duration.fromInputUnsafe(getOptions.admissionTimeout))
+          admissionTimeoutMillis: inputMillis(getOptions?.admissionTimeout)
         }) as ReturnType<Reg["getOrCreate"]>,
       get: (id, target) => open(id, { generation: target?.generation }) as ReturnType<Reg["get"]>,
       send,

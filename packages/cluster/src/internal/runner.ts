@@ -208,8 +208,18 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   }
   const settings = options.settings
   const kind = options.kind
-  const drainTimeout = settings.drainTimeout ?? Duration.seconds(10)
-  const finalSaveTimeout = settings.finalSaveTimeout ?? Duration.seconds(30)
+  const problems: Array<string> = []
+  // Checked here, so that a duration that does not read is InvalidConfig at start, not a defect at the first drain.
+  const positive = (name: string, input: Duration.Input | undefined, fallback: Duration.Duration) => {
+    if (input === undefined) return fallback
+    const decoded = Duration.fromInput(input)
+    if (Option.isSome(decoded) && Duration.isPositive(decoded.value)) return decoded.value
+    problems.push(`${name} must be a positive duration, got ${String(input)}`)
+    return fallback
+  }
+  const drainTimeout = positive("drainTimeout", settings.drainTimeout, Duration.seconds(10))
+  const finalSaveTimeout = positive("finalSaveTimeout", settings.finalSaveTimeout, Duration.seconds(30))
+  if (problems.length > 0) return yield* new TetherError.InvalidConfig({ problems })
   const defaultDurable = settings.durableEvents ?? false
   if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
   const stateDirectory = settings.stateDirectory ??
@@ -395,7 +405,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         yield* Metric.update(Metric.withAttributes(metrics.saveFailures, attributes), 1)
         yield* Effect.logWarning(
           `the last save of session ${inc.id} (generation ${inc.generation}) took longer than ${
-            Duration.format(Duration.fromInputUnsafe(finalSaveTimeout))
+            Duration.format(finalSaveTimeout)
           }: given up`
         )
       }
