@@ -31,6 +31,7 @@ import {
   Metric,
   Option,
   Redacted,
+  Schedule,
   Schema,
   Stream
 } from "effect"
@@ -91,6 +92,23 @@ const Live = ChatsCluster.layer({
   Layer.provideMerge(Database)
 )
 
+/**
+ * Waits until the runner's registry has closed `id` after its idle TTL (2 s), so that it is dormant: real time, at
+ * least the TTL and a margin, then polled (a snapshot does not count as use) for as long as a loaded machine needs.
+ */
+const dormant = (id: string) =>
+  Effect.gen(function*() {
+    const chats = yield* Chats
+    yield* Effect.sleep("2500 millis")
+    yield* chats.snapshot(id).pipe(
+      Effect.flatMap(() => Effect.fail("still live")),
+      Effect.catchTag("SessionNotFound", () => Effect.void),
+      Effect.retry(Schedule.spaced("100 millis")),
+      Effect.timeout("20 seconds"),
+      Effect.orDie
+    )
+  })
+
 let ids = 0
 const freshId = () => `chat-${Date.now().toString(36)}-${ids++}`
 
@@ -141,7 +159,7 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry", 
       yield* Effect.scoped(Effect.flatMap(chats.getOrCreate(id, {}), (chat) => chat.run("one")))
       const before = yield* chats.snapshot(id)
       // The runner's registry closes it after its idle TTL (2 s): it is dormant, not gone.
-      yield* Effect.sleep("3500 millis")
+      yield* dormant(id)
       const gone = yield* Effect.flip(chats.snapshot(id))
       assert.strictEqual(gone._tag, "SessionNotFound")
       const result = yield* chats.run(id, "two")
@@ -236,7 +254,7 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry", 
       yield* Effect.scoped(chats.getOrCreate(id, {}))
       yield* chats.run(id, "one")
       const snapshotOne = yield* chats.snapshot(id)
-      yield* Effect.sleep("3500 millis") // idle: dormant, saved
+      yield* dormant(id) // idle: dormant, saved
       yield* chats.run(id, "two")
       const snapshotTwo = yield* chats.snapshot(id)
       assert.strictEqual(snapshotTwo.generation, snapshotOne.generation + 1)
