@@ -334,11 +334,16 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
       })))
       yield* locked.await
       const evicting = yield* Effect.forkChild(chats.evict(id))
-      yield* Effect.sleep("3 seconds")
-      assert.strictEqual(
-        (yield* Metric.value(failures)).count,
-        before + 1,
-        "the last save gave up after finalSaveTimeout, with the database still locked"
+      const recorded = yield* Metric.value(failures).pipe(
+        Effect.filterOrFail((value) => value.count > before, () => "no save failure yet"),
+        Effect.retry(Schedule.spaced("50 millis")),
+        Effect.timeout("20 seconds"),
+        Effect.orDie
+      )
+      assert.strictEqual(recorded.count, before + 1)
+      assert.isUndefined(
+        holder.pollUnsafe(),
+        "the last save gave up after finalSaveTimeout (1 s), with the database still locked (6 s)"
       )
       yield* Fiber.join(holder)
       yield* Fiber.join(evicting).pipe(Effect.timeout("10 seconds"))
