@@ -254,6 +254,7 @@ export type Step = Text | ToolUse | ApiError | MaxTurns | MaxBudget | Structured
  * - `SlowReceipt`: later user messages take `delay` before `command_lifecycle queued` (and before anything read
  *   after them).
  * - `NeverAnswer`: control requests of this subtype are never answered.
+ * - `Refuse`: control requests of this subtype are answered with an error (`error`), as a CLI refuses one.
  * - `IgnoreInterrupts`: interrupts are answered but the turn goes on.
  * - `DropLifecycle`: no `command_lifecycle` frames (as CLI 2.1.197; `version: "2.1.197"` has the rest of it).
  * - `IgnoreSigterm`: SIGTERM is ignored (from the start when given in `options.faults`): the process keeps running
@@ -273,6 +274,7 @@ export type Fault = Data.TaggedEnum<{
   Raw: { readonly line: string }
   SlowReceipt: { readonly delay: Duration.Input }
   NeverAnswer: { readonly subtype: string }
+  Refuse: { readonly subtype: string; readonly error: string }
   IgnoreInterrupts: {}
   DropLifecycle: {}
   IgnoreSigterm: {}
@@ -353,6 +355,16 @@ export const slowReceipt = (delay: Duration.Input): Fault => Fault.SlowReceipt({
  * @since 0.1.0
  */
 export const neverAnswer = (subtype: string): Fault => Fault.NeverAnswer({ subtype })
+
+/**
+ * Control requests of `subtype` (e.g. `"mcp_set_servers"`) are refused: answered with an error saying `error`, so the
+ * host's control fails with `ControlFailed`.
+ *
+ * @category faults
+ * @since 0.3.0
+ */
+export const refuse = (subtype: string, error = `the mock CLI refuses ${subtype}`): Fault =>
+  Fault.Refuse({ subtype, error })
 
 /**
  * Interrupts are answered but do not stop the running turn.

@@ -207,6 +207,10 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
   private lifecycleOn: boolean
   private receipt: number
   private readonly unanswered = new Set<string>()
+  /** Control subtypes answered with an error (the `Refuse` fault), with the error's text. */
+  private readonly refused = new Map<string, string>()
+  /** The MCP servers added at run time (`mcp_set_servers`), which the next one replaces. */
+  private readonly dynamicMcp = new Set<string>()
   private ignoreInterrupts = false
   private ignoreSigterm = false
   private idle = true
@@ -1053,6 +1057,10 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
         this.unanswered.add(fault.subtype)
         return
       }
+      case "Refuse": {
+        this.refused.set(fault.subtype, fault.error)
+        return
+      }
       case "IgnoreInterrupts": {
         this.ignoreInterrupts = true
         return
@@ -1451,6 +1459,11 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
     const request = frame.request as JsonObject
     const subtype = String(frame.request.subtype)
     if (this.unanswered.has(subtype)) return
+    const refusal = this.refused.get(subtype)
+    if (refusal !== undefined) {
+      yield* sleep(this.timing.control)
+      return this.controlError(requestId, refusal, "refused")
+    }
     if (subtype === "interrupt") return yield* this.interrupt(requestId, request.cancel_queued === true)
     yield* sleep(this.timing.control)
     const legacy = this.profile.legacy
@@ -1552,9 +1565,27 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
           sources: [],
           applied: { model: this.model, effort: "medium" }
         })
-      default:
-        return this.controlError(requestId, `Unsupported control request subtype: ${subtype}`, "unsupported_request")
+      case "mcp_set_servers": {
+        if (legacy) break
+        // The servers added at run time are replaced: new in-process ones are connected (the MCP handshake, as at
+        // initialize); the others are taken as configured (the simulator runs no server of its own).
+        const wanted = Json.isRecord(request.servers) ? request.servers : {}
+        const names = Object.keys(wanted)
+        const removed = [...this.dynamicMcp].filter((name) => !(name in wanted))
+        for (const name of removed) {
+          this.dynamicMcp.delete(name)
+          this.mcp.delete(name)
+        }
+        const added = names.filter((name) => !this.dynamicMcp.has(name))
+        for (const name of added) this.dynamicMcp.add(name)
+        const connect = added.filter((name) => Json.isRecord(wanted[name]) && wanted[name].type === "sdk")
+        const answer = () => this.controlSuccess(requestId, { added, removed, errors: {} })
+        if (connect.length === 0) return answer()
+        this.sched.fork(this.connectMcp(connect, answer))
+        return
+      }
     }
+    return this.controlError(requestId, `Unsupported control request subtype: ${subtype}`, "unsupported_request")
   }
 
   // The host answers a request of ours. Unknown and stale ids are ignored; success answers are echoed back
