@@ -289,6 +289,19 @@ describe("in-process MCP tools", () => {
         "mcpServers.nan.timed: timeout NaN is not a duration"
       ])
     }).pipe(mock()))
+
+  it.effect("a server's finite timeout goes to the CLI at initialize; an infinite one is not sent (JSON has none)", () =>
+    withSession({
+      mcpServers: [
+        ClaudeMcp.server("bounded", { tools: [], timeout: "30 seconds" }),
+        ClaudeMcp.server("unbounded", { tools: [], timeout: "Infinity" })
+      ]
+    }, (_session, cli) =>
+      Effect.gen(function*() {
+        const init = (yield* written(cli))[0]
+        assert.deepStrictEqual(init.request.sdkMcpServers, ["bounded", "unbounded"])
+        assert.deepStrictEqual(init.request.sdkMcpServerConfigs, { bounded: { timeout: 30_000 } })
+      })).pipe(mock()))
 })
 
 describe("structured output", () => {
@@ -426,15 +439,25 @@ describe("controls", () => {
       })).pipe(mock()))
 
   it.effect("setMcpServers serves an in-process server from then on, and sends it as an sdk server", () =>
-    withSession({}, (session, cli) =>
+    withSession({ policy: Permission.allowAll }, (session, cli) =>
       Effect.gen(function*() {
-        yield* Effect.flip(settle(session.setMcpServers({ calc, files: { type: "stdio", command: "mcp-files" } })))
+        calls.length = 0
+        const answer = yield* settle(session.setMcpServers({ calc, files: { type: "stdio", command: "mcp-files" } }))
+        assert.deepStrictEqual(answer.added, ["calc", "files"])
         const request = (yield* written(cli)).filter((f) => f.type === "control_request").at(-1)!
         assert.deepStrictEqual(request.request, {
           subtype: "mcp_set_servers",
           servers: { calc: { type: "sdk", name: "calc" }, files: { type: "stdio", command: "mcp-files" } }
         })
-      })).pipe(mock()))
+        // The CLI connected to it (the MCP handshake over mcp_message) and calls its tool.
+        const result = yield* settle(session.run("add please"))
+        assert.include(result.text, "Tool said: 5")
+        assert.deepStrictEqual(calls, [{ a: 2, b: 3, toolUseId: "toolu_add" }])
+      })).pipe(
+        mock(
+          MockClaude.turn(MockClaude.mcpTool({ server: "calc", tool: "add", input: { a: 2, b: 3 }, id: "toolu_add" }))
+        )
+      ))
 
   it.effect("a refused setMcpServers changes nothing: the CLI's next call still reaches the server it kept", () =>
     withSession({ mcpServers: [calc], policy: Permission.allowAll }, (session) =>
@@ -447,16 +470,19 @@ describe("controls", () => {
             handler: () => Effect.sync(() => calls.push("replacement")).pipe(Effect.as("0"))
           })]
         })
-        // The simulated CLI refuses mcp_set_servers: it keeps the server it has, so the session must too.
+        // The CLI refuses mcp_set_servers: it keeps the server it has, so the session must too.
         const refused = yield* Effect.flip(settle(session.setMcpServers({ calc: replacement })))
         assert.strictEqual(refused._tag, "ControlFailed")
         const result = yield* settle(session.run("add please"))
         assert.include(result.text, "Tool said: 5")
         assert.deepStrictEqual(calls, [{ a: 2, b: 3, toolUseId: "toolu_add" }], "the kept server's handler ran")
       })).pipe(
-        mock(
-          MockClaude.turn(MockClaude.mcpTool({ server: "calc", tool: "add", input: { a: 2, b: 3 }, id: "toolu_add" }))
-        )
+        Effect.provide(MockTransport.layer(MockClaude.make(
+          [MockClaude.turn(
+            MockClaude.mcpTool({ server: "calc", tool: "add", input: { a: 2, b: 3 }, id: "toolu_add" })
+          )],
+          { faults: [MockClaude.refuse("mcp_set_servers")] }
+        )))
       ))
 })
 

@@ -45,6 +45,7 @@
  */
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Schema from "effect/Schema"
 import type * as internal from "./internal/mcp.ts"
 
@@ -104,20 +105,28 @@ export interface Tool extends internal.Tool {}
  */
 export interface Server extends internal.Server {}
 
+/** A `Duration.Input` as a host wrote it, for an error message. */
+const describeInput = (input: Duration.Input): string =>
+  Duration.isDuration(input)
+    ? Duration.format(input)
+    : typeof input === "object"
+    ? JSON.stringify(input)
+    : String(input)
+
 /**
  * A tool's or server's `timeout` option: `undefined` for none, else a positive duration (a timeout of zero or less
- * would fail every call), or what is wrong with it, which `ClaudeSession.make` reports as `InvalidConfig`.
+ * would fail every call), or what is wrong with it, which a session reports when it is given the server.
  */
 const timeoutOption = (
   input: Duration.Input | undefined
 ): { readonly timeout: Duration.Duration | undefined; readonly problems: ReadonlyArray<string> } => {
   if (input === undefined) return { timeout: undefined, problems: [] }
   const decoded = Duration.fromInput(input)
-  if (decoded._tag === "None" || (typeof input === "number" && Number.isNaN(input))) {
-    return { timeout: undefined, problems: [`timeout ${String(input)} is not a duration`] }
+  if (Option.isNone(decoded) || (typeof input === "number" && Number.isNaN(input))) {
+    return { timeout: undefined, problems: [`timeout ${describeInput(input)} is not a duration`] }
   }
   if (Duration.isNegative(decoded.value) || Duration.isZero(decoded.value)) {
-    return { timeout: undefined, problems: [`timeout ${String(input)} is not positive`] }
+    return { timeout: undefined, problems: [`timeout ${describeInput(input)} is not positive`] }
   }
   return { timeout: decoded.value, problems: [] }
 }
@@ -130,7 +139,7 @@ const timeoutOption = (
  * - `handler` gets the decoded input; its failure becomes the model's error result (a string as it is, an `Error`
  *   or a tagged error by its message); a defect is logged and the model reads only that the tool failed.
  * - `timeout` bounds one call (default: the server's, else only the turn). One that is not a positive duration is
- *   refused by `ClaudeSession.make` (`InvalidConfig`).
+ *   refused by `ClaudeSession.make` (`InvalidConfig`) and by `setMcpServers` (`ControlFailed`).
  * - `alwaysLoad` keeps the tool in the model's tool list when the CLI defers tools behind its tool search;
  *   `searchHint` helps that search find it.
  *
@@ -159,8 +168,9 @@ export const tool = <A, I, E>(name: string, options: {
 /**
  * Defines an in-process server. Its name must be letters, digits, `_` and `-` (the model sees
  * `mcp__<name>__<tool>`). `timeout` bounds every call of its tools (unless a tool has its own) and is also given
- * to the CLI, which stops waiting after it; one that is not a positive duration is refused by `ClaudeSession.make`
- * (`InvalidConfig`). `alwaysLoad` applies to every tool.
+ * to the CLI, which stops waiting after it (an infinite one is not sent: the CLI's default applies there); one that
+ * is not a positive duration is refused by `ClaudeSession.make` (`InvalidConfig`) and by `setMcpServers`
+ * (`ControlFailed`). `alwaysLoad` applies to every tool.
  *
  * @category constructors
  * @since 0.3.0

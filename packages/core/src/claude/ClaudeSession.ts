@@ -30,6 +30,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import type * as Permission from "../Permission.ts"
 import type * as Provider from "../Provider.ts"
 import * as Session from "../Session.ts"
@@ -202,8 +203,9 @@ export interface ClaudeSession<Out = unknown> extends Session.Session<TurnResult
   ) => Effect.Effect<ClaudeProtocol.RewindFilesResponse, ControlError>
   /**
    * Replaces the MCP servers added at run time, by name: in-process servers (`ClaudeMcp.server`, served by this
-   * session from then on) and configurations of servers the CLI runs. If the CLI refuses (`ControlFailed`), the
-   * session serves what it served before.
+   * session from then on) and configurations of servers the CLI runs. Calls run one at a time. If the CLI refuses
+   * the change (answers with an error: `ControlFailed`), the session serves what it served before; if its answer
+   * does not decode or never comes, the change may have happened, and the new servers stay served.
    */
   readonly setMcpServers: (
     servers: { readonly [name: string]: McpServerSpec }
@@ -414,6 +416,8 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
   // The in-process servers the handler serves: those of the options, then those `setMcpServers` adds.
   const initialServers = options.mcpServers ?? []
   const servers = new Map<string, ClaudeMcp.Server>(initialServers.map((server) => [server.name, server]))
+  // `setMcpServers` calls, one at a time.
+  const mcpChanges = Semaphore.makeUnsafe(1)
   const session = yield* Session.make({
     provider: internal.make({
       hooks: hooks.config,
@@ -497,33 +501,37 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
             new ControlFailed({ subtype: "mcp_set_servers", reason: invalid.join("; "), code: "invalid_request" })
           )
         }
-        // Served from before the request goes out: the CLI connects to a new server as soon as it is told. What they
-        // replace is kept, to be served again if the CLI refuses the change.
-        const replaced = new Map<string, ClaudeMcp.Server | undefined>()
-        for (const [name, server] of added) {
-          replaced.set(name, servers.get(name))
-          servers.set(name, server)
-        }
-        return control({ subtype: "mcp_set_servers", servers: wire }, ClaudeProtocol.decodeMcpSetServersResponse).pipe(
-          Effect.tap(() =>
-            Effect.sync(() => {
-              for (const name of [...servers.keys()]) {
-                if (!added.has(name) && !initialServers.some((server) => server.name === name)) servers.delete(name)
-              }
-            })
-          ),
-          // Refused, the change did not happen: the CLI calls the servers it had. (A change whose answer never came may
-          // have happened: the new servers stay served, which is harmless if the CLI never connects to them.)
-          Effect.tapError((error) =>
-            error._tag !== "ControlFailed" ? Effect.void : Effect.sync(() => {
-              for (const [name, previous] of replaced) {
-                if (servers.get(name) !== added.get(name)) continue // changed again since
-                if (previous === undefined) servers.delete(name)
-                else servers.set(name, previous)
-              }
-            })
-          )
-        )
+        // One change at a time: each one's undo (below) is then what the servers were just before it.
+        return mcpChanges.withPermits(1)(Effect.suspend(() => {
+          // Served from before the request goes out: the CLI connects to a new server as soon as it is told. What
+          // they replace is kept, to be served again if the CLI refuses the change.
+          const replaced = new Map<string, ClaudeMcp.Server | undefined>()
+          for (const [name, server] of added) {
+            replaced.set(name, servers.get(name))
+            servers.set(name, server)
+          }
+          return control({ subtype: "mcp_set_servers", servers: wire }, ClaudeProtocol.decodeMcpSetServersResponse)
+            .pipe(
+              Effect.tap(() =>
+                Effect.sync(() => {
+                  for (const name of [...servers.keys()]) {
+                    if (!added.has(name) && !initialServers.some((server) => server.name === name)) servers.delete(name)
+                  }
+                })
+              ),
+              // Refused (the CLI answered with an error), the change did not happen: the CLI calls the servers it had.
+              // An answer that did not decode, or none (a timeout), may follow a change that happened: the new servers
+              // stay served, which is harmless if the CLI never connects to them.
+              Effect.tapErrorTag("ControlFailed", (error) =>
+                error.code === "malformed_response" ? Effect.void : Effect.sync(() => {
+                  for (const [name, previous] of replaced) {
+                    if (previous === undefined) {
+                      servers.delete(name)
+                    } else servers.set(name, previous)
+                  }
+                }))
+            )
+        }))
       }),
     toggleMcpServer: (name, enabled) => done({ subtype: "mcp_toggle", serverName: name, enabled }),
     reconnectMcpServer: (name) => done({ subtype: "mcp_reconnect", serverName: name }),

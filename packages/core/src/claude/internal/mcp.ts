@@ -52,8 +52,11 @@ export interface Tool {
   readonly annotations: JsonObject | undefined
   readonly alwaysLoad: boolean
   readonly searchHint: string | undefined
-  /** What was wrong with the definition (a timeout that is not a duration), reported when a session starts. */
-  readonly problems: ReadonlyArray<string>
+  /**
+   * What `ClaudeMcp.tool` found wrong with the definition (a timeout that is not a positive duration), reported when
+   * a session starts. Optional, so that a tool built otherwise (by hand, or by another copy of this package) is one.
+   */
+  readonly problems?: ReadonlyArray<string> | undefined
 }
 
 export interface Server {
@@ -63,8 +66,8 @@ export interface Server {
   readonly tools: ReadonlyArray<Tool>
   readonly alwaysLoad: boolean
   readonly timeout: Duration.Duration | undefined
-  /** What was wrong with the definition (a timeout that is not a duration), reported when a session starts. */
-  readonly problems: ReadonlyArray<string>
+  /** What `ClaudeMcp.server` found wrong with the definition, as for a tool's. */
+  readonly problems?: ReadonlyArray<string> | undefined
 }
 
 // --- JSON Schema ------------------------------------------------------------------------------------------------
@@ -271,7 +274,7 @@ export const problemsOf = (servers: ReadonlyArray<Server>): ReadonlyArray<string
     }
     if (names.has(server.name)) problems.push(`mcpServers: two servers are named ${JSON.stringify(server.name)}`)
     names.add(server.name)
-    for (const problem of server.problems) problems.push(`mcpServers.${server.name}: ${problem}`)
+    for (const problem of server.problems ?? []) problems.push(`mcpServers.${server.name}: ${problem}`)
     const tools = new Set<string>()
     for (const tool of server.tools) {
       if (!namePattern.test(tool.name)) {
@@ -279,7 +282,7 @@ export const problemsOf = (servers: ReadonlyArray<Server>): ReadonlyArray<string
       }
       if (tools.has(tool.name)) problems.push(`mcpServers.${server.name}: two tools are named ${tool.name}`)
       tools.add(tool.name)
-      for (const problem of tool.problems) problems.push(`mcpServers.${server.name}.${tool.name}: ${problem}`)
+      for (const problem of tool.problems ?? []) problems.push(`mcpServers.${server.name}.${tool.name}: ${problem}`)
       if (jsonSchemaOf(tool.input)._tag === "NotAnObject") {
         problems.push(`mcpServers.${server.name}.${tool.name}: the input schema must be an object (a Schema.Struct)`)
       }
@@ -293,7 +296,10 @@ export const initializeFields = (servers: ReadonlyArray<Server>): JsonObject => 
   if (servers.length === 0) return {}
   const configs: Record<string, JsonObject> = {}
   for (const server of servers) {
-    if (server.timeout !== undefined) configs[server.name] = { timeout: Duration.toMillis(server.timeout) }
+    // An infinite timeout is none: the CLI's own default then applies (JSON has no Infinity to send).
+    if (server.timeout !== undefined && Duration.isFinite(server.timeout)) {
+      configs[server.name] = { timeout: Duration.toMillis(server.timeout) }
+    }
   }
   return {
     sdkMcpServers: servers.map((server) => server.name),
