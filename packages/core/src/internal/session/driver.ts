@@ -355,7 +355,7 @@ class Driver {
         return
       }
       case "Teardown":
-        this.telemetry.retired(this.machine.retiredBecause ?? "", this.machine.retiredKind ?? "host")
+        this.telemetry.retired(output.reason, output.kind)
         this.run(this.teardown)
         return
       case "Log":

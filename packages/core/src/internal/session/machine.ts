@@ -151,8 +151,8 @@ export type Output =
     readonly reason: string
     readonly stderrTail: string | undefined
   }
-  /** Tear the process tree down now (the session was retired). */
-  | { readonly _tag: "Teardown"; readonly at: number }
+  /** Tear the process tree down now (the session was retired, for `reason`, of that `kind`). */
+  | { readonly _tag: "Teardown"; readonly at: number; readonly reason: string; readonly kind: RetireKind }
   | { readonly _tag: "Log"; readonly at: number; readonly level: "Warning" | "Error"; readonly message: string }
   /** A permission request was resolved, `millis` after it arrived. */
   | {
@@ -234,8 +234,6 @@ export class Machine {
   process: ProcessState = { _tag: "Running" }
   /** Why the session was retired; undefined while it is not. */
   retiredBecause: string | undefined = undefined
-  /** The same, as a bounded kind (the retirement metric's `reason`); undefined while it is not. */
-  retiredKind: RetireKind | undefined = undefined
   closing = false
   closeReason: InterruptReason = "closed"
   private exit: { readonly status: Transport.ExitStatus; readonly stderrTail: string } | undefined = undefined
@@ -510,7 +508,6 @@ export class Machine {
     // Once the process has ended (a close that saw it exit), there is nothing left to retire or tear down.
     if (this.retiredBecause !== undefined || this.ended) return
     this.retiredBecause = reason
-    this.retiredKind = kind
     if (this.status === "starting" && this.startupAt !== never) {
       // The handshake was cut short by something else than its own outcome (a write that failed or timed out, a
       // reader that failed): whoever waits for it must hear so, or startup waits for a deadline that is gone.
@@ -528,7 +525,7 @@ export class Machine {
     this.expirePermissions(now, undefined, "session-ended")
     this.stopHostRequests()
     this.releaseWriters()
-    this.output({ _tag: "Teardown", at: 0 })
+    this.output({ _tag: "Teardown", at: 0, reason, kind })
   }
 
   // --- inputs: what the driver did ---------------------------------------------------------------------------
