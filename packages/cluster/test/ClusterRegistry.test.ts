@@ -384,6 +384,18 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
       assert.deepStrictEqual(unavailable.map((error) => error._tag), ["SessionUnavailable", "SessionUnavailable"])
     }))
 
+  it.effect("infinite admission and eviction timeouts mean what they mean locally: wait as long as it takes", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      const result = yield* Effect.scoped(
+        Effect.flatMap(chats.getOrCreate(id, {}, { admissionTimeout: "Infinity" }), (chat) => chat.run("unbounded"))
+      )
+      assert.strictEqual(result.text, "unbounded")
+      yield* chats.evict(id, { timeout: "Infinity" })
+      assert.strictEqual((yield* Effect.flip(chats.snapshot(id)))._tag, "SessionNotFound")
+    }))
+
   it.effect("a runner's drain and final-save timeouts that are not positive durations: InvalidConfig, not a defect", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -396,7 +408,7 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
       )))
       assert.strictEqual(error._tag, "InvalidConfig")
       assert.deepStrictEqual((error as TetherError.InvalidConfig).problems, [
-        "drainTimeout must be a positive duration, got soon",
+        "drainTimeout must be a non-negative duration, got soon",
         "finalSaveTimeout must be a positive duration, got 0"
       ])
     }))

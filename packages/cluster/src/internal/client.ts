@@ -72,14 +72,19 @@ export const fromCall = <E = Wire.Known>(id: string, delivery?: { readonly promp
 }
 
 /**
- * A caller's timeout in milliseconds, as the local registry reads it: none when not given, and one that does not read
- * as a duration is no time at all (an eviction forces at once, an admission fails at once when full).
+ * A caller's timeout in milliseconds, as the local registry reads it: none when not given, `Infinity` for an
+ * infinite one, and one that does not read as a duration is no time at all (an eviction forces at once, an admission
+ * fails at once when full).
  */
 const inputMillis = (input: Duration.Input | undefined): number | undefined => {
   if (input === undefined) return undefined
   const decoded = Duration.fromInput(input)
   return Option.isSome(decoded) ? Duration.toMillis(decoded.value) : 0
 }
+
+/** `millis` when finite, else `infinite` (the wire's numbers are finite). */
+const finiteOr = <I>(millis: number | undefined, infinite: I): number | undefined | I =>
+  millis === undefined || Number.isFinite(millis) ? millis : infinite
 
 /** A lag marker as hosts see it: an `EventLog.Lag`, with the cluster's reason as an extra field. */
 export interface Gap extends EventLog.Lag {
@@ -310,7 +315,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
     const open = (id: string, payload: {
       readonly config?: C | undefined
       readonly onConflict?: SessionRegistry.ConflictPolicy | undefined
-      readonly admissionTimeoutMillis?: number | undefined
+      readonly admissionTimeoutMillis?: number | "Infinity" | undefined
       readonly generation?: number | undefined
     }) =>
       Effect.gen(function*() {
@@ -376,7 +381,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         entity(id).Evict({
           force: false,
           generation: options?.generation,
-          timeoutMillis: inputMillis(options?.timeout)
+          // No timeout is an eviction that waits as long as it takes, which is what an infinite one means.
+          timeoutMillis: finiteOr(inputMillis(options?.timeout), undefined)
         })
       )
 
@@ -425,7 +431,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         open(id, {
           config,
           onConflict: getOptions?.onConflict,
-          admissionTimeoutMillis: inputMillis(getOptions?.admissionTimeout)
+          admissionTimeoutMillis: finiteOr(inputMillis(getOptions?.admissionTimeout), "Infinity")
         }) as ReturnType<Reg["getOrCreate"]>,
       get: (id, target) => open(id, { generation: target?.generation }) as ReturnType<Reg["get"]>,
       send,

@@ -53,7 +53,8 @@ export const make = <C, CE>(type: string, config: Schema.Codec<C, CE>) =>
       payload: {
         config: Schema.optional(config),
         onConflict: Schema.optional(Schema.Literals(["fail", "replace"])),
-        admissionTimeoutMillis: Schema.optional(Schema.Finite),
+        // "Infinity": wait for a slot as long as it takes (JSON has no infinite number).
+        admissionTimeoutMillis: Schema.optional(Schema.Union([Schema.Finite, Schema.Literal("Infinity")])),
         durableEvents: Schema.optional(Schema.Boolean),
         generation: Target
       },

@@ -210,15 +210,28 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const kind = options.kind
   const problems: Array<string> = []
   // Checked here, so that a duration that does not read is InvalidConfig at start, not a defect at the first drain.
-  const positive = (name: string, input: Duration.Input | undefined, fallback: Duration.Duration) => {
+  // A drain may take no time (close at once, without waiting for the running turn); the last save needs some.
+  const duration = (
+    name: string,
+    input: Duration.Input | undefined,
+    fallback: Duration.Duration,
+    zero: "allowed" | "refused"
+  ) => {
     if (input === undefined) return fallback
     const decoded = Duration.fromInput(input)
-    if (Option.isSome(decoded) && Duration.isPositive(decoded.value)) return decoded.value
-    problems.push(`${name} must be a positive duration, got ${String(input)}`)
+    const valid = Option.isSome(decoded) && !(typeof input === "number" && Number.isNaN(input)) &&
+      (Duration.isPositive(decoded.value) || (zero === "allowed" && Duration.isZero(decoded.value)))
+    if (valid) return decoded.value
+    const shown = Duration.isDuration(input)
+      ? Duration.format(input)
+      : typeof input === "object"
+      ? JSON.stringify(input)
+      : String(input)
+    problems.push(`${name} must be a ${zero === "allowed" ? "non-negative" : "positive"} duration, got ${shown}`)
     return fallback
   }
-  const drainTimeout = positive("drainTimeout", settings.drainTimeout, Duration.seconds(10))
-  const finalSaveTimeout = positive("finalSaveTimeout", settings.finalSaveTimeout, Duration.seconds(30))
+  const drainTimeout = duration("drainTimeout", settings.drainTimeout, Duration.seconds(10), "allowed")
+  const finalSaveTimeout = duration("finalSaveTimeout", settings.finalSaveTimeout, Duration.seconds(30), "refused")
   if (problems.length > 0) return yield* new TetherError.InvalidConfig({ problems })
   const defaultDurable = settings.durableEvents ?? false
   if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
@@ -889,6 +902,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
             onConflict: request.payload.onConflict,
             admissionTimeout: request.payload.admissionTimeoutMillis === undefined
               ? undefined
+              : request.payload.admissionTimeoutMillis === "Infinity"
+              ? Duration.infinity
               : Duration.millis(request.payload.admissionTimeoutMillis),
             durable: request.payload.durableEvents,
             generation: request.payload.generation
