@@ -396,6 +396,19 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
       assert.strictEqual((yield* Effect.flip(chats.snapshot(id)))._tag, "SessionNotFound")
     }))
 
+  it.effect("a negative eviction timeout is no time, as locally: the running turn is interrupted at once", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const turn = yield* chats.send(id, "slow, three chunks 300 ms apart")
+      const result = yield* Effect.forkChild(Effect.flip(turn.result))
+      yield* chats.evict(id, { timeout: "-Infinity" })
+      const failure = yield* Fiber.join(result)
+      assert.strictEqual(failure._tag, "TurnInterrupted")
+      assert.strictEqual((failure as { readonly reason?: string }).reason, "evicted")
+    }))
+
   it.effect("a runner's drain and final-save timeouts that are not positive durations: InvalidConfig, not a defect", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

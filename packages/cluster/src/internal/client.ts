@@ -72,19 +72,18 @@ export const fromCall = <E = Wire.Known>(id: string, delivery?: { readonly promp
 }
 
 /**
- * A caller's timeout in milliseconds, as the local registry reads it: none when not given, `Infinity` for an
- * infinite one, and one that does not read as a duration is no time at all (an eviction forces at once, an admission
- * fails at once when full).
+ * A caller's timeout as the wire carries it (its numbers are finite), read as the local registry reads it: none when
+ * not given, `infinite` for `"Infinity"` (an admission sends `"Infinity"`; an eviction, no timeout, which waits as
+ * long as it takes), and no time at all for one that does not read as a duration or is negative (an eviction forces
+ * at once, an admission fails at once when full).
  */
-const inputMillis = (input: Duration.Input | undefined): number | undefined => {
+const wireMillis = <I>(input: Duration.Input | undefined, infinite: I): number | undefined | I => {
   if (input === undefined) return undefined
   const decoded = Duration.fromInput(input)
-  return Option.isSome(decoded) ? Duration.toMillis(decoded.value) : 0
+  if (Option.isNone(decoded)) return 0
+  const millis = Duration.toMillis(decoded.value)
+  return millis === Number.POSITIVE_INFINITY ? infinite : Number.isFinite(millis) ? Math.max(0, millis) : 0
 }
-
-/** `millis` when finite, else `infinite` (the wire's numbers are finite). */
-const finiteOr = <I>(millis: number | undefined, infinite: I): number | undefined | I =>
-  millis === undefined || Number.isFinite(millis) ? millis : infinite
 
 /** A lag marker as hosts see it: an `EventLog.Lag`, with the cluster's reason as an extra field. */
 export interface Gap extends EventLog.Lag {
@@ -381,8 +380,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         entity(id).Evict({
           force: false,
           generation: options?.generation,
-          // No timeout is an eviction that waits as long as it takes, which is what an infinite one means.
-          timeoutMillis: finiteOr(inputMillis(options?.timeout), undefined)
+          timeoutMillis: wireMillis(options?.timeout, undefined)
         })
       )
 
@@ -431,7 +429,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         open(id, {
           config,
           onConflict: getOptions?.onConflict,
-          admissionTimeoutMillis: finiteOr(inputMillis(getOptions?.admissionTimeout), "Infinity")
+          admissionTimeoutMillis: wireMillis(getOptions?.admissionTimeout, "Infinity" as const)
         }) as ReturnType<Reg["getOrCreate"]>,
       get: (id, target) => open(id, { generation: target?.generation }) as ReturnType<Reg["get"]>,
       send,
