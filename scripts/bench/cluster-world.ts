@@ -27,7 +27,10 @@ export type BenchRegistry = SessionRegistry.Registry<
   ClaudeSession.TurnError
 >
 
-/** The sharding settings of every node: a failover of seconds (the integration suite's). */
+/**
+ * The sharding settings of every node: a failover of seconds, as in the integration suite (which has fewer shards and
+ * a longer termination timeout for its drain).
+ */
 export const sharding = {
   shardsPerGroup: 60,
   shardLockRefreshInterval: Duration.seconds(1),
