@@ -1,0 +1,62 @@
+/**
+ * Errors as the cluster sends and stores them: the JSON of a Tether error is its tag and fields (what runners of
+ * earlier versions wrote to the database and what a client of another version reads), and it comes back as an
+ * instance of its class; any other tagged error travels as a plain record.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ClaudeSession, SessionRegistry, TetherError, Turn } from "@tether/core"
+import { Schema } from "effect"
+import * as Wire from "../src/internal/wire.ts"
+
+const rpcJson = Schema.encodeSync(Schema.toCodecJson(Wire.Errors))
+
+describe("Wire", () => {
+  it("an error of a known class is its tag and fields, in the store and on the RPC wire", () => {
+    const pinned: ReadonlyArray<readonly [unknown, string]> = [
+      [
+        new TetherError.CliExited({ exit: "exit code 1", code: 1, signal: null, stderrTail: "x", acknowledged: false }),
+        `{"_tag":"CliExited","exit":"exit code 1","code":1,"signal":null,"stderrTail":"x","acknowledged":false}`
+      ],
+      [
+        new TetherError.TurnInterrupted({ turnId: "t", reason: "evicted", acknowledged: false, written: false }),
+        `{"_tag":"TurnInterrupted","turnId":"t","reason":"evicted","acknowledged":false,"written":false}`
+      ],
+      [
+        new Turn.TurnFailed({ turnId: "t", subtype: "error_during_execution", terminalReason: null, errors: ["boom"] }),
+        `{"_tag":"TurnFailed","turnId":"t","subtype":"error_during_execution","terminalReason":null,"errors":["boom"]}`
+      ],
+      [
+        new SessionRegistry.SessionConflict({
+          id: "s",
+          generation: 2,
+          liveFingerprint: "a",
+          requestedFingerprint: "b"
+        }),
+        `{"_tag":"SessionConflict","id":"s","generation":2,"liveFingerprint":"a","requestedFingerprint":"b"}`
+      ],
+      [new SessionRegistry.RegistryClosed(), `{"_tag":"RegistryClosed"}`]
+    ]
+    for (const [error, json] of pinned) {
+      assert.strictEqual(JSON.stringify(Wire.errorToJson(error)), json)
+      assert.strictEqual(JSON.stringify(rpcJson(Wire.toWire(error))), json)
+      const back = Wire.errorFromJson<object>(JSON.parse(json))
+      assert.strictEqual(Object.getPrototypeOf(back), Object.getPrototypeOf(error))
+      assert.deepStrictEqual({ ...back }, { ...(error as object) })
+    }
+  })
+
+  it("an error of no known class travels as a record, and comes back with its tag, message and disposition", () => {
+    const error = new ClaudeSession.StructuredOutputMissing({ turnId: "t", raw: { type: "result" } })
+    const json = JSON.stringify(Wire.errorToJson(error))
+    assert.strictEqual(
+      json,
+      `{"_tag":"ForeignError","tag":"StructuredOutputMissing","text":"turn t ended without structured output",` +
+        `"fallback":false,"requeue":false,"uncertain":false,"fields":{"turnId":"t","raw":{"type":"result"}}}`
+    )
+    const back = Wire.errorFromJson<ClaudeSession.StructuredOutputMissing>(JSON.parse(json))
+    assert.deepStrictEqual(
+      [back._tag, back.turnId, back.raw, back.message, back.safeToFallback, back.deliveryUncertain],
+      ["StructuredOutputMissing", "t", { type: "result" }, error.message, false, false]
+    )
+  })
+})
