@@ -38,10 +38,10 @@
 import type * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Channel from "effect/Channel"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Pull from "effect/Pull"
 import * as Scheduler from "effect/Scheduler"
-import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { fixDisposition } from "./internal/disposition.ts"
@@ -117,13 +117,12 @@ export interface ReplayUnavailable extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class ReplayUnavailable extends Schema.TaggedError<ReplayUnavailable>()("ReplayUnavailable", {
+export class ReplayUnavailable extends Data.TaggedError("ReplayUnavailable")<{
   // Whatever the caller asked for, including NaN: the error reports it as given.
-  // @effect-diagnostics-next-line schemaNumber:off
-  requestedAfter: Schema.Number,
-  oldestAvailable: Schema.Finite,
-  latestSeq: Schema.Finite
-}) {
+  readonly requestedAfter: number
+  readonly oldestAvailable: number
+  readonly latestSeq: number
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -144,10 +143,10 @@ export interface Lagged extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class Lagged extends Schema.TaggedError<Lagged>()("Lagged", {
-  missed: Schema.Finite,
-  resumeSeq: Schema.Finite
-}) {
+export class Lagged extends Data.TaggedError("Lagged")<{
+  readonly missed: number
+  readonly resumeSeq: number
+}> {
   static {
     fixDisposition(this, false, false, false)
   }

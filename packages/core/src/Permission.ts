@@ -9,7 +9,6 @@
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
 import { fixDisposition } from "./internal/disposition.ts"
 import type * as TetherError from "./TetherError.ts"
 
@@ -199,12 +198,10 @@ export interface PermissionAlreadyResolved extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class PermissionAlreadyResolved
-  extends Schema.TaggedError<PermissionAlreadyResolved>()("PermissionAlreadyResolved", {
-    requestId: Schema.String,
-    how: Schema.String
-  })
-{
+export class PermissionAlreadyResolved extends Data.TaggedError("PermissionAlreadyResolved")<{
+  readonly requestId: string
+  readonly how: string
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -222,9 +219,9 @@ export interface PermissionNotFound extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class PermissionNotFound extends Schema.TaggedError<PermissionNotFound>()("PermissionNotFound", {
-  requestId: Schema.String
-}) {
+export class PermissionNotFound extends Data.TaggedError("PermissionNotFound")<{
+  readonly requestId: string
+}> {
   static {
     fixDisposition(this, false, false, false)
   }

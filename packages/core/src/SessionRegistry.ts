@@ -80,12 +80,12 @@
  */
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
@@ -116,12 +116,12 @@ export interface SessionConflict extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class SessionConflict extends Schema.TaggedError<SessionConflict>()("SessionConflict", {
-  id: Schema.String,
-  generation: Schema.Finite,
-  liveFingerprint: Schema.String,
-  requestedFingerprint: Schema.String
-}) {
+export class SessionConflict extends Data.TaggedError("SessionConflict")<{
+  readonly id: string
+  readonly generation: number
+  readonly liveFingerprint: string
+  readonly requestedFingerprint: string
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -140,11 +140,11 @@ export interface CapacityExceeded extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class CapacityExceeded extends Schema.TaggedError<CapacityExceeded>()("CapacityExceeded", {
-  id: Schema.String,
-  capacity: Schema.Finite,
-  waitedMillis: Schema.Finite
-}) {
+export class CapacityExceeded extends Data.TaggedError("CapacityExceeded")<{
+  readonly id: string
+  readonly capacity: number
+  readonly waitedMillis: number
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -164,11 +164,11 @@ export interface GenerationChanged extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class GenerationChanged extends Schema.TaggedError<GenerationChanged>()("GenerationChanged", {
-  id: Schema.String,
-  expected: Schema.Finite,
-  current: Schema.NullOr(Schema.Finite)
-}) {
+export class GenerationChanged extends Data.TaggedError("GenerationChanged")<{
+  readonly id: string
+  readonly expected: number
+  readonly current: number | null
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -187,9 +187,9 @@ export interface SessionNotFound extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("SessionNotFound", {
-  id: Schema.String
-}) {
+export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{
+  readonly id: string
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -207,7 +207,7 @@ export interface RegistryClosed extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class RegistryClosed extends Schema.TaggedError<RegistryClosed>()("RegistryClosed", {}) {
+export class RegistryClosed extends Data.TaggedError("RegistryClosed") {
   static {
     fixDisposition(this, true, true, false)
   }

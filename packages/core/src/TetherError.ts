@@ -9,10 +9,13 @@
  * | `safeToRequeue` | the request was definitely not accepted; sending it again cannot duplicate work |
  * | `deliveryUncertain` | the CLI may or may not have received it; resending may duplicate side effects; the session that produced it is retired |
  *
+ * The errors are `Data.TaggedError`s. To send one to another process or store it, use its schema in
+ * `TetherErrorSchema`.
+ *
  * @since 0.1.0
  */
+import * as Data from "effect/Data"
 import * as Predicate from "effect/Predicate"
-import * as Schema from "effect/Schema"
 import { fixDisposition, uncertainUnlessAcknowledged } from "./internal/disposition.ts"
 
 /**
@@ -40,10 +43,10 @@ export interface ExecutableNotFound extends Disposition {}
  * @category startup
  * @since 0.1.0
  */
-export class ExecutableNotFound extends Schema.TaggedError<ExecutableNotFound>()("ExecutableNotFound", {
-  program: Schema.String,
-  searched: Schema.Array(Schema.String)
-}) {
+export class ExecutableNotFound extends Data.TaggedError("ExecutableNotFound")<{
+  readonly program: string
+  readonly searched: ReadonlyArray<string>
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -61,10 +64,10 @@ export interface SpawnFailed extends Disposition {}
  * @category startup
  * @since 0.1.0
  */
-export class SpawnFailed extends Schema.TaggedError<SpawnFailed>()("SpawnFailed", {
-  program: Schema.String,
-  reason: Schema.String
-}) {
+export class SpawnFailed extends Data.TaggedError("SpawnFailed")<{
+  readonly program: string
+  readonly reason: string
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -90,10 +93,10 @@ export interface StartupTimeout extends Disposition {}
  * @category startup
  * @since 0.1.0
  */
-export class StartupTimeout extends Schema.TaggedError<StartupTimeout>()("StartupTimeout", {
-  timeoutMillis: Schema.Finite,
-  stderrTail: Schema.String
-}) {
+export class StartupTimeout extends Data.TaggedError("StartupTimeout")<{
+  readonly timeoutMillis: number
+  readonly stderrTail: string
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -111,10 +114,10 @@ export interface HandshakeFailed extends Disposition {}
  * @category startup
  * @since 0.1.0
  */
-export class HandshakeFailed extends Schema.TaggedError<HandshakeFailed>()("HandshakeFailed", {
-  reason: Schema.String,
-  stderrTail: Schema.String
-}) {
+export class HandshakeFailed extends Data.TaggedError("HandshakeFailed")<{
+  readonly reason: string
+  readonly stderrTail: string
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -137,9 +140,9 @@ export interface TurnInFlight extends Disposition {}
  * @category admission
  * @since 0.1.0
  */
-export class TurnInFlight extends Schema.TaggedError<TurnInFlight>()("TurnInFlight", {
-  activeTurnId: Schema.String
-}) {
+export class TurnInFlight extends Data.TaggedError("TurnInFlight")<{
+  readonly activeTurnId: string
+}> {
   static {
     fixDisposition(this, false, true, false)
   }
@@ -157,9 +160,9 @@ export interface QueueFull extends Disposition {}
  * @category admission
  * @since 0.1.0
  */
-export class QueueFull extends Schema.TaggedError<QueueFull>()("QueueFull", {
-  capacity: Schema.Finite
-}) {
+export class QueueFull extends Data.TaggedError("QueueFull")<{
+  readonly capacity: number
+}> {
   static {
     fixDisposition(this, false, true, false)
   }
@@ -178,10 +181,10 @@ export interface SessionUnavailable extends Disposition {}
  * @category admission
  * @since 0.1.0
  */
-export class SessionUnavailable extends Schema.TaggedError<SessionUnavailable>()("SessionUnavailable", {
-  status: Schema.String,
-  reason: Schema.String
-}) {
+export class SessionUnavailable extends Data.TaggedError("SessionUnavailable")<{
+  readonly status: string
+  readonly reason: string
+}> {
   static {
     fixDisposition(this, true, true, false)
   }
@@ -200,9 +203,9 @@ export interface InvalidPrompt extends Disposition {}
  * @category admission
  * @since 0.1.0
  */
-export class InvalidPrompt extends Schema.TaggedError<InvalidPrompt>()("InvalidPrompt", {
-  reason: Schema.String
-}) {
+export class InvalidPrompt extends Data.TaggedError("InvalidPrompt")<{
+  readonly reason: string
+}> {
   static {
     fixDisposition(this, true, false, false)
   }
@@ -225,9 +228,9 @@ export interface TransportWriteError extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class TransportWriteError extends Schema.TaggedError<TransportWriteError>()("TransportWriteError", {
-  reason: Schema.String
-}) {
+export class TransportWriteError extends Data.TaggedError("TransportWriteError")<{
+  readonly reason: string
+}> {
   static {
     fixDisposition(this, false, false, true)
   }
@@ -246,9 +249,9 @@ export interface DeliveryTimeout extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class DeliveryTimeout extends Schema.TaggedError<DeliveryTimeout>()("DeliveryTimeout", {
-  timeoutMillis: Schema.Finite
-}) {
+export class DeliveryTimeout extends Data.TaggedError("DeliveryTimeout")<{
+  readonly timeoutMillis: number
+}> {
   static {
     fixDisposition(this, false, false, true)
   }
@@ -267,13 +270,13 @@ export interface CliExited extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class CliExited extends Schema.TaggedError<CliExited>()("CliExited", {
-  exit: Schema.String,
-  code: Schema.NullOr(Schema.Finite),
-  signal: Schema.NullOr(Schema.String),
-  stderrTail: Schema.String,
-  acknowledged: Schema.Boolean
-}) {
+export class CliExited extends Data.TaggedError("CliExited")<{
+  readonly exit: string
+  readonly code: number | null
+  readonly signal: string | null
+  readonly stderrTail: string
+  readonly acknowledged: boolean
+}> {
   static {
     uncertainUnlessAcknowledged(this)
   }
@@ -284,18 +287,12 @@ export class CliExited extends Schema.TaggedError<CliExited>()("CliExited", {
 }
 
 /**
- * Why a turn was interrupted.
+ * Why a turn was interrupted. Its schema is `TetherErrorSchema.InterruptReason`.
  *
  * @category delivery
  * @since 0.1.0
  */
-export const InterruptReason = Schema.Literals(["host", "stall", "turn-timeout", "permission", "evicted", "closed"])
-
-/**
- * @category delivery
- * @since 0.1.0
- */
-export type InterruptReason = typeof InterruptReason.Type
+export type InterruptReason = "host" | "stall" | "turn-timeout" | "permission" | "evicted" | "closed"
 
 /**
  * The turn ended because it was interrupted (by the host, by the stall watchdog, by the turn deadline, by a
@@ -309,12 +306,12 @@ export type InterruptReason = typeof InterruptReason.Type
  * @category delivery
  * @since 0.1.0
  */
-export class TurnInterrupted extends Schema.TaggedError<TurnInterrupted>()("TurnInterrupted", {
-  turnId: Schema.String,
-  reason: InterruptReason,
-  acknowledged: Schema.Boolean,
-  written: Schema.Boolean
-}) {
+export class TurnInterrupted extends Data.TaggedError("TurnInterrupted")<{
+  readonly turnId: string
+  readonly reason: InterruptReason
+  readonly acknowledged: boolean
+  readonly written: boolean
+}> {
   get safeToFallback() {
     return !this.written
   }
@@ -340,10 +337,10 @@ export interface SessionRetired extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class SessionRetired extends Schema.TaggedError<SessionRetired>()("SessionRetired", {
-  reason: Schema.String,
-  acknowledged: Schema.Boolean
-}) {
+export class SessionRetired extends Data.TaggedError("SessionRetired")<{
+  readonly reason: string
+  readonly acknowledged: boolean
+}> {
   static {
     uncertainUnlessAcknowledged(this)
   }
@@ -362,12 +359,12 @@ export interface InterruptTimeout extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class InterruptTimeout extends Schema.TaggedError<InterruptTimeout>()("InterruptTimeout", {
-  turnId: Schema.String,
-  reason: InterruptReason,
-  timeoutMillis: Schema.Finite,
-  acknowledged: Schema.Boolean
-}) {
+export class InterruptTimeout extends Data.TaggedError("InterruptTimeout")<{
+  readonly turnId: string
+  readonly reason: InterruptReason
+  readonly timeoutMillis: number
+  readonly acknowledged: boolean
+}> {
   static {
     uncertainUnlessAcknowledged(this)
   }
@@ -390,10 +387,10 @@ export interface ControlTimeout extends Disposition {}
  * @category controls
  * @since 0.1.0
  */
-export class ControlTimeout extends Schema.TaggedError<ControlTimeout>()("ControlTimeout", {
-  subtype: Schema.String,
-  timeoutMillis: Schema.Finite
-}) {
+export class ControlTimeout extends Data.TaggedError("ControlTimeout")<{
+  readonly subtype: string
+  readonly timeoutMillis: number
+}> {
   static {
     fixDisposition(this, false, false, true)
   }
@@ -411,11 +408,11 @@ export interface ControlFailed extends Disposition {}
  * @category controls
  * @since 0.1.0
  */
-export class ControlFailed extends Schema.TaggedError<ControlFailed>()("ControlFailed", {
-  subtype: Schema.String,
-  reason: Schema.String,
-  code: Schema.NullOr(Schema.String)
-}) {
+export class ControlFailed extends Data.TaggedError("ControlFailed")<{
+  readonly subtype: string
+  readonly reason: string
+  readonly code: string | null
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -439,12 +436,12 @@ export interface ProtocolError extends Disposition {}
  * @category protocol
  * @since 0.1.0
  */
-export class ProtocolError extends Schema.TaggedError<ProtocolError>()("ProtocolError", {
-  reason: Schema.Literals(["not-json", "too-long", "malformed"]),
-  detail: Schema.String,
+export class ProtocolError extends Data.TaggedError("ProtocolError")<{
+  readonly reason: "not-json" | "too-long" | "malformed"
+  readonly detail: string
   /** The first characters of the offending line. */
-  linePrefix: Schema.String
-}) {
+  readonly linePrefix: string
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -466,9 +463,9 @@ export interface InvalidConfig extends Disposition {}
  * @category configuration
  * @since 0.1.0
  */
-export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidConfig", {
-  problems: Schema.Array(Schema.String)
-}) {
+export class InvalidConfig extends Data.TaggedError("InvalidConfig")<{
+  readonly problems: ReadonlyArray<string>
+}> {
   static {
     fixDisposition(this, false, false, false)
   }

@@ -3,9 +3,9 @@
  *
  * @since 0.1.0
  */
+import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
-import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
 import { fixDisposition } from "./internal/disposition.ts"
@@ -71,11 +71,11 @@ export interface ApiError extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
-  turnId: Schema.String,
-  status: Schema.NullOr(Schema.Finite),
-  detail: Schema.String
-}) {
+export class ApiError extends Data.TaggedError("ApiError")<{
+  readonly turnId: string
+  readonly status: number | null
+  readonly detail: string
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -96,12 +96,12 @@ export interface TurnFailed extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
-  turnId: Schema.String,
-  subtype: Schema.String,
-  terminalReason: Schema.NullOr(Schema.String),
-  errors: Schema.Array(Schema.String)
-}) {
+export class TurnFailed extends Data.TaggedError("TurnFailed")<{
+  readonly turnId: string
+  readonly subtype: string
+  readonly terminalReason: string | null
+  readonly errors: ReadonlyArray<string>
+}> {
   static {
     fixDisposition(this, false, false, false)
   }

@@ -1,20 +1,13 @@
 /**
  * What crosses the wire between a client and the runner of a session, and what is stored in the database: errors
- * (every Tether error class, by its own schema, and any other tagged error as a plain record), session events (plain
- * data, with their errors encoded), permission verdicts, and the generation-qualified ids of permission requests.
+ * (every Tether error class, by its schema in `TetherErrorSchema`, and any other tagged error as a plain record),
+ * session events (plain data, with their errors encoded), permission verdicts, and the generation-qualified ids of
+ * permission requests.
  *
  * @internal
  */
-import {
-  ClaudeSession,
-  CodexSession,
-  EventLog,
-  Permission,
-  type SessionEvent,
-  SessionRegistry,
-  TetherError,
-  Turn
-} from "@tether/core"
+import { Permission, type SessionEvent } from "@tether/core"
+import * as TetherErrorSchema from "@tether/core/TetherErrorSchema"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 
@@ -37,42 +30,42 @@ export class ForeignError extends Schema.TaggedError<ForeignError>()("ForeignErr
 
 /** Every error class a session or a registry can fail with. */
 const Known = Schema.Union([
-  TetherError.ExecutableNotFound,
-  TetherError.SpawnFailed,
-  TetherError.StartupTimeout,
-  TetherError.HandshakeFailed,
-  TetherError.TurnInFlight,
-  TetherError.QueueFull,
-  TetherError.SessionUnavailable,
-  TetherError.InvalidPrompt,
-  TetherError.TransportWriteError,
-  TetherError.DeliveryTimeout,
-  TetherError.CliExited,
-  TetherError.TurnInterrupted,
-  TetherError.SessionRetired,
-  TetherError.InterruptTimeout,
-  TetherError.ControlTimeout,
-  TetherError.ControlFailed,
-  TetherError.ProtocolError,
-  TetherError.InvalidConfig,
-  Turn.ApiError,
-  Turn.TurnFailed,
-  Permission.PermissionAlreadyResolved,
-  Permission.PermissionNotFound,
-  EventLog.ReplayUnavailable,
-  SessionRegistry.SessionConflict,
-  SessionRegistry.CapacityExceeded,
-  SessionRegistry.GenerationChanged,
-  SessionRegistry.SessionNotFound,
-  SessionRegistry.RegistryClosed,
-  ClaudeSession.MaxTurnsExceeded,
-  ClaudeSession.BudgetExceeded,
-  CodexSession.TurnRejected
+  TetherErrorSchema.ExecutableNotFound,
+  TetherErrorSchema.SpawnFailed,
+  TetherErrorSchema.StartupTimeout,
+  TetherErrorSchema.HandshakeFailed,
+  TetherErrorSchema.TurnInFlight,
+  TetherErrorSchema.QueueFull,
+  TetherErrorSchema.SessionUnavailable,
+  TetherErrorSchema.InvalidPrompt,
+  TetherErrorSchema.TransportWriteError,
+  TetherErrorSchema.DeliveryTimeout,
+  TetherErrorSchema.CliExited,
+  TetherErrorSchema.TurnInterrupted,
+  TetherErrorSchema.SessionRetired,
+  TetherErrorSchema.InterruptTimeout,
+  TetherErrorSchema.ControlTimeout,
+  TetherErrorSchema.ControlFailed,
+  TetherErrorSchema.ProtocolError,
+  TetherErrorSchema.InvalidConfig,
+  TetherErrorSchema.ApiError,
+  TetherErrorSchema.TurnFailed,
+  TetherErrorSchema.PermissionAlreadyResolved,
+  TetherErrorSchema.PermissionNotFound,
+  TetherErrorSchema.ReplayUnavailable,
+  TetherErrorSchema.SessionConflict,
+  TetherErrorSchema.CapacityExceeded,
+  TetherErrorSchema.GenerationChanged,
+  TetherErrorSchema.SessionNotFound,
+  TetherErrorSchema.RegistryClosed,
+  TetherErrorSchema.MaxTurnsExceeded,
+  TetherErrorSchema.BudgetExceeded,
+  TetherErrorSchema.TurnRejected
 ])
 
 const isKnown = Schema.is(Known)
 
-/** Every error class, by its own schema, and any other tagged error as a {@link ForeignError}. */
+/** Every error class, by its schema, and any other tagged error as a {@link ForeignError}. */
 export const Errors = Schema.Union([...Known.members, ForeignError])
 
 /** An error of a known class. */

@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import * as Schema from "effect/Schema"
+import * as Data from "effect/Data"
 import { fixDisposition } from "../../internal/disposition.ts"
 import type * as TetherError from "../../TetherError.ts"
 
@@ -17,10 +17,10 @@ export interface MaxTurnsExceeded extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class MaxTurnsExceeded extends Schema.TaggedError<MaxTurnsExceeded>()("MaxTurnsExceeded", {
-  turnId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String)
-}) {
+export class MaxTurnsExceeded extends Data.TaggedError("MaxTurnsExceeded")<{
+  readonly turnId: string
+  readonly sessionId: string | null
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -39,11 +39,11 @@ export interface BudgetExceeded extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
-  turnId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String),
-  totalCostUsd: Schema.NullOr(Schema.Finite)
-}) {
+export class BudgetExceeded extends Data.TaggedError("BudgetExceeded")<{
+  readonly turnId: string
+  readonly sessionId: string | null
+  readonly totalCostUsd: number | null
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -62,10 +62,10 @@ export interface StructuredOutputMissing extends TetherError.Disposition {}
  * @category errors
  * @since 0.3.0
  */
-export class StructuredOutputMissing extends Schema.TaggedError<StructuredOutputMissing>()(
-  "StructuredOutputMissing",
-  { turnId: Schema.String, raw: Schema.Unknown }
-) {
+export class StructuredOutputMissing extends Data.TaggedError("StructuredOutputMissing")<{
+  readonly turnId: string
+  readonly raw: unknown
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -85,10 +85,12 @@ export interface StructuredOutputInvalid extends TetherError.Disposition {}
  * @category errors
  * @since 0.3.0
  */
-export class StructuredOutputInvalid extends Schema.TaggedError<StructuredOutputInvalid>()(
-  "StructuredOutputInvalid",
-  { turnId: Schema.String, reason: Schema.String, value: Schema.Unknown, raw: Schema.Unknown }
-) {
+export class StructuredOutputInvalid extends Data.TaggedError("StructuredOutputInvalid")<{
+  readonly turnId: string
+  readonly reason: string
+  readonly value: unknown
+  readonly raw: unknown
+}> {
   static {
     fixDisposition(this, false, false, false)
   }
@@ -107,10 +109,11 @@ export interface StructuredOutputRetriesExhausted extends TetherError.Dispositio
  * @category errors
  * @since 0.3.0
  */
-export class StructuredOutputRetriesExhausted extends Schema.TaggedError<StructuredOutputRetriesExhausted>()(
-  "StructuredOutputRetriesExhausted",
-  { turnId: Schema.String, errors: Schema.Array(Schema.String), raw: Schema.Unknown }
-) {
+export class StructuredOutputRetriesExhausted extends Data.TaggedError("StructuredOutputRetriesExhausted")<{
+  readonly turnId: string
+  readonly errors: ReadonlyArray<string>
+  readonly raw: unknown
+}> {
   static {
     fixDisposition(this, false, false, false)
   }

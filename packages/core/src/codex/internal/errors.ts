@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import * as Schema from "effect/Schema"
+import * as Data from "effect/Data"
 import { fixDisposition } from "../../internal/disposition.ts"
 import type * as TetherError from "../../TetherError.ts"
 
@@ -17,11 +17,11 @@ export interface TurnRejected extends TetherError.Disposition {}
  * @category errors
  * @since 0.2.0
  */
-export class TurnRejected extends Schema.TaggedError<TurnRejected>()("TurnRejected", {
-  turnId: Schema.String,
-  code: Schema.Finite,
-  reason: Schema.String
-}) {
+export class TurnRejected extends Data.TaggedError("TurnRejected")<{
+  readonly turnId: string
+  readonly code: number
+  readonly reason: string
+}> {
   static {
     fixDisposition(this, false, true, false)
   }
