@@ -11,7 +11,17 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaGuard from "../../../internal/schemaGuard.ts"
 import { ProtocolError } from "../../../TetherError.ts"
-import { inputOtherThan, JsonRecord, JsonValue, open, openJson, prefixOf, StringArray, truncate } from "./shared.ts"
+import {
+  inputOtherThan,
+  JsonRecord,
+  JsonValue,
+  open,
+  openJson,
+  prefixOf,
+  StringArray,
+  truncate,
+  withoutKeys
+} from "./shared.ts"
 
 /**
  * The CLI's permission modes.
@@ -718,13 +728,7 @@ export const HookCallbackOutput = openJson({
   systemMessage: Schema.optionalKey(Schema.String),
   reason: Schema.optionalKey(Schema.String),
   hookSpecificOutput: Schema.optionalKey(JsonRecord)
-}).check(
-  Schema.makeFilter((output: { readonly [k: string]: unknown }) =>
-    "behavior" in output || "mcp_response" in output
-      ? "a hook output cannot carry `behavior` or `mcp_response`"
-      : undefined
-  )
-)
+}).check(withoutKeys(["behavior", "mcp_response"], "a hook output cannot carry `behavior` or `mcp_response`"))
 
 /**
  * @category permission answers

@@ -22,6 +22,16 @@ export const UnknownRest = [Schema.Record(Schema.String, Schema.Unknown)] as con
 export const open = <const Fields extends Schema.Struct.Fields>(fields: Fields) =>
   Schema.StructWithRest(Schema.Struct(fields), UnknownRest)
 
+/**
+ * The identities of the filters defined here (`representation.id`, the payload holding their parameters), by which
+ * the guard generator (`scripts/codegen/guards.ts`) emits their code: a filter is a closure, which it cannot read.
+ */
+export const filterIds = {
+  jsonValue: "@tether/core/claude/JsonValue",
+  otherThan: "@tether/core/claude/otherThan",
+  withoutKeys: "@tether/core/claude/withoutKeys"
+} as const
+
 const isJsonValue = Schema.is(Schema.Json)
 
 /**
@@ -29,7 +39,9 @@ const isJsonValue = Schema.is(Schema.Json)
  * `NaN`, no class instances, no cycles), so what is written is what the host meant.
  */
 export const JsonValue = Schema.Unknown.check(
-  Schema.makeFilter((u: unknown) => isJsonValue(u) || "expected a JSON value (finite numbers, plain objects)")
+  Schema.makeFilter((u: unknown) => isJsonValue(u) || "expected a JSON value (finite numbers, plain objects)", {
+    representation: { id: filterIds.jsonValue, payload: null }
+  })
 )
 
 export const JsonRecord = Schema.Record(Schema.String, JsonValue)
@@ -63,8 +75,10 @@ export interface Unrecognized extends String {
  */
 export const otherThan = (known: ReadonlyArray<string>): Schema.Codec<Unrecognized, string> =>
   Schema.String.check(
-    Schema.makeFilter((s: string) =>
-      known.includes(s) ? `expected a value other than ${known.map((k) => JSON.stringify(k)).join(", ")}` : undefined
+    Schema.makeFilter(
+      (s: string) =>
+        known.includes(s) ? `expected a value other than ${known.map((k) => JSON.stringify(k)).join(", ")}` : undefined,
+      { representation: { id: filterIds.otherThan, payload: known } }
     )
   ) as unknown as Schema.Codec<Unrecognized, string>
 
@@ -84,6 +98,12 @@ export const inputOtherThan = (known: ReadonlyArray<string>): Schema.Codec<strin
   otherThan(known) as unknown as Schema.Codec<string, string>
 
 export const StringArray = Schema.Array(Schema.String)
+
+/** A check of an object that it has none of `keys` (own or inherited), failing with `message`. */
+export const withoutKeys = (keys: ReadonlyArray<string>, message: string) =>
+  Schema.makeFilter((o: object) => keys.some((key) => key in o) ? message : undefined, {
+    representation: { id: filterIds.withoutKeys, payload: keys }
+  })
 
 // ---------------------------------------------------------------------------------------------------------------
 // Checks and line errors
