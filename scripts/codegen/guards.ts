@@ -15,8 +15,8 @@
  * declared keys' too; a hole of a sparse array is read as `undefined`.
  *
  * It fails, naming the node, on anything it cannot emit exactly: a transformation (the guards stand for frames that
- * are returned as parsed), a declaration, a tuple, a suspended schema, a `oneOf` union, a union of objects with
- * checks, a non-string index key, a symbol key, and any filter whose identity (`representation.id`) it does not know.
+ * are returned as parsed), a declaration, a tuple, a suspended schema, a `oneOf` union, a union with checks, a
+ * non-string index key, a symbol key, and any filter whose identity (`representation.id`) it does not know.
  * The filters it knows are in {@link filters}: Effect's `isFinite` and `isInt`, and the codec's own (shared.ts).
  *
  * The control response payloads are returned as the decoded value when their guard accepts them, so their schemas
@@ -69,10 +69,10 @@ const filters: { readonly [id: string]: Filter } = {
   "effect/schema/isInt": { impliesNumber: true, fails: (v) => `!Number.isSafeInteger(${v})` },
   [Shared.filterIds.jsonValue]: { fails: (v) => `!isJson(${v})` },
   [Shared.filterIds.otherThan]: {
-    fails: (v, payload, at) => stringsOf(payload, at).map((known) => `${v} === ${JSON.stringify(known)}`).join(" || ")
+    fails: (v, payload, at) => or(stringsOf(payload, at).map((known) => `${v} === ${JSON.stringify(known)}`))
   },
   [Shared.filterIds.withoutKeys]: {
-    fails: (v, payload, at) => stringsOf(payload, at).map((key) => `${JSON.stringify(key)} in ${v}`).join(" || ")
+    fails: (v, payload, at) => or(stringsOf(payload, at).map((key) => `${JSON.stringify(key)} in ${v}`))
   }
 }
 
@@ -213,8 +213,12 @@ const pascal = (text: string): string =>
   text.split(/[^A-Za-z0-9]+/).filter((part) => part.length > 0).map((part) => part[0].toUpperCase() + part.slice(1))
     .join("")
 
+/** The names the generated code reads in a guard's body, which a local must not shadow. */
+const used = new Set(["u", "keys", "i", "value", "item", "Number", "Array", "Object", "isRecord", "isJson"])
+
 const localName = (key: string, taken: Set<string>): string => {
-  let local = identifier.test(key) && !reserved.has(key) && key !== "u" && key !== "keys" ? key : "value"
+  const free = identifier.test(key) && !reserved.has(key) && !used.has(key) && !/^is[A-Z0-9_$]/.test(key)
+  let local = free ? key : "value"
   for (let n = 2; taken.has(local); n++) local = `${local.replace(/\d+$/, "")}${n}`
   taken.add(local)
   return local
@@ -937,29 +941,28 @@ const tryModule = async (file: string): Promise<void> => {
   }
 }
 
-if (import.meta.main) {
-  const tried = process.argv.indexOf("--try")
-  if (tried >= 0) {
-    await tryModule(process.argv[tried + 1])
-  } else {
-    const check = process.argv.includes("--check")
-    let stale = 0
-    for (const { file, make } of targets) {
-      const path = Path.join(root, file)
-      const source = format(await make(), file)
-      if (check) {
-        const current = Fs.existsSync(path) ? Fs.readFileSync(path, "utf8") : ""
-        if (current !== source) {
-          console.error(
-            `${file} is not what scripts/codegen/guards.ts generates from the schemas: run \`pnpm codegen\``
-          )
-          stale++
-        }
-      } else if (!Fs.existsSync(path) || Fs.readFileSync(path, "utf8") !== source) {
-        Fs.writeFileSync(path, source)
-        console.log(`wrote ${file}`)
+// Nothing imports this module: it runs as a script, on any Node the workspace supports (`import.meta.main` needs 24.2).
+const tried = process.argv.indexOf("--try")
+if (tried >= 0) {
+  await tryModule(process.argv[tried + 1])
+} else {
+  const check = process.argv.includes("--check")
+  let stale = 0
+  for (const { file, make } of targets) {
+    const path = Path.join(root, file)
+    const source = format(await make(), file)
+    if (check) {
+      const current = Fs.existsSync(path) ? Fs.readFileSync(path, "utf8") : ""
+      if (current !== source) {
+        console.error(
+          `${file} is not what scripts/codegen/guards.ts generates from the schemas: run \`pnpm codegen\``
+        )
+        stale++
       }
+    } else if (!Fs.existsSync(path) || Fs.readFileSync(path, "utf8") !== source) {
+      Fs.writeFileSync(path, source)
+      console.log(`wrote ${file}`)
     }
-    if (stale > 0) process.exit(1)
   }
+  if (stale > 0) process.exit(1)
 }

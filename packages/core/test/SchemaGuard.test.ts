@@ -470,6 +470,9 @@ describe("generated guards (guards.generated.ts)", () => {
         { "a-b": "x", default: Number.NaN, u: "u", keys: false },
         { "a-b": "x", default: 1, u: "u", keys: false, "": 2 },
         { "a-b": "x", default: 1, keys: false },
+        { "a-b": "x", default: 1, u: "u", keys: false, Number: 1, isRecord: null },
+        { "a-b": "x", default: 1, u: "u", keys: false, Number: "1", isRecord: 1 },
+        { "a-b": "x", default: 1, u: "u", keys: false, Number: null, isRecord: Number.NaN },
         { int: 1, finiteInt: 2, number: Number.NaN, nullOrInt: null },
         { int: -0, finiteInt: 2 ** 53, number: 1, nullOrInt: 1.5 },
         { int: 2 ** 53 - 1, finiteInt: -(2 ** 53 - 1), number: Number.POSITIVE_INFINITY, nullOrInt: 3 },
@@ -523,7 +526,9 @@ describe("generated guards (guards.generated.ts)", () => {
         "kind",
         "a",
         "b",
-        "other"
+        "other",
+        "Number",
+        "isRecord"
       ]
       const leaf = fc.constantFrom<unknown>(
         null,
