@@ -1,8 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Result, Schema } from "effect"
+import { Arbitrary, Effect, Result, Schema } from "effect"
 import * as fc from "fast-check"
+import { execFileSync } from "node:child_process"
+import * as Path from "node:path"
+import * as Url from "node:url"
+import * as Vm from "node:vm"
 import * as ClaudeProtocol from "../src/claude/ClaudeProtocol.ts"
+import * as Generated from "../src/claude/internal/protocol/guards.generated.ts"
 import * as SchemaGuard from "../src/internal/schemaGuard.ts"
+import * as FixtureGuards from "./fixtures/codegen/guards.generated.ts"
+import * as FixtureSchemas from "./fixtures/codegen/schemas.ts"
 import { fixtureFiles, scenarioOf, TextBlockLike, transcriptEntries } from "./support/Fixtures.ts"
 
 const isFrame = (entry: { readonly dir: string; readonly msg?: unknown }) =>
@@ -15,9 +22,35 @@ const frames: ReadonlyArray<unknown> = transcriptEntries.flatMap(({ entry }) => 
 const framesOf = (file: string): ReadonlyArray<unknown> =>
   transcriptEntries.flatMap((entry) => entry.file === file && isFrame(entry.entry) ? [entry.entry.msg] : [])
 
+type Guard = (u: unknown) => boolean
+
+const root = Url.fileURLToPath(new URL("../../../", import.meta.url))
+
+/** Runs the guard generator (scripts/codegen/guards.ts, `pnpm codegen`) with `args`, returning what it prints. */
+const generator = (...args: ReadonlyArray<string>) =>
+  execFileSync(process.execPath, [Path.join(root, "scripts/codegen/guards.ts"), ...args], {
+    cwd: root,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+
+/** The generated guard of a schema (guards.generated.ts), `is<Name>`, where the codec has one. */
+const generatedOf = (guards: object, name: string): Guard | undefined => {
+  const guard: unknown = (guards as { readonly [name: string]: unknown })[`is${name}`]
+  return typeof guard === "function" ? guard as Guard : undefined
+}
+
 const schemas = Object.entries(ClaudeProtocol).flatMap(([name, value]) =>
-  Schema.isSchema(value) ? [{ name, is: Schema.is(value), guard: SchemaGuard.make(value.ast) }] : []
+  Schema.isSchema(value)
+    ? [{ name, is: Schema.is(value), guard: SchemaGuard.make(value.ast), generated: generatedOf(Generated, name) }]
+    : []
 )
+
+/** Whether both guards of a schema (the closures of schemaGuard.ts, the generated one) give Schema.is's answer. */
+const agree = (entry: (typeof schemas)[number], value: unknown): boolean => {
+  const expected = entry.is(value)
+  return entry.guard?.(value) === expected && (entry.generated === undefined || entry.generated(value) === expected)
+}
 
 // Fresh values for each use: mutations must not reach into a shared one.
 const odd: ReadonlyArray<() => unknown> = [
@@ -101,9 +134,9 @@ describe("SchemaGuard", () => {
   for (const file of fixtureFiles(".ndjson")) {
     it(`answers like Schema.is for every frame of ${scenarioOf(file)} against every schema`, () => {
       for (const frame of framesOf(file)) {
-        for (const { guard, is, name } of schemas) {
+        for (const entry of schemas) {
           // The message only on a mismatch: stringifying every frame for every schema would cost more than the check.
-          if (guard?.(frame) !== is(frame)) assert.fail(`${name}: ${JSON.stringify(frame).slice(0, 200)}`)
+          if (!agree(entry, frame)) assert.fail(`${entry.name}: ${JSON.stringify(frame).slice(0, 200)}`)
         }
       }
     })
@@ -119,9 +152,9 @@ describe("SchemaGuard", () => {
         ),
         (frame, mutations) => {
           const value = mutate(frame, mutations)
-          for (const { guard, is, name } of schemas) {
-            if (guard?.(value) !== is(value)) {
-              assert.fail(`${name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
+          for (const entry of schemas) {
+            if (!agree(entry, value)) {
+              assert.fail(`${entry.name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
             }
           }
         }
@@ -133,8 +166,8 @@ describe("SchemaGuard", () => {
   it("answers like Schema.is for arbitrary JSON-like values", () => {
     fc.assert(
       fc.property(fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.anything({ maxDepth: 2 })), (value) => {
-        for (const { guard, is, name } of schemas) {
-          if (guard?.(value) !== is(value)) assert.fail(`${name} disagrees`)
+        for (const entry of schemas) {
+          if (!agree(entry, value)) assert.fail(`${entry.name} disagrees`)
         }
       }),
       { numRuns: 500 }
@@ -226,5 +259,308 @@ describe("SchemaGuard", () => {
     const decode = ClaudeProtocol.decodeControlPayload(open({ result: Schema.Unknown }))
     assert.isTrue(Result.isFailure(decode({})))
     assert.isTrue(Result.isSuccess(decode({ result: null })))
+  })
+})
+
+describe("generated guards (guards.generated.ts)", () => {
+  const generatedNames = schemas.flatMap((entry) => entry.generated === undefined ? [] : [entry.name])
+
+  it("has a guard for every frame decodeLine checks, every host frame, every payload and PermissionUpdate", () => {
+    const frames = ClaudeProtocol.Frame.members.map((member) =>
+      Object.entries(ClaudeProtocol).find(([, value]) => value === member)![0]
+    )
+    const others = ["HostFrame", "HostUserMessage", "HostControlRequest", "HostControlResponse"]
+    const payloads = Object.keys(ClaudeProtocol).flatMap((name) =>
+      /^decode\w+Response$/.test(name) ? [name.slice("decode".length)] : []
+    )
+    assert.isAbove(payloads.length, 15)
+    for (const name of [...frames, ...others, "HostControlCancelRequest", ...payloads, "PermissionUpdate"]) {
+      assert.include(generatedNames, name)
+    }
+    // Each is named after a schema of the codec, and the tables of decodeLine hold each frame's own guard.
+    const exported = Object.keys(Generated).filter((name) => name.startsWith("is"))
+    assert.strictEqual(exported.length, generatedNames.length)
+    const tables = [Generated.frames, Generated.systemFrames, Generated.controlRequests]
+    const checks = [...tables.flatMap((table) => [...table.values()]), Generated.otherControlRequest]
+    assert.strictEqual(checks.length, frames.length)
+    for (const check of checks) assert.strictEqual(check.is, generatedOf(Generated, check.schema), check.schema)
+  })
+
+  it("are what scripts/codegen/guards.ts generates from the schemas now (run `pnpm codegen`)", () => {
+    generator("--check")
+  }, 120_000)
+
+  it(
+    "are not generated where the generator cannot give Schema.is's answer: it refuses, naming the node and why",
+    () => {
+      const tried = (file: string) =>
+        new Map(
+          generator("--try", Path.join(root, file)).trim().split("\n").map((line) => {
+            const { frame, name, payload } = JSON.parse(line) as {
+              readonly name: string
+              readonly frame: string | null
+              readonly payload: string | null
+            }
+            return [name, { frame, payload }] as const
+          })
+        )
+      const refused = tried("packages/core/test/fixtures/codegen/unsupported.ts")
+      const reasons: ReadonlyArray<readonly [string, RegExp]> = [
+        ["Tuple", /Tuple\.pair: a tuple/],
+        [
+          "UnknownFilter",
+          /UnknownFilter\.name: a filter the generator does not know \(effect\/schema\/isMinLength\)/
+        ],
+        [
+          "AnonymousFilter",
+          /AnonymousFilter\.name: a filter the generator does not know \(it has no representation id\)/
+        ],
+        ["Transformation", /Transformation\.n: a transformation/],
+        ["Declaration", /Declaration\.at: Declaration is not supported/],
+        ["OneOf", /OneOf: a oneOf union/],
+        ["Suspended", /Suspended\.next: Suspend is not supported/],
+        ["SymbolKey", /SymbolKey: a symbol key/],
+        ["SymbolIndex", /SymbolIndex: an index signature whose key is not a plain string/],
+        ["UnionWithChecks", /UnionWithChecks: a union with checks/]
+      ]
+      for (const [name, reason] of reasons) assert.match(refused.get(name)?.frame ?? "", reason, name)
+      assert.deepStrictEqual(refused.get("ClosedPayload")?.frame, null)
+      assert.match(refused.get("ClosedPayload")?.payload ?? "", /ClosedPayload has no `Record\(String, …\)` rest/)
+      assert.match(
+        refused.get("ClosedInsideOpenPayload")?.payload ?? "",
+        /ClosedInsideOpenPayload\.inner has no `Record\(String, …\)` rest/
+      )
+      assert.strictEqual(refused.size, reasons.length + 2)
+      // And the fixture schemas, which it does emit, as frames.
+      for (const [name, { frame }] of tried("packages/core/test/fixtures/codegen/schemas.ts")) {
+        assert.strictEqual(frame, null, name)
+      }
+    },
+    120_000
+  )
+
+  it("answers like Schema.is on values derived from each schema (Effect's Arbitrary) and on their mutations", () => {
+    // Shapes no recording has (a thinking block, an elicitation, a hook matcher, …), valid to start with.
+    const derived = schemas.flatMap(({ generated, name }) =>
+      generated === undefined ? [] : Effect.runSync(
+        Arbitrary.sampleEffect(
+          Arbitrary.schema((ClaudeProtocol as unknown as { readonly [name: string]: Schema.Top })[name]),
+          { count: 8, seed: name }
+        )
+      )
+    )
+    assert.isAbove(derived.length, 400)
+    for (const value of derived) {
+      for (const entry of schemas) {
+        if (!agree(entry, value)) {
+          assert.fail(`${entry.name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
+        }
+      }
+    }
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...derived),
+        fc.array(
+          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
+          { minLength: 1, maxLength: 3 }
+        ),
+        (frame, mutations) => {
+          const value = mutate(frame, mutations)
+          for (const entry of schemas) {
+            if (entry.generated !== undefined && !agree(entry, value)) {
+              assert.fail(`${entry.name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
+            }
+          }
+        }
+      ),
+      { numRuns: 1500 }
+    )
+  })
+
+  it("checks JSON values as Schema.Json does, on values that are not JSON", () => {
+    const is = Schema.is(ClaudeProtocol.HostControlCancelRequest)
+    const check = (extra: unknown) => {
+      const frame = { type: "control_cancel_request", request_id: "r", extra }
+      if (Generated.isHostControlCancelRequest(frame) !== is(frame)) assert.fail(`disagrees on ${String(extra)}`)
+    }
+    const cyclic: { a: Array<unknown> } = { a: [] }
+    cyclic.a.push(cyclic)
+    const shared = { x: 1 }
+    const values: ReadonlyArray<unknown> = [
+      cyclic,
+      { a: shared, b: shared },
+      [shared, [shared]],
+      Object.create(null),
+      Object.create(Object.create(null)),
+      Vm.runInNewContext("({ a: [1, { b: null }] })"),
+      new Date(0),
+      new Map(),
+      new Uint8Array(2),
+      new TextBlockLike(),
+      // eslint-disable-next-line no-sparse-arrays
+      [1, , 2],
+      [undefined],
+      { a: undefined },
+      -0,
+      Number.NaN,
+      Number.NEGATIVE_INFINITY,
+      1n,
+      undefined,
+      Symbol.for("s"),
+      () => 1,
+      { toJSON: () => 1 },
+      { nested: { deeper: [1, "a", true, null, { x: 1.5 }] } }
+    ]
+    for (const value of values) check(value)
+    fc.assert(
+      fc.property(
+        fc.anything({
+          maxDepth: 3,
+          withBigInt: true,
+          withBoxedValues: true,
+          withDate: true,
+          withMap: true,
+          withNullPrototype: true,
+          withObjectString: true,
+          withSet: true,
+          withSparseArray: true,
+          withTypedArray: true
+        }),
+        check
+      ),
+      { numRuns: 1000 }
+    )
+  })
+
+  describe("of the fixture schemas (the shapes the codec does not use yet)", () => {
+    const fixtures = Object.entries(FixtureSchemas).flatMap(([name, value]) =>
+      Schema.isSchema(value) ? [{ name, is: Schema.is(value), generated: generatedOf(FixtureGuards, name) }] : []
+    )
+
+    const check = (value: unknown) => {
+      for (const { generated, is, name } of fixtures) {
+        if (generated?.(value) !== is(value)) assert.fail(`${name} disagrees on ${String(JSON.stringify(value))}`)
+      }
+    }
+
+    it("has a guard for every fixture schema", () => {
+      assert.deepStrictEqual(fixtures.filter((entry) => entry.generated === undefined).map((entry) => entry.name), [])
+    })
+
+    it("answers like Schema.is on the edge values", () => {
+      const values: ReadonlyArray<unknown> = [
+        null,
+        undefined,
+        0,
+        "",
+        [],
+        {},
+        { result: undefined },
+        { result: 1 },
+        { result: "r" },
+        { inner: {} },
+        { inner: { result: undefined } },
+        Object.assign(Object.create({ result: 1 }), {}),
+        Object.assign(Object.create(null), { result: 1 }),
+        JSON.parse(`{"__proto__": "x"}`),
+        JSON.parse(`{"__proto__": 1}`),
+        Object.create({ ["__proto__"]: 1 }),
+        { "a-b": "x", default: 1, u: null, keys: true },
+        { "a-b": "x", default: 1, u: "u", keys: false, value: null, "": 1 },
+        { "a-b": "x", default: Number.NaN, u: "u", keys: false },
+        { "a-b": "x", default: 1, u: "u", keys: false, "": 2 },
+        { "a-b": "x", default: 1, keys: false },
+        { "a-b": "x", default: 1, u: "u", keys: false, Number: 1, isRecord: null },
+        { "a-b": "x", default: 1, u: "u", keys: false, Number: "1", isRecord: 1 },
+        { "a-b": "x", default: 1, u: "u", keys: false, Number: null, isRecord: Number.NaN },
+        { int: 1, finiteInt: 2, number: Number.NaN, nullOrInt: null },
+        { int: -0, finiteInt: 2 ** 53, number: 1, nullOrInt: 1.5 },
+        { int: 2 ** 53 - 1, finiteInt: -(2 ** 53 - 1), number: Number.POSITIVE_INFINITY, nullOrInt: 3 },
+        1,
+        true,
+        "1",
+        "a\"b",
+        1n,
+        2n,
+        -0,
+        { empty: [], ints: [1, 2], nested: [["a"], []], anything: [undefined, 1] },
+        // eslint-disable-next-line no-sparse-arrays
+        { empty: [], ints: [1, , 2], nested: [], anything: [, ,] },
+        { empty: [1], ints: [], nested: [], anything: [] },
+        ["a", "b"],
+        [1],
+        { a: "x" },
+        { kind: "a", a: "x" },
+        { kind: "a", b: true },
+        { kind: "a" },
+        { kind: "b", b: 1 },
+        { kind: "c", b: "1" },
+        { kind: "z" },
+        { kind: "z", other: 1 },
+        { kind: 1 },
+        { kind: "b" },
+        { x: 1 },
+        { a: 1, b: 2 }
+      ]
+      for (const value of values) check(value)
+    })
+
+    it("answers like Schema.is on arbitrary values of the fixture schemas' keys", () => {
+      const keys = [
+        "result",
+        "inner",
+        "a-b",
+        "default",
+        "u",
+        "keys",
+        "value",
+        "",
+        "int",
+        "finiteInt",
+        "number",
+        "nullOrInt",
+        "empty",
+        "ints",
+        "nested",
+        "anything",
+        "kind",
+        "a",
+        "b",
+        "other",
+        "Number",
+        "isRecord"
+      ]
+      const leaf = fc.constantFrom<unknown>(
+        null,
+        undefined,
+        true,
+        0,
+        -0,
+        1,
+        1.5,
+        2 ** 53,
+        Number.NaN,
+        Number.POSITIVE_INFINITY,
+        1n,
+        "",
+        "a",
+        "b",
+        "c",
+        "z",
+        "1",
+        "a\"b",
+        "x"
+      )
+      const { value } = fc.letrec<{ value: unknown }>((tie) => ({
+        value: fc.oneof(
+          { depthSize: "small" },
+          leaf,
+          fc.array(tie("value"), { maxLength: 3 }),
+          fc.sparseArray(tie("value"), { maxLength: 3 }),
+          fc.dictionary(fc.constantFrom(...keys), tie("value"), { maxKeys: 5 })
+        )
+      }))
+      fc.assert(fc.property(value, check), { numRuns: 3000 })
+    })
   })
 })

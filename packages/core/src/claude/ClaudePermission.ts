@@ -18,9 +18,9 @@
  *
  * @since 0.3.0
  */
-import * as Schema from "effect/Schema"
 import * as Permission from "../Permission.ts"
-import { PermissionUpdate as PermissionUpdateSchema } from "./internal/protocol/controls.ts"
+import type { PermissionUpdate as PermissionUpdateSchema } from "./internal/protocol/controls.ts"
+import { isPermissionUpdate } from "./internal/protocol/runtime.ts"
 
 /**
  * A change to the CLI's permissions: rules added, replaced or removed (`addRules`, …, with `behavior` and the
@@ -40,8 +40,6 @@ export type PermissionUpdate = PermissionUpdateSchema
  */
 export type Destination = PermissionUpdate["destination"]
 
-const isUpdate = Schema.is(PermissionUpdateSchema)
-
 /**
  * The updates the CLI suggests with a request, typed; suggestions of kinds this version of Tether does not know are
  * left out (they are in `request.suggestions`).
@@ -50,7 +48,7 @@ const isUpdate = Schema.is(PermissionUpdateSchema)
  * @since 0.3.0
  */
 export const suggestions = (request: Permission.PermissionRequest): ReadonlyArray<PermissionUpdate> =>
-  (request.suggestions ?? []).filter(isUpdate)
+  (request.suggestions ?? []).filter(isPermissionUpdate)
 
 /**
  * Allows the request and applies what the CLI suggests, so that matching calls no longer ask: "always allow".

@@ -42,7 +42,6 @@ import type * as Turn_ from "../Turn.ts"
 import type * as ClaudeHooks from "./ClaudeHooks.ts"
 import type * as ClaudeMcp from "./ClaudeMcp.ts"
 import * as ClaudeOptions from "./ClaudeOptions.ts"
-import * as ClaudeProtocol from "./ClaudeProtocol.ts"
 import type {
   BudgetExceeded,
   MaxTurnsExceeded,
@@ -52,6 +51,7 @@ import type {
 } from "./internal/errors.ts"
 import * as internal from "./internal/machine.ts"
 import * as Mcp from "./internal/mcp.ts"
+import * as ClaudeProtocol from "./internal/protocol/runtime.ts"
 import * as Requests from "./internal/requests.ts"
 import * as Store from "./internal/store.ts"
 

@@ -15,7 +15,6 @@ import * as Result from "effect/Result"
 import type * as Permission from "../../Permission.ts"
 import type * as Provider from "../../Provider.ts"
 import { TurnFailed as TurnFailedError, type Usage } from "../../Turn.ts"
-import * as ClaudeProtocol from "../ClaudeProtocol.ts"
 import {
   BudgetExceeded,
   MaxTurnsExceeded,
@@ -23,6 +22,7 @@ import {
   StructuredOutputMissing,
   StructuredOutputRetriesExhausted
 } from "./errors.ts"
+import * as ClaudeProtocol from "./protocol/runtime.ts"
 
 /**
  * A tool use the CLI refused during the turn because permission was denied.

@@ -1,34 +1,19 @@
 /**
- * The Claude codec, CLI → host: the schemas of every frame the CLI writes on stdout, the line decoder with its fast
- * guards, the guards that narrow decoded frames, and the CLI-side encoder (what a simulated CLI writes with).
+ * The Claude codec, CLI → host: the schemas of every frame the CLI writes on stdout, what a decoded line is, and the
+ * guards that narrow decoded frames. The line decoder and the CLI-side encoder (`decodeLine`, `encodeFrame`) are in
+ * runtime.ts, where they check the frames with guards generated from these schemas, without loading them.
  *
- * - {@link decodeLine} parses one line once, dispatches on `type` (and `subtype` / `request.subtype`) and runs the
- *   compiled check of that frame only. Unknown `type` values and unknown `system` subtypes decode to {@link Decoded}
- *   `Unknown` with the raw object; a known type with a malformed body is a `ProtocolError` with reason
- *   `"malformed"`, never `Unknown`.
+ * - `decodeLine` parses one line once, dispatches on `type` (and `subtype` / `request.subtype`) and runs the guard of
+ *   that frame only. Unknown `type` values and unknown `system` subtypes decode to {@link Decoded} `Unknown` with the
+ *   raw object; a known type with a malformed body is a `ProtocolError` with reason `"malformed"`, never `Unknown`.
  * - Unknown fields are preserved at every level: decoding and then encoding a frame gives back the same JSON.
  *
- * Public through `ClaudeProtocol`.
+ * Public through `ClaudeProtocol`. A change to a schema here needs `pnpm codegen` (a test fails until it is run).
  *
  * @internal
  */
-import * as Predicate from "effect/Predicate"
-import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import type { ProtocolError } from "../../../TetherError.ts"
-import { type DecodeOptions, defaultMaxLineLength } from "../../ClaudeWire.ts"
-import {
-  checkFor,
-  type FrameCheck,
-  malformed,
-  notJson,
-  open,
-  otherThan,
-  StringArray,
-  tooLong,
-  type Unrecognized,
-  withCatchAll
-} from "./shared.ts"
+import { open, otherThan, StringArray, type Unrecognized, withCatchAll } from "./shared.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Shared message parts
@@ -1364,7 +1349,7 @@ export const TranscriptMirrorFrame = open({
  */
 export type TranscriptMirrorFrame = typeof TranscriptMirrorFrame.Type
 
-// The frames decoded loosely (only `type` is checked): one list for the union below and for the decoder's checks.
+// The frames decoded loosely (only `type` is checked).
 const looseFrames = [
   ToolProgressFrame,
   AuthStatusFrame,
@@ -1449,7 +1434,7 @@ export const isControlRequest = <
   frame.request.subtype === subtype
 
 // ---------------------------------------------------------------------------------------------------------------
-// Decoding stdout lines
+// Decoded stdout lines (the decoder is in runtime.ts)
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
@@ -1468,208 +1453,3 @@ export type Decoded =
     readonly subtype: string | undefined
     readonly raw: { readonly [k: string]: unknown }
   }
-
-const checkControlResponse = checkFor(ControlResponseFrame)
-const checkCanUseTool = checkFor(CanUseToolRequest)
-const checkHookCallback = checkFor(HookCallbackRequest)
-const checkMcpMessage = checkFor(McpMessageRequest)
-const checkElicitation = checkFor(ElicitationRequest)
-const checkUserDialog = checkFor(RequestUserDialogRequest)
-const checkOtherControlRequest = checkFor(OtherControlRequest)
-const checkControlCancel = checkFor(ControlCancelRequestFrame)
-const checkKeepAlive = checkFor(KeepAliveFrame)
-const checkCommandLifecycle = checkFor(CommandLifecycleFrame)
-const checkAssistant = checkFor(AssistantFrame)
-const checkUser = checkFor(UserFrame)
-const checkStreamEvent = checkFor(StreamEventFrame)
-const checkResult = checkFor(ResultFrame)
-const checkTranscriptMirror = checkFor(TranscriptMirrorFrame)
-
-// Built from the unions themselves, so that a frame added to a union is also checked (never decoded as Unknown).
-const systemChecks: ReadonlyMap<string, FrameCheck> = new Map(
-  SystemFrame.members.map((frame) => [frame.schema.fields.subtype.literal, checkFor(frame)])
-)
-
-const looseChecks: ReadonlyMap<string, FrameCheck> = new Map(
-  looseFrames.map((frame) => [frame.schema.fields.type.literal, checkFor(frame)])
-)
-
-type Classified = Result.Result<Decoded, string>
-
-type JsonObject = { readonly [k: string]: unknown }
-
-const isJsonObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
-
-const isOptionalString = (u: unknown): boolean => u === undefined || typeof u === "string"
-
-/** The string field of each known delta type (each of those schemas is `{ type, <field>: string }` plus extra keys). */
-const deltaField = (type: unknown): string | undefined => {
-  switch (type) {
-    case "text_delta":
-      return "text"
-    case "input_json_delta":
-      return "partial_json"
-    case "thinking_delta":
-      return "thinking"
-    case "signature_delta":
-      return "signature"
-    default:
-      return undefined
-  }
-}
-
-/**
- * A hand-written guard for the bulk of a streamed turn, `stream_event` frames carrying a known
- * `content_block_delta`: it accepts only frames that {@link StreamEventFrame} accepts (a property test holds it to
- * that), in a few property reads instead of the generic struct walk over every key. Anything it does not accept
- * goes to the schema, which decides (and explains a failure), so it can only make decoding faster, never laxer.
- * The input comes from `JSON.parse`: no `undefined` values, no prototypes but `Object.prototype`.
- */
-const isContentBlockDeltaFrame = (raw: JsonObject): boolean => {
-  const event = raw.event
-  if (!isJsonObject(event) || event.type !== "content_block_delta") return false
-  const index = event.index
-  if (typeof index !== "number" || !Number.isFinite(index)) return false
-  const delta = event.delta
-  if (!isJsonObject(delta)) return false
-  const field = deltaField(delta.type)
-  if (field === undefined || typeof delta[field] !== "string") return false
-  const parent = raw.parent_tool_use_id
-  if (parent !== null && typeof parent !== "string") return false
-  if (typeof raw.session_id !== "string" || typeof raw.uuid !== "string") return false
-  if (!isOptionalString(raw.api_message_id) || !isOptionalString(raw.user_message_uuid)) return false
-  const ttft = raw.ttft_ms
-  if (ttft !== undefined && (typeof ttft !== "number" || !Number.isFinite(ttft))) return false
-  const uuids = raw.user_message_uuids
-  if (uuids !== undefined) {
-    if (!Array.isArray(uuids)) return false
-    for (let i = 0; i < uuids.length; i++) if (typeof uuids[i] !== "string") return false
-  }
-  return true
-}
-
-const checked = (check: FrameCheck, raw: { readonly [k: string]: unknown }, what: string): Classified => {
-  const problem = check(raw)
-  return problem === undefined
-    ? Result.succeed({ _tag: "Frame", frame: raw as Frame })
-    : Result.fail(`${what}: ${problem}`)
-}
-
-const unknownFrame = (type: string, subtype: unknown, raw: { readonly [k: string]: unknown }): Classified =>
-  Result.succeed({ _tag: "Unknown", type, subtype: typeof subtype === "string" ? subtype : undefined, raw })
-
-/** Dispatches on `type` (and `subtype` / `request.subtype`) and runs the check of that frame only. */
-const classify = (json: unknown): Classified => {
-  if (!Predicate.isObject(json) || Array.isArray(json)) return Result.fail("a frame must be a JSON object")
-  const raw = json as { readonly [k: string]: unknown }
-  const type = raw.type
-  if (typeof type !== "string") return Result.fail("a frame must have a string `type`")
-  switch (type) {
-    case "stream_event":
-      return isContentBlockDeltaFrame(raw)
-        ? Result.succeed({ _tag: "Frame", frame: raw as Frame })
-        : checked(checkStreamEvent, raw, type)
-    case "assistant":
-      return checked(checkAssistant, raw, type)
-    case "user":
-      return checked(checkUser, raw, type)
-    case "result":
-      return checked(checkResult, raw, type)
-    case "command_lifecycle":
-      return checked(checkCommandLifecycle, raw, type)
-    case "system": {
-      const subtype = raw.subtype
-      if (typeof subtype !== "string") return Result.fail("a system frame must have a string `subtype`")
-      const check = systemChecks.get(subtype)
-      return check === undefined ? unknownFrame(type, subtype, raw) : checked(check, raw, `system/${subtype}`)
-    }
-    case "control_response":
-      return checked(checkControlResponse, raw, type)
-    case "control_request": {
-      const request = raw.request
-      const subtype = Predicate.isObject(request) ? (request as { readonly subtype?: unknown }).subtype : undefined
-      if (typeof subtype !== "string") {
-        return Result.fail("a control_request must have a `request` object with a string `subtype`")
-      }
-      switch (subtype) {
-        case "can_use_tool":
-          return checked(checkCanUseTool, raw, "control_request/can_use_tool")
-        case "hook_callback":
-          return checked(checkHookCallback, raw, "control_request/hook_callback")
-        case "mcp_message":
-          return checked(checkMcpMessage, raw, "control_request/mcp_message")
-        case "elicitation":
-          return checked(checkElicitation, raw, "control_request/elicitation")
-        case "request_user_dialog":
-          return checked(checkUserDialog, raw, "control_request/request_user_dialog")
-        default:
-          return checked(checkOtherControlRequest, raw, `control_request/${subtype}`)
-      }
-    }
-    case "control_cancel_request":
-      return checked(checkControlCancel, raw, type)
-    case "keep_alive":
-      return checked(checkKeepAlive, raw, type)
-    case "transcript_mirror":
-      return checked(checkTranscriptMirror, raw, type)
-    default: {
-      const check = looseChecks.get(type)
-      return check === undefined ? unknownFrame(type, raw.subtype, raw) : checked(check, raw, type)
-    }
-  }
-}
-
-/**
- * Decodes one line of the CLI's stdout (without its newline). Synchronous and on the hot path: the line is
- * measured before anything else, parsed once, and only the decoder of its `type` runs.
- *
- * Fails with `ProtocolError`: `too-long` (the line is not parsed), `not-json`, or `malformed` (not an object, no
- * string `type`, or a known type whose body does not match its schema).
- *
- * @example
- * ```ts
- * import { Result } from "effect"
- * import { ClaudeProtocol } from "@tether/core"
- *
- * const decoded = ClaudeProtocol.decodeLine(`{"type":"keep_alive"}`)
- * if (Result.isSuccess(decoded) && decoded.success._tag === "Frame") {
- *   console.log(decoded.success.frame.type) // "keep_alive"
- * }
- * ```
- *
- * @category decoding
- * @since 0.1.0
- */
-export const decodeLine = (line: string, options?: DecodeOptions): Result.Result<Decoded, ProtocolError> => {
-  const limit = options?.maxLineLength ?? defaultMaxLineLength
-  if (line.length > limit) return tooLong(line, limit)
-  // Parsed and classified without intermediate results: this runs once per stdout line.
-  let json: unknown
-  try {
-    json = JSON.parse(line)
-  } catch (error) {
-    return Result.fail(notJson(line, error))
-  }
-  const classified = classify(json)
-  return Result.isSuccess(classified)
-    ? classified as Result.Result<Decoded, never>
-    : malformed(line, classified.failure)
-}
-
-/**
- * Encodes a decoded CLI frame back to one line, with every field it came with (round trip). Throws (a defect) if
- * the value is not a valid frame.
- *
- * @category encoding
- * @since 0.1.0
- */
-export const encodeFrame = (frame: Frame): string => {
-  const classified = classify(frame)
-  if (Result.isFailure(classified)) {
-    throw new Error(`ClaudeProtocol.encodeFrame: refusing to write an invalid frame: ${classified.failure}`)
-  }
-  if (classified.success._tag === "Unknown") {
-    throw new Error(`ClaudeProtocol.encodeFrame: not a known frame: ${classified.success.type}`)
-  }
-  return JSON.stringify(frame)
-}

@@ -1,9 +1,11 @@
 /**
  * The Claude codec, controls: the bodies of the control requests the host sends (`initialize`, `interrupt`,
  * `set_model`, …), the payloads the host answers the CLI's requests with (permission results, hook outputs, MCP
- * responses), and the payloads of the CLI's answers to the host's requests, with their decoders.
+ * responses), and the payloads of the CLI's answers to the host's requests. Their decoders
+ * (`decodeInitializeResponse`, …) are in runtime.ts, where generated guards check them; {@link decodeControlPayload}
+ * builds one for any schema, with Effect's decoder.
  *
- * Public through `ClaudeProtocol`.
+ * Public through `ClaudeProtocol`. A change to a schema here needs `pnpm codegen` (a test fails until it is run).
  *
  * @internal
  */
@@ -11,7 +13,8 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaGuard from "../../../internal/schemaGuard.ts"
 import { ProtocolError } from "../../../TetherError.ts"
-import { inputOtherThan, JsonRecord, JsonValue, open, openJson, prefixOf, StringArray, truncate } from "./shared.ts"
+import { prefixOf, truncate } from "./lineErrors.ts"
+import { inputOtherThan, JsonRecord, JsonValue, open, openJson, StringArray, withoutKeys } from "./shared.ts"
 
 /**
  * The CLI's permission modes.
@@ -718,13 +721,7 @@ export const HookCallbackOutput = openJson({
   systemMessage: Schema.optionalKey(Schema.String),
   reason: Schema.optionalKey(Schema.String),
   hookSpecificOutput: Schema.optionalKey(JsonRecord)
-}).check(
-  Schema.makeFilter((output: { readonly [k: string]: unknown }) =>
-    "behavior" in output || "mcp_response" in output
-      ? "a hook output cannot carry `behavior` or `mcp_response`"
-      : undefined
-  )
-)
+}).check(withoutKeys(["behavior", "mcp_response"], "a hook output cannot carry `behavior` or `mcp_response`"))
 
 /**
  * @category permission answers
@@ -1194,140 +1191,3 @@ export const decodeControlPayload = <S extends Schema.Codec<unknown, unknown>>(s
     )
   }
 }
-
-/**
- * @category responses
- * @since 0.1.0
- */
-export const decodeInitializeResponse: (payload: unknown) => Result.Result<InitializeResponse, ProtocolError> =
-  decodeControlPayload(InitializeResponse)
-
-/**
- * @category responses
- * @since 0.1.0
- */
-export const decodeInterruptResponse: (payload: unknown) => Result.Result<InterruptResponse, ProtocolError> =
-  decodeControlPayload(InterruptResponse)
-
-/**
- * @category responses
- * @since 0.1.0
- */
-export const decodeSetPermissionModeResponse: (
-  payload: unknown
-) => Result.Result<SetPermissionModeResponse, ProtocolError> = decodeControlPayload(SetPermissionModeResponse)
-
-/**
- * @category responses
- * @since 0.1.0
- */
-export const decodeSetModelResponse: (payload: unknown) => Result.Result<SetModelResponse, ProtocolError> =
-  decodeControlPayload(SetModelResponse)
-
-/**
- * @category responses
- * @since 0.1.0
- */
-export const decodeMcpStatusResponse: (payload: unknown) => Result.Result<McpStatusResponse, ProtocolError> =
-  decodeControlPayload(McpStatusResponse)
-
-/**
- * @category responses
- * @since 0.1.0
- */
-export const decodeContextUsageResponse: (payload: unknown) => Result.Result<ContextUsageResponse, ProtocolError> =
-  decodeControlPayload(ContextUsageResponse)
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeRewindFilesResponse: (payload: unknown) => Result.Result<RewindFilesResponse, ProtocolError> =
-  decodeControlPayload(
-    RewindFilesResponse
-  )
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeMcpSetServersResponse: (payload: unknown) => Result.Result<McpSetServersResponse, ProtocolError> =
-  decodeControlPayload(
-    McpSetServersResponse
-  )
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeMcpReadResourceResponse: (
-  payload: unknown
-) => Result.Result<McpReadResourceResponse, ProtocolError> = decodeControlPayload(
-  McpReadResourceResponse
-)
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeMcpPermissionModeOverrideResponse: (
-  payload: unknown
-) => Result.Result<McpPermissionModeOverrideResponse, ProtocolError> = decodeControlPayload(
-  McpPermissionModeOverrideResponse
-)
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeBackgroundTasksResponse: (
-  payload: unknown
-) => Result.Result<BackgroundTasksResponse, ProtocolError> = decodeControlPayload(
-  BackgroundTasksResponse
-)
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeReloadPluginsResponse: (payload: unknown) => Result.Result<ReloadPluginsResponse, ProtocolError> =
-  decodeControlPayload(
-    ReloadPluginsResponse
-  )
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeReloadSkillsResponse: (payload: unknown) => Result.Result<ReloadSkillsResponse, ProtocolError> =
-  decodeControlPayload(
-    ReloadSkillsResponse
-  )
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeReloadOutputStylesResponse: (
-  payload: unknown
-) => Result.Result<ReloadOutputStylesResponse, ProtocolError> = decodeControlPayload(
-  ReloadOutputStylesResponse
-)
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeReadFileResponse: (payload: unknown) => Result.Result<ReadFileResponse, ProtocolError> =
-  decodeControlPayload(
-    ReadFileResponse
-  )
-
-/**
- * @category responses
- * @since 0.3.0
- */
-export const decodeOpenResponse: (payload: unknown) => Result.Result<OpenResponse, ProtocolError> =
-  decodeControlPayload(
-    OpenResponse
-  )

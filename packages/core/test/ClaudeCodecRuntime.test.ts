@@ -1,0 +1,272 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Result, Schema } from "effect"
+import * as fc from "fast-check"
+import * as Fs from "node:fs"
+import * as Module from "node:module"
+import * as Path from "node:path"
+import * as Url from "node:url"
+import * as ClaudeProtocol from "../src/claude/ClaudeProtocol.ts"
+import * as Generated from "../src/claude/internal/protocol/guards.generated.ts"
+import * as Runtime from "../src/claude/internal/protocol/runtime.ts"
+import { transcriptEntries } from "./support/Fixtures.ts"
+
+// The codec a session runs (internal/protocol/runtime.ts): generated guards, no `effect/Schema` on its path, and
+// Effect's decoder's words for what it refuses.
+
+const root = Url.fileURLToPath(new URL("../../../", import.meta.url))
+const src = Path.join(root, "packages/core/src")
+
+// ---------------------------------------------------------------------------------------------------------------
+// What the runtime loads
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The modules a session must not load: the schema machinery (and Config, which is built on it). */
+const isForbidden = (file: string): boolean =>
+  /\/effect\/dist\/(Schema|SchemaAST|SchemaParser|Config)\.js$/.test(file) || /\/effect\/dist\/schema\//.test(file)
+
+/**
+ * Modules that load `effect/Schema` for their error classes, which another branch turns into `Data.TaggedError`s.
+ * The walk does not enter them until then; the test fails as soon as one no longer loads Schema, so that it leaves
+ * this list and the walk covers it.
+ */
+const errorClassModules = ["TetherError.ts", "Turn.ts", "Permission.ts", "claude/internal/errors.ts"].map((file) =>
+  Path.join(src, file)
+)
+
+const requireFromCore = Module.createRequire(Path.join(root, "packages/core/package.json"))
+
+// An import or re-export at the start of a line, its clause made only of names, braces, commas and `*`: it cannot
+// run into the code or the comments that follow (a JSDoc example's import starts with ` * `).
+const staticImport =
+  /^(?:import\s+(?:[\w$*{},\s]+?\s+from\s+)?|export\s+(?:\*(?:\s+as\s+[\w$]+)?|\{[\w$,\s]*\})\s+from\s+)["']([^"']+)["']/gm
+
+/** The modules a module loads when it is loaded: its imports but `import type`, as Node runs TypeScript. */
+const importsOf = (file: string): ReadonlyArray<string> => {
+  const text = Fs.readFileSync(file, "utf8")
+  const code = file.endsWith(".ts") ? Module.stripTypeScriptTypes(text) : text
+  return [...code.matchAll(staticImport)].flatMap(([, specifier]) => {
+    if (specifier.startsWith("node:")) return []
+    if (specifier.startsWith(".")) return [Path.resolve(Path.dirname(file), specifier)]
+    return [requireFromCore.resolve(specifier)]
+  })
+}
+
+/** Every module a set of entries loads, each with the module that first imported it (to show a path). */
+const walk = (entries: ReadonlyArray<string>, skip: ReadonlyArray<string> = []) => {
+  const parents = new Map<string, string | undefined>(entries.map((entry) => [entry, undefined]))
+  const queue = [...entries]
+  while (queue.length > 0) {
+    const file = queue.shift()!
+    if (skip.includes(file) || isForbidden(file)) continue
+    for (const imported of importsOf(file)) {
+      if (!parents.has(imported)) {
+        parents.set(imported, file)
+        queue.push(imported)
+      }
+    }
+  }
+  const pathTo = (file: string): string => {
+    const path: Array<string> = []
+    for (let at: string | undefined = file; at !== undefined; at = parents.get(at)) {
+      path.unshift(Path.relative(root, at))
+    }
+    return path.join(" → ")
+  }
+  return { loaded: [...parents.keys()], pathTo }
+}
+
+describe("ClaudeCodecRuntime", () => {
+  describe("what it loads", () => {
+    it("loads no effect/Schema, SchemaAST, SchemaParser, schema/* or Config from the runtime codec or the machine", () => {
+      const entries = [
+        "claude/internal/protocol/runtime.ts",
+        "claude/internal/machine.ts",
+        "claude/ClaudePermission.ts"
+      ].map((file) => Path.join(src, file))
+      const { loaded, pathTo } = walk(entries, errorClassModules)
+      assert.isAbove(loaded.length, 20)
+      assert.include(loaded, Path.join(src, "claude/internal/protocol/guards.generated.ts"))
+      assert.deepStrictEqual(loaded.filter(isForbidden).map(pathTo), [])
+      // The failure path's module is required on demand, never imported.
+      assert.notInclude(loaded, Path.join(src, "claude/internal/protocol/explain.ts"))
+    })
+
+    it("is checked by a walk that sees Schema where it is loaded", () => {
+      const { loaded, pathTo } = walk([Path.join(src, "claude/ClaudeProtocol.ts")])
+      assert.isTrue(loaded.some(isForbidden))
+      assert.match(pathTo(loaded.find(isForbidden)!), /ClaudeProtocol\.ts → .*protocol\/\w+\.ts → .*effect\/dist/)
+      // `import type` loads nothing; `import { type X }` loads its module, as Node and `verbatimModuleSyntax` do.
+      assert.notInclude(
+        importsOf(Path.join(src, "claude/ClaudePermission.ts")),
+        Path.join(src, "claude/internal/protocol/controls.ts")
+      )
+    })
+
+    for (const file of errorClassModules) {
+      it(`still waits for ${Path.relative(src, file)} to lose effect/Schema (then drop it from the list)`, () => {
+        assert.isTrue(walk([file]).loaded.some(isForbidden))
+      })
+    }
+  })
+
+  describe("what it says of what it refuses", () => {
+    const frames: ReadonlyArray<unknown> = transcriptEntries.flatMap(({ entry }) =>
+      entry.dir === "<" && entry.msg !== undefined ? [entry.msg] : []
+    )
+    const hostFrames: ReadonlyArray<unknown> = transcriptEntries.flatMap(({ entry }) =>
+      entry.dir === ">" && entry.msg !== undefined ? [entry.msg] : []
+    )
+
+    const truncated = (text: string) => text.length > 2000 ? `${text.slice(0, 2000)}…` : text
+
+    const schemaNamed = (name: string) => (ClaudeProtocol as unknown as { readonly [name: string]: Schema.Top })[name]
+
+    /** What Effect's decoder says of a value, for the schema of that name. */
+    const decoded = (name: string, value: unknown) =>
+      Schema.decodeUnknownResult(schemaNamed(name) as Schema.Codec<unknown, unknown>)(value)
+
+    /**
+     * The check decodeLine runs on a frame and the name it gives the frame in a detail, or undefined where it refuses
+     * the frame before any check (a control request without a string `request.subtype`).
+     */
+    const checkOf = (frame: { readonly [key: string]: any }): readonly [Generated.Check, string] | undefined => {
+      if (frame.type === "system") {
+        const check = Generated.systemFrames.get(frame.subtype)
+        return check && [check, `system/${frame.subtype}`]
+      }
+      if (frame.type === "control_request") {
+        const request: unknown = frame.request
+        const subtype = typeof request === "object" && request !== null ? (request as any).subtype : undefined
+        if (typeof subtype !== "string") return undefined
+        return [Generated.controlRequests.get(subtype) ?? Generated.otherControlRequest, `control_request/${subtype}`]
+      }
+      const check = Generated.frames.get(frame.type)
+      return check && [check, frame.type]
+    }
+
+    /** The recorded CLI frames, one field at a time replaced by a value of the wrong kind. */
+    const mutated = fc.tuple(
+      fc.constantFrom(...frames),
+      fc.nat(),
+      fc.constantFrom<unknown>(null, 1, -1.5, "x", true, [], {}, ["x"], [{}], { type: "text" }),
+      fc.boolean()
+    ).map(([frame, pick, value, remove]) => {
+      const copy = structuredClone(frame) as { [key: string]: any }
+      const paths: Array<ReadonlyArray<string | number>> = []
+      const collect = (node: unknown, path: ReadonlyArray<string | number>) => {
+        if (typeof node !== "object" || node === null || path.length > 4) return
+        for (const [key, child] of Object.entries(node)) {
+          const at = [...path, Array.isArray(node) ? Number(key) : key]
+          paths.push(at)
+          collect(child, at)
+        }
+      }
+      collect(copy, [])
+      // The discriminants stay: the frame is still dispatched to the same schema.
+      const candidates = paths.filter((path) => !(path.length === 1 && (path[0] === "type" || path[0] === "subtype")))
+      if (candidates.length > 0) {
+        const path = candidates[pick % candidates.length]
+        let target: any = copy
+        for (const key of path.slice(0, -1)) target = target[key]
+        if (remove && !Array.isArray(target)) delete target[path[path.length - 1]]
+        else target[path[path.length - 1]] = value
+      }
+      return copy
+    })
+
+    it("refuses a CLI line as Schema.is does, with Effect's decoder's message", () => {
+      let refused = 0
+      fc.assert(
+        fc.property(mutated, (frame) => {
+          const line = JSON.stringify(frame)
+          const result = Runtime.decodeLine(line)
+          const dispatch = checkOf(frame)
+          if (dispatch === undefined) return
+          const [check, what] = dispatch
+          const expected = decoded(check.schema, frame)
+          assert.strictEqual(Result.isSuccess(result), Schema.is(schemaNamed(check.schema))(frame), line)
+          assert.strictEqual(Result.isSuccess(result), Result.isSuccess(expected), line)
+          if (Result.isFailure(result) && Result.isFailure(expected)) {
+            refused++
+            assert.strictEqual(result.failure.reason, "malformed")
+            assert.strictEqual(result.failure.detail, truncated(`${what}: ${expected.failure.message}`))
+          }
+        }),
+        { numRuns: 400 }
+      )
+      assert.isAbove(refused, 100)
+    })
+
+    it("refuses to write a host frame Schema.is refuses, with Effect's decoder's message", () => {
+      const hostMutated = fc.tuple(
+        fc.constantFrom(...hostFrames),
+        fc.constantFrom<unknown>(1n, Number.NaN, undefined, null, 1, "x", [], new Date(0)),
+        fc.constantFrom("extra", "uuid", "session_id", "parent_tool_use_id", "request_id")
+      ).map(([frame, value, key]) => ({ ...(frame as object), [key]: value }))
+      let refused = 0
+      fc.assert(
+        fc.property(hostMutated, (frame) => {
+          const expected = decoded("HostFrame", frame)
+          try {
+            assert.strictEqual(Runtime.encodeHostFrame(frame as ClaudeProtocol.HostFrame), JSON.stringify(frame))
+            assert.isTrue(Result.isSuccess(expected))
+          } catch (error) {
+            if (Result.isSuccess(expected)) throw error
+            refused++
+            assert.strictEqual(
+              (error as Error).message,
+              `ClaudeProtocol.encodeHostFrame: refusing to write an invalid frame: ${expected.failure.message}`
+            )
+          }
+        }),
+        { numRuns: 200 }
+      )
+      assert.isAbove(refused, 50)
+    })
+
+    it("decodes every control payload as Effect's decoder does, and says what it says of a bad one", () => {
+      const decoders = Object.entries(Runtime).flatMap(([name, value]) =>
+        /^decode\w+Response$/.test(name)
+          ? [[name.slice("decode".length), value as (payload: unknown) => Result.Result<unknown, any>] as const]
+          : []
+      )
+      assert.strictEqual(decoders.length, 16)
+      const payloads: ReadonlyArray<unknown> = frames.flatMap((frame) => {
+        const response = (frame as { readonly response?: { readonly response?: unknown } }).response
+        return typeof response === "object" && response !== null && "response" in response ? [response.response] : []
+      })
+      const values = fc.oneof(
+        fc.constantFrom(...payloads),
+        fc.constantFrom<unknown>(undefined, null, 1, "x", [], {}),
+        fc.dictionary(
+          fc.constantFrom("mode", "model", "commands", "mcpServers", "contents", "canRewind", "errors", "pid", "x"),
+          fc.constantFrom<unknown>(null, 1, "x", true, [], {}, ["x"], [{ name: "n" }], [{ uri: "u" }], { a: "b" })
+        )
+      )
+      fc.assert(
+        fc.property(fc.constantFrom(...decoders), values, ([schema, decode], payload) => {
+          const actual = decode(payload)
+          const expected = decoded(schema, payload === undefined ? {} : payload)
+          assert.strictEqual(actual._tag, expected._tag, `${schema} ${JSON.stringify(payload)}`)
+          if (Result.isSuccess(actual) && Result.isSuccess(expected)) {
+            assert.deepStrictEqual(actual.success, expected.success)
+          } else if (Result.isFailure(actual) && Result.isFailure(expected)) {
+            assert.strictEqual(actual.failure.detail, truncated(expected.failure.message))
+            assert.strictEqual(actual.failure.linePrefix, (JSON.stringify(payload) ?? "").slice(0, 200))
+          }
+        }),
+        { numRuns: 1000 }
+      )
+    })
+
+    it("reads a permission update as Schema.is does", () => {
+      const is = Schema.is(ClaudeProtocol.PermissionUpdate)
+      const suggestions = frames.flatMap((frame) =>
+        (frame as { readonly request?: { readonly permission_suggestions?: ReadonlyArray<unknown> } }).request
+          ?.permission_suggestions ?? []
+      )
+      assert.isAbove(suggestions.length, 0)
+      for (const suggestion of suggestions) assert.strictEqual(Runtime.isPermissionUpdate(suggestion), is(suggestion))
+    })
+  })
+})
