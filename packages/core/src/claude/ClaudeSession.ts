@@ -31,12 +31,14 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
+import { fingerprint } from "../internal/registry/fingerprint.ts"
+import { defaults as defaultTimeouts } from "../internal/timeouts.ts"
 import type * as Permission from "../Permission.ts"
 import type * as Provider from "../Provider.ts"
 import * as Session from "../Session.ts"
-import * as SessionRegistry from "../SessionRegistry.ts"
+import type * as SessionRegistry from "../SessionRegistry.ts"
 import { ControlFailed, InvalidConfig, type ProtocolError } from "../TetherError.ts"
-import * as Timeouts from "../Timeouts.ts"
+import type * as Timeouts from "../Timeouts.ts"
 import type * as Transport from "../Transport.ts"
 import type * as Turn_ from "../Turn.ts"
 import type * as ClaudeHooks from "./ClaudeHooks.ts"
@@ -408,7 +410,7 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
   const options = placed(given, yield* Session.Conversation)
   const problems = sessionProblems(options)
   if (problems.length > 0) return yield* new InvalidConfig({ problems })
-  const timeouts = options.timeouts ?? Timeouts.defaults
+  const timeouts = options.timeouts ?? defaultTimeouts
   const spec = yield* ClaudeOptions.toLaunchSpec(options)
   const launch: Transport.LaunchSpec = { ...spec, args: [...spec.args, ...extraArgs(options)] }
   const hooks = Requests.hookRegistry(options.hooks)
@@ -657,5 +659,7 @@ export type StartError = Session.StartError | InvalidConfig
  */
 export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport, TurnResult, TurnError> = {
   acquire: (_id, options) => make(options),
-  fingerprint: SessionRegistry.fingerprint
+  // `SessionRegistry.fingerprint`, from its internal module: the public one reads `Config`, which loads
+  // `effect/Schema`, and a session does not need either.
+  fingerprint
 }
