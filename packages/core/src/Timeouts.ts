@@ -107,6 +107,9 @@ export const make: (overrides?: Overrides) => Effect.Effect<Timeouts, InvalidCon
  * seconds` with a `ConfigProvider` that maps the `TETHER_TIMEOUTS` prefix), completed and validated like
  * {@link make}: the defaults nested in a configured budget shrink to fit it.
  *
+ * Gotcha: a `Config` value is built when its module loads, so importing `Timeouts` loads `effect/Config` (and the
+ * `effect/Schema` it imports), whether or not the host reads Config. Sessions themselves do not import this module.
+ *
  * @example
  * ```ts
  * import { ConfigProvider } from "effect"
