@@ -711,6 +711,10 @@ export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Ki
  * Reads {@link Settings} from Effect `Config`: `capacity`, `idleTimeToLive`, `onConflict`, `admissionTimeout`,
  * `shutdownConcurrency`, each optional. Nest it to read prefixed names.
  *
+ * Gotcha: a `Config` value is built when its module loads, so importing `SessionRegistry` (or `ClaudeRegistry`) loads
+ * `effect/Config` (and the `effect/Schema` it imports), whether or not the host reads Config. Sessions themselves do
+ * not import this module.
+ *
  * @example
  * ```ts
  * import { Config, ConfigProvider, Layer } from "effect"

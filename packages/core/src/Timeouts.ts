@@ -26,9 +26,10 @@
  */
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as internal from "./internal/timeouts.ts"
 import { InvalidConfig } from "./TetherError.ts"
 
 /**
@@ -56,31 +57,7 @@ export interface Timeouts {
  * @category constructors
  * @since 0.1.0
  */
-export const defaults: Timeouts = {
-  startup: Duration.seconds(60),
-  control: Duration.seconds(15),
-  delivery: Duration.seconds(10),
-  ack: Duration.seconds(30),
-  turn: Duration.minutes(30),
-  stall: Duration.minutes(5),
-  interrupt: Duration.seconds(10),
-  permission: Duration.minutes(10),
-  closeGrace: Duration.seconds(2),
-  termGrace: Duration.seconds(5)
-}
-
-const names = Object.keys(defaults) as ReadonlyArray<keyof Timeouts>
-
-const isUsable = (duration: Duration.Duration): boolean => Duration.isFinite(duration) && Duration.isPositive(duration)
-
-/** The budgets nested in a turn. */
-const inTurn = ["stall", "ack", "interrupt", "permission", "control", "delivery"] as const
-
-/** The budgets nested in the startup (the handshake is a control request, written like any other). */
-const inStartup = ["control", "delivery"] as const
-
-const nestedProblem = (nested: keyof Timeouts, parent: keyof Timeouts, timeouts: Timeouts): string =>
-  `${nested} (${Duration.format(timeouts[nested])}) must not exceed ${parent} (${Duration.format(timeouts[parent])})`
+export const defaults: Timeouts = internal.defaults
 
 /**
  * The problems with a complete set of timeouts, empty when it is valid: every timeout is positive and finite, the
@@ -93,46 +70,7 @@ const nestedProblem = (nested: keyof Timeouts, parent: keyof Timeouts, timeouts:
  * @category validation
  * @since 0.1.0
  */
-export const validate = (timeouts: Timeouts): ReadonlyArray<string> => {
-  const problems: Array<string> = []
-  for (const name of names) {
-    if (!isUsable(timeouts[name])) {
-      problems.push(`${name} must be positive and finite (got ${Duration.format(timeouts[name])})`)
-    }
-  }
-  if (problems.length > 0) return problems
-  for (const nested of inTurn) {
-    if (Duration.isGreaterThan(timeouts[nested], timeouts.turn)) problems.push(nestedProblem(nested, "turn", timeouts))
-  }
-  for (const nested of inStartup) {
-    if (Duration.isGreaterThan(timeouts[nested], timeouts.startup)) {
-      problems.push(nestedProblem(nested, "startup", timeouts))
-    }
-  }
-  return problems
-}
-
-/**
- * Completes the values a host chose with the defaults, each nested default shrunk to fit its parents, so that the
- * problems left can only be with the host's own values.
- */
-const resolve = (
-  chosen: Partial<{ readonly [K in keyof Timeouts]: Duration.Duration }>
-): { readonly timeouts: Timeouts; readonly problems: ReadonlyArray<string> } => {
-  const timeouts = { ...defaults, ...chosen } as { -readonly [K in keyof Timeouts]: Duration.Duration }
-  // A parent that is not usable is reported by itself: shrinking its children to it would report them too.
-  if (isUsable(timeouts.turn)) {
-    for (const nested of inTurn) {
-      if (chosen[nested] === undefined) timeouts[nested] = Duration.min(timeouts[nested], timeouts.turn)
-    }
-  }
-  if (isUsable(timeouts.startup)) {
-    for (const nested of inStartup) {
-      if (chosen[nested] === undefined) timeouts[nested] = Duration.min(timeouts[nested], timeouts.startup)
-    }
-  }
-  return { timeouts, problems: validate(timeouts) }
-}
+export const validate: (timeouts: Timeouts) => ReadonlyArray<string> = internal.validate
 
 /**
  * Overrides of the defaults, as {@link make} takes them.
@@ -162,28 +100,15 @@ export type Overrides = Partial<{ readonly [K in keyof Timeouts]: Duration.Input
  * @category constructors
  * @since 0.1.0
  */
-export const make = (overrides: Overrides = {}): Effect.Effect<Timeouts, InvalidConfig> =>
-  Effect.suspend(() => {
-    const chosen: Partial<{ -readonly [K in keyof Timeouts]: Duration.Duration }> = {}
-    const problems: Array<string> = []
-    for (const name of names) {
-      const input = overrides[name]
-      if (input === undefined) continue
-      const decoded = Duration.fromInput(input)
-      if (decoded._tag === "None") problems.push(`${name} is not a duration`)
-      else chosen[name] = decoded.value
-    }
-    if (problems.length > 0) return Effect.fail(new InvalidConfig({ problems }))
-    const resolved = resolve(chosen)
-    return resolved.problems.length > 0
-      ? Effect.fail(new InvalidConfig({ problems: resolved.problems }))
-      : Effect.succeed(resolved.timeouts)
-  })
+export const make: (overrides?: Overrides) => Effect.Effect<Timeouts, InvalidConfig> = internal.make
 
 /**
  * Reads timeouts from Effect `Config` (`startup`, `control`, … each optional, e.g. `TETHER_TIMEOUTS_STALL=90
  * seconds` with a `ConfigProvider` that maps the `TETHER_TIMEOUTS` prefix), completed and validated like
  * {@link make}: the defaults nested in a configured budget shrink to fit it.
+ *
+ * Gotcha: a `Config` value is built when its module loads, so importing `Timeouts` loads `effect/Config` (and the
+ * `effect/Schema` it imports), whether or not the host reads Config. Sessions themselves do not import this module.
  *
  * @example
  * ```ts
@@ -197,17 +122,17 @@ export const make = (overrides: Overrides = {}): Effect.Effect<Timeouts, Invalid
  * @since 0.1.0
  */
 export const config: Config.Config<Timeouts> = Config.all(
-  Object.fromEntries(names.map((name) => [name, Config.option(Config.Duration(name))])) as {
+  Object.fromEntries(internal.names.map((name) => [name, Config.option(Config.Duration(name))])) as {
     readonly [K in keyof Timeouts]: Config.Config<Option.Option<Duration.Duration>>
   }
 ).pipe(
   Config.mapEffect((read) => {
     const chosen: Partial<{ -readonly [K in keyof Timeouts]: Duration.Duration }> = {}
-    for (const name of names) {
+    for (const name of internal.names) {
       const value = read[name]
       if (Option.isSome(value)) chosen[name] = value.value
     }
-    const resolved = resolve(chosen)
+    const resolved = internal.resolve(chosen)
     return resolved.problems.length > 0
       ? Effect.fail(
         new Config.ConfigError(

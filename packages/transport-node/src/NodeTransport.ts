@@ -55,7 +55,7 @@ import type { SpawnError } from "@tether/core/TetherError"
 import * as Transport from "@tether/core/Transport"
 import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -998,4 +998,12 @@ export const layer = (options?: Options): Layer.Layer<Transport.Transport> =>
  * @since 0.1.0
  */
 export const layerConfig = (options: Config.Wrap<Options>): Layer.Layer<Transport.Transport, Config.ConfigError> =>
-  Layer.effect(Transport.Transport, Effect.flatMap(Config.unwrap(options), make))
+  Layer.effect(
+    Transport.Transport,
+    // Loaded when the layer is built: a host that only uses `layer` does not load `effect/Config` (nor
+    // `effect/Schema`, which it imports), and one that calls this has loaded it to build `options`.
+    Effect.flatMap(
+      Effect.promise(() => import("effect/Config")),
+      (Config) => Effect.flatMap(Config.unwrap(options), make)
+    )
+  )

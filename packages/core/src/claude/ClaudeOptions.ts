@@ -13,7 +13,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
+import { isJson } from "../internal/json.ts"
 import { InvalidConfig } from "../TetherError.ts"
 import type { Environment, LaunchSpec, SecretPipe } from "../Transport.ts"
 import type { AgentDefinition, PermissionMode } from "./ClaudeProtocol.ts"
@@ -410,7 +410,6 @@ const managedFlags = new Set([
 const flagName = /^[A-Za-z][A-Za-z0-9-]*$/
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const envName = /^[^=\0]+$/
-const isJson = Schema.is(Schema.Json)
 
 const problemsOf = (options: Options): ReadonlyArray<string> => {
   const problems: Array<string> = []

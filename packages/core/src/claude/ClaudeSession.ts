@@ -28,15 +28,18 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
+import * as LazySchema from "../internal/lazySchema.ts"
+import { fingerprint } from "../internal/registry/fingerprint.ts"
+import { defaults as defaultTimeouts } from "../internal/timeouts.ts"
 import type * as Permission from "../Permission.ts"
 import type * as Provider from "../Provider.ts"
 import * as Session from "../Session.ts"
-import * as SessionRegistry from "../SessionRegistry.ts"
+import type * as SessionRegistry from "../SessionRegistry.ts"
 import { ControlFailed, InvalidConfig, type ProtocolError } from "../TetherError.ts"
-import * as Timeouts from "../Timeouts.ts"
+import type * as Timeouts from "../Timeouts.ts"
 import type * as Transport from "../Transport.ts"
 import type * as Turn_ from "../Turn.ts"
 import type * as ClaudeHooks from "./ClaudeHooks.ts"
@@ -332,9 +335,22 @@ export type TurnError =
  */
 export type Turn<Out = unknown> = Turn_.Turn<TurnResult<Out>, TurnError>
 
+/**
+ * A session's `outputSchema`, with the `effect/Schema` module that reads it (loaded when a host gives one, which it
+ * built with that module: see `LazySchema`) and its JSON Schema, which the CLI is given.
+ */
+interface StructuredOutput {
+  readonly schema: Schema.Top
+  readonly S: LazySchema.SchemaModule
+  readonly jsonSchema: Mcp.JsonSchema
+}
+
+const structuredOutputOf = (schema: Schema.Top): Effect.Effect<StructuredOutput> =>
+  Effect.map(LazySchema.load, (S) => ({ schema, S, jsonSchema: Mcp.jsonSchemaOf(S, schema) }))
+
 /** Decodes structured output (the JSON form of the schema, as the CLI sends JSON). */
-const outputDecoder = (schema: Schema.Top) => {
-  const decode = Schema.decodeUnknownResult(Schema.toCodecJson(schema as Schema.Codec<unknown, unknown, never>))
+const outputDecoder = ({ S, schema }: StructuredOutput) => {
+  const decode = S.decodeUnknownResult(S.toCodecJson(schema as Schema.Codec<unknown, unknown, never>))
   return (value: unknown): Result.Result<unknown, string> => {
     const decoded = decode(value)
     return Result.isSuccess(decoded) ? Result.succeed(decoded.success) : Result.fail(decoded.failure.message)
@@ -373,10 +389,8 @@ export const provider = (options: {
 }
 
 /** What a session's options add to the command line: the output's JSON Schema, the transcript mirror. */
-const extraArgs = (options: Options<unknown>): ReadonlyArray<string> => [
-  ...(options.outputSchema !== undefined
-    ? [`--json-schema=${JSON.stringify(Mcp.jsonSchemaOf(options.outputSchema).schema)}`]
-    : []),
+const extraArgs = (options: Options<unknown>, output: StructuredOutput | undefined): ReadonlyArray<string> => [
+  ...(output !== undefined ? [`--json-schema=${JSON.stringify(output.jsonSchema.schema)}`] : []),
   ...(options.sessionStore !== undefined ? ["--session-mirror"] : [])
 ]
 
@@ -393,12 +407,16 @@ const placed = (options: Options<unknown>, placement: Session.Placement | undefi
   }
 }
 
-const sessionProblems = (options: Options<unknown>): ReadonlyArray<string> => [
-  ...Mcp.problemsOf(options.mcpServers ?? []),
-  ...(options.outputSchema !== undefined && Mcp.jsonSchemaOf(options.outputSchema)._tag === "NotAnObject"
-    ? ["outputSchema must be an object schema (a Schema.Struct): the CLI's StructuredOutput tool takes an object"]
-    : [])
-]
+const sessionProblems = (
+  options: Options<unknown>,
+  output: StructuredOutput | undefined
+): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.map(Mcp.problemsOf(options.mcpServers ?? []), (problems) => [
+    ...problems,
+    ...(output?.jsonSchema._tag === "NotAnObject"
+      ? ["outputSchema must be an object schema (a Schema.Struct): the CLI's StructuredOutput tool takes an object"]
+      : [])
+  ])
 
 const isInProcess = (spec: McpServerSpec): spec is ClaudeMcp.Server =>
   Array.isArray((spec as { readonly tools?: unknown }).tools) && typeof spec.name === "string" &&
@@ -406,11 +424,12 @@ const isInProcess = (spec: McpServerSpec): spec is ClaudeMcp.Server =>
 
 const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unknown>) {
   const options = placed(given, yield* Session.Conversation)
-  const problems = sessionProblems(options)
+  const output = options.outputSchema === undefined ? undefined : yield* structuredOutputOf(options.outputSchema)
+  const problems = yield* sessionProblems(options, output)
   if (problems.length > 0) return yield* new InvalidConfig({ problems })
-  const timeouts = options.timeouts ?? Timeouts.defaults
+  const timeouts = options.timeouts ?? defaultTimeouts
   const spec = yield* ClaudeOptions.toLaunchSpec(options)
-  const launch: Transport.LaunchSpec = { ...spec, args: [...spec.args, ...extraArgs(options)] }
+  const launch: Transport.LaunchSpec = { ...spec, args: [...spec.args, ...extraArgs(options, output)] }
   const hooks = Requests.hookRegistry(options.hooks)
   const initialize = initializeFields(options)
   // The in-process servers the handler serves: those of the options, then those `setMcpServers` adds.
@@ -423,7 +442,7 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
       hooks: hooks.config,
       initialize,
       maxLineLength: ClaudeProtocol.defaultMaxLineLength,
-      structuredOutput: options.outputSchema === undefined ? undefined : outputDecoder(options.outputSchema),
+      structuredOutput: output === undefined ? undefined : outputDecoder(output),
       verbatimPrompts: options.verbatimPrompts
     }),
     handle: Requests.handler({
@@ -495,14 +514,8 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
             wire[name] = spec
           }
         }
-        const invalid = Mcp.problemsOf([...added.values()])
-        if (invalid.length > 0) {
-          return Effect.fail(
-            new ControlFailed({ subtype: "mcp_set_servers", reason: invalid.join("; "), code: "invalid_request" })
-          )
-        }
         // One change at a time: each one's undo (below) is then what the servers were just before it.
-        return mcpChanges.withPermits(1)(Effect.suspend(() => {
+        const change = mcpChanges.withPermits(1)(Effect.suspend(() => {
           // Served from before the request goes out: the CLI connects to a new server as soon as it is told. What
           // they replace is kept, to be served again if the CLI refuses the change.
           const replaced = new Map<string, ClaudeMcp.Server | undefined>()
@@ -532,6 +545,12 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
                 }))
             )
         }))
+        return Effect.flatMap(Mcp.problemsOf([...added.values()]), (invalid) =>
+          invalid.length > 0
+            ? Effect.fail(
+              new ControlFailed({ subtype: "mcp_set_servers", reason: invalid.join("; "), code: "invalid_request" })
+            )
+            : change)
       }),
     toggleMcpServer: (name, enabled) => done({ subtype: "mcp_toggle", serverName: name, enabled }),
     reconnectMcpServer: (name) => done({ subtype: "mcp_reconnect", serverName: name }),
@@ -657,5 +676,7 @@ export type StartError = Session.StartError | InvalidConfig
  */
 export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport, TurnResult, TurnError> = {
   acquire: (_id, options) => make(options),
-  fingerprint: SessionRegistry.fingerprint
+  // `SessionRegistry.fingerprint`, from its internal module: the public one reads `Config`, which loads
+  // `effect/Schema`, and a session does not need either.
+  fingerprint
 }

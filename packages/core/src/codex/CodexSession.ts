@@ -32,12 +32,14 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import { fingerprint } from "../internal/registry/fingerprint.ts"
+import { defaults as defaultTimeouts } from "../internal/timeouts.ts"
 import type * as Permission from "../Permission.ts"
 import type * as Provider from "../Provider.ts"
 import * as Session from "../Session.ts"
-import * as SessionRegistry from "../SessionRegistry.ts"
+import type * as SessionRegistry from "../SessionRegistry.ts"
 import type { InvalidConfig } from "../TetherError.ts"
-import * as Timeouts from "../Timeouts.ts"
+import type * as Timeouts from "../Timeouts.ts"
 import type * as Transport from "../Transport.ts"
 import type * as Turn_ from "../Turn.ts"
 import * as CodexOptions from "./CodexOptions.ts"
@@ -174,7 +176,7 @@ export const make = Effect.fn("CodexSession.make")(function*(given: Options = {}
     provider: internal.make(machineOptions(options)),
     handle: handler(options.requests),
     launch,
-    timeouts: options.timeouts ?? Timeouts.defaults,
+    timeouts: options.timeouts ?? defaultTimeouts,
     policy: options.policy,
     queue: options.queue,
     queueCapacity: options.queueCapacity,
@@ -204,5 +206,7 @@ export type StartError = Session.StartError | InvalidConfig
  */
 export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport, TurnResult, TurnError> = {
   acquire: (_id, options) => make(options),
-  fingerprint: SessionRegistry.fingerprint
+  // `SessionRegistry.fingerprint`, from its internal module: the public one reads `Config`, which loads
+  // `effect/Schema`, and a session does not need either.
+  fingerprint
 }

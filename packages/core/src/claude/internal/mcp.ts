@@ -16,7 +16,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Predicate from "effect/Predicate"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
+import * as LazySchema from "../../internal/lazySchema.ts"
 import type * as Provider from "../../Provider.ts"
 
 type JsonObject = { readonly [key: string]: unknown }
@@ -72,16 +73,20 @@ export interface Server {
 
 // --- JSON Schema ------------------------------------------------------------------------------------------------
 
+/** A schema's JSON Schema, and whether the Messages API takes it (an object schema). */
+export type JsonSchema = { readonly _tag: "Ok"; readonly schema: JsonObject } | {
+  readonly _tag: "NotAnObject"
+  readonly schema: JsonObject
+}
+
 /**
  * The JSON Schema of a tool's input (or of a structured output): the draft 2020-12 document of the schema's JSON
  * form, with its definitions inlined under `$defs` (where its `$ref`s point). An empty struct gives an object with no
- * properties. Fails with a reason when the root is not an object: the Messages API takes object schemas only.
+ * properties. Fails with a reason when the root is not an object: the Messages API takes object schemas only. `S` is
+ * `effect/Schema`, loaded by the caller (see `LazySchema`).
  */
-export const jsonSchemaOf = (schema: Schema.Top): { readonly _tag: "Ok"; readonly schema: JsonObject } | {
-  readonly _tag: "NotAnObject"
-  readonly schema: JsonObject
-} => {
-  const document = Schema.toJsonSchemaDocument(schema)
+export const jsonSchemaOf = (S: LazySchema.SchemaModule, schema: Schema.Top): JsonSchema => {
+  const document = S.toJsonSchemaDocument(schema)
   const root = document.schema as JsonObject
   const definitions = document.definitions as JsonObject
   const inlined = Object.keys(definitions).length > 0 ? { ...root, $defs: definitions } : root
@@ -177,10 +182,13 @@ const call = (server: Server, tools: ReadonlyMap<string, Tool>, params: JsonObje
   if (tool === undefined) return Effect.succeed(textResult(`Tool ${String(name)} not found`, true))
   const meta = Predicate.isObject(params._meta) ? params._meta as JsonObject : {}
   const toolUseId = typeof meta["claudecode/toolUseId"] === "string" ? meta["claudecode/toolUseId"] : undefined
-  const decode = Schema.decodeUnknownEffect(Schema.toCodecJson(tool.input))
+  const decoded = Effect.flatMap(
+    LazySchema.load,
+    (S) => S.decodeUnknownEffect(S.toCodecJson(tool.input))(params.arguments ?? {})
+  )
   const timeout = tool.timeout ?? server.timeout
   const run = Effect.flatMap(
-    Effect.mapError(decode(params.arguments ?? {}), (error): Failure => new InvalidInput(error)),
+    Effect.mapError(decoded, (error): Failure => new InvalidInput(error)),
     (input) => Effect.suspend(() => tool.handler(input, { server: server.name, tool: tool.name, toolUseId }))
   )
   const bounded = timeout === undefined ? run : run.pipe(
@@ -224,11 +232,16 @@ export const serve = (server: Server): (message: JsonObject) => Effect.Effect<Pr
   const tools = new Map(server.tools.map((tool) => [tool.name, tool]))
   // The tools/list answer does not change: built once, at the first request.
   let listed: ReadonlyArray<JsonObject> | undefined
-  const list = () =>
-    listed ??= server.tools.map((tool) => {
-      const schema = jsonSchemaOf(tool.input)
-      return toolEntry(server, tool, schema.schema)
-    })
+  const list = Effect.suspend(() =>
+    listed !== undefined
+      ? Effect.succeed(listed)
+      : server.tools.length === 0
+      ? Effect.succeed(listed = [])
+      : Effect.map(
+        LazySchema.load,
+        (S) => listed = server.tools.map((tool) => toolEntry(server, tool, jsonSchemaOf(S, tool.input).schema))
+      )
+  )
   return (message) => {
     const method = message.method
     const id = message.id
@@ -252,7 +265,7 @@ export const serve = (server: Server): (message: JsonObject) => Effect.Effect<Pr
       case "ping":
         return Effect.succeed(rpc(id, { result: {} }))
       case "tools/list":
-        return Effect.sync(() => rpc(id, { result: { tools: list() } }))
+        return Effect.map(list, (tools) => rpc(id, { result: { tools } }))
       case "tools/call":
         return Effect.map(call(server, tools, params), (result) => rpc(id, { result }))
       default:
@@ -264,8 +277,23 @@ export const serve = (server: Server): (message: JsonObject) => Effect.Effect<Pr
 /** Server names the CLI takes as they are (it rewrites others, and the model sees `mcp__<server>__<tool>`). */
 const namePattern = /^[A-Za-z0-9_-]+$/
 
-/** What is wrong with a set of in-process servers (names, duplicates, input schemas that are not objects). */
-export const problemsOf = (servers: ReadonlyArray<Server>): ReadonlyArray<string> => {
+/**
+ * What is wrong with a set of in-process servers (names, duplicates, input schemas that are not objects). Reading the
+ * tools' input schemas loads `effect/Schema`; servers without tools do not.
+ */
+export const problemsOf = (servers: ReadonlyArray<Server>): Effect.Effect<ReadonlyArray<string>> =>
+  servers.some((server) => server.tools.length > 0)
+    ? Effect.map(
+      LazySchema.load,
+      (S) => problemsWith(servers, (tool) => jsonSchemaOf(S, tool.input)._tag === "Ok")
+    )
+    // No tool, so no input schema to read.
+    : Effect.sync(() => problemsWith(servers, () => true))
+
+const problemsWith = (
+  servers: ReadonlyArray<Server>,
+  isObjectInput: (tool: Tool) => boolean
+): ReadonlyArray<string> => {
   const problems: Array<string> = []
   const names = new Set<string>()
   for (const server of servers) {
@@ -283,7 +311,7 @@ export const problemsOf = (servers: ReadonlyArray<Server>): ReadonlyArray<string
       if (tools.has(tool.name)) problems.push(`mcpServers.${server.name}: two tools are named ${tool.name}`)
       tools.add(tool.name)
       for (const problem of tool.problems ?? []) problems.push(`mcpServers.${server.name}.${tool.name}: ${problem}`)
-      if (jsonSchemaOf(tool.input)._tag === "NotAnObject") {
+      if (!isObjectInput(tool)) {
         problems.push(`mcpServers.${server.name}.${tool.name}: the input schema must be an object (a Schema.Struct)`)
       }
     }

@@ -41,9 +41,10 @@ import {
   type SpawnError,
   StartupTimeout
 } from "../../TetherError.ts"
-import { type Timeouts, validate as validateTimeouts } from "../../Timeouts.ts"
+import type { Timeouts } from "../../Timeouts.ts"
 import * as Transport from "../../Transport.ts"
 import type { AnyTurnError, Phase, Prompt, ProviderTurnError, Turn, TurnResult } from "../../Turn.ts"
+import { validate as validateTimeouts } from "../timeouts.ts"
 import * as Machine from "./machine.ts"
 import * as Telemetry from "./telemetry.ts"
 
