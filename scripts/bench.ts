@@ -126,6 +126,11 @@ const modules: ReadonlyArray<{ readonly label: string; readonly specifier: strin
   { label: "`@anthropic-ai/claude-agent-sdk`", specifier: "@anthropic-ai/claude-agent-sdk" },
   { label: "`effect` (the barrel)", specifier: "effect" },
   { label: "`effect/Effect`", specifier: "effect/Effect" },
+  {
+    label:
+      "a Claude host's modules: `@tether/core/claude/ClaudeSession` + `@tether/transport-node/NodeTransport` (dist)",
+    specifier: "@tether/core/claude/ClaudeSession @tether/transport-node/NodeTransport"
+  },
   { label: "`@tether/core` (dist)", specifier: "@tether/core" },
   { label: "`@tether/transport-node` (dist)", specifier: "@tether/transport-node" },
   { label: "`@tether/testing` (dist)", specifier: "@tether/testing" }
@@ -133,7 +138,8 @@ const modules: ReadonlyArray<{ readonly label: string; readonly specifier: strin
 
 const importScript = (specifier: string | undefined): string =>
   [
-    specifier === undefined ? "" : `await import(${JSON.stringify(specifier)})`,
+    // A specifier may name several modules, separated by spaces: what one host imports.
+    ...(specifier === undefined ? [] : specifier.split(" ").map((one) => `await import(${JSON.stringify(one)})`)),
     `const { readFileSync } = await import("node:fs")`,
     `let status = ""`,
     `try { status = readFileSync("/proc/self/status", "utf8") } catch {}`,

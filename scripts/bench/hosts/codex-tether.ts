@@ -4,8 +4,8 @@
  * Claude host (tether.ts) does; see session.ts for what a turn is for this host.
  */
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import { CodexSession } from "../../../packages/core/src/index.ts"
-import { NodeTransport } from "../../../packages/transport-node/src/index.ts"
+import * as CodexSession from "../../../packages/core/src/codex/CodexSession.ts"
+import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
 import { fakeEnv, fastCodex } from "../fake.ts"
 import type { Host } from "../host.ts"
 import { sessionHost } from "./session.ts"

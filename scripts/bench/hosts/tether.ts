@@ -4,8 +4,8 @@
  * is for this host.
  */
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import { ClaudeSession } from "../../../packages/core/src/index.ts"
-import { NodeTransport } from "../../../packages/transport-node/src/index.ts"
+import * as ClaudeSession from "../../../packages/core/src/claude/ClaudeSession.ts"
+import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
 import { fakeClaude, fakeEnv } from "../fake.ts"
 import type { Host } from "../host.ts"
 import { sessionHost } from "./session.ts"
