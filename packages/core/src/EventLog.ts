@@ -38,13 +38,13 @@
 import type * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Channel from "effect/Channel"
-import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Pull from "effect/Pull"
 import * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { fixDisposition } from "./internal/disposition.ts"
+import { TaggedError } from "./internal/taggedError.ts"
 import type * as TetherError from "./TetherError.ts"
 
 /**
@@ -117,7 +117,7 @@ export interface ReplayUnavailable extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class ReplayUnavailable extends Data.TaggedError("ReplayUnavailable")<{
+export class ReplayUnavailable extends TaggedError("ReplayUnavailable")<{
   // Whatever the caller asked for, including NaN: the error reports it as given.
   readonly requestedAfter: number
   readonly oldestAvailable: number
@@ -143,7 +143,7 @@ export interface Lagged extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class Lagged extends Data.TaggedError("Lagged")<{
+export class Lagged extends TaggedError("Lagged")<{
   readonly missed: number
   readonly resumeSeq: number
 }> {

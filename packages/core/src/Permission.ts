@@ -10,6 +10,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import { fixDisposition } from "./internal/disposition.ts"
+import { TaggedError } from "./internal/taggedError.ts"
 import type * as TetherError from "./TetherError.ts"
 
 /**
@@ -198,7 +199,7 @@ export interface PermissionAlreadyResolved extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class PermissionAlreadyResolved extends Data.TaggedError("PermissionAlreadyResolved")<{
+export class PermissionAlreadyResolved extends TaggedError("PermissionAlreadyResolved")<{
   readonly requestId: string
   readonly how: string
 }> {
@@ -219,7 +220,7 @@ export interface PermissionNotFound extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class PermissionNotFound extends Data.TaggedError("PermissionNotFound")<{
+export class PermissionNotFound extends TaggedError("PermissionNotFound")<{
   readonly requestId: string
 }> {
   static {

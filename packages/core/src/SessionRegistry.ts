@@ -80,7 +80,6 @@
  */
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -93,6 +92,7 @@ import { fixDisposition } from "./internal/disposition.ts"
 import * as fingerprints from "./internal/registry/fingerprint.ts"
 import * as internalKinds from "./internal/registry/kinds.ts"
 import * as internal from "./internal/registry/registry.ts"
+import { TaggedError } from "./internal/taggedError.ts"
 import type * as Permission from "./Permission.ts"
 import type * as Session from "./Session.ts"
 import type { SessionEvent, Status } from "./SessionEvent.ts"
@@ -116,7 +116,7 @@ export interface SessionConflict extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class SessionConflict extends Data.TaggedError("SessionConflict")<{
+export class SessionConflict extends TaggedError("SessionConflict")<{
   readonly id: string
   readonly generation: number
   readonly liveFingerprint: string
@@ -140,7 +140,7 @@ export interface CapacityExceeded extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class CapacityExceeded extends Data.TaggedError("CapacityExceeded")<{
+export class CapacityExceeded extends TaggedError("CapacityExceeded")<{
   readonly id: string
   readonly capacity: number
   readonly waitedMillis: number
@@ -164,7 +164,7 @@ export interface GenerationChanged extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class GenerationChanged extends Data.TaggedError("GenerationChanged")<{
+export class GenerationChanged extends TaggedError("GenerationChanged")<{
   readonly id: string
   readonly expected: number
   readonly current: number | null
@@ -187,7 +187,7 @@ export interface SessionNotFound extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{
+export class SessionNotFound extends TaggedError("SessionNotFound")<{
   readonly id: string
 }> {
   static {
@@ -207,7 +207,7 @@ export interface RegistryClosed extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class RegistryClosed extends Data.TaggedError("RegistryClosed") {
+export class RegistryClosed extends TaggedError("RegistryClosed") {
   static {
     fixDisposition(this, true, true, false)
   }

@@ -9,14 +9,14 @@
  * | `safeToRequeue` | the request was definitely not accepted; sending it again cannot duplicate work |
  * | `deliveryUncertain` | the CLI may or may not have received it; resending may duplicate side effects; the session that produced it is retired |
  *
- * The errors are `Data.TaggedError`s. To send one to another process or store it, use its schema in
+ * The errors are tagged `Data` errors, not schema classes. To send one to another process or store it, use its schema in
  * `TetherErrorSchema`.
  *
  * @since 0.1.0
  */
-import * as Data from "effect/Data"
 import * as Predicate from "effect/Predicate"
 import { fixDisposition, uncertainUnlessAcknowledged } from "./internal/disposition.ts"
+import { TaggedError } from "./internal/taggedError.ts"
 
 /**
  * The three flags every Tether error carries.
@@ -43,7 +43,7 @@ export interface ExecutableNotFound extends Disposition {}
  * @category startup
  * @since 0.1.0
  */
-export class ExecutableNotFound extends Data.TaggedError("ExecutableNotFound")<{
+export class ExecutableNotFound extends TaggedError("ExecutableNotFound")<{
   readonly program: string
   readonly searched: ReadonlyArray<string>
 }> {
@@ -64,7 +64,7 @@ export interface SpawnFailed extends Disposition {}
  * @category startup
  * @since 0.1.0
  */
-export class SpawnFailed extends Data.TaggedError("SpawnFailed")<{
+export class SpawnFailed extends TaggedError("SpawnFailed")<{
   readonly program: string
   readonly reason: string
 }> {
@@ -93,7 +93,7 @@ export interface StartupTimeout extends Disposition {}
  * @category startup
  * @since 0.1.0
  */
-export class StartupTimeout extends Data.TaggedError("StartupTimeout")<{
+export class StartupTimeout extends TaggedError("StartupTimeout")<{
   readonly timeoutMillis: number
   readonly stderrTail: string
 }> {
@@ -114,7 +114,7 @@ export interface HandshakeFailed extends Disposition {}
  * @category startup
  * @since 0.1.0
  */
-export class HandshakeFailed extends Data.TaggedError("HandshakeFailed")<{
+export class HandshakeFailed extends TaggedError("HandshakeFailed")<{
   readonly reason: string
   readonly stderrTail: string
 }> {
@@ -140,7 +140,7 @@ export interface TurnInFlight extends Disposition {}
  * @category admission
  * @since 0.1.0
  */
-export class TurnInFlight extends Data.TaggedError("TurnInFlight")<{
+export class TurnInFlight extends TaggedError("TurnInFlight")<{
   readonly activeTurnId: string
 }> {
   static {
@@ -160,7 +160,7 @@ export interface QueueFull extends Disposition {}
  * @category admission
  * @since 0.1.0
  */
-export class QueueFull extends Data.TaggedError("QueueFull")<{
+export class QueueFull extends TaggedError("QueueFull")<{
   readonly capacity: number
 }> {
   static {
@@ -181,7 +181,7 @@ export interface SessionUnavailable extends Disposition {}
  * @category admission
  * @since 0.1.0
  */
-export class SessionUnavailable extends Data.TaggedError("SessionUnavailable")<{
+export class SessionUnavailable extends TaggedError("SessionUnavailable")<{
   readonly status: string
   readonly reason: string
 }> {
@@ -203,7 +203,7 @@ export interface InvalidPrompt extends Disposition {}
  * @category admission
  * @since 0.1.0
  */
-export class InvalidPrompt extends Data.TaggedError("InvalidPrompt")<{
+export class InvalidPrompt extends TaggedError("InvalidPrompt")<{
   readonly reason: string
 }> {
   static {
@@ -228,7 +228,7 @@ export interface TransportWriteError extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class TransportWriteError extends Data.TaggedError("TransportWriteError")<{
+export class TransportWriteError extends TaggedError("TransportWriteError")<{
   readonly reason: string
 }> {
   static {
@@ -249,7 +249,7 @@ export interface DeliveryTimeout extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class DeliveryTimeout extends Data.TaggedError("DeliveryTimeout")<{
+export class DeliveryTimeout extends TaggedError("DeliveryTimeout")<{
   readonly timeoutMillis: number
 }> {
   static {
@@ -270,7 +270,7 @@ export interface CliExited extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class CliExited extends Data.TaggedError("CliExited")<{
+export class CliExited extends TaggedError("CliExited")<{
   readonly exit: string
   readonly code: number | null
   readonly signal: string | null
@@ -306,7 +306,7 @@ export type InterruptReason = "host" | "stall" | "turn-timeout" | "permission" |
  * @category delivery
  * @since 0.1.0
  */
-export class TurnInterrupted extends Data.TaggedError("TurnInterrupted")<{
+export class TurnInterrupted extends TaggedError("TurnInterrupted")<{
   readonly turnId: string
   readonly reason: InterruptReason
   readonly acknowledged: boolean
@@ -337,7 +337,7 @@ export interface SessionRetired extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class SessionRetired extends Data.TaggedError("SessionRetired")<{
+export class SessionRetired extends TaggedError("SessionRetired")<{
   readonly reason: string
   readonly acknowledged: boolean
 }> {
@@ -359,7 +359,7 @@ export interface InterruptTimeout extends Disposition {}
  * @category delivery
  * @since 0.1.0
  */
-export class InterruptTimeout extends Data.TaggedError("InterruptTimeout")<{
+export class InterruptTimeout extends TaggedError("InterruptTimeout")<{
   readonly turnId: string
   readonly reason: InterruptReason
   readonly timeoutMillis: number
@@ -387,7 +387,7 @@ export interface ControlTimeout extends Disposition {}
  * @category controls
  * @since 0.1.0
  */
-export class ControlTimeout extends Data.TaggedError("ControlTimeout")<{
+export class ControlTimeout extends TaggedError("ControlTimeout")<{
   readonly subtype: string
   readonly timeoutMillis: number
 }> {
@@ -408,7 +408,7 @@ export interface ControlFailed extends Disposition {}
  * @category controls
  * @since 0.1.0
  */
-export class ControlFailed extends Data.TaggedError("ControlFailed")<{
+export class ControlFailed extends TaggedError("ControlFailed")<{
   readonly subtype: string
   readonly reason: string
   readonly code: string | null
@@ -436,7 +436,7 @@ export interface ProtocolError extends Disposition {}
  * @category protocol
  * @since 0.1.0
  */
-export class ProtocolError extends Data.TaggedError("ProtocolError")<{
+export class ProtocolError extends TaggedError("ProtocolError")<{
   readonly reason: "not-json" | "too-long" | "malformed"
   readonly detail: string
   /** The first characters of the offending line. */
@@ -463,7 +463,7 @@ export interface InvalidConfig extends Disposition {}
  * @category configuration
  * @since 0.1.0
  */
-export class InvalidConfig extends Data.TaggedError("InvalidConfig")<{
+export class InvalidConfig extends TaggedError("InvalidConfig")<{
   readonly problems: ReadonlyArray<string>
 }> {
   static {

@@ -2,7 +2,7 @@
  * A schema for every Tether error class, for hosts that send errors to another process or store them
  * (`@tether/cluster` does both).
  *
- * The error classes are `Data.TaggedError`s, so that running a session never loads `effect/Schema`; their schemas
+ * The error classes are tagged `Data` errors, so that running a session never loads `effect/Schema`; their schemas
  * live here. Each one encodes an error to its tag and fields (`{ _tag, ...fields }`, plain JSON data) and decodes
  * them, checked, back to an instance of the class, with its message and its disposition.
  *

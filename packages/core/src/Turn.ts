@@ -3,12 +3,12 @@
  *
  * @since 0.1.0
  */
-import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
 import { fixDisposition } from "./internal/disposition.ts"
+import { TaggedError } from "./internal/taggedError.ts"
 import type { SessionEvent } from "./SessionEvent.ts"
 import type {
   CliExited,
@@ -71,7 +71,7 @@ export interface ApiError extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class ApiError extends Data.TaggedError("ApiError")<{
+export class ApiError extends TaggedError("ApiError")<{
   readonly turnId: string
   readonly status: number | null
   readonly detail: string
@@ -96,7 +96,7 @@ export interface TurnFailed extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class TurnFailed extends Data.TaggedError("TurnFailed")<{
+export class TurnFailed extends TaggedError("TurnFailed")<{
   readonly turnId: string
   readonly subtype: string
   readonly terminalReason: string | null

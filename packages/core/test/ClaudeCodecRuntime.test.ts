@@ -24,11 +24,6 @@ const src = Path.join(root, "packages/core/src")
 const isForbidden = (file: string): boolean =>
   /\/effect\/dist\/(Schema|SchemaAST|SchemaParser|Config)\.js$/.test(file) || /\/effect\/dist\/schema\//.test(file)
 
-/**
- * Modules that load `effect/Schema` for their error classes, which another branch turns into `Data.TaggedError`s.
- * The walk does not enter them until then; the test fails as soon as one no longer loads Schema, so that it leaves
- * this list and the walk covers it.
- */
 const requireFromCore = Module.createRequire(Path.join(root, "packages/core/package.json"))
 
 // An import or re-export at the start of a line, its clause made only of names, braces, commas and `*`: it cannot

@@ -141,7 +141,7 @@ describe("Claude machine: stdout lines → items", () => {
         frame: F.result({ subtype: "error_max_turns", is_error: true, result: undefined }),
         items: [
           "SessionId session-1",
-          "TurnEnd Failed MaxTurnsExceeded {\"turnId\":\"T\",\"sessionId\":\"session-1\",\"_tag\":\"MaxTurnsExceeded\"}"
+          "TurnEnd Failed MaxTurnsExceeded {\"_tag\":\"MaxTurnsExceeded\",\"turnId\":\"T\",\"sessionId\":\"session-1\"}"
         ]
       },
       {
@@ -149,7 +149,7 @@ describe("Claude machine: stdout lines → items", () => {
         frame: F.result({ subtype: "error_max_budget_usd", is_error: true, total_cost_usd: 2.5 }),
         items: [
           "SessionId session-1",
-          "TurnEnd Failed BudgetExceeded {\"turnId\":\"T\",\"sessionId\":\"session-1\",\"totalCostUsd\":2.5,\"_tag\":\"BudgetExceeded\"}"
+          "TurnEnd Failed BudgetExceeded {\"_tag\":\"BudgetExceeded\",\"turnId\":\"T\",\"sessionId\":\"session-1\",\"totalCostUsd\":2.5}"
         ]
       },
       {
@@ -162,7 +162,7 @@ describe("Claude machine: stdout lines → items", () => {
         }),
         items: [
           "SessionId session-1",
-          "TurnEnd Failed TurnFailed {\"turnId\":\"T\",\"subtype\":\"error_during_execution\",\"terminalReason\":\"model_error\",\"errors\":[\"boom\"],\"_tag\":\"TurnFailed\"}"
+          "TurnEnd Failed TurnFailed {\"_tag\":\"TurnFailed\",\"turnId\":\"T\",\"subtype\":\"error_during_execution\",\"terminalReason\":\"model_error\",\"errors\":[\"boom\"]}"
         ]
       },
       {
@@ -170,7 +170,7 @@ describe("Claude machine: stdout lines → items", () => {
         frame: F.result({ subtype: "error_during_execution", is_error: true }),
         items: [
           "SessionId session-1",
-          "TurnEnd Failed TurnFailed {\"turnId\":\"T\",\"subtype\":\"error_during_execution\",\"terminalReason\":null,\"errors\":[],\"_tag\":\"TurnFailed\"}"
+          "TurnEnd Failed TurnFailed {\"_tag\":\"TurnFailed\",\"turnId\":\"T\",\"subtype\":\"error_during_execution\",\"terminalReason\":null,\"errors\":[]}"
         ]
       },
       {

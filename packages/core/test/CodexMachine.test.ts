@@ -666,7 +666,7 @@ describe("Codex machine: turns", () => {
     const produced = m.receive(line)
     assert.deepStrictEqual(itemsOf(produced).map(describeItem), [
       "Frame error (session)",
-      "TurnEnd@t1 Failed TurnRejected {\"turnId\":\"T\",\"code\":-32001,\"reason\":\"retry later\",\"_tag\":\"TurnRejected\"}"
+      "TurnEnd@t1 Failed TurnRejected {\"_tag\":\"TurnRejected\",\"turnId\":\"T\",\"code\":-32001,\"reason\":\"retry later\"}"
     ])
     assert.deepStrictEqual(endOf(produced).result, {
       sessionId: THREAD,

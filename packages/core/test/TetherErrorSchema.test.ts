@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Result, Schema } from "effect"
+import { Equal, Result, Schema } from "effect"
 import * as ClaudeSession from "../src/claude/ClaudeSession.ts"
 import * as CodexSession from "../src/codex/CodexSession.ts"
 import * as EventLog from "../src/EventLog.ts"
@@ -147,6 +147,20 @@ describe("TetherErrorSchema", () => {
       assert.deepStrictEqual(TetherError.disposition(back), TetherError.disposition(sample.error), sample.error._tag)
       assert.strictEqual(toJson({ ...sample, error: back }), toJson(sample))
     }
+  })
+
+  it("decodes to an error equal to the one it encoded, with the same JSON of its own", () => {
+    const decode = (schema: Schema.Top, error: unknown) =>
+      Schema.decodeUnknownSync(schema as Schema.Codec<unknown, unknown>)(
+        JSON.parse(JSON.stringify(Schema.encodeSync(schema as Schema.Codec<unknown, unknown>)(error)))
+      )
+    const closed = new SessionRegistry.RegistryClosed()
+    const decodedClosed = decode(TetherErrorSchema.RegistryClosed, closed)
+    assert.isTrue(Equal.equals(decodedClosed, closed))
+    const full = new TetherError.QueueFull({ capacity: 8 })
+    const decodedFull = decode(TetherErrorSchema.QueueFull, full)
+    assert.isTrue(Equal.equals(decodedFull, full))
+    assert.strictEqual(JSON.stringify(decodedFull), `{"_tag":"QueueFull","capacity":8}`)
   })
 
   it("encodes an error as its tag and fields, the tag first: the JSON the cluster sends and stores", () => {

@@ -3,8 +3,8 @@
  *
  * @internal
  */
-import * as Data from "effect/Data"
 import { fixDisposition } from "../../internal/disposition.ts"
+import { TaggedError } from "../../internal/taggedError.ts"
 import type * as TetherError from "../../TetherError.ts"
 
 // The disposition flags of MaxTurnsExceeded, set once on its prototype.
@@ -17,7 +17,7 @@ export interface MaxTurnsExceeded extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class MaxTurnsExceeded extends Data.TaggedError("MaxTurnsExceeded")<{
+export class MaxTurnsExceeded extends TaggedError("MaxTurnsExceeded")<{
   readonly turnId: string
   readonly sessionId: string | null
 }> {
@@ -39,7 +39,7 @@ export interface BudgetExceeded extends TetherError.Disposition {}
  * @category errors
  * @since 0.1.0
  */
-export class BudgetExceeded extends Data.TaggedError("BudgetExceeded")<{
+export class BudgetExceeded extends TaggedError("BudgetExceeded")<{
   readonly turnId: string
   readonly sessionId: string | null
   readonly totalCostUsd: number | null
@@ -62,7 +62,7 @@ export interface StructuredOutputMissing extends TetherError.Disposition {}
  * @category errors
  * @since 0.3.0
  */
-export class StructuredOutputMissing extends Data.TaggedError("StructuredOutputMissing")<{
+export class StructuredOutputMissing extends TaggedError("StructuredOutputMissing")<{
   readonly turnId: string
   readonly raw: unknown
 }> {
@@ -85,7 +85,7 @@ export interface StructuredOutputInvalid extends TetherError.Disposition {}
  * @category errors
  * @since 0.3.0
  */
-export class StructuredOutputInvalid extends Data.TaggedError("StructuredOutputInvalid")<{
+export class StructuredOutputInvalid extends TaggedError("StructuredOutputInvalid")<{
   readonly turnId: string
   readonly reason: string
   readonly value: unknown
@@ -109,7 +109,7 @@ export interface StructuredOutputRetriesExhausted extends TetherError.Dispositio
  * @category errors
  * @since 0.3.0
  */
-export class StructuredOutputRetriesExhausted extends Data.TaggedError("StructuredOutputRetriesExhausted")<{
+export class StructuredOutputRetriesExhausted extends TaggedError("StructuredOutputRetriesExhausted")<{
   readonly turnId: string
   readonly errors: ReadonlyArray<string>
   readonly raw: unknown

@@ -3,8 +3,8 @@
  *
  * @internal
  */
-import * as Data from "effect/Data"
 import { fixDisposition } from "../../internal/disposition.ts"
+import { TaggedError } from "../../internal/taggedError.ts"
 import type * as TetherError from "../../TetherError.ts"
 
 // The disposition flags of TurnRejected, set once on its prototype.
@@ -17,7 +17,7 @@ export interface TurnRejected extends TetherError.Disposition {}
  * @category errors
  * @since 0.2.0
  */
-export class TurnRejected extends Data.TaggedError("TurnRejected")<{
+export class TurnRejected extends TaggedError("TurnRejected")<{
   readonly turnId: string
   readonly code: number
   readonly reason: string
