@@ -12,8 +12,8 @@
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaGuard from "../../../internal/schemaGuard.ts"
-import { ProtocolError } from "../../../TetherError.ts"
-import { prefixOf, truncate } from "./lineErrors.ts"
+import type { ProtocolError } from "../../../TetherError.ts"
+import { malformed } from "./lineErrors.ts"
 import { inputOtherThan, JsonRecord, JsonValue, open, openJson, StringArray, withoutKeys } from "./shared.ts"
 
 /**
@@ -1182,12 +1182,8 @@ export const decodeControlPayload = <S extends Schema.Codec<unknown, unknown>>(s
     if (guard === undefined) guard = SchemaGuard.makeForDecoding(schema.ast) ?? null
     if (guard !== null && guard(input)) return Result.succeed(input as S["Type"])
     const result = decode(input)
-    return Result.isSuccess(result) ? Result.succeed(result.success) : Result.fail(
-      new ProtocolError({
-        reason: "malformed",
-        detail: truncate(result.failure.message),
-        linePrefix: prefixOf(JSON.stringify(payload) ?? "")
-      })
-    )
+    return Result.isSuccess(result)
+      ? Result.succeed(result.success)
+      : malformed(JSON.stringify(payload) ?? "", result.failure.message)
   }
 }

@@ -22,7 +22,7 @@
  */
 import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
-import { ProtocolError } from "../../../TetherError.ts"
+import type { ProtocolError } from "../../../TetherError.ts"
 import { type DecodeOptions, defaultMaxLineLength } from "../../ClaudeWire.ts"
 import type { Decoded, Frame } from "./cliFrames.ts"
 import type {
@@ -49,7 +49,7 @@ import type {
 import type * as Explain from "./explain.ts"
 import * as Guards from "./guards.generated.ts"
 import type { HostFrame, UserMessageInput } from "./hostFrames.ts"
-import { malformed, notJson, parseJson, prefixOf, tooLong, truncate } from "./lineErrors.ts"
+import { malformed, notJson, parseJson, tooLong } from "./lineErrors.ts"
 
 export type { DecodeOptions } from "../../ClaudeWire.ts"
 export type * from "./cliFrames.ts"
@@ -424,13 +424,10 @@ const payloadDecoder = <A>(schema: Explain.SchemaName, is: (u: unknown) => boole
   const input = payload === undefined ? {} : payload
   if (is(input)) return Result.succeed(input as A)
   const decoded = explain(schema, input)
-  return decoded._tag === "Success" ? Result.succeed(decoded.value as A) : Result.fail(
-    new ProtocolError({
-      reason: "malformed",
-      detail: truncate(decoded.message),
-      linePrefix: prefixOf(JSON.stringify(payload) ?? "")
-    })
-  )
+  // The payload's JSON stands for the line in the error, as it does for a frame.
+  return decoded._tag === "Success"
+    ? Result.succeed(decoded.value as A)
+    : malformed(JSON.stringify(payload) ?? "", decoded.message)
 }
 
 /**
