@@ -52,6 +52,17 @@ const exited = (keeper: ChildProcess.ChildProcess) =>
   waitUntil("the keeper to exit", () => keeper.exitCode !== null || keeper.signalCode !== null, 10_000)
 
 describe("watchdog keeper", () => {
+  it("is rotated past rotateBytes beyond what it started with, and past as much again with many connections open", () => {
+    const { rotateBytes, rotates } = Watchdog
+    assert.isFalse(rotates(rotateBytes + 100, 100))
+    assert.isTrue(rotates(rotateBytes + 101, 100))
+    // 200 KiB of open connections: not at the next registration, only once as much again has been sent.
+    const open = 200 * 1024
+    assert.isFalse(rotates(open + 1, open))
+    assert.isFalse(rotates(2 * open, open))
+    assert.isTrue(rotates(2 * open + 1, open))
+  })
+
   it.live("hands every line it kept, in order, to the program when its input ends", () =>
     Effect.gen(function*() {
       const { outputs, program } = yield* recorder

@@ -58,12 +58,21 @@ export const keeper = [
 ].join("\n")
 
 /**
- * How many bytes a keeper is sent before the next registration starts a fresh one (the shell keeps every line,
- * including those of connections long closed).
+ * How many bytes a keeper is sent, beyond the open connections it started with, before the next registration starts
+ * a fresh one (the shell keeps every line, including those of connections long closed); see {@link rotates}.
  *
  * @internal
  */
 export const rotateBytes = 64 * 1024
+
+/**
+ * Whether a keeper that started with `replayed` bytes (the open connections) and has been sent `sent` in all is
+ * replaced at the next registration: past {@link rotateBytes} beyond what it started with, and past as much again
+ * (with many connections open, a rotation at each registration would start a shell each time).
+ *
+ * @internal
+ */
+export const rotates = (sent: number, replayed: number): boolean => sent - replayed > Math.max(rotateBytes, replayed)
 
 /**
  * Whether the watchdog's program is there to start (a bundler may have left it out).
@@ -96,6 +105,8 @@ export const make = (main: string = program): Watchdog => {
   const layers = new Set<string>()
   let child: ChildProcess.ChildProcess | undefined
   let sent = 0
+  /** What the keeper was sent when it started: the open connections, replayed. */
+  let replayed = 0
   let closed = false
 
   const send = (line: string) => {
@@ -142,13 +153,14 @@ export const make = (main: string = program): Watchdog => {
       send(`+ ${marker} ${entry.graceMillis} ${entry.cgroup}`)
       if (entry.root !== undefined) send(`= ${marker} ${entry.root}`)
     }
+    replayed = sent
   }
 
   return {
     register: (marker, graceMillis, cgroup) => {
       const entry = { graceMillis, cgroup: cgroup === undefined ? "-" : encodeURIComponent(cgroup), root: undefined }
       registered.set(marker, entry)
-      if (child !== undefined && sent > rotateBytes) {
+      if (child !== undefined && rotates(sent, replayed)) {
         // The old keeper goes only once the new one holds every open connection: no moment without one.
         const old = child
         child = undefined
