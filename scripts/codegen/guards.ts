@@ -1,7 +1,9 @@
 /**
- * Generates the type guards of the Claude wire codec, `packages/core/src/claude/internal/protocol/guards.generated.ts`:
- * plain TypeScript functions that import nothing but core's JSON check (`internal/json.ts`), so that a session checks
- * its frames without loading `effect/Schema`.
+ * Generates type guards from schemas: plain TypeScript functions that import nothing but core's JSON check
+ * (`internal/json.ts`), so that a session checks what it reads without loading `effect/Schema`:
+ *
+ * - the frames of the Claude wire codec: `packages/core/src/claude/internal/protocol/guards.generated.ts`;
+ * - the params the Codex protocol machine decodes: `packages/core/src/codex/internal/protocol/guards.generated.ts`.
  *
  *   pnpm codegen                     writes the generated files
  *   pnpm codegen --check             exits 1 when a generated file is not what the generator makes now (a test runs it)
@@ -20,11 +22,11 @@
  * non-string index key, a symbol key, and any filter whose identity (`representation.id`) it does not know.
  * The filters it knows are in {@link filters}: Effect's `isFinite` and `isInt`, and the codec's own (shared.ts).
  *
- * The control response payloads are returned as the decoded value when their guard accepts them, so their schemas
- * must decode a value they accept to an equal one: open objects (a `Record(String, …)` rest, which keeps unknown
- * keys) all the way down, no transformation. The generator refuses a payload schema that is not (a closed struct
- * would drop unknown keys): make it open, or decode it with `ClaudeProtocol.decodeControlPayload`, which decodes
- * with Effect.
+ * The control response payloads (Claude) and the params (Codex) are returned as the decoded value when their guard
+ * accepts them, so their schemas must decode a value they accept to an equal one: open objects (a `Record(String, …)`
+ * rest, which keeps unknown keys) all the way down, no transformation. The generator refuses a payload schema that is
+ * not (a closed struct would drop unknown keys): make it open, or decode it with Effect
+ * (`ClaudeProtocol.decodeControlPayload`, `CodexProtocol.decodeParams`).
  *
  * It also generates the guards of `packages/core/test/fixtures/codegen/schemas.ts`, schemas with the shapes the codec
  * does not use yet, so that the tests compare every kind of code it emits with `Schema.is`. The output is formatted
@@ -40,6 +42,7 @@ import * as CliFrames from "../../packages/core/src/claude/internal/protocol/cli
 import * as Controls from "../../packages/core/src/claude/internal/protocol/controls.ts"
 import * as HostFrames from "../../packages/core/src/claude/internal/protocol/hostFrames.ts"
 import * as Shared from "../../packages/core/src/claude/internal/protocol/shared.ts"
+import * as CodexProtocol from "../../packages/core/src/codex/CodexProtocol.ts"
 
 const root = Path.resolve(import.meta.dirname, "../..")
 
@@ -320,7 +323,10 @@ const dropsInput = (ast: SchemaAST.AST, at: string): string | undefined => {
 // Guard functions: one per object, array and union node (shared by identity, and by text where anonymous)
 // ---------------------------------------------------------------------------------------------------------------
 
-/** How a root's guard is used: a frame checked as parsed, or a control payload that its guard decodes. */
+/**
+ * How a root's guard is used: a frame checked as parsed, or a payload that its guard decodes (a Claude control
+ * payload, Codex params).
+ */
 type Use = "frame" | "payload"
 
 interface Emitted {
@@ -633,8 +639,9 @@ const makeEmitter = (modules: { readonly [name: string]: unknown }) => {
       const why = dropsInput(ast, name)
       if (why !== undefined) {
         throw new Error(
-          `${name} cannot be decoded by its guard: ${why}. Make it an open object (\`open\` in shared.ts), or decode ` +
-            "it with ClaudeProtocol.decodeControlPayload (Effect's decoder) instead of a generated guard"
+          `${name} cannot be decoded by its guard: ${why}. Make it an open object (\`open\` in shared.ts or ` +
+            "CodexProtocol.ts), or decode it with Effect's decoder (ClaudeProtocol.decodeControlPayload, " +
+            "CodexProtocol.decodeParams) instead of a generated guard"
         )
       }
     }
@@ -782,6 +789,9 @@ export interface Check {
   readonly is: (u: unknown) => boolean
 }`
 
+/** Whether the guards of a module read core's JSON check. */
+const importsJson = (emitter: Emitter): boolean => emitter.emitted.some(({ body }) => body.includes("isJson("))
+
 /** The module text: the header, what the guards use, the guards (the exported ones documented), then `extra`. */
 const moduleText = (
   emitter: Emitter,
@@ -792,7 +802,7 @@ const moduleText = (
 ): string => {
   const used = (name: string) => emitter.emitted.some(({ body }) => body.includes(`${name}(`))
   const parts: Array<string> = [header, ""]
-  if (used("isJson")) parts.push(isJsonImport(file), "")
+  if (importsJson(emitter)) parts.push(isJsonImport(file), "")
   if (extra.length > 0) parts.push(checkModel, "")
   if (used("isRecord")) parts.push(isRecordHelper, "")
   for (const { body, name } of emitter.emitted) {
@@ -875,11 +885,46 @@ const fixture = (file: string, modules: { readonly [name: string]: unknown }): s
   return moduleText(emitter, file, header, "schemas.ts", [])
 }
 
+/**
+ * The params (and results) the Codex protocol machine decodes, each with the runtime's decoder of it
+ * (codex/internal/protocol/runtime.ts). A payload: the runtime returns the params its guard accepts as their decoded
+ * value, so each schema must be open all the way down.
+ */
+const codexRoots: ReadonlyArray<string> = [
+  "ThreadResult",
+  "TurnStartResult",
+  "TurnNotification",
+  "ItemNotification",
+  "AgentMessageDelta",
+  "TokenUsageUpdated",
+  "ErrorNotification",
+  "CommandApprovalParams",
+  "FileChangeApprovalParams",
+  "ServerRequestResolved"
+]
+
+/** The Codex codec's guards: those of the params the protocol machine decodes. */
+const codexCodec = (file: string): string => {
+  const emitter = makeEmitter(CodexProtocol)
+  for (const name of codexRoots) emitter.rootGuard(name, "payload")
+  const header = `/**
+ * The type guards of the params the Codex protocol machine decodes. ${generated("the schemas of CodexProtocol.ts")}
+ *
+ * Each guard gives the answer of \`Schema.is\` for its schema (tests compare them on recorded and mutated params): a
+ * session checks params with these and loads \`effect/Schema\` only to explain params they refuse (runtime.ts).
+ * They import ${importsJson(emitter) ? "nothing but core's JSON check (internal/json.ts)" : "nothing"}.
+ *
+ * @internal
+ */`
+  return moduleText(emitter, file, header, "CodexProtocol's schema", [])
+}
+
 const fixtureSchemas = "packages/core/test/fixtures/codegen/schemas.ts"
 
 /** The generated files, by path from the workspace root, and how each is made. */
 const targets: ReadonlyArray<{ readonly file: string; readonly make: (file: string) => Promise<string> }> = [
   { file: "packages/core/src/claude/internal/protocol/guards.generated.ts", make: async (file) => codec(file) },
+  { file: "packages/core/src/codex/internal/protocol/guards.generated.ts", make: async (file) => codexCodec(file) },
   {
     file: "packages/core/test/fixtures/codegen/guards.generated.ts",
     make: async (file) => fixture(file, await import(Url.pathToFileURL(Path.join(root, fixtureSchemas)).href))
