@@ -10,6 +10,11 @@
  * The schemas check the fields Tether reads and keep every other field (the protocol is experimental and grows
  * per release): `params` schemas are open structs, decoded only for the methods Tether acts on.
  *
+ * A session checks the params it decodes with guards generated from these schemas (`pnpm codegen`), which give
+ * `Schema.is`'s answer, and loads `effect/Schema` only to word why it refused params, with the message
+ * {@link decodeParams} gives; importing this module loads the schemas themselves. The envelope decoder
+ * ({@link decodeLine}) and the encoders need no schema.
+ *
  * @since 0.2.0
  */
 import * as Result from "effect/Result"

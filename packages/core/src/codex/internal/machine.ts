@@ -16,8 +16,9 @@ import type * as Permission from "../../Permission.ts"
 import type * as Provider from "../../Provider.ts"
 import type { ProtocolError } from "../../TetherError.ts"
 import type { Usage } from "../../Turn.ts"
-import * as CodexProtocol from "../CodexProtocol.ts"
 import { TurnRejected } from "./errors.ts"
+import * as Params from "./protocol/runtime.ts"
+import * as Wire from "./protocol/wire.ts"
 
 /**
  * The result of a Codex turn: the neutral result plus the turn's status as the server reported it.
@@ -72,17 +73,6 @@ interface TurnTrack {
   readonly usage: { input: number; cached: number; cacheWrite: number; output: number; reasoning: number }
 }
 
-const decodeThreadResult = CodexProtocol.decodeParams(CodexProtocol.ThreadResult)
-const decodeTurnStart = CodexProtocol.decodeParams(CodexProtocol.TurnStartResult)
-const decodeTurnNotification = CodexProtocol.decodeParams(CodexProtocol.TurnNotification)
-const decodeItem = CodexProtocol.decodeParams(CodexProtocol.ItemNotification)
-const decodeDelta = CodexProtocol.decodeParams(CodexProtocol.AgentMessageDelta)
-const decodeUsage = CodexProtocol.decodeParams(CodexProtocol.TokenUsageUpdated)
-const decodeError = CodexProtocol.decodeParams(CodexProtocol.ErrorNotification)
-const decodeCommandApproval = CodexProtocol.decodeParams(CodexProtocol.CommandApprovalParams)
-const decodeFileApproval = CodexProtocol.decodeParams(CodexProtocol.FileChangeApprovalParams)
-const decodeResolved = CodexProtocol.decodeParams(CodexProtocol.ServerRequestResolved)
-
 /** Notifications about the server or the account, never about the running turn. */
 const sessionMethods: ReadonlySet<string> = new Set([
   "account/rateLimits/updated",
@@ -128,7 +118,7 @@ const httpStatusOf = (info: unknown): number | null => {
  */
 export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   let nextId = 0
-  const pending = new Map<CodexProtocol.Id, Pending>()
+  const pending = new Map<Wire.Id, Pending>()
   let threadId: string | undefined
   let initializeResult: unknown
   let sandbox: string | undefined
@@ -144,16 +134,16 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   /** Host turns whose `turn/start` has no response yet. */
   const starting = new Set<string>()
   /** Approvals waiting for the host, by the string form of the server's request id. */
-  const approvals = new Map<string, CodexProtocol.Id>()
+  const approvals = new Map<string, Wire.Id>()
   /** Other server requests waiting for the host. */
-  const requests = new Map<string, CodexProtocol.Id>()
+  const requests = new Map<string, Wire.Id>()
   /** File changes by item id: an approval request names the item, not its changes. */
   const fileChanges = new Map<string, ReadonlyArray<unknown>>()
 
   const request = (method: string, params: unknown, what: Pending): Provider.Item => {
     const id = nextId++
     pending.set(id, what)
-    return { _tag: "Write", line: CodexProtocol.encodeRequest(id, method, params) }
+    return { _tag: "Write", line: Wire.encodeRequest(id, method, params) }
   }
 
   const interruptRequest = (serverTurnId: string, ref: number): Provider.Item =>
@@ -162,11 +152,11 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
   const hostTurn = (serverTurnId: string | undefined): TurnTrack | undefined =>
     serverTurnId === undefined ? undefined : turns.get(serverTurnId)
 
-  const malformed = (error: CodexProtocol.Message, failure: ProtocolError) =>
+  const malformed = (error: Wire.Message, failure: ProtocolError) =>
     ({ _tag: "Malformed", error: failure, raw: error.raw }) as Provider.Item
 
   const response = (
-    message: Extract<CodexProtocol.Message, { readonly _tag: "Response" | "ErrorResponse" }>
+    message: Extract<Wire.Message, { readonly _tag: "Response" | "ErrorResponse" }>
   ): Provider.Items => {
     const id = message.id
     const what = id === null ? undefined : pending.get(id)
@@ -180,7 +170,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         const thread = options.thread
         return [
           event,
-          { _tag: "Write", line: CodexProtocol.encodeNotification("initialized") },
+          { _tag: "Write", line: Wire.encodeNotification("initialized") },
           thread._tag === "Start"
             ? request("thread/start", thread.params, { _tag: "Thread" })
             : request(
@@ -195,7 +185,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       }
       case "Thread": {
         if (message._tag === "ErrorResponse") return [event, { _tag: "Refused", reason: message.error.message }]
-        const decoded = decodeThreadResult(
+        const decoded = Params.decodeThreadResult(
           options.thread._tag === "Start" ? "thread/start" : "thread/resume",
           message.result
         )
@@ -220,7 +210,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
             result: emptyResult(undefined, message.raw, "rejected")
           }]
         }
-        const decoded = decodeTurnStart("turn/start", message.result)
+        const decoded = Params.decodeTurnStartResult("turn/start", message.result)
         if (Result.isFailure(decoded)) return [event, malformed(message, decoded.failure)]
         const serverTurnId = decoded.success.turn.id
         turns.set(serverTurnId, {
@@ -271,8 +261,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     reasoningOutputTokens: track?.usage.reasoning ?? 0
   })
 
-  const turnCompleted = (message: CodexProtocol.Message, params: unknown): Provider.Items => {
-    const decoded = decodeTurnNotification("turn/completed", params)
+  const turnCompleted = (message: Wire.Message, params: unknown): Provider.Items => {
+    const decoded = Params.decodeTurnNotification("turn/completed", params)
     if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
     const turn = decoded.success.turn
     const track = turns.get(turn.id)
@@ -302,9 +292,9 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     }
   }
 
-  const item = (message: CodexProtocol.Message, params: unknown, completed: boolean): Provider.Items => {
+  const item = (message: Wire.Message, params: unknown, completed: boolean): Provider.Items => {
     const method = completed ? "item/completed" : "item/started"
-    const decoded = decodeItem(method, params)
+    const decoded = Params.decodeItemNotification(method, params)
     if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
     const { item } = decoded.success
     const track = hostTurn(decoded.success.turnId)
@@ -364,11 +354,11 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     }
   }
 
-  const notification = (message: Extract<CodexProtocol.Message, { readonly _tag: "Notification" }>): Provider.Items => {
+  const notification = (message: Extract<Wire.Message, { readonly _tag: "Notification" }>): Provider.Items => {
     const { method, params, raw } = message
     switch (method) {
       case "item/agentMessage/delta": {
-        const decoded = decodeDelta(method, params)
+        const decoded = Params.decodeAgentMessageDelta(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         const track = hostTurn(decoded.success.turnId)
         return {
@@ -386,13 +376,13 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       case "turn/completed":
         return turnCompleted(message, params)
       case "turn/started": {
-        const decoded = decodeTurnNotification(method, params)
+        const decoded = Params.decodeTurnNotification(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         const track = hostTurn(decoded.success.turn.id)
         return frame(method, raw, track?.hostId, track === undefined ? "session" : undefined)
       }
       case "thread/tokenUsage/updated": {
-        const decoded = decodeUsage(method, params)
+        const decoded = Params.decodeTokenUsageUpdated(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         const track = hostTurn(decoded.success.turnId)
         const last = decoded.success.tokenUsage.last
@@ -406,7 +396,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         return frame(method, raw, track?.hostId, track === undefined ? "session" : undefined)
       }
       case "error": {
-        const decoded = decodeError(method, params)
+        const decoded = Params.decodeErrorNotification(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         const track = hostTurn(decoded.success.turnId)
         const scope = track === undefined ? "session" : undefined
@@ -424,7 +414,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         }
       }
       case "serverRequest/resolved": {
-        const decoded = decodeResolved(method, params)
+        const decoded = Params.decodeServerRequestResolved(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         const key = String(decoded.success.requestId)
         const event = frame(method, raw, undefined, "session")
@@ -441,7 +431,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     }
   }
 
-  const serverRequest = (message: Extract<CodexProtocol.Message, { readonly _tag: "Request" }>): Provider.Items => {
+  const serverRequest = (message: Extract<Wire.Message, { readonly _tag: "Request" }>): Provider.Items => {
     const { id, method, params, raw } = message
     const key = String(id)
     // Only v2's approvals are approvals here. The legacy v1 requests (`execCommandApproval`, `applyPatchApproval`,
@@ -450,7 +440,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     // `requests` handler answers them.
     switch (method) {
       case "item/commandExecution/requestApproval": {
-        const decoded = decodeCommandApproval(method, params)
+        const decoded = Params.decodeCommandApprovalParams(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         approvals.set(key, id)
         const p = decoded.success
@@ -468,7 +458,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         }
       }
       case "item/fileChange/requestApproval": {
-        const decoded = decodeFileApproval(method, params)
+        const decoded = Params.decodeFileChangeApprovalParams(method, params)
         if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
         approvals.set(key, id)
         const p = decoded.success
@@ -504,7 +494,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     if (id === undefined) return undefined
     approvals.delete(requestId)
     requests.delete(requestId)
-    return { _tag: "Write", line: CodexProtocol.encodeResponse(id, result) }
+    return { _tag: "Write", line: Wire.encodeResponse(id, result) }
   }
 
   return {
@@ -513,7 +503,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         _tag: "Initialize"
       }),
     receive: (line) => {
-      const decoded = CodexProtocol.decodeLine(line)
+      const decoded = Wire.decodeLine(line)
       if (Result.isFailure(decoded)) {
         return { _tag: "Malformed", error: decoded.failure, raw: line.length > 4096 ? line.slice(0, 4096) : line }
       }
@@ -555,7 +545,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         // Codex runs what it asked about or nothing: a rewritten input cannot be honoured, so it is not approved.
         throw new Error("Codex cannot run a rewritten input; approve the original or deny")
       }
-      const decision: CodexProtocol.ApprovalDecision = verdict._tag === "Allow"
+      const decision: Wire.ApprovalDecision = verdict._tag === "Allow"
         ? "accept"
         : verdict.interrupt === true
         ? "cancel"
@@ -571,8 +561,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       if (id === undefined) return undefined
       requests.delete(requestId)
       return reply._tag === "Success"
-        ? { _tag: "Write", line: CodexProtocol.encodeResponse(id, reply.payload) }
-        : { _tag: "Write", line: CodexProtocol.encodeErrorResponse(id, -32000, reply.message) }
+        ? { _tag: "Write", line: Wire.encodeResponse(id, reply.payload) }
+        : { _tag: "Write", line: Wire.encodeErrorResponse(id, -32000, reply.message) }
     },
     capabilities: () => ({
       provider: "codex",
