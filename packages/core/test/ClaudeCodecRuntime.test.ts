@@ -1,70 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result, Schema } from "effect"
 import * as fc from "fast-check"
-import * as Fs from "node:fs"
-import * as Module from "node:module"
 import * as Path from "node:path"
-import * as Url from "node:url"
 import * as ClaudeProtocol from "../src/claude/ClaudeProtocol.ts"
 import * as Generated from "../src/claude/internal/protocol/guards.generated.ts"
 import * as Runtime from "../src/claude/internal/protocol/runtime.ts"
 import { transcriptEntries } from "./support/Fixtures.ts"
+import { importsOf, isForbidden, src, walk } from "./support/ImportWalk.ts"
 
 // The codec a session runs (internal/protocol/runtime.ts): generated guards, no `effect/Schema` on its path, and
 // Effect's decoder's words for what it refuses.
-
-const root = Url.fileURLToPath(new URL("../../../", import.meta.url))
-const src = Path.join(root, "packages/core/src")
-
-// ---------------------------------------------------------------------------------------------------------------
-// What the runtime loads
-// ---------------------------------------------------------------------------------------------------------------
-
-/** The modules a session must not load: the schema machinery (and Config, which is built on it). */
-const isForbidden = (file: string): boolean =>
-  /\/effect\/dist\/(Schema|SchemaAST|SchemaParser|Config)\.js$/.test(file) || /\/effect\/dist\/schema\//.test(file)
-
-const requireFromCore = Module.createRequire(Path.join(root, "packages/core/package.json"))
-
-// An import or re-export at the start of a line, its clause made only of names, braces, commas and `*`: it cannot
-// run into the code or the comments that follow (a JSDoc example's import starts with ` * `).
-const staticImport =
-  /^(?:import\s+(?:[\w$*{},\s]+?\s+from\s+)?|export\s+(?:\*(?:\s+as\s+[\w$]+)?|\{[\w$,\s]*\})\s+from\s+)["']([^"']+)["']/gm
-
-/** The modules a module loads when it is loaded: its imports but `import type`, as Node runs TypeScript. */
-const importsOf = (file: string): ReadonlyArray<string> => {
-  const text = Fs.readFileSync(file, "utf8")
-  const code = file.endsWith(".ts") ? Module.stripTypeScriptTypes(text) : text
-  return [...code.matchAll(staticImport)].flatMap(([, specifier]) => {
-    if (specifier.startsWith("node:")) return []
-    if (specifier.startsWith(".")) return [Path.resolve(Path.dirname(file), specifier)]
-    return [requireFromCore.resolve(specifier)]
-  })
-}
-
-/** Every module a set of entries loads, each with the module that first imported it (to show a path). */
-const walk = (entries: ReadonlyArray<string>) => {
-  const parents = new Map<string, string | undefined>(entries.map((entry) => [entry, undefined]))
-  const queue = [...entries]
-  while (queue.length > 0) {
-    const file = queue.shift()!
-    if (isForbidden(file)) continue
-    for (const imported of importsOf(file)) {
-      if (!parents.has(imported)) {
-        parents.set(imported, file)
-        queue.push(imported)
-      }
-    }
-  }
-  const pathTo = (file: string): string => {
-    const path: Array<string> = []
-    for (let at: string | undefined = file; at !== undefined; at = parents.get(at)) {
-      path.unshift(Path.relative(root, at))
-    }
-    return path.join(" → ")
-  }
-  return { loaded: [...parents.keys()], pathTo }
-}
 
 describe("ClaudeCodecRuntime", () => {
   describe("what it loads", () => {
