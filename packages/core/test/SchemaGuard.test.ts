@@ -7,9 +7,12 @@ import * as Url from "node:url"
 import * as Vm from "node:vm"
 import * as ClaudeProtocol from "../src/claude/ClaudeProtocol.ts"
 import * as Generated from "../src/claude/internal/protocol/guards.generated.ts"
+import * as CodexProtocol from "../src/codex/CodexProtocol.ts"
+import * as CodexGenerated from "../src/codex/internal/protocol/guards.generated.ts"
 import * as SchemaGuard from "../src/internal/schemaGuard.ts"
 import * as FixtureGuards from "./fixtures/codegen/guards.generated.ts"
 import * as FixtureSchemas from "./fixtures/codegen/schemas.ts"
+import { codexPayloads } from "./support/CodexFixtures.ts"
 import { fixtureFiles, scenarioOf, TextBlockLike, transcriptEntries } from "./support/Fixtures.ts"
 
 const isFrame = (entry: { readonly dir: string; readonly msg?: unknown }) =>
@@ -562,5 +565,136 @@ describe("generated guards (guards.generated.ts)", () => {
       }))
       fc.assert(fc.property(value, check), { numRuns: 3000 })
     })
+  })
+})
+
+describe("generated Codex guards (codex/internal/protocol/guards.generated.ts)", () => {
+  /** The schemas with a generated guard: the params the Codex protocol machine decodes. */
+  const codex = Object.keys(CodexGenerated).map((guard) => {
+    const name = guard.slice("is".length)
+    const schema = (CodexProtocol as unknown as { readonly [name: string]: unknown })[name]
+    if (!Schema.isSchema(schema)) throw new Error(`${guard} names no schema of CodexProtocol`)
+    return { name, schema, is: Schema.is(schema), generated: generatedOf(CodexGenerated, name)! }
+  })
+
+  /** Whether every generated guard gives Schema.is's answer on a value, or the name of one that does not. */
+  const disagreeing = (value: unknown): string | undefined =>
+    codex.find(({ generated, is }) => generated(value) !== is(value))?.name
+
+  const check = (value: unknown) => {
+    const name = disagreeing(value)
+    if (name !== undefined) assert.fail(`${name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
+  }
+
+  const recorded = codexPayloads.map(({ value }) => value)
+
+  it("has a guard for each params schema the protocol machine decodes, and nothing else", () => {
+    assert.deepStrictEqual(codex.map(({ name }) => name).sort(), [
+      "AgentMessageDelta",
+      "CommandApprovalParams",
+      "ErrorNotification",
+      "FileChangeApprovalParams",
+      "ItemNotification",
+      "ServerRequestResolved",
+      "ThreadResult",
+      "TokenUsageUpdated",
+      "TurnNotification",
+      "TurnStartResult"
+    ])
+  })
+
+  it("answers like Schema.is on every recorded params and result, each guard accepting some", () => {
+    assert.isAbove(recorded.length, 300)
+    for (const value of recorded) check(value)
+    for (const { is, name } of codex) assert.isTrue(recorded.some(is), `no recorded value is a ${name}`)
+  })
+
+  it("answers like Schema.is on mutated recorded params", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...recorded),
+        fc.array(
+          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
+          { minLength: 1, maxLength: 3 }
+        ),
+        (value, mutations) => check(mutate(value, mutations))
+      ),
+      { numRuns: 2000 }
+    )
+  })
+
+  it("answers like Schema.is on values derived from each schema (Effect's Arbitrary) and on their mutations", () => {
+    const derived = codex.flatMap(({ name, schema }) =>
+      Effect.runSync(Arbitrary.sampleEffect(Arbitrary.schema(schema), { count: 20, seed: name }))
+    )
+    assert.isAbove(derived.length, 150)
+    for (const value of derived) check(value)
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...derived),
+        fc.array(
+          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
+          { minLength: 1, maxLength: 3 }
+        ),
+        (value, mutations) => check(mutate(value, mutations))
+      ),
+      { numRuns: 1500 }
+    )
+  })
+
+  it("answers like Schema.is on values that are not JSON, whole and in place of a field", () => {
+    const accepted = codex.map(({ is }) => recorded.find(is)!)
+    const values: ReadonlyArray<unknown> = [
+      Object.create({ thread: { id: "t" } }),
+      Object.assign(Object.create(null), { delta: "d" }),
+      Object.assign(Object.create(null), { requestId: 1 }),
+      new TextBlockLike(),
+      new Date(0),
+      new Map([["delta", "d"]]),
+      new String("x"),
+      Object(1),
+      new Uint8Array(2),
+      // eslint-disable-next-line no-sparse-arrays
+      [1, , 2],
+      [undefined],
+      { a: undefined },
+      -0,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      1n,
+      undefined,
+      Symbol.for("s"),
+      () => 1
+    ]
+    const placed = (value: unknown): ReadonlyArray<unknown> => [
+      value,
+      ...accepted.flatMap((params) =>
+        Object.keys(params as object).flatMap((key) => [
+          { ...(params as object), [key]: value },
+          { ...(params as object), extra: value }
+        ])
+      )
+    ]
+    for (const value of values) for (const candidate of placed(value)) check(candidate)
+    fc.assert(
+      fc.property(
+        fc.anything({
+          maxDepth: 2,
+          withBigInt: true,
+          withBoxedValues: true,
+          withDate: true,
+          withMap: true,
+          withNullPrototype: true,
+          withObjectString: true,
+          withSet: true,
+          withSparseArray: true,
+          withTypedArray: true
+        }),
+        (value) => {
+          for (const candidate of placed(value)) check(candidate)
+        }
+      ),
+      { numRuns: 300 }
+    )
   })
 })
