@@ -21,10 +21,11 @@
  * Host death: under `NodeRuntime.runMain`, SIGINT/SIGTERM interrupt the program and the finalizers run the
  * teardown. Under `Effect.runPromise` (or after SIGKILL, a crash, `process.exit`) no finalizer runs: the CLI is
  * spawned in its own session, so without help it keeps running. That help is the watchdog (on by default
- * everywhere but Windows): a small Node process per layer that notices the host's death by the EOF of a pipe and
- * tears down what the host registered, through each session's cgroup, or its tree as teardown finds it (with
- * /proc; elsewhere only each CLI's process group). `watchdog: false` turns it off, and then children outlive a
- * host that dies without finalizers.
+ * everywhere but Windows): a process per layer, started with its first session, that notices the host's death by
+ * the EOF of a pipe and tears down what the host registered, through each session's cgroup, or its tree as teardown
+ * finds it (with /proc; elsewhere only each CLI's process group). While the host lives it is a `/bin/sh` that keeps
+ * the registrations (a shell's start and memory); it starts Node to do the teardown only when the host has died.
+ * `watchdog: false` turns it off, and then children outlive a host that dies without finalizers.
  *
  * @example
  * ```ts
@@ -185,9 +186,9 @@ export const survivorsMetric: Metric.Counter<number> = Metric.counter("tether_te
 })
 
 /**
- * Whether a transport with these options runs the watchdog: asked for (the default), not on Windows, and its
- * program shipped next to this module (a bundle that left `internal/watchdogMain.js` out has none: the capability
- * report then says the CLI does not die with its host).
+ * Whether a transport with these options runs the watchdog: asked for (the default), not on Windows, `/bin/sh` there,
+ * and its program shipped next to this module (a bundle that left `internal/watchdogMain.js` out has none: the
+ * capability report then says the CLI does not die with its host).
  */
 const watchdogEnabled = (options?: { readonly watchdog?: boolean | undefined }): boolean =>
   !isWindows && (options?.watchdog ?? true) && Watchdog.available

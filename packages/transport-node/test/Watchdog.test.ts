@@ -7,9 +7,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
+import { EventEmitter } from "node:events"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { Writable } from "node:stream"
 import { fileURLToPath } from "node:url"
 import * as Watchdog from "../src/internal/watchdog.ts"
 import { waitUntil } from "./utils.ts"
@@ -38,18 +40,133 @@ const recorder = Effect.acquireRelease(
   ({ dir }) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
 )
 
+/** The keeper as the watchdog starts it (its own session, argv[0] the title), killed at the end if still there. */
 const spawnKeeper = (program: string) =>
   Effect.acquireRelease(
-    Effect.sync(() =>
-      ChildProcess.spawn("/bin/sh", ["-c", Watchdog.keeper, Watchdog.title, process.execPath, program], {
-        stdio: ["pipe", "ignore", "inherit"]
-      })
-    ),
+    Effect.sync(() => Watchdog.spawnKeeper(program)),
     (keeper) => Effect.sync(() => keeper.exitCode === null && keeper.signalCode === null && keeper.kill("SIGKILL"))
   )
 
+/** Whether `pid` ignores SIGHUP, SIGINT and SIGTERM (bits 1, 2 and 15 of SigIgn in /proc/<pid>/status). */
+const ignoresSignals = (pid: number): boolean => {
+  try {
+    const mask = /SigIgn:\s+([0-9a-f]+)/.exec(Fs.readFileSync(`/proc/${pid}/status`, "latin1"))?.[1]
+    return mask !== undefined && (BigInt(`0x${mask}`) & 0x4003n) === 0x4003n
+  } catch {
+    return false
+  }
+}
+
 const exited = (keeper: ChildProcess.ChildProcess) =>
   waitUntil("the keeper to exit", () => keeper.exitCode !== null || keeper.signalCode !== null, 10_000)
+
+/** A simulated keeper: what it was written, whether it ended, and events the test emits. */
+const simulated = () => {
+  const keepers: Array<{ readonly child: ChildProcess.ChildProcess; readonly written: Array<string>; ended: boolean }> =
+    []
+  const spawn = (_main: string): ChildProcess.ChildProcess => {
+    const written: Array<string> = []
+    const child = new EventEmitter() as unknown as ChildProcess.ChildProcess & { stdin: Writable }
+    const entry = { child, written, ended: false }
+    const stdin = new Writable({
+      write: (chunk: Buffer, _encoding, done) => {
+        written.push(chunk.toString())
+        done()
+      },
+      final: (done) => {
+        entry.ended = true
+        done()
+      }
+    })
+    Object.assign(child, { stdin, exitCode: null, signalCode: null, unref: () => {} })
+    keepers.push(entry)
+    return child
+  }
+  return { keepers, spawn }
+}
+
+/** Lets the simulated streams run their callbacks. */
+const settle = Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+
+/**
+ * Registers and unregisters connections until a keeper that started with one connection is due for a rotation,
+ * counting the bytes beyond that one as the client does: none of these registrations rotates.
+ */
+const fill = (watchdog: Watchdog.Watchdog) => {
+  let sent = 0
+  for (let i = 0; sent <= Watchdog.rotateBytes; i++) {
+    const marker = `f${i}`.padEnd(90, "x")
+    watchdog.register(marker, 300, undefined)
+    watchdog.unregister(marker)
+    sent += `+ ${marker} 300 -\n- ${marker}\n`.length
+  }
+}
+
+describe("watchdog client", () => {
+  it.effect("a rotation tells the old keeper everything, and Q only once the fresh one has started and holds its lines", () =>
+    Effect.gen(function*() {
+      const { keepers, spawn } = simulated()
+      const watchdog = Watchdog.make("main", spawn)
+      watchdog.register("a", 300, undefined)
+      fill(watchdog)
+      watchdog.register("c", 300, undefined)
+      assert.strictEqual(keepers.length, 2)
+      const [old, fresh] = keepers
+      assert.strictEqual(fresh!.written.join(""), "+ a 300 -\n+ c 300 -\n")
+      watchdog.setRoot("c", 7, "9")
+      yield* settle
+      // Held, but not started yet: the old one still hears everything and is not told Q.
+      assert.isFalse(old!.ended)
+      assert.isTrue(old!.written.join("").endsWith("= c 7 9\n"))
+      fresh!.child.emit("spawn")
+      yield* settle
+      assert.isTrue(old!.ended)
+      assert.isTrue(old!.written.join("").endsWith("= c 7 9\nQ\n"))
+      watchdog.unregister("c")
+      assert.isTrue(fresh!.written.join("").endsWith("= c 7 9\n- c\n"))
+      assert.isFalse(old!.written.join("").includes("- c"))
+    }))
+
+  it.effect("a fresh keeper that fails before it started leaves the old one in place, told everything", () =>
+    Effect.gen(function*() {
+      const { keepers, spawn } = simulated()
+      const watchdog = Watchdog.make("main", spawn)
+      watchdog.register("a", 300, undefined)
+      fill(watchdog)
+      watchdog.register("c", 300, undefined)
+      const [old, fresh] = keepers
+      fresh!.child.emit("error", new Error("EAGAIN"))
+      yield* settle
+      watchdog.setRoot("c", 7, "9")
+      assert.isFalse(old!.ended)
+      assert.isTrue(old!.written.join("").endsWith("+ c 300 -\n= c 7 9\n"))
+      assert.isFalse(fresh!.written.join("").includes("= c 7 9"))
+      // Still due: the next registration tries again.
+      watchdog.register("d", 300, undefined)
+      assert.strictEqual(keepers.length, 3)
+      assert.strictEqual(keepers[2]!.written.join(""), "+ a 300 -\n+ c 300 -\n= c 7 9\n+ d 300 -\n")
+    }))
+
+  it.effect("a keeper that cannot be spawned keeps the registrations for the next one", () =>
+    Effect.gen(function*() {
+      const { keepers, spawn } = simulated()
+      let fail = true
+      const watchdog = Watchdog.make("main", (main) => {
+        if (fail) throw new Error("ENOMEM")
+        return spawn(main)
+      })
+      watchdog.register("a", 300, undefined)
+      watchdog.setRoot("a", 5, "6")
+      fail = false
+      watchdog.register("b", 300, "/sys/fs/cgroup/b")
+      assert.strictEqual(keepers.length, 1)
+      assert.strictEqual(keepers[0]!.written.join(""), "+ a 300 -\n= a 5 6\n+ b 300 %2Fsys%2Ffs%2Fcgroup%2Fb\n")
+      watchdog.close()
+      yield* settle
+      assert.isTrue(keepers[0]!.ended)
+      assert.isTrue(keepers[0]!.written.join("").endsWith("Q\n"))
+    }))
+})
 
 describe("watchdog keeper", () => {
   it("is rotated past rotateBytes beyond what it started with, and past as much again with many connections open", () => {
@@ -83,6 +200,16 @@ describe("watchdog keeper", () => {
       assert.deepStrictEqual(outputs(), [lines.map((line) => line + "\n").join("")])
     }).pipe(Effect.scoped))
 
+  it.live("drops a last line the host did not finish, as the program would", () =>
+    Effect.gen(function*() {
+      const { outputs, program } = yield* recorder
+      const keeper = yield* spawnKeeper(program)
+      keeper.stdin!.end("+ m1 300 -\n= m1 42 1234\n+ m2 30")
+      yield* exited(keeper)
+      yield* waitUntil("the program's record", () => outputs().length === 1, 10_000)
+      assert.deepStrictEqual(outputs(), ["+ m1 300 -\n= m1 42 1234\n"])
+    }).pipe(Effect.scoped))
+
   it.live("exits on Q without starting the program", () =>
     Effect.gen(function*() {
       const { dir, outputs, program } = yield* recorder
@@ -100,8 +227,8 @@ describe("watchdog keeper", () => {
       const { outputs, program } = yield* recorder
       const keeper = yield* spawnKeeper(program)
       keeper.stdin!.write("+ m1 300 -\n")
-      // The trap is the keeper's first command: wait until it has read a line, so it has run.
-      yield* Effect.sleep("100 millis")
+      // The trap is the keeper's first command: signalled before it ran, the shell would die for the wrong reason.
+      yield* waitUntil("the keeper's trap", () => ignoresSignals(keeper.pid!), 10_000)
       for (const signal of ["SIGINT", "SIGHUP", "SIGTERM"] as const) keeper.kill(signal)
       yield* Effect.sleep("100 millis")
       assert.strictEqual(keeper.exitCode, null)

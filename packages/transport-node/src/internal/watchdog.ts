@@ -18,6 +18,11 @@
  * connection, so after {@link rotateBytes} the host starts a fresh keeper with the connections still open and tells
  * the old one `Q`.
  *
+ * What it takes: `/bin/sh` while the host lives; and at the host's death, the Node binary and the program still
+ * where they were when the layer was built (an upgrade of Node or a redeploy of the app under a running host
+ * moves them) and the memory to start Node (about 40 MB; a host killed for want of memory may leave too little).
+ * Failing those, the keeper exits and the host's processes outlive it, as without a watchdog.
+ *
  * The protocol, one line per message: `+ <marker> <graceMillis> <cgroup dir or ->`, `= <marker> <pid> <start or ->`,
  * `- <marker>`, and for a layer's cgroup, removed at the end: `L <dir>` (register), `l <dir>` (forget). Paths are
  * URI-encoded (no spaces). `Q`, to the keeper only: exit, there is nothing to kill.
@@ -41,8 +46,9 @@ const program = fileURLToPath(
 /**
  * The keeper: `sh -c keeper <title> <node> <program>`. It ignores the signals the watchdog must outlive, keeps each
  * line it reads until `Q` (exit) or the end of its input, and at the end runs Node on the program with the kept
- * lines as its input (in the watchdog's session, with the signals still ignored: an ignored signal stays ignored
- * across `exec`).
+ * lines as its input, in the watchdog's session. Node puts an inherited ignored signal back to its default when it
+ * starts, so until the program's first statement has run, SIGINT, SIGHUP and SIGTERM would end it; being in a
+ * session of its own, it gets only the signals sent to it by pid.
  *
  * @internal
  */
@@ -75,11 +81,12 @@ export const rotateBytes = 64 * 1024
 export const rotates = (sent: number, replayed: number): boolean => sent - replayed > Math.max(rotateBytes, replayed)
 
 /**
- * Whether the watchdog's program is there to start (a bundler may have left it out).
+ * Whether the watchdog can run here: its program is there (a bundler may have left it out), and so is `/bin/sh`
+ * (a distroless image has none).
  *
  * @internal
  */
-export const available: boolean = Fs.existsSync(program)
+export const available: boolean = Fs.existsSync(program) && Fs.existsSync("/bin/sh")
 
 /** @internal */
 export interface Watchdog {
@@ -94,82 +101,148 @@ export interface Watchdog {
 }
 
 /**
- * A watchdog client. The process is started at the first registration, and started again if it died; on a
- * restart, the connections still open are registered again. `main` is the program the keeper hands its lines to
- * (tests record them instead).
+ * Starts a keeper whose Node program, if it comes to that, is `main`: `/bin/sh -c keeper`, named {@link title}, in
+ * a session of its own (terminal and group-wide signals aimed at the host do not reach it), with a near-empty
+ * environment (the host's NODE_OPTIONS, loaders and inspectors, have no business in it), its stdin a pipe from the
+ * host. Throws what `spawn` throws.
  *
  * @internal
  */
-export const make = (main: string = program): Watchdog => {
+export const spawnKeeper = (main: string): ChildProcess.ChildProcess =>
+  ChildProcess.spawn("/bin/sh", ["-c", keeper, title, process.execPath, main], {
+    argv0: title,
+    detached: true,
+    stdio: ["pipe", "ignore", "ignore"],
+    env: { PATH: process.env.PATH ?? "" },
+    windowsHide: true
+  })
+
+/** A running keeper and what it was sent. */
+interface Keeper {
+  readonly process: ChildProcess.ChildProcess
+  /** Bytes sent in all. */
+  sent: number
+  /** Bytes sent when it started: the open connections, replayed. */
+  replayed: number
+}
+
+const writeTo = (keeper: Keeper | undefined, text: string, done?: () => void): boolean => {
+  const stdin = keeper?.process.stdin
+  if (stdin === null || stdin === undefined || stdin.destroyed) return false
+  stdin.write(text, done)
+  keeper!.sent += text.length
+  return true
+}
+
+/** Tells a keeper there is nothing to kill, and lets it go. */
+const retire = (keeper: Keeper | undefined) => {
+  const stdin = keeper?.process.stdin
+  if (stdin !== null && stdin !== undefined && !stdin.destroyed) stdin.end("Q\n")
+}
+
+/**
+ * A watchdog client. The keeper is started at the first registration, and started again if it died; on a
+ * restart, the connections still open are registered again. A rotation (see {@link rotates}) starts a fresh keeper
+ * with the open connections and keeps telling the old one everything until the fresh one has started and its lines
+ * are in its pipe (which outlives the host); only then is the old one told `Q`. A fresh keeper that fails first
+ * leaves the old one in place. `main` is the program the keeper hands its lines to, and `spawn` starts a keeper
+ * (tests record or simulate them instead).
+ *
+ * @internal
+ */
+export const make = (
+  main: string = program,
+  spawn: (main: string) => ChildProcess.ChildProcess = spawnKeeper
+): Watchdog => {
   const registered = new Map<string, { graceMillis: number; cgroup: string; root: string | undefined }>()
   const layers = new Set<string>()
-  let child: ChildProcess.ChildProcess | undefined
-  let sent = 0
-  /** What the keeper was sent when it started: the open connections, replayed. */
-  let replayed = 0
+  let current: Keeper | undefined
+  /** The keeper a rotation replaces, until the fresh one holds every line. */
+  let retiring: Keeper | undefined
   let closed = false
 
   const send = (line: string) => {
-    const stdin = child?.stdin
-    if (stdin === null || stdin === undefined || stdin.destroyed) return
-    sent += line.length + 1
-    stdin.write(line + "\n")
+    writeTo(current, line + "\n")
+    writeTo(retiring, line + "\n")
   }
 
-  /** Tells a keeper there is nothing to kill, and lets it go. */
-  const retire = (old: ChildProcess.ChildProcess | undefined) => {
-    const stdin = old?.stdin
-    if (stdin === null || stdin === undefined || stdin.destroyed) return
-    stdin.end("Q\n")
+  const lost = (keeper: Keeper) => {
+    if (keeper === retiring) retiring = undefined
+    if (keeper === current) {
+      // A fresh keeper that failed before it held every line: the one it was replacing stays.
+      current = retiring
+      retiring = undefined
+    }
   }
 
-  const start = () => {
-    if (closed || (child !== undefined && child.exitCode === null && child.signalCode === null)) return
-    const spawned = ChildProcess.spawn("/bin/sh", ["-c", keeper, title, process.execPath, main], {
-      // What `ps` shows first: the watchdog's title, as the Node program names itself.
-      argv0: title,
-      // Its own session: terminal and group-wide signals aimed at the host do not reach it. A near-empty
-      // environment: the host's NODE_OPTIONS (loaders, inspectors) have no business in it.
-      detached: true,
-      stdio: ["pipe", "ignore", "ignore"],
-      env: { PATH: process.env.PATH ?? "" },
-      windowsHide: true
-    })
-    spawned.on("error", () => {
-      if (child === spawned) child = undefined
-    })
-    spawned.on("exit", () => {
-      if (child === spawned) child = undefined
-    })
+  /** Starts a keeper with the open connections, and calls `held` once their lines are in its pipe. */
+  const start = (held?: () => void): Keeper | undefined => {
+    if (closed) return undefined
+    let spawned: ChildProcess.ChildProcess
+    try {
+      spawned = spawn(main)
+    } catch {
+      // Not started (no /bin/sh, no memory): the registrations are kept, and the next one tries again.
+      return undefined
+    }
+    const keeper: Keeper = { process: spawned, sent: 0, replayed: 0 }
+    spawned.on("error", () => lost(keeper))
+    spawned.on("exit", () => lost(keeper))
     spawned.stdin?.on("error", () => {})
     // The host must be free to exit while the watchdog runs.
     spawned.unref()
     const stdin = spawned.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null
     stdin?.unref?.()
-    child = spawned
-    sent = 0
-    for (const dir of layers) send(`L ${dir}`)
+    current = keeper
+    let lines = ""
+    for (const dir of layers) lines += `L ${dir}\n`
     for (const [marker, entry] of registered) {
-      send(`+ ${marker} ${entry.graceMillis} ${entry.cgroup}`)
-      if (entry.root !== undefined) send(`= ${marker} ${entry.root}`)
+      lines += `+ ${marker} ${entry.graceMillis} ${entry.cgroup}\n`
+      if (entry.root !== undefined) lines += `= ${marker} ${entry.root}\n`
     }
-    replayed = sent
+    writeTo(keeper, lines, held)
+    keeper.replayed = keeper.sent
+    return keeper
+  }
+
+  /** Replaces the current keeper (see {@link make}). */
+  const rotate = () => {
+    const old = current!
+    current = undefined
+    let spawned = false
+    let held = false
+    let fresh: Keeper | undefined = undefined
+    const done = () => {
+      if (!spawned || !held || retiring !== old || current !== fresh) return
+      retiring = undefined
+      retire(old)
+    }
+    retiring = old
+    fresh = start(() => {
+      held = true
+      done()
+    })
+    if (fresh === undefined) {
+      current = old
+      retiring = undefined
+      return
+    }
+    fresh.process.once("spawn", () => {
+      spawned = true
+      done()
+    })
   }
 
   return {
     register: (marker, graceMillis, cgroup) => {
       const entry = { graceMillis, cgroup: cgroup === undefined ? "-" : encodeURIComponent(cgroup), root: undefined }
       registered.set(marker, entry)
-      if (child !== undefined && rotates(sent, replayed)) {
-        // The old keeper goes only once the new one holds every open connection: no moment without one.
-        const old = child
-        child = undefined
-        start()
-        retire(old)
-        return
-      }
-      if (child === undefined) start()
-      else send(`+ ${marker} ${graceMillis} ${entry.cgroup}`)
+      // A start sends every open connection, this one included; so does a rotation to the fresh keeper, while the
+      // one it replaces is told of this one as of any other, in case it stays.
+      if (current === undefined) return void start()
+      const rotating = retiring === undefined && rotates(current.sent, current.replayed)
+      send(`+ ${marker} ${graceMillis} ${entry.cgroup}`)
+      if (rotating) rotate()
     },
     setRoot: (marker, pid, start) => {
       const entry = registered.get(marker)
@@ -195,8 +268,10 @@ export const make = (main: string = program): Watchdog => {
       // them when its input ends.
       registered.clear()
       layers.clear()
-      retire(child)
-      child = undefined
+      retire(current)
+      retire(retiring)
+      current = undefined
+      retiring = undefined
     }
   }
 }

@@ -1,6 +1,7 @@
 /**
- * The host-death watchdog's program (started by `watchdog.ts`, which describes the protocol): reads registrations
- * from stdin and, when stdin ends (the host died, or closed it), does what teardown does, without the host.
+ * The host-death watchdog's program (started by the keeper of `watchdog.ts`, which describes the protocol, once the
+ * host has died): reads the registrations the keeper kept from stdin and, when they end, does what teardown does,
+ * without the host.
  *
  * A connection contained in a cgroup is ended through its cgroup: its members are the pids in `cgroup.procs`, the
  * kill is `cgroup.kill`, and the emptied cgroup is removed (then the layer's, once empty). Otherwise, with /proc
