@@ -104,8 +104,9 @@ describe("host death", { timeout: 20_000 }, () => {
       yield* waitUntil("the session's tree", () => marked(mark).length === treeSize)
       host.kill("SIGKILL")
       yield* exited(host)
-      // termGrace (300 ms) after the watchdog sees the pipe close, then SIGKILL for what ignored SIGTERM.
-      yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 3_000)
+      // Node's start (the keeper starts it once the pipe closes), then termGrace (300 ms), then SIGKILL for what
+      // ignored SIGTERM.
+      yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 5_000)
     }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
   })
 
@@ -116,7 +117,7 @@ describe("host death", { timeout: 20_000 }, () => {
       yield* waitUntil("the session's tree", () => marked(mark).length === treeSize)
       host.kill("SIGTERM")
       yield* exited(host)
-      yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 3_000)
+      yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 5_000)
     }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
   })
 
@@ -154,18 +155,21 @@ describe("host death", { timeout: 20_000 }, () => {
           late,
           `trap 'echo got-term >> ${log}; exit 0' TERM\necho late >> ${log}\nwhile :; do sleep 0.01; done\n`
         )
-        const tool = `sh -c 'trap : TERM; while [ ! -e ${go} ]; do sleep 0.01; done; sh ${late} & wait' &`
+        // The spawner writes down the first scan's SIGTERM, so that the late process is started only after it.
+        const tool = `sh -c 'trap "echo spawner-term >> ${log}" TERM; while [ ! -e ${go} ]; do sleep 0.01; done; ` +
+          `sh ${late} & wait' &`
         // A grace long enough for the late process to start on a loaded machine before the watchdog's SIGKILL (with
         // 300 ms, a CI run lost the race): what is checked is that SIGTERM reaches it, which a later scan does.
         const host = yield* startHost("runPromise", true, mark, { containment, tool, termGraceMillis: 5_000 })
         yield* waitUntil("the spawner", () => sleeping(marked(mark)).length > 0)
         host.kill("SIGKILL")
         yield* exited(host)
-        // The watchdog saw the pipe close and scanned (every 25 ms): the late process starts after that first scan,
-        // and within the grace before SIGKILL.
-        yield* Effect.sleep("50 millis")
-        Fs.writeFileSync(go, "")
+        // The watchdog (Node, started once the host is gone) saw the pipe close and scanned: the late process starts
+        // after that first scan, and within the grace before SIGKILL.
         const lines = () => Fs.existsSync(log) ? Fs.readFileSync(log, "utf8").split("\n") : []
+        yield* waitUntil("the first scan's SIGTERM to reach the spawner", () => lines().includes("spawner-term"), 5_000)
+        assert.isFalse(lines().includes("late"))
+        Fs.writeFileSync(go, "")
         yield* waitUntil("the late process to start", () => lines().includes("late"), 3_000)
         yield* waitUntil("SIGTERM to reach the late process", () => lines().includes("got-term"), 3_000)
         yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 3_000)
@@ -195,7 +199,7 @@ describe("host death", { timeout: 20_000 }, () => {
         transport.open(fakeSpec(mark, {}), { termGrace: Duration.millis(300) }).pipe(Effect.map((c) => c.pid))
       )
       const started = () => [...watchdogs()].filter((pid) => !before.has(pid))
-      // It names itself once Node has started, which takes a moment on a loaded machine.
+      // The keeper is named by its argv[0] from the start.
       yield* waitUntil("the watchdog to start", () => started().length > 0, 3_000)
       const [watchdog] = started()
       assert.strictEqual(started().length, 1)
