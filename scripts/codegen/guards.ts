@@ -789,8 +789,11 @@ export interface Check {
   readonly is: (u: unknown) => boolean
 }`
 
+/** Whether a guard of the module calls the helper `name` (`isJson`, `isRecord`). */
+const uses = (emitter: Emitter, name: string): boolean => emitter.emitted.some(({ body }) => body.includes(`${name}(`))
+
 /** Whether the guards of a module read core's JSON check. */
-const importsJson = (emitter: Emitter): boolean => emitter.emitted.some(({ body }) => body.includes("isJson("))
+const importsJson = (emitter: Emitter): boolean => uses(emitter, "isJson")
 
 /** The module text: the header, what the guards use, the guards (the exported ones documented), then `extra`. */
 const moduleText = (
@@ -800,11 +803,10 @@ const moduleText = (
   source: string,
   extra: ReadonlyArray<string>
 ): string => {
-  const used = (name: string) => emitter.emitted.some(({ body }) => body.includes(`${name}(`))
   const parts: Array<string> = [header, ""]
   if (importsJson(emitter)) parts.push(isJsonImport(file), "")
   if (extra.length > 0) parts.push(checkModel, "")
-  if (used("isRecord")) parts.push(isRecordHelper, "")
+  if (uses(emitter, "isRecord")) parts.push(isRecordHelper, "")
   for (const { body, name } of emitter.emitted) {
     if (emitter.exported.has(name)) {
       const schemaName = name.slice(2)

@@ -1,7 +1,7 @@
 /**
- * What a host loads to open a session and run turns (`fixtures/modules-host.ts` for Claude,
- * `fixtures/codex-modules-host.ts` for Codex, each a real Node process): the modules of Effect it does not use itself
- * stay unloaded, so that a one-session host is not charged for them.
+ * What a host loads to open a session and run turns (`fixtures/modules-host.ts`, a real Node process, for Claude and
+ * for Codex): the modules of Effect it does not use itself stay unloaded, so that a one-session host is not charged
+ * for them.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FakeCodex } from "@tether/testing"
@@ -10,7 +10,6 @@ import { fileURLToPath } from "node:url"
 import { fakeClaudePath } from "./utils.ts"
 
 const hostScript = fileURLToPath(new URL("./fixtures/modules-host.ts", import.meta.url))
-const codexHostScript = fileURLToPath(new URL("./fixtures/codex-modules-host.ts", import.meta.url))
 
 /**
  * Modules such a host must not load (about 80 modules, 11-13 MiB of RSS and a quarter of a second of cold start):
@@ -23,7 +22,7 @@ const unwanted = /^effect\/(Schema\w*|Config|ConfigProvider|schema\/.+|internal\
 
 describe("a one-session Claude host", () => {
   it("runs a turn without loading effect/Schema or effect/Config", { timeout: 30_000 }, () => {
-    const out = ChildProcess.execFileSync(process.execPath, [hostScript, fakeClaudePath], {
+    const out = ChildProcess.execFileSync(process.execPath, [hostScript, "claude", fakeClaudePath], {
       encoding: "utf8",
       timeout: 25_000
     })
@@ -43,7 +42,7 @@ describe("a one-session Claude host", () => {
 
 describe("a one-session Codex host", () => {
   it("runs a turn without loading effect/Schema or effect/Config", { timeout: 30_000 }, () => {
-    const out = ChildProcess.execFileSync(process.execPath, [codexHostScript, FakeCodex.fastPath], {
+    const out = ChildProcess.execFileSync(process.execPath, [hostScript, "codex", FakeCodex.fastPath], {
       encoding: "utf8",
       timeout: 25_000
     })

@@ -19,7 +19,8 @@
  */
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import { ProtocolError } from "../TetherError.ts"
+import type { ProtocolError } from "../TetherError.ts"
+import * as Wire from "./internal/protocol/wire.ts"
 
 const UnknownRest = Schema.Record(Schema.String, Schema.Unknown)
 
@@ -284,12 +285,6 @@ export const decodeParams = <S extends Schema.Codec<unknown, unknown>>(schema: S
     const decoded = decode(params)
     return Result.isSuccess(decoded)
       ? Result.succeed(decoded.success)
-      : Result.fail(
-        new ProtocolError({
-          reason: "malformed",
-          detail: `${method}: ${decoded.failure.message}`,
-          linePrefix: ""
-        })
-      )
+      : Result.fail(Wire.paramsError(method, decoded.failure.message))
   }
 }

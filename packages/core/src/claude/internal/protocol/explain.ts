@@ -6,8 +6,9 @@
  *
  * @internal
  */
-import * as Result from "effect/Result"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
+import type * as Explainer from "../../../internal/explainer.ts"
+import * as ExplainSchemas from "../../../internal/explainSchemas.ts"
 import * as CliFrames from "./cliFrames.ts"
 import * as Controls from "./controls.ts"
 import * as HostFrames from "./hostFrames.ts"
@@ -27,29 +28,10 @@ export type SchemaName = {
 /**
  * What Effect's decoder made of a value: its decoded value, or the message of its issue.
  *
- * Plain data, not a `Result`: under a test runner that loads modules itself, this module (required by Node) and its
- * caller may hold two copies of `effect`, and only plain data means the same to both.
- *
  * @category models
  * @since 0.3.0
  */
-export type Decoded =
-  | { readonly _tag: "Success"; readonly value: unknown }
-  | { readonly _tag: "Failure"; readonly message: string }
-
-const decoders = new Map<string, (input: unknown) => Result.Result<unknown, Schema.SchemaError>>()
-
-const decoderOf = (schema: string): (input: unknown) => Result.Result<unknown, Schema.SchemaError> => {
-  let decoder = decoders.get(schema)
-  if (decoder === undefined) {
-    const value: unknown = Object.hasOwn(modules, schema) ? modules[schema as SchemaName] : undefined
-    // A defect: the generated guards name a schema the modules no longer export (`pnpm codegen` was not run).
-    if (!Schema.isSchema(value)) throw new Error(`ClaudeProtocol: no schema is exported as ${schema}`)
-    decoder = Schema.decodeUnknownResult(value as Schema.Codec<unknown, unknown>)
-    decoders.set(schema, decoder)
-  }
-  return decoder
-}
+export type Decoded = Explainer.Decoded
 
 /**
  * Decodes a value with the named schema's decoder (built once per schema): the message is the `ProtocolError`
@@ -58,9 +40,4 @@ const decoderOf = (schema: string): (input: unknown) => Result.Result<unknown, S
  * @category decoding
  * @since 0.3.0
  */
-export const decode = (schema: string, input: unknown): Decoded => {
-  const result = decoderOf(schema)(input)
-  return Result.isSuccess(result)
-    ? { _tag: "Success", value: result.success }
-    : { _tag: "Failure", message: result.failure.message }
-}
+export const decode: (schema: string, input: unknown) => Decoded = ExplainSchemas.decoder(modules, "ClaudeProtocol")

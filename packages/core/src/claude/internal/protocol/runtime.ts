@@ -22,6 +22,7 @@
  */
 import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
+import * as Explainer from "../../../internal/explainer.ts"
 import type { ProtocolError } from "../../../TetherError.ts"
 import { type DecodeOptions, defaultMaxLineLength } from "../../ClaudeWire.ts"
 import type { Decoded, Frame } from "./cliFrames.ts"
@@ -61,25 +62,7 @@ export { defaultMaxLineLength }
 // The failure path: Effect's decoder, loaded when a guard refuses a value
 // ---------------------------------------------------------------------------------------------------------------
 
-let explainer: typeof Explain | null | undefined
-
-const loadExplainer = (): typeof Explain | null => {
-  if (explainer !== undefined) return explainer
-  explainer = null
-  try {
-    const require = globalThis.process?.getBuiltinModule?.("node:module")?.createRequire(import.meta.url)
-    // The sibling of this module as it is run: explain.ts from the sources, explain.js from the build.
-    const extension = /\.[cm]?[jt]s$/.exec(new URL(import.meta.url).pathname)?.[0] ?? ".js"
-    if (require !== undefined) explainer = require(`./explain${extension}`) as typeof Explain
-  } catch {
-    // Left as null: the detail names the schema instead.
-  }
-  return explainer
-}
-
-const explain = (schema: string, input: unknown): Explain.Decoded =>
-  loadExplainer()?.decode(schema, input) ??
-    { _tag: "Failure", message: `Expected a value of the schema ${schema} (effect/Schema could not be loaded)` }
+const explain: (schema: string, input: unknown) => Explainer.Decoded = Explainer.lazy(import.meta.url)
 
 /** What is wrong with a frame, or undefined when it is valid. Only a refused frame pays for the explanation. */
 const problemOf = (check: Guards.Check, input: object): string | undefined => {

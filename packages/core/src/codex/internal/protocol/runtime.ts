@@ -16,34 +16,18 @@
  * @internal
  */
 import * as Result from "effect/Result"
-import { ProtocolError } from "../../../TetherError.ts"
+import * as Explainer from "../../../internal/explainer.ts"
+import type { ProtocolError } from "../../../TetherError.ts"
 import type * as CodexProtocol from "../../CodexProtocol.ts"
 import type * as Explain from "./explain.ts"
 import * as Guards from "./guards.generated.ts"
+import { paramsError } from "./wire.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // The failure path: Effect's decoder, loaded when a guard refuses params
 // ---------------------------------------------------------------------------------------------------------------
 
-let explainer: typeof Explain | null | undefined
-
-const loadExplainer = (): typeof Explain | null => {
-  if (explainer !== undefined) return explainer
-  explainer = null
-  try {
-    const require = globalThis.process?.getBuiltinModule?.("node:module")?.createRequire(import.meta.url)
-    // The sibling of this module as it is run: explain.ts from the sources, explain.js from the build.
-    const extension = /\.[cm]?[jt]s$/.exec(new URL(import.meta.url).pathname)?.[0] ?? ".js"
-    if (require !== undefined) explainer = require(`./explain${extension}`) as typeof Explain
-  } catch {
-    // Left as null: the detail names the schema instead.
-  }
-  return explainer
-}
-
-const explain = (schema: Explain.SchemaName, input: unknown): Explain.Decoded =>
-  loadExplainer()?.decode(schema, input) ??
-    { _tag: "Failure", message: `Expected a value of the schema ${schema} (effect/Schema could not be loaded)` }
+const explain: (schema: Explain.SchemaName, input: unknown) => Explainer.Decoded = Explainer.lazy(import.meta.url)
 
 // ---------------------------------------------------------------------------------------------------------------
 // The decoders
@@ -71,7 +55,7 @@ const decoder =
     const decoded = explain(schema, params)
     return decoded._tag === "Success"
       ? Result.succeed(decoded.value as TypeOf<K>)
-      : Result.fail(new ProtocolError({ reason: "malformed", detail: `${method}: ${decoded.message}`, linePrefix: "" }))
+      : Result.fail(paramsError(method, decoded.message))
   }
 
 /**

@@ -43,6 +43,15 @@ export type Message =
 
 const isId = (u: unknown): u is Id => typeof u === "string" || (typeof u === "number" && Number.isFinite(u))
 
+/**
+ * The error of params (or a result) that do not fit their schema: `detail` is the method, then what is wrong. The
+ * same for `CodexProtocol.decodeParams` and the session's decoders.
+ *
+ * @internal
+ */
+export const paramsError = (method: string, message: string): ProtocolError =>
+  new ProtocolError({ reason: "malformed", detail: `${method}: ${message}`, linePrefix: "" })
+
 const malformed = (line: string, detail: string): Result.Result<never, ProtocolError> =>
   Result.fail(new ProtocolError({ reason: "malformed", detail, linePrefix: detached(line.slice(0, 200)) }))
 
