@@ -13,7 +13,10 @@
  * A session checks the params it decodes with guards generated from these schemas (`pnpm codegen`), which give
  * `Schema.is`'s answer, and loads `effect/Schema` only to word why it refused params, with the message
  * {@link decodeParams} gives; importing this module loads the schemas themselves. The envelope decoder
- * ({@link decodeLine}) and the encoders need no schema.
+ * ({@link decodeLine}) and the encoders need no schema. What a session reads from accepted params (the thread of its
+ * `Ready` info, a file change's `changes`) is the server's own JSON value, deep-equal to what {@link decodeParams}
+ * returns, with its keys in the server's order (the decoder's copy puts the declared fields first) and shared with
+ * the event's `raw` frame: treat both as read-only.
  *
  * @since 0.2.0
  */
