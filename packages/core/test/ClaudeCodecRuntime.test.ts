@@ -7,6 +7,7 @@ import * as Generated from "../src/claude/internal/protocol/guards.generated.ts"
 import * as Runtime from "../src/claude/internal/protocol/runtime.ts"
 import { transcriptEntries } from "./support/Fixtures.ts"
 import { importsOf, isForbidden, src, walk } from "./support/ImportWalk.ts"
+import { mutateAt, pathsOf } from "./support/Mutation.ts"
 
 // The codec a session runs (internal/protocol/runtime.ts): generated guards, no `effect/Schema` on its path, and
 // Effect's decoder's words for what it refuses.
@@ -82,25 +83,11 @@ describe("ClaudeCodecRuntime", () => {
       fc.boolean()
     ).map(([frame, pick, value, remove]) => {
       const copy = structuredClone(frame) as { [key: string]: any }
-      const paths: Array<ReadonlyArray<string | number>> = []
-      const collect = (node: unknown, path: ReadonlyArray<string | number>) => {
-        if (typeof node !== "object" || node === null || path.length > 4) return
-        for (const [key, child] of Object.entries(node)) {
-          const at = [...path, Array.isArray(node) ? Number(key) : key]
-          paths.push(at)
-          collect(child, at)
-        }
-      }
-      collect(copy, [])
       // The discriminants stay: the frame is still dispatched to the same schema.
-      const candidates = paths.filter((path) => !(path.length === 1 && (path[0] === "type" || path[0] === "subtype")))
-      if (candidates.length > 0) {
-        const path = candidates[pick % candidates.length]
-        let target: any = copy
-        for (const key of path.slice(0, -1)) target = target[key]
-        if (remove && !Array.isArray(target)) delete target[path[path.length - 1]]
-        else target[path[path.length - 1]] = value
-      }
+      const candidates = pathsOf(copy).filter((path) =>
+        !(path.length === 1 && (path[0] === "type" || path[0] === "subtype"))
+      )
+      if (candidates.length > 0) mutateAt(copy, candidates[pick % candidates.length]!, value, remove)
       return copy
     })
 

@@ -9,6 +9,7 @@ import * as Runtime from "../src/codex/internal/protocol/runtime.ts"
 import type { ProtocolError } from "../src/TetherError.ts"
 import { codexPayloads } from "./support/CodexFixtures.ts"
 import { isForbidden, src, walk } from "./support/ImportWalk.ts"
+import { mutateAt, pathsOf } from "./support/Mutation.ts"
 import { itemsOf } from "./support/ProviderItems.ts"
 
 // The params decoders a Codex session runs (codex/internal/protocol/runtime.ts): generated guards, no `effect/Schema`
@@ -55,23 +56,8 @@ const mutated = fc.tuple(
   fc.boolean()
 ).map(([payload, pick, value, remove]) => {
   const copy = structuredClone(payload.value)
-  const paths: Array<ReadonlyArray<string | number>> = []
-  const collect = (node: unknown, path: ReadonlyArray<string | number>) => {
-    if (typeof node !== "object" || node === null || path.length > 4) return
-    for (const [key, child] of Object.entries(node)) {
-      const at = [...path, Array.isArray(node) ? Number(key) : key]
-      paths.push(at)
-      collect(child, at)
-    }
-  }
-  collect(copy, [])
-  if (paths.length > 0) {
-    const path = paths[pick % paths.length]
-    let target: any = copy
-    for (const key of path.slice(0, -1)) target = target[key]
-    if (remove && !Array.isArray(target)) delete target[path[path.length - 1]]
-    else target[path[path.length - 1]] = value
-  }
+  const paths = pathsOf(copy)
+  if (paths.length > 0) mutateAt(copy, paths[pick % paths.length]!, value, remove)
   return { method: payload.method, value: copy }
 })
 

@@ -49,6 +49,13 @@ const schemas = Object.entries(ClaudeProtocol).flatMap(([name, value]) =>
     : []
 )
 
+/** One to three mutations for {@link mutate}, each putting one of `values` somewhere (or removing something). */
+const mutations = (values: ReadonlyArray<() => unknown>) =>
+  fc.array(
+    fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...values) }),
+    { minLength: 1, maxLength: 3 }
+  )
+
 /** Whether both guards of a schema (the closures of schemaGuard.ts, the generated one) give Schema.is's answer. */
 const agree = (entry: (typeof schemas)[number], value: unknown): boolean => {
   const expected = entry.is(value)
@@ -149,10 +156,7 @@ describe("SchemaGuard", () => {
     fc.assert(
       fc.property(
         fc.constantFrom(...frames),
-        fc.array(
-          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
-          { minLength: 1, maxLength: 3 }
-        ),
+        mutations(odd),
         (frame, mutations) => {
           const value = mutate(frame, mutations)
           for (const entry of schemas) {
@@ -363,10 +367,7 @@ describe("generated guards (guards.generated.ts)", () => {
     fc.assert(
       fc.property(
         fc.constantFrom(...derived),
-        fc.array(
-          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
-          { minLength: 1, maxLength: 3 }
-        ),
+        mutations(odd),
         (frame, mutations) => {
           const value = mutate(frame, mutations)
           for (const entry of schemas) {
@@ -613,10 +614,7 @@ describe("generated Codex guards (codex/internal/protocol/guards.generated.ts)",
     fc.assert(
       fc.property(
         fc.constantFrom(...recorded),
-        fc.array(
-          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
-          { minLength: 1, maxLength: 3 }
-        ),
+        mutations(odd),
         (value, mutations) => check(mutate(value, mutations))
       ),
       { numRuns: 2000 }
@@ -632,10 +630,7 @@ describe("generated Codex guards (codex/internal/protocol/guards.generated.ts)",
     fc.assert(
       fc.property(
         fc.constantFrom(...derived),
-        fc.array(
-          fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
-          { minLength: 1, maxLength: 3 }
-        ),
+        mutations(odd),
         (value, mutations) => check(mutate(value, mutations))
       ),
       { numRuns: 1500 }
