@@ -60,18 +60,46 @@ const ignoresSignals = (pid: number): boolean => {
 const exited = (keeper: ChildProcess.ChildProcess) =>
   waitUntil("the keeper to exit", () => keeper.exitCode !== null || keeper.signalCode !== null, 10_000)
 
-/** A simulated keeper: what it was written, whether it ended, and events the test emits. */
+/** A simulated keeper (see {@link simulated}). */
+interface Simulated {
+  readonly child: ChildProcess.ChildProcess
+  readonly written: Array<string>
+  ended: boolean
+  full: boolean
+  readonly drain: () => void
+}
+
+/**
+ * Simulated keepers: what each was written, whether its input ended, and events the test emits. A keeper whose pipe
+ * is `full` takes the write it has been given only when the test calls `drain` (the write's callback waits as it
+ * would for a pipe).
+ */
 const simulated = () => {
-  const keepers: Array<{ readonly child: ChildProcess.ChildProcess; readonly written: Array<string>; ended: boolean }> =
-    []
+  const keepers: Array<Simulated> = []
+  let throws = false
+  let startFull = false
   const spawn = (_main: string): ChildProcess.ChildProcess => {
+    if (throws) throw new Error("ENOMEM")
     const written: Array<string> = []
+    const waiting: Array<() => void> = []
     const child = new EventEmitter() as unknown as ChildProcess.ChildProcess & { stdin: Writable }
-    const entry = { child, written, ended: false }
+    const entry: Simulated = {
+      child,
+      written,
+      ended: false,
+      full: startFull,
+      drain: () => {
+        for (const take of waiting.splice(0)) take()
+      }
+    }
     const stdin = new Writable({
       write: (chunk: Buffer, _encoding, done) => {
-        written.push(chunk.toString())
-        done()
+        const take = () => {
+          written.push(chunk.toString())
+          done()
+        }
+        if (entry.full) waiting.push(take)
+        else take()
       },
       final: (done) => {
         entry.ended = true
@@ -82,7 +110,16 @@ const simulated = () => {
     keepers.push(entry)
     return child
   }
-  return { keepers, spawn }
+  return {
+    keepers,
+    spawn,
+    failNext: (fail: boolean) => {
+      throws = fail
+    },
+    fullNext: (full: boolean) => {
+      startFull = full
+    }
+  }
 }
 
 /** Lets the simulated streams run their callbacks. */
@@ -115,7 +152,7 @@ describe("watchdog client", () => {
       assert.strictEqual(fresh!.written.join(""), "+ a 300 -\n+ c 300 -\n")
       watchdog.setRoot("c", 7, "9")
       yield* settle
-      // Held, but not started yet: the old one still hears everything and is not told Q.
+      // Its lines are in its pipe, but it has not started yet: the old one still hears everything and is not told Q.
       assert.isFalse(old!.ended)
       assert.isTrue(old!.written.join("").endsWith("= c 7 9\n"))
       fresh!.child.emit("spawn")
@@ -127,25 +164,111 @@ describe("watchdog client", () => {
       assert.isFalse(old!.written.join("").includes("- c"))
     }))
 
-  it.effect("a fresh keeper that fails before it started leaves the old one in place, told everything", () =>
+  it.effect("a rotation waits until every line written to the fresh keeper is in its pipe", () =>
+    Effect.gen(function*() {
+      const { fullNext, keepers, spawn } = simulated()
+      const watchdog = Watchdog.make("main", spawn)
+      watchdog.register("a", 300, undefined)
+      fill(watchdog)
+      // The next keeper's pipe is full from the start: its replay waits in Node's buffer.
+      fullNext(true)
+      watchdog.register("c", 300, undefined)
+      fullNext(false)
+      const [old, fresh] = keepers as [Simulated, Simulated]
+      fresh.child.emit("spawn")
+      yield* settle
+      assert.isFalse(old.ended)
+      watchdog.register("d", 300, undefined)
+      // The replay gets through, "+ d" not yet: still not.
+      fresh.drain()
+      yield* settle
+      assert.isFalse(old.ended)
+      assert.isTrue(old.written.join("").endsWith("+ d 300 -\n"))
+      fresh.full = false
+      fresh.drain()
+      yield* settle
+      assert.isTrue(old.ended)
+      assert.strictEqual(fresh.written.join(""), "+ a 300 -\n+ c 300 -\n+ d 300 -\n")
+    }))
+
+  it.effect("a rotation whose spawn throws leaves the old keeper in place, and the next registration tries again", () =>
+    Effect.gen(function*() {
+      const { failNext, keepers, spawn } = simulated()
+      const watchdog = Watchdog.make("main", spawn)
+      watchdog.register("a", 300, undefined)
+      fill(watchdog)
+      failNext(true)
+      watchdog.register("c", 300, undefined)
+      failNext(false)
+      assert.strictEqual(keepers.length, 1)
+      watchdog.setRoot("c", 7, "9")
+      assert.isTrue(keepers[0]!.written.join("").endsWith("+ c 300 -\n= c 7 9\n"))
+      watchdog.register("d", 300, undefined)
+      assert.strictEqual(keepers.length, 2)
+      assert.strictEqual(keepers[1]!.written.join(""), "+ a 300 -\n+ c 300 -\n= c 7 9\n+ d 300 -\n")
+      yield* settle
+    }))
+
+  it.live("a lost keeper is started again with the open connections, without waiting for a registration", () =>
+    Effect.gen(function*() {
+      const { keepers, spawn } = simulated()
+      const watchdog = Watchdog.make("main", spawn)
+      watchdog.register("a", 300, undefined)
+      watchdog.setRoot("a", 5, "6")
+      keepers[0]!.child.emit("spawn")
+      keepers[0]!.child.emit("exit", null, "SIGKILL")
+      watchdog.register("b", 300, undefined)
+      watchdog.unregister("b")
+      assert.strictEqual(keepers.length, 2, "a registration starts one at once")
+      keepers[1]!.child.emit("exit", null, "SIGKILL")
+      watchdog.setRoot("a", 5, "6")
+      yield* waitUntil("a keeper started again", () => keepers.length === 3, 5_000)
+      assert.strictEqual(keepers[2]!.written.join(""), "+ a 300 -\n= a 5 6\n")
+      watchdog.close()
+    }))
+
+  it.effect("close during a rotation tells both keepers Q, and their late events change nothing", () =>
     Effect.gen(function*() {
       const { keepers, spawn } = simulated()
       const watchdog = Watchdog.make("main", spawn)
       watchdog.register("a", 300, undefined)
       fill(watchdog)
       watchdog.register("c", 300, undefined)
-      const [old, fresh] = keepers
-      fresh!.child.emit("error", new Error("EAGAIN"))
+      const [old, fresh] = keepers.slice(-2)
+      watchdog.close()
+      fresh!.child.emit("spawn")
+      fresh!.child.emit("exit", 0, null)
       yield* settle
-      watchdog.setRoot("c", 7, "9")
-      assert.isFalse(old!.ended)
-      assert.isTrue(old!.written.join("").endsWith("+ c 300 -\n= c 7 9\n"))
-      assert.isFalse(fresh!.written.join("").includes("= c 7 9"))
-      // Still due: the next registration tries again.
+      assert.isTrue(old!.ended)
+      assert.isTrue(fresh!.ended)
+      assert.isTrue(old!.written.join("").endsWith("Q\n"))
+      assert.isTrue(fresh!.written.join("").endsWith("Q\n"))
       watchdog.register("d", 300, undefined)
-      assert.strictEqual(keepers.length, 3)
-      assert.strictEqual(keepers[2]!.written.join(""), "+ a 300 -\n+ c 300 -\n= c 7 9\n+ d 300 -\n")
+      assert.strictEqual(keepers.length, 2)
     }))
+
+  for (const failure of ["error", "exit"] as const) {
+    it.effect(`a fresh keeper that fails before it started (${failure}) leaves the old one in place, told everything`, () =>
+      Effect.gen(function*() {
+        const { keepers, spawn } = simulated()
+        const watchdog = Watchdog.make("main", spawn)
+        watchdog.register("a", 300, undefined)
+        fill(watchdog)
+        watchdog.register("c", 300, undefined)
+        const [old, fresh] = keepers
+        if (failure === "error") fresh!.child.emit("error", new Error("EAGAIN"))
+        else fresh!.child.emit("exit", null, "SIGKILL")
+        yield* settle
+        watchdog.setRoot("c", 7, "9")
+        assert.isFalse(old!.ended)
+        assert.isTrue(old!.written.join("").endsWith("+ c 300 -\n= c 7 9\n"))
+        assert.isFalse(fresh!.written.join("").includes("= c 7 9"))
+        // Still due: the next registration tries again.
+        watchdog.register("d", 300, undefined)
+        assert.strictEqual(keepers.length, 3)
+        assert.strictEqual(keepers[2]!.written.join(""), "+ a 300 -\n+ c 300 -\n= c 7 9\n+ d 300 -\n")
+      }))
+  }
 
   it.effect("a keeper that cannot be spawned keeps the registrations for the next one", () =>
     Effect.gen(function*() {

@@ -126,13 +126,23 @@ interface Keeper {
   replayed: number
 }
 
-const writeTo = (keeper: Keeper | undefined, text: string, done?: () => void): boolean => {
+const writeTo = (keeper: Keeper | undefined, text: string, done?: (error?: Error | null) => void): boolean => {
   const stdin = keeper?.process.stdin
   if (stdin === null || stdin === undefined || stdin.destroyed) return false
   stdin.write(text, done)
   keeper!.sent += text.length
   return true
 }
+
+/** Whether a keeper runs and everything written to it is in its pipe (none of it still in Node's buffer). */
+const holdsAll = (keeper: Keeper): boolean => {
+  const stdin = keeper.process.stdin
+  return keeper.process.exitCode === null && keeper.process.signalCode === null && stdin !== null &&
+    !stdin.destroyed && stdin.writableLength === 0
+}
+
+/** How long after a keeper is lost the next is started: 100 ms, doubling up to 5 s while starts keep failing. */
+const restartDelay = (failures: number): number => Math.min(5_000, 100 * 2 ** failures)
 
 /** Tells a keeper there is nothing to kill, and lets it go. */
 const retire = (keeper: Keeper | undefined) => {
@@ -141,12 +151,12 @@ const retire = (keeper: Keeper | undefined) => {
 }
 
 /**
- * A watchdog client. The keeper is started at the first registration, and started again if it died; on a
- * restart, the connections still open are registered again. A rotation (see {@link rotates}) starts a fresh keeper
- * with the open connections and keeps telling the old one everything until the fresh one has started and its lines
- * are in its pipe (which outlives the host); only then is the old one told `Q`. A fresh keeper that fails first
- * leaves the old one in place. `main` is the program the keeper hands its lines to, and `spawn` starts a keeper
- * (tests record or simulate them instead).
+ * A watchdog client. The keeper is started at the first registration; one that is lost (it died, or could not be
+ * started) is started again after {@link restartDelay}, with the connections still open. A rotation (see
+ * {@link rotates}) starts a fresh keeper with the open connections and keeps telling the old one everything until
+ * the fresh one has started and every line written to it is in its pipe (which outlives the host); only then is the
+ * old one told `Q`. A fresh keeper that fails first leaves the old one in place. `main` is the program the keeper
+ * hands its lines to, and `spawn` starts a keeper (tests record or simulate them instead).
  *
  * @internal
  */
@@ -159,11 +169,26 @@ export const make = (
   let current: Keeper | undefined
   /** The keeper a rotation replaces, until the fresh one holds every line. */
   let retiring: Keeper | undefined
+  /** While a rotation is pending: retires the old keeper if the fresh one now holds every line. */
+  let check: ((error?: Error | null) => void) | undefined
+  let restart: ReturnType<typeof setTimeout> | undefined
+  let failures = 0
   let closed = false
 
   const send = (line: string) => {
-    writeTo(current, line + "\n")
+    writeTo(current, line + "\n", check)
     writeTo(retiring, line + "\n")
+  }
+
+  /** With connections to watch and no keeper: a new one, after {@link restartDelay}. */
+  const scheduleRestart = () => {
+    if (closed || current !== undefined || restart !== undefined) return
+    if (registered.size === 0 && layers.size === 0) return
+    restart = setTimeout(() => {
+      restart = undefined
+      if (current === undefined) start()
+    }, restartDelay(failures++))
+    restart.unref()
   }
 
   const lost = (keeper: Keeper) => {
@@ -172,22 +197,28 @@ export const make = (
       // A fresh keeper that failed before it held every line: the one it was replacing stays.
       current = retiring
       retiring = undefined
+      check = undefined
     }
+    scheduleRestart()
   }
 
-  /** Starts a keeper with the open connections, and calls `held` once their lines are in its pipe. */
-  const start = (held?: () => void): Keeper | undefined => {
+  /** Starts a keeper with the open connections, and calls `written` once the write of their lines has ended. */
+  const start = (written?: (error?: Error | null) => void): Keeper | undefined => {
     if (closed) return undefined
     let spawned: ChildProcess.ChildProcess
     try {
       spawned = spawn(main)
     } catch {
-      // Not started (no /bin/sh, no memory): the registrations are kept, and the next one tries again.
+      // Not started (no /bin/sh, no memory): the registrations are kept for the next try.
+      scheduleRestart()
       return undefined
     }
     const keeper: Keeper = { process: spawned, sent: 0, replayed: 0 }
     spawned.on("error", () => lost(keeper))
     spawned.on("exit", () => lost(keeper))
+    spawned.once("spawn", () => {
+      failures = 0
+    })
     spawned.stdin?.on("error", () => {})
     // The host must be free to exit while the watchdog runs.
     spawned.unref()
@@ -200,36 +231,38 @@ export const make = (
       lines += `+ ${marker} ${entry.graceMillis} ${entry.cgroup}\n`
       if (entry.root !== undefined) lines += `= ${marker} ${entry.root}\n`
     }
-    writeTo(keeper, lines, held)
+    writeTo(keeper, lines, written)
     keeper.replayed = keeper.sent
     return keeper
   }
 
-  /** Replaces the current keeper (see {@link make}). */
+  /**
+   * Replaces the current keeper (see {@link make}): the old one is retired at the first moment the fresh one has
+   * started and holds every line written to it, checked after its start and after each write to it ends.
+   */
   const rotate = () => {
     const old = current!
     current = undefined
+    retiring = old
     let spawned = false
-    let held = false
     let fresh: Keeper | undefined = undefined
-    const done = () => {
-      if (!spawned || !held || retiring !== old || current !== fresh) return
+    const attempt = (error?: Error | null) => {
+      if (error != null || !spawned || fresh === undefined || current !== fresh || retiring !== old) return
+      if (!holdsAll(fresh)) return
       retiring = undefined
+      check = undefined
       retire(old)
     }
-    retiring = old
-    fresh = start(() => {
-      held = true
-      done()
-    })
+    fresh = start(attempt)
     if (fresh === undefined) {
       current = old
       retiring = undefined
       return
     }
+    check = attempt
     fresh.process.once("spawn", () => {
       spawned = true
-      done()
+      attempt()
     })
   }
 
@@ -264,6 +297,9 @@ export const make = (
     },
     close: () => {
       closed = true
+      if (restart !== undefined) clearTimeout(restart)
+      restart = undefined
+      check = undefined
       // Connections that outlive the layer are still torn down by their own scopes: the watchdog must not kill
       // them when its input ends.
       registered.clear()
