@@ -213,7 +213,10 @@ const guard = (pid: number, root: string) =>
     Effect.sync(() => {
       const child = ChildProcess.spawn(process.execPath, ["-e", guardian, String(pid), root], {
         detached: true,
-        stdio: ["pipe", "ignore", "ignore"]
+        stdio: ["pipe", "ignore", "ignore"],
+        // Not the host's environment: its NODE_OPTIONS have no business here, and a harness that kills every
+        // process carrying its host's marker must not kill the guardian before it has stopped the server.
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }
       })
       child.unref()
       ;(child.stdin as unknown as { unref?: () => void }).unref?.()
