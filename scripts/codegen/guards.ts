@@ -6,7 +6,8 @@
  * - the params the Codex protocol machine decodes: `packages/core/src/codex/internal/protocol/guards.generated.ts`.
  *
  *   pnpm codegen                     writes the generated files
- *   pnpm codegen --check             exits 1 when a generated file is not what the generator makes now (a test runs it)
+ *   pnpm codegen --check             exits 1 when a generated file is not what the generator makes now, and names
+ *                                    each file it found current (a test runs it)
  *   pnpm codegen --try <module.ts>   tries each schema the module exports as a frame and as a payload, and prints a
  *                                    JSON line per schema with what the generator says (a test of its refusals)
  *
@@ -968,6 +969,8 @@ if (tried >= 0) {
           `${file} is not what scripts/codegen/guards.ts generates from the schemas: run \`pnpm codegen\``
         )
         stale++
+      } else {
+        console.log(`checked ${file}`)
       }
     } else if (!Fs.existsSync(path) || Fs.readFileSync(path, "utf8") !== source) {
       Fs.writeFileSync(path, source)
