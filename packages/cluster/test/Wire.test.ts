@@ -1,11 +1,12 @@
 /**
  * Errors as the cluster sends and stores them: the JSON of a Tether error is its tag and fields (what runners of
  * earlier versions wrote to the database and what a client of another version reads), and it comes back as an
- * instance of its class; any other tagged error travels as a plain record.
+ * instance of its class (Claude's structured-output errors too, which earlier versions sent as records); any other
+ * tagged error travels as a plain record.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ClaudeSession, SessionRegistry, TetherError, Turn } from "@tether/core"
-import { Schema } from "effect"
+import { Data, Schema } from "effect"
 import * as Wire from "../src/internal/wire.ts"
 
 const rpcJson = Schema.encodeSync(Schema.toCodecJson(Wire.Errors))
@@ -34,7 +35,24 @@ describe("Wire", () => {
         }),
         `{"_tag":"SessionConflict","id":"s","generation":2,"liveFingerprint":"a","requestedFingerprint":"b"}`
       ],
-      [new SessionRegistry.RegistryClosed(), `{"_tag":"RegistryClosed"}`]
+      [new SessionRegistry.RegistryClosed(), `{"_tag":"RegistryClosed"}`],
+      [
+        new ClaudeSession.StructuredOutputMissing({ turnId: "t", raw: { type: "result" } }),
+        `{"_tag":"StructuredOutputMissing","turnId":"t","raw":{"type":"result"}}`
+      ],
+      [
+        new ClaudeSession.StructuredOutputInvalid({
+          turnId: "t",
+          reason: "no",
+          value: { n: 1 },
+          raw: { type: "result" }
+        }),
+        `{"_tag":"StructuredOutputInvalid","turnId":"t","reason":"no","value":{"n":1},"raw":{"type":"result"}}`
+      ],
+      [
+        new ClaudeSession.StructuredOutputRetriesExhausted({ turnId: "t", errors: ["e"], raw: { type: "result" } }),
+        `{"_tag":"StructuredOutputRetriesExhausted","turnId":"t","errors":["e"],"raw":{"type":"result"}}`
+      ]
     ]
     for (const [error, json] of pinned) {
       assert.strictEqual(JSON.stringify(Wire.errorToJson(error)), json)
@@ -46,17 +64,33 @@ describe("Wire", () => {
   })
 
   it("an error of no known class travels as a record, and comes back with its tag, message and disposition", () => {
-    const error = new ClaudeSession.StructuredOutputMissing({ turnId: "t", raw: { type: "result" } })
+    class QuotaExceeded extends Data.TaggedError("QuotaExceeded")<{ readonly tenant: string }> {
+      get message() {
+        return `tenant ${this.tenant} is over its quota`
+      }
+      readonly safeToRequeue = true
+    }
+    const error = new QuotaExceeded({ tenant: "a" })
     const json = JSON.stringify(Wire.errorToJson(error))
     assert.strictEqual(
       json,
-      `{"_tag":"ForeignError","tag":"StructuredOutputMissing","text":"turn t ended without structured output",` +
-        `"fallback":false,"requeue":false,"uncertain":false,"fields":{"turnId":"t","raw":{"type":"result"}}}`
+      `{"_tag":"ForeignError","tag":"QuotaExceeded","text":"tenant a is over its quota",` +
+        `"fallback":false,"requeue":true,"uncertain":false,"fields":{"tenant":"a","safeToRequeue":true}}`
     )
-    const back = Wire.errorFromJson<ClaudeSession.StructuredOutputMissing>(JSON.parse(json))
+    const back = Wire.errorFromJson<QuotaExceeded & TetherError.Disposition>(JSON.parse(json))
+    assert.deepStrictEqual(
+      [back._tag, back.tenant, back.message, back.safeToRequeue, back.safeToFallback, back.deliveryUncertain],
+      ["QuotaExceeded", "a", error.message, true, false, false]
+    )
+  })
+
+  it("a structured-output error stored as a record by an earlier version still reads back, as that record", () => {
+    const stored = `{"_tag":"ForeignError","tag":"StructuredOutputMissing","text":"turn t ended without structured ` +
+      `output","fallback":false,"requeue":false,"uncertain":false,"fields":{"turnId":"t","raw":{"type":"result"}}}`
+    const back = Wire.errorFromJson<ClaudeSession.StructuredOutputMissing>(JSON.parse(stored))
     assert.deepStrictEqual(
       [back._tag, back.turnId, back.raw, back.message, back.safeToFallback, back.deliveryUncertain],
-      ["StructuredOutputMissing", "t", { type: "result" }, error.message, false, false]
+      ["StructuredOutputMissing", "t", { type: "result" }, "turn t ended without structured output", false, false]
     )
   })
 })

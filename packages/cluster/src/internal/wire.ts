@@ -60,6 +60,9 @@ const Known = Schema.Union([
   TetherErrorSchema.RegistryClosed,
   TetherErrorSchema.MaxTurnsExceeded,
   TetherErrorSchema.BudgetExceeded,
+  TetherErrorSchema.StructuredOutputMissing,
+  TetherErrorSchema.StructuredOutputInvalid,
+  TetherErrorSchema.StructuredOutputRetriesExhausted,
   TetherErrorSchema.TurnRejected
 ])
 
