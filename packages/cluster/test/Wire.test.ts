@@ -5,7 +5,7 @@
  * tagged error travels as a plain record.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ClaudeSession, SessionRegistry, TetherError, Turn } from "@tether/core"
+import { ClaudeSession, EventLog, SessionRegistry, TetherError, Turn } from "@tether/core"
 import { Data, Schema } from "effect"
 import * as Wire from "../src/internal/wire.ts"
 
@@ -82,6 +82,16 @@ describe("Wire", () => {
       [back._tag, back.tenant, back.message, back.safeToRequeue, back.safeToFallback, back.deliveryUncertain],
       ["QuotaExceeded", "a", error.message, true, false, false]
     )
+  })
+
+  it("a number JSON cannot hold is stored as on the RPC wire, and read back", () => {
+    const error = new EventLog.ReplayUnavailable({ requestedAfter: Number.NaN, oldestAvailable: 1, latestSeq: 5 })
+    const json = JSON.stringify(Wire.errorToJson(error))
+    assert.strictEqual(json, JSON.stringify(rpcJson(Wire.toWire(error))))
+    const back = Wire.errorFromJson<EventLog.ReplayUnavailable>(JSON.parse(json))
+    assert.instanceOf(back, EventLog.ReplayUnavailable)
+    assert.isTrue(Number.isNaN(back.requestedAfter))
+    assert.strictEqual(back.latestSeq, 5)
   })
 
   it("a structured-output error stored as a record by an earlier version still reads back, as that record", () => {

@@ -121,8 +121,11 @@ export const fromWire = <E = Known>(error: Failure): E => {
   } as E
 }
 
-const encodeError = Schema.encodeSync(Errors)
-const decodeError = Schema.decodeUnknownSync(Errors)
+// The JSON codec, as on the RPC wire: a number that JSON cannot hold (NaN, ±Infinity) is written as a string and read
+// back, where `JSON.stringify` would have stored `null`.
+const ErrorsJson = Schema.toCodecJson(Errors)
+const encodeError = Schema.encodeSync(ErrorsJson)
+const decodeError = Schema.decodeUnknownSync(ErrorsJson)
 
 /** An error as JSON data (for events and the database). */
 export const errorToJson = (error: unknown): unknown => encodeError(toWire(error))
