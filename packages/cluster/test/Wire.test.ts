@@ -84,6 +84,20 @@ describe("Wire", () => {
     )
   })
 
+  it("an error of a known class made by another copy of @tether/core travels as this copy's class", () => {
+    // Another copy's QueueFull: the same tag and fields, another class.
+    class OtherQueueFull extends Data.TaggedError("QueueFull")<{ readonly capacity: number }> {}
+    const wire = Wire.toWire(new OtherQueueFull({ capacity: 3 }))
+    assert.instanceOf(wire, TetherError.QueueFull)
+    assert.strictEqual(
+      JSON.stringify(Wire.errorToJson(new OtherQueueFull({ capacity: 3 }))),
+      `{"_tag":"QueueFull","capacity":3}`
+    )
+    // A host's own error that happens to share a tag, with other fields: a record, as any other.
+    class HostQueueFull extends Data.TaggedError("QueueFull")<{ readonly tenant: string }> {}
+    assert.strictEqual(Wire.toWire(new HostQueueFull({ tenant: "a" }))._tag, "ForeignError")
+  })
+
   it("a number JSON cannot hold is stored as on the RPC wire, and read back", () => {
     const error = new EventLog.ReplayUnavailable({ requestedAfter: Number.NaN, oldestAvailable: 1, latestSeq: 5 })
     const json = JSON.stringify(Wire.errorToJson(error))

@@ -8,6 +8,7 @@
  */
 import { Permission, type SessionEvent } from "@tether/core"
 import * as TetherErrorSchema from "@tether/core/TetherErrorSchema"
+import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 
@@ -68,6 +69,22 @@ const Known = Schema.Union([
 
 const isKnown = Schema.is(Known)
 
+/**
+ * An error of a known class made by another copy of `@tether/core` (a host that bundles its own, two versions in one
+ * tree): not an instance of this copy's class, but its JSON (`{ _tag, ...fields }`) decodes to one.
+ */
+const fromOtherCopy = (error: object): Option.Option<Known> => {
+  let json: unknown
+  try {
+    json = JSON.parse(JSON.stringify(error))
+  } catch {
+    return Option.none()
+  }
+  return decodeKnown(json)
+}
+
+const decodeKnown = Schema.decodeUnknownOption(Schema.toCodecJson(Known))
+
 /** Every error class, by its schema, and any other tagged error as a {@link ForeignError}. */
 export const Errors = Schema.Union([...Known.members, ForeignError])
 
@@ -80,12 +97,15 @@ export type Failure = typeof Errors.Type
 const flag = (u: object, name: string): boolean => (u as { readonly [key: string]: unknown })[name] === true
 
 /**
- * An error as something the wire can carry: an instance of a known class as it is (its schema encodes it), any
- * other tagged value as a {@link ForeignError}.
+ * An error as something the wire can carry: an instance of a known class as it is (its schema encodes it), one of a
+ * known class made by another copy of `@tether/core` as this copy's instance, any other tagged value as a
+ * {@link ForeignError}.
  */
 export const toWire = (error: unknown): Failure => {
   if (Predicate.isObject(error) && Predicate.hasProperty(error, "_tag") && typeof error._tag === "string") {
     if (isKnown(error)) return error
+    const known = fromOtherCopy(error)
+    if (Option.isSome(known)) return known.value
     const { _tag, ...fields } = error as { readonly _tag: string; readonly [key: string]: unknown }
     return new ForeignError({
       tag: _tag,
