@@ -98,6 +98,17 @@ describe("Wire", () => {
     assert.strictEqual(Wire.toWire(new HostQueueFull({ tenant: "a" }))._tag, "ForeignError")
   })
 
+  it("an instance whose fields its schema refuses travels as a record, with its message and disposition", () => {
+    const error = new TetherError.QueueFull({ capacity: Number.NaN })
+    const json = JSON.stringify(Wire.errorToJson(error))
+    assert.strictEqual(JSON.stringify(rpcJson(Wire.toWire(error))), json)
+    const back = Wire.errorFromJson<TetherError.QueueFull>(JSON.parse(json))
+    assert.deepStrictEqual(
+      [back._tag, back.capacity, back.message, back.safeToRequeue],
+      ["QueueFull", null, error.message, true]
+    )
+  })
+
   it("a number JSON cannot hold is stored as on the RPC wire, and read back", () => {
     const error = new EventLog.ReplayUnavailable({ requestedAfter: Number.NaN, oldestAvailable: 1, latestSeq: 5 })
     const json = JSON.stringify(Wire.errorToJson(error))

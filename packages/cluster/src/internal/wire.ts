@@ -84,6 +84,7 @@ const fromOtherCopy = (error: object): Option.Option<Known> => {
 }
 
 const decodeKnown = Schema.decodeUnknownOption(Schema.toCodecJson(Known))
+const encodeKnown = Schema.encodeUnknownOption(Schema.toCodecJson(Known))
 
 /** Every error class, by its schema, and any other tagged error as a {@link ForeignError}. */
 export const Errors = Schema.Union([...Known.members, ForeignError])
@@ -98,12 +99,14 @@ const flag = (u: object, name: string): boolean => (u as { readonly [key: string
 
 /**
  * An error as something the wire can carry: an instance of a known class as it is (its schema encodes it), one of a
- * known class made by another copy of `@tether/core` as this copy's instance, any other tagged value as a
- * {@link ForeignError}.
+ * known class made by another copy of `@tether/core` as this copy's instance, any other tagged value (and an
+ * instance whose fields its schema refuses) as a {@link ForeignError}.
  */
 export const toWire = (error: unknown): Failure => {
   if (Predicate.isObject(error) && Predicate.hasProperty(error, "_tag") && typeof error._tag === "string") {
-    if (isKnown(error)) return error
+    // An instance whose fields its schema refuses (the constructors do not check: `capacity: NaN`) travels as a
+    // record rather than failing the encoding.
+    if (isKnown(error) && Option.isSome(encodeKnown(error))) return error
     const known = fromOtherCopy(error)
     if (Option.isSome(known)) return known.value
     const { _tag, ...fields } = error as { readonly _tag: string; readonly [key: string]: unknown }
