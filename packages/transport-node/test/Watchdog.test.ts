@@ -139,13 +139,20 @@ const fill = (watchdog: Watchdog.Watchdog) => {
   }
 }
 
+/** A client over `keepers` whose first keeper holds connection `a` and is due for a rotation at the next registration. */
+const dueForRotation = (keepers: { readonly spawn: (main: string) => ChildProcess.ChildProcess }) => {
+  const watchdog = Watchdog.make("main", keepers.spawn)
+  watchdog.register("a", 300, undefined)
+  fill(watchdog)
+  return watchdog
+}
+
 describe("watchdog client", () => {
   it.effect("a rotation tells the old keeper everything, and Q only once the fresh one has started and holds its lines", () =>
     Effect.gen(function*() {
-      const { keepers, spawn } = simulated()
-      const watchdog = Watchdog.make("main", spawn)
-      watchdog.register("a", 300, undefined)
-      fill(watchdog)
+      const simulation = simulated()
+      const { keepers } = simulation
+      const watchdog = dueForRotation(simulation)
       watchdog.register("c", 300, undefined)
       assert.strictEqual(keepers.length, 2)
       const [old, fresh] = keepers
@@ -166,10 +173,9 @@ describe("watchdog client", () => {
 
   it.effect("a rotation waits until every line written to the fresh keeper is in its pipe", () =>
     Effect.gen(function*() {
-      const { fullNext, keepers, spawn } = simulated()
-      const watchdog = Watchdog.make("main", spawn)
-      watchdog.register("a", 300, undefined)
-      fill(watchdog)
+      const simulation = simulated()
+      const { fullNext, keepers } = simulation
+      const watchdog = dueForRotation(simulation)
       // The next keeper's pipe is full from the start: its replay waits in Node's buffer.
       fullNext(true)
       watchdog.register("c", 300, undefined)
@@ -193,10 +199,9 @@ describe("watchdog client", () => {
 
   it.effect("a rotation whose spawn throws leaves the old keeper in place, and the next registration tries again", () =>
     Effect.gen(function*() {
-      const { failNext, keepers, spawn } = simulated()
-      const watchdog = Watchdog.make("main", spawn)
-      watchdog.register("a", 300, undefined)
-      fill(watchdog)
+      const simulation = simulated()
+      const { failNext, keepers } = simulation
+      const watchdog = dueForRotation(simulation)
       failNext(true)
       watchdog.register("c", 300, undefined)
       failNext(false)
@@ -229,10 +234,9 @@ describe("watchdog client", () => {
 
   it.effect("close during a rotation tells both keepers Q, and their late events change nothing", () =>
     Effect.gen(function*() {
-      const { keepers, spawn } = simulated()
-      const watchdog = Watchdog.make("main", spawn)
-      watchdog.register("a", 300, undefined)
-      fill(watchdog)
+      const simulation = simulated()
+      const { keepers } = simulation
+      const watchdog = dueForRotation(simulation)
       watchdog.register("c", 300, undefined)
       const [old, fresh] = keepers.slice(-2)
       watchdog.close()
@@ -250,10 +254,9 @@ describe("watchdog client", () => {
   for (const failure of ["error", "exit"] as const) {
     it.effect(`a fresh keeper that fails before it started (${failure}) leaves the old one in place, told everything`, () =>
       Effect.gen(function*() {
-        const { keepers, spawn } = simulated()
-        const watchdog = Watchdog.make("main", spawn)
-        watchdog.register("a", 300, undefined)
-        fill(watchdog)
+        const simulation = simulated()
+        const { keepers } = simulation
+        const watchdog = dueForRotation(simulation)
         watchdog.register("c", 300, undefined)
         const [old, fresh] = keepers
         if (failure === "error") fresh!.child.emit("error", new Error("EAGAIN"))
