@@ -13,6 +13,7 @@ import * as CodexGenerated from "../src/codex/internal/protocol/guards.generated
 import * as SchemaGuard from "../src/internal/schemaGuard.ts"
 import * as FixtureGuards from "./fixtures/codegen/guards.generated.ts"
 import * as FixtureSchemas from "./fixtures/codegen/schemas.ts"
+import { anything } from "./support/Anything.ts"
 import { codexPayloads } from "./support/CodexFixtures.ts"
 import { fixtureFiles, scenarioOf, TextBlockLike, transcriptEntries } from "./support/Fixtures.ts"
 
@@ -49,13 +50,6 @@ const schemas = Object.entries(ClaudeProtocol).flatMap(([name, value]) =>
     ? [{ name, is: Schema.is(value), guard: SchemaGuard.make(value.ast), generated: generatedOf(Generated, name) }]
     : []
 )
-
-/** One to three mutations for {@link mutate}, each putting one of `values` somewhere (or removing something). */
-const mutations = (values: ReadonlyArray<() => unknown>) =>
-  fc.array(
-    fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...values) }),
-    { minLength: 1, maxLength: 3 }
-  )
 
 /** Whether both guards of a schema (the closures of schemaGuard.ts, the generated one) give Schema.is's answer. */
 const agree = (entry: (typeof schemas)[number], value: unknown): boolean => {
@@ -133,6 +127,23 @@ const mutate = (
   return root
 }
 
+/**
+ * Runs `check` on `numRuns` values, each one of `values` after one to three mutations ({@link mutate}), each putting
+ * an {@link odd} value somewhere or removing something.
+ */
+const forEachMutated = (values: ReadonlyArray<unknown>, numRuns: number, check: (value: unknown) => void) =>
+  fc.assert(
+    fc.property(
+      fc.constantFrom(...values),
+      fc.array(
+        fc.record({ pick: fc.nat(), action: fc.nat({ max: 2 }), value: fc.constantFrom(...odd) }),
+        { minLength: 1, maxLength: 3 }
+      ),
+      (value, mutations) => check(mutate(value, mutations))
+    ),
+    { numRuns }
+  )
+
 describe("SchemaGuard", () => {
   it("builds a guard for every schema of the protocol", () => {
     assert.deepStrictEqual(schemas.filter((s) => s.guard === undefined).map((s) => s.name), [])
@@ -154,21 +165,13 @@ describe("SchemaGuard", () => {
   }
 
   it("answers like Schema.is for mutated frames against every schema", () => {
-    fc.assert(
-      fc.property(
-        fc.constantFrom(...frames),
-        mutations(odd),
-        (frame, mutations) => {
-          const value = mutate(frame, mutations)
-          for (const entry of schemas) {
-            if (!agree(entry, value)) {
-              assert.fail(`${entry.name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
-            }
-          }
+    forEachMutated(frames, 1500, (value) => {
+      for (const entry of schemas) {
+        if (!agree(entry, value)) {
+          assert.fail(`${entry.name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
         }
-      ),
-      { numRuns: 1500 }
-    )
+      }
+    })
   })
 
   it("answers like Schema.is for arbitrary JSON-like values", () => {
@@ -377,21 +380,13 @@ describe("generated guards (guards.generated.ts)", () => {
         }
       }
     }
-    fc.assert(
-      fc.property(
-        fc.constantFrom(...derived),
-        mutations(odd),
-        (frame, mutations) => {
-          const value = mutate(frame, mutations)
-          for (const entry of schemas) {
-            if (entry.generated !== undefined && !agree(entry, value)) {
-              assert.fail(`${entry.name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
-            }
-          }
+    forEachMutated(derived, 1500, (value) => {
+      for (const entry of schemas) {
+        if (entry.generated !== undefined && !agree(entry, value)) {
+          assert.fail(`${entry.name} disagrees on ${String(JSON.stringify(value)).slice(0, 300)}`)
         }
-      ),
-      { numRuns: 1500 }
-    )
+      }
+    })
   })
 
   it("checks JSON values as Schema.Json does, on values that are not JSON", () => {
@@ -431,18 +426,7 @@ describe("generated guards (guards.generated.ts)", () => {
     for (const value of values) check(value)
     fc.assert(
       fc.property(
-        fc.anything({
-          maxDepth: 3,
-          withBigInt: true,
-          withBoxedValues: true,
-          withDate: true,
-          withMap: true,
-          withNullPrototype: true,
-          withObjectString: true,
-          withSet: true,
-          withSparseArray: true,
-          withTypedArray: true
-        }),
+        anything(3),
         check
       ),
       { numRuns: 1000 }
@@ -624,14 +608,7 @@ describe("generated Codex guards (codex/internal/protocol/guards.generated.ts)",
   })
 
   it("answers like Schema.is on mutated recorded params", () => {
-    fc.assert(
-      fc.property(
-        fc.constantFrom(...recorded),
-        mutations(odd),
-        (value, mutations) => check(mutate(value, mutations))
-      ),
-      { numRuns: 2000 }
-    )
+    forEachMutated(recorded, 2000, check)
   })
 
   it("answers like Schema.is on values derived from each schema (Effect's Arbitrary) and on their mutations", () => {
@@ -640,14 +617,7 @@ describe("generated Codex guards (codex/internal/protocol/guards.generated.ts)",
     )
     assert.isAbove(derived.length, 150)
     for (const value of derived) check(value)
-    fc.assert(
-      fc.property(
-        fc.constantFrom(...derived),
-        mutations(odd),
-        (value, mutations) => check(mutate(value, mutations))
-      ),
-      { numRuns: 1500 }
-    )
+    forEachMutated(derived, 1500, check)
   })
 
   it("answers like Schema.is on values that are not JSON, whole and in place of a field", () => {
@@ -686,18 +656,7 @@ describe("generated Codex guards (codex/internal/protocol/guards.generated.ts)",
     for (const value of values) for (const candidate of placed(value)) check(candidate)
     fc.assert(
       fc.property(
-        fc.anything({
-          maxDepth: 2,
-          withBigInt: true,
-          withBoxedValues: true,
-          withDate: true,
-          withMap: true,
-          withNullPrototype: true,
-          withObjectString: true,
-          withSet: true,
-          withSparseArray: true,
-          withTypedArray: true
-        }),
+        anything(2),
         (value) => {
           for (const candidate of placed(value)) check(candidate)
         }
