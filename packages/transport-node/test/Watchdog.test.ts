@@ -13,6 +13,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { Writable } from "node:stream"
 import { fileURLToPath } from "node:url"
+import { vi } from "vitest"
 import * as Watchdog from "../src/internal/watchdog.ts"
 import { waitUntil } from "./utils.ts"
 
@@ -214,23 +215,44 @@ describe("watchdog client", () => {
       yield* settle
     }))
 
-  it.live("a lost keeper is started again with the open connections, without waiting for a registration", () =>
-    Effect.gen(function*() {
+  it("a lost keeper is started again with the open connections after 100 ms, later while starts keep failing", () => {
+    // The client's timer is Node's: fake timers stand in for the clock.
+    vi.useFakeTimers()
+    try {
       const { keepers, spawn } = simulated()
       const watchdog = Watchdog.make("main", spawn)
       watchdog.register("a", 300, undefined)
       watchdog.setRoot("a", 5, "6")
       keepers[0]!.child.emit("spawn")
       keepers[0]!.child.emit("exit", null, "SIGKILL")
-      watchdog.register("b", 300, undefined)
-      watchdog.unregister("b")
-      assert.strictEqual(keepers.length, 2, "a registration starts one at once")
+      vi.advanceTimersByTime(99)
+      assert.strictEqual(keepers.length, 1, "not before 100 ms")
+      vi.advanceTimersByTime(1)
+      assert.strictEqual(keepers.length, 2, "without waiting for a registration")
+      assert.strictEqual(keepers[1]!.written.join(""), "+ a 300 -\n= a 5 6\n")
+      // It failed before it started: the next one 200 ms later.
       keepers[1]!.child.emit("exit", null, "SIGKILL")
-      watchdog.setRoot("a", 5, "6")
-      yield* waitUntil("a keeper started again", () => keepers.length === 3, 5_000)
-      assert.strictEqual(keepers[2]!.written.join(""), "+ a 300 -\n= a 5 6\n")
+      vi.advanceTimersByTime(199)
+      assert.strictEqual(keepers.length, 2)
+      vi.advanceTimersByTime(1)
+      assert.strictEqual(keepers.length, 3)
+      // One that started and was lost: 100 ms again.
+      keepers[2]!.child.emit("spawn")
+      keepers[2]!.child.emit("exit", null, "SIGKILL")
+      vi.advanceTimersByTime(100)
+      assert.strictEqual(keepers.length, 4)
+      // A registration does not wait for the timer; close stops it.
+      keepers[3]!.child.emit("exit", null, "SIGKILL")
+      watchdog.register("b", 300, undefined)
+      assert.strictEqual(keepers.length, 5)
+      keepers[4]!.child.emit("exit", null, "SIGKILL")
       watchdog.close()
-    }))
+      vi.advanceTimersByTime(10_000)
+      assert.strictEqual(keepers.length, 5)
+    } finally {
+      vi.useRealTimers()
+    }
+  })
 
   it.effect("close during a rotation tells both keepers Q, and their late events change nothing", () =>
     Effect.gen(function*() {
