@@ -348,6 +348,20 @@ describe("watchdog keeper", () => {
       assert.deepStrictEqual(outputs(), [lines.map((line) => line + "\n").join("")])
     }).pipe(Effect.scoped))
 
+  it.live("keeps every line verbatim, whatever it holds, and thousands of them in order", () =>
+    Effect.gen(function*() {
+      const { outputs, program } = yield* recorder
+      const keeper = yield* spawnKeeper(program)
+      // What a shell would expand or a printf would format, were a line ever parsed: each is only assigned.
+      const odd = ["$HOME $1 ${n}", "`id` $(echo x)", "'\"'\"", "a\\nb \\", "%s %d %%", "*; k0=1 &", "", "  "]
+      const lines = [...odd, ...Array.from({ length: 3_000 }, (_, i) => `+ m${i} ${i} -`)]
+      keeper.stdin!.end(lines.map((line) => line + "\n").join(""))
+      yield* exited(keeper)
+      assert.strictEqual(keeper.exitCode, 0)
+      yield* waitUntil("the program's record", () => outputs().length === 1, 10_000)
+      assert.deepStrictEqual(outputs()[0]!.split("\n"), [...lines, ""])
+    }).pipe(Effect.scoped))
+
   it.live("drops a last line the host did not finish, as the program would", () =>
     Effect.gen(function*() {
       const { outputs, program } = yield* recorder

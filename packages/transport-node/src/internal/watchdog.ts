@@ -50,17 +50,25 @@ const program = fileURLToPath(
  * starts, so until the program's first statement has run, SIGINT, SIGHUP and SIGTERM would end it; being in a
  * session of its own, it gets only the signals sent to it by pid.
  *
+ * Each line is kept in a variable of its own (`k0`, `k1`, …; `eval` only names the variable, the line is assigned
+ * by expansion and never parsed): appending to one string would copy everything kept so far at every line, and a
+ * keeper of thousands of registrations would spend seconds of CPU on that.
+ *
  * @internal
  */
 export const keeper = [
   "trap '' INT HUP TERM",
-  "kept=",
+  "n=0",
   "while IFS= read -r line; do",
   "  [ \"$line\" = Q ] && exit 0",
-  "  kept=\"$kept$line",
-  "\"",
+  "  eval \"k$n=\\$line\"",
+  "  n=$((n + 1))",
   "done",
-  "printf '%s' \"$kept\" | exec \"$1\" \"$2\""
+  "i=0",
+  "while [ \"$i\" -lt \"$n\" ]; do",
+  "  eval \"printf '%s\\n' \\\"\\$k$i\\\"\"",
+  "  i=$((i + 1))",
+  "done | exec \"$1\" \"$2\""
 ].join("\n")
 
 /**
