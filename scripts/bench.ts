@@ -29,7 +29,9 @@
  *   BENCH_MEM_RUNS (3)       runs of the memory figure, per host
  *   BENCH_FRAMES (100000)    text deltas in the throughput turn
  *   BENCH_TURNS (1000)       tiny sequential turns in the round-trip figure
- *   BENCH_STEADY_WARMUP (2000) warm-up turns before the steady-state round trip (0 leaves that figure out)
+ *   BENCH_STEADY_WARMUP (20000) warm-up turns before the steady-state round trip (0 leaves that figure out)
+ *   BENCH_STEADY_TURNS (2000) measured turns of the steady-state round trip
+ *   BENCH_WARMUP_BLOCKS (30)  blocks of 1,000 turns of the warm-up curve, one run per host (0 leaves it out)
  *   BENCH_CYCLES (5)         spawn → first result → teardown cycles per lifecycle run (after one cold cycle)
  *   BENCH_SESSIONS (1,10,100) live-session counts of the memory figure
  *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
@@ -67,7 +69,9 @@ const config = {
   memRuns: int("BENCH_MEM_RUNS", 3),
   frames: int("BENCH_FRAMES", 100_000),
   turns: int("BENCH_TURNS", 1_000),
-  steadyWarmup: int("BENCH_STEADY_WARMUP", 2_000),
+  steadyWarmup: int("BENCH_STEADY_WARMUP", 20_000),
+  steadyTurns: int("BENCH_STEADY_TURNS", 2_000),
+  warmupBlocks: int("BENCH_WARMUP_BLOCKS", 30),
   cycles: int("BENCH_CYCLES", 5),
   busyFrames: int("BENCH_BUSY_FRAMES", 5_000),
   coldRuns: int("BENCH_COLD_RUNS", 5),
@@ -236,13 +240,14 @@ const figures = {
     atMostSdk,
     { against: "bare", op: "<=", ratio: 1.3 }
   ),
-  // The same turns once the host's code is compiled: the figure above (after 50 warm-up turns) includes the JIT's
-  // work, which is larger for a host that runs more code.
+  // Tiny turns once the hosts are warm: the figure above (after 50 warm-up turns) includes the JIT's work, which is
+  // larger for a host that runs more code. Every host (the bare one and the fake too) keeps getting faster for
+  // thousands of turns (see the warm-up curve), so the warm-up is long enough for all of them to be flat.
   ...(config.steadyWarmup > 0
     ? {
       rttSteady: figure(
         "rttSteady",
-        `round trip at steady state, mean of ${config.turns.toLocaleString("en")} turns after ${
+        `round trip at steady state, mean of ${config.steadyTurns.toLocaleString("en")} turns after ${
           config.steadyWarmup.toLocaleString("en")
         } warm-up turns`,
         "us",
@@ -485,6 +490,30 @@ const renderTable = (): string => {
   return markdownTable(header, rows, (i) => (i > hosts.length ? ":---:" : "---:"))
 }
 
+/** The warm-up curves: per host, the round trip / CPU per turn of the blocks that end at a few turn counts. */
+const renderCurves = (
+  curves: ReadonlyMap<
+    string,
+    { readonly block: number; readonly meanUs: ReadonlyArray<number>; readonly cpuUsPerTurn: ReadonlyArray<number> }
+  >
+): string => {
+  const [first] = curves.values()
+  const blocks = first?.meanUs.length ?? 0
+  const block = first?.block ?? 1_000
+  const shown = [1, 2, 3, 5, 10, 15, 20, 25, 30, 40, 50].filter((k) => k <= blocks)
+  if (!shown.includes(blocks)) shown.push(blocks)
+  const header = ["host", ...shown.map((k) => `${(k * block).toLocaleString("en")} turns`)]
+  const rows = [...curves].map(([host, curve]) => [
+    hostLabel[host] ?? host,
+    ...shown.map((k) => {
+      const rtt = curve.meanUs[k - 1]
+      const cpu = curve.cpuUsPerTurn[k - 1]
+      return rtt === undefined || cpu === undefined ? "—" : `${rtt.toFixed(0)} / ${cpu.toFixed(0)}`
+    })
+  ])
+  return markdownTable(header, rows, () => "---:")
+}
+
 type Imports = ReadonlyMap<string, { readonly samples: ReadonlyArray<number>; readonly errors: ReadonlyArray<string> }>
 
 /** The before-any-session table: one row per module, its peak RSS and what it adds to Node alone. */
@@ -579,7 +608,7 @@ const main = async () => {
       log(`run ${run + 1}/${config.runs} ${host} rtt: ${r.ok ? format("us", r.value.meanUs) : r.error}`)
 
       if (config.steadyWarmup > 0) {
-        const w = await runChild(host, "rtt", { turns: config.turns, warmupTurns: config.steadyWarmup })
+        const w = await runChild(host, "rtt", { turns: config.steadyTurns, warmupTurns: config.steadyWarmup })
         if (w.ok) {
           add("rttSteady", host, w.value.meanUs)
           add("cpuPerTurnSteady", host, w.value.cpuUsPerTurn)
@@ -597,6 +626,18 @@ const main = async () => {
           l.ok ? `first result ${format("ms", summarize(l.value.firstResultMs)!.median)}` : l.error
         }`
       )
+    }
+  }
+  // How each Claude host warms up, once per host: what says how long the steady state's warm-up must be.
+  const curves = new Map<
+    string,
+    { readonly block: number; readonly meanUs: Array<number>; readonly cpuUsPerTurn: Array<number> }
+  >()
+  if (config.warmupBlocks > 0) {
+    for (const host of hosts.filter((h) => !isCodexHost(h))) {
+      const r = await runChild(host, "warmup", { blocks: config.warmupBlocks, block: 1_000 })
+      if (r.ok) curves.set(host, r.value)
+      log(`warm-up curve ${host}: ${r.ok ? "ok" : r.error}`)
     }
   }
   for (let run = 0; run < config.coldRuns; run++) {
@@ -719,6 +760,18 @@ const main = async () => {
       ""
     )
   }
+  if (curves.size > 0) {
+    lines.push(
+      "### How the hosts warm up",
+      "",
+      "One session per host runs tiny turns in blocks of 1,000 (one run per host); each cell is the block's mean round " +
+        "trip / host CPU per turn, in µs, for the block that ends at that turn. The steady-state figure above is " +
+        `measured after ${config.steadyWarmup.toLocaleString("en")} warm-up turns.`,
+      "",
+      renderCurves(curves),
+      ""
+    )
+  }
   if (config.importRuns > 0) {
     lines.push(
       "### Where the memory goes before any session opens",
@@ -808,6 +861,7 @@ const main = async () => {
         }
       ])
     ),
+    warmup: Object.fromEntries(curves),
     profiles,
     extras
   }

@@ -1,7 +1,7 @@
 /**
  * One measurement in its own process (so memory figures belong to one host):
  *
- *   node [--expose-gc] scripts/bench/runner.ts <host> <throughput|rtt|lifecycle|memory|probe> '<params json>'
+ *   node [--expose-gc] scripts/bench/runner.ts <host> <throughput|rtt|warmup|lifecycle|memory|probe> '<params json>'
  *
  * where <host> is a module of hosts/ (bare, validated, transport, sdk, tether, tether-events, codex-bare, codex-tether).
  *
@@ -102,6 +102,32 @@ const rtt = async (host: Host) => {
   }
 }
 
+/**
+ * How a host warms up: one session runs `blocks` blocks of `block` tiny turns and reports each block's mean round
+ * trip and host CPU per turn. Both the host's and the fake's code keep getting faster for thousands of turns (V8
+ * compiles the hot functions, tier after tier), so this says after how many turns a round trip is steady.
+ */
+const warmup = async (host: Host) => {
+  const blocks = num("blocks", 30)
+  const block = num("block", 1_000)
+  const session = await host.open()
+  const meanUs: Array<number> = []
+  const cpuUsPerTurn: Array<number> = []
+  for (let b = 0; b < blocks; b++) {
+    const cpu0 = process.cpuUsage()
+    const start = now()
+    for (let i = 0; i < block; i++) {
+      const stats = await session.turn(prompt(1))
+      if (stats.deltas !== 1) throw new Error(`turn ${b * block + i}: saw ${stats.deltas} deltas`)
+    }
+    const cpu = process.cpuUsage(cpu0)
+    meanUs.push(((now() - start) * 1000) / block)
+    cpuUsPerTurn.push((cpu.user + cpu.system) / block)
+  }
+  await session.close()
+  return { block, meanUs, cpuUsPerTurn }
+}
+
 const lifecycle = async (host: Host) => {
   const cycles = num("cycles", 5)
   const firstResultMs: Array<number> = []
@@ -187,7 +213,7 @@ const memory = async (host: Host) => {
 /** Loads the host only: bench.ts checks each host once before measuring it. */
 const probe = async (_host: Host) => ({ ok: true })
 
-const figures: Record<string, (host: Host) => Promise<unknown>> = { probe, throughput, rtt, lifecycle, memory }
+const figures: Record<string, (host: Host) => Promise<unknown>> = { probe, throughput, rtt, warmup, lifecycle, memory }
 
 const main = async () => {
   const run = figures[figure ?? ""]
