@@ -608,7 +608,11 @@ const main = async () => {
       log(`run ${run + 1}/${config.runs} ${host} rtt: ${r.ok ? format("us", r.value.meanUs) : r.error}`)
 
       if (config.steadyWarmup > 0) {
-        const w = await runChild(host, "rtt", { turns: config.steadyTurns, warmupTurns: config.steadyWarmup })
+        const w = await runChild(host, "rtt", {
+          turns: config.steadyTurns,
+          warmupTurns: config.steadyWarmup,
+          timeoutMs: 180_000 + (config.steadyWarmup + config.steadyTurns) * 2
+        })
         if (w.ok) {
           add("rttSteady", host, w.value.meanUs)
           add("cpuPerTurnSteady", host, w.value.cpuUsPerTurn)
@@ -629,14 +633,21 @@ const main = async () => {
     }
   }
   // How each Claude host warms up, once per host: what says how long the steady state's warm-up must be.
+  const curveErrors: Array<string> = []
   const curves = new Map<
     string,
     { readonly block: number; readonly meanUs: Array<number>; readonly cpuUsPerTurn: Array<number> }
   >()
   if (config.warmupBlocks > 0) {
     for (const host of hosts.filter((h) => !isCodexHost(h))) {
-      const r = await runChild(host, "warmup", { blocks: config.warmupBlocks, block: 1_000 })
+      // About a millisecond a turn at the slowest (the first blocks): the runner's deadline grows with the turns.
+      const r = await runChild(host, "warmup", {
+        blocks: config.warmupBlocks,
+        block: 1_000,
+        timeoutMs: 180_000 + config.warmupBlocks * 1_000 * 2
+      })
       if (r.ok) curves.set(host, r.value)
+      else curveErrors.push(`${hostLabel[host] ?? host}: ${r.error}`)
       log(`warm-up curve ${host}: ${r.ok ? "ok" : r.error}`)
     }
   }
@@ -760,16 +771,19 @@ const main = async () => {
       ""
     )
   }
-  if (curves.size > 0) {
+  if (curves.size > 0 || curveErrors.length > 0) {
     lines.push(
       "### How the hosts warm up",
       "",
       "One session per host runs tiny turns in blocks of 1,000 (one run per host); each cell is the block's mean round " +
         "trip / host CPU per turn, in µs, for the block that ends at that turn. The steady-state figure above is " +
-        `measured after ${config.steadyWarmup.toLocaleString("en")} warm-up turns.`,
+        (config.steadyWarmup > 0
+          ? `measured after ${config.steadyWarmup.toLocaleString("en")} warm-up turns.`
+          : "left out (BENCH_STEADY_WARMUP=0)."),
       "",
-      renderCurves(curves),
-      ""
+      curves.size > 0 ? renderCurves(curves) : "(no curve)",
+      "",
+      ...(curveErrors.length > 0 ? ["Curves that failed:", "", ...curveErrors.map((e) => `- ${e}`), ""] : [])
     )
   }
   if (config.importRuns > 0) {
@@ -861,7 +875,7 @@ const main = async () => {
         }
       ])
     ),
-    warmup: Object.fromEntries(curves),
+    warmup: { curves: Object.fromEntries(curves), errors: curveErrors },
     profiles,
     extras
   }
