@@ -490,13 +490,15 @@ const renderTable = (): string => {
   return markdownTable(header, rows, (i) => (i > hosts.length ? ":---:" : "---:"))
 }
 
+/** What runner.ts's `warmup` figure reports: each block's mean round trip and host CPU per turn. */
+interface WarmupCurve {
+  readonly block: number
+  readonly meanUs: ReadonlyArray<number>
+  readonly cpuUsPerTurn: ReadonlyArray<number>
+}
+
 /** The warm-up curves: per host, the round trip / CPU per turn of the blocks that end at a few turn counts. */
-const renderCurves = (
-  curves: ReadonlyMap<
-    string,
-    { readonly block: number; readonly meanUs: ReadonlyArray<number>; readonly cpuUsPerTurn: ReadonlyArray<number> }
-  >
-): string => {
+const renderCurves = (curves: ReadonlyMap<string, WarmupCurve>): string => {
   const [first] = curves.values()
   const blocks = first?.meanUs.length ?? 0
   const block = first?.block ?? 1_000
@@ -634,10 +636,7 @@ const main = async () => {
   }
   // How each Claude host warms up, once per host: what says how long the steady state's warm-up must be.
   const curveErrors: Array<string> = []
-  const curves = new Map<
-    string,
-    { readonly block: number; readonly meanUs: Array<number>; readonly cpuUsPerTurn: Array<number> }
-  >()
+  const curves = new Map<string, WarmupCurve>()
   if (config.warmupBlocks > 0) {
     for (const host of hosts.filter((h) => !isCodexHost(h))) {
       // About a millisecond a turn at the slowest (the first blocks): the runner's deadline grows with the turns.
