@@ -32,6 +32,7 @@
  *   BENCH_STEADY_WARMUP (20000) warm-up turns before the steady-state round trip (0 leaves that figure out)
  *   BENCH_STEADY_TURNS (2000) measured turns of the steady-state round trip
  *   BENCH_WARMUP_BLOCKS (30)  blocks of 1,000 turns of the warm-up curve, one run per host (0 leaves it out)
+ *   BENCH_SEGMENT_RUNS (3)   runs per Claude host of where a steady turn's round trip goes (0 leaves it out)
  *   BENCH_CYCLES (5)         spawn → first result → teardown cycles per lifecycle run (after one cold cycle)
  *   BENCH_SESSIONS (1,10,100) live-session counts of the memory figure
  *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
@@ -72,6 +73,7 @@ const config = {
   steadyWarmup: int("BENCH_STEADY_WARMUP", 20_000),
   steadyTurns: int("BENCH_STEADY_TURNS", 2_000),
   warmupBlocks: int("BENCH_WARMUP_BLOCKS", 30),
+  segmentRuns: int("BENCH_SEGMENT_RUNS", 3),
   cycles: int("BENCH_CYCLES", 5),
   busyFrames: int("BENCH_BUSY_FRAMES", 5_000),
   coldRuns: int("BENCH_COLD_RUNS", 5),
@@ -516,6 +518,53 @@ const renderCurves = (curves: ReadonlyMap<string, WarmupCurve>): string => {
   return markdownTable(header, rows, () => "---:")
 }
 
+/** What runner.ts's `segments` figure reports: medians of a steady turn's parts, in µs. */
+interface Segments {
+  readonly sendUs: number
+  readonly cliUs: number
+  readonly receiveUs: number
+  readonly roundTripUs: number
+  readonly meanRoundTripUs: number
+  readonly readsPerTurn: number
+}
+
+const segmentParts = ["sendUs", "cliUs", "receiveUs", "roundTripUs", "meanRoundTripUs"] as const
+
+/** Where a steady turn's round trip goes: per host, the median over runs of each part's median, and its spread. */
+const renderSegments = (runs: ReadonlyMap<string, ReadonlyArray<Segments>>): string => {
+  const bare = runs.get("bare")
+  const cell = (values: ReadonlyArray<number>): string => {
+    const s = summarize(values)
+    return s === undefined
+      ? "—"
+      : `${format("us", s.median)}${s.n > 1 ? ` (${format("us", s.min)}–${format("us", s.max)})` : ""}`
+  }
+  const over = (host: string, part: (typeof segmentParts)[number]): string => {
+    const mine = summarize(runs.get(host)?.map((r) => r[part]) ?? [])
+    const theirs = summarize(bare?.map((r) => r[part]) ?? [])
+    return mine === undefined || theirs === undefined || host === "bare"
+      ? "—"
+      : `${format("us", mine.median - theirs.median)}`
+  }
+  const header = [
+    "host",
+    "call → prompt written",
+    "written → the turn's frames read (the fake, the pipes)",
+    "read → result in hand",
+    "round trip, median",
+    "round trip, mean",
+    "reads per turn",
+    "receive over bare"
+  ]
+  const rows = [...runs].map(([host, results]) => [
+    hostLabel[host] ?? host,
+    ...segmentParts.map((part) => cell(results.map((r) => r[part]))),
+    (summarize(results.map((r) => r.readsPerTurn))?.median ?? Number.NaN).toFixed(2),
+    over(host, "receiveUs")
+  ])
+  return markdownTable(header, rows, () => "---:")
+}
+
 type Imports = ReadonlyMap<string, { readonly samples: ReadonlyArray<number>; readonly errors: ReadonlyArray<string> }>
 
 /** The before-any-session table: one row per module, its peak RSS and what it adds to Node alone. */
@@ -648,6 +697,24 @@ const main = async () => {
       if (r.ok) curves.set(host, r.value)
       else curveErrors.push(`${hostLabel[host] ?? host}: ${r.error}`)
       log(`warm-up curve ${host}: ${r.ok ? "ok" : r.error}`)
+    }
+  }
+  // Where a steady turn's round trip goes, per Claude host, the hosts taking turns as above.
+  const segmentErrors: Array<string> = []
+  const segmentRuns = new Map<string, Array<Segments>>()
+  for (let run = 0; run < config.segmentRuns; run++) {
+    for (const host of rotate(hosts.filter((h) => !isCodexHost(h)), run)) {
+      const r = await runChild(host, "segments", {
+        turns: config.steadyTurns,
+        warmupTurns: config.steadyWarmup,
+        timeoutMs: 180_000 + (config.steadyWarmup + config.steadyTurns) * 2
+      })
+      if (r.ok) {
+        const results = segmentRuns.get(host) ?? []
+        results.push(r.value)
+        segmentRuns.set(host, results)
+      } else segmentErrors.push(`${hostLabel[host] ?? host}: ${r.error}`)
+      log(`run ${run + 1}/${config.segmentRuns} ${host} segments: ${r.ok ? format("us", r.value.receiveUs) : r.error}`)
     }
   }
   for (let run = 0; run < config.coldRuns; run++) {
@@ -785,6 +852,29 @@ const main = async () => {
       ...(curveErrors.length > 0 ? ["Curves that failed:", "", ...curveErrors.map((e) => `- ${e}`), ""] : [])
     )
   }
+  if (segmentRuns.size > 0 || segmentErrors.length > 0) {
+    // The hosts in the table's order, whatever order their runs came in.
+    const ordered = new Map(
+      claudeHosts().flatMap((h) => {
+        const results = segmentRuns.get(h)
+        return results === undefined ? [] : [[h, results] as const]
+      })
+    )
+    lines.push(
+      "### Where a steady turn's round trip goes",
+      "",
+      `One session per host runs ${config.steadyWarmup.toLocaleString("en")} warm-up turns, then ` +
+        `${config.steadyTurns.toLocaleString("en")} tiny turns, each split at two moments seen on the CLI's pipes ` +
+        "(scripts/bench/segments.ts): the host's write of the prompt, and the read of the CLI's stdout that brings " +
+        "the turn's frames (one read a turn: the fake writes them at once). Each cell is the median over " +
+        `${config.segmentRuns} runs of the run's median, in µs, with min–max; the parts' medians need not add up to ` +
+        "the round trip's. The middle part is the fake's own work and the pipes, the same program for every host.",
+      "",
+      ordered.size > 0 ? renderSegments(ordered) : "(no run)",
+      "",
+      ...(segmentErrors.length > 0 ? ["Runs that failed:", "", ...segmentErrors.map((e) => `- ${e}`), ""] : [])
+    )
+  }
   if (config.importRuns > 0) {
     lines.push(
       "### Where the memory goes before any session opens",
@@ -875,6 +965,7 @@ const main = async () => {
       ])
     ),
     warmup: { curves: Object.fromEntries(curves), errors: curveErrors },
+    segments: { runs: Object.fromEntries(segmentRuns), errors: segmentErrors },
     profiles,
     extras
   }

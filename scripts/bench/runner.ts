@@ -1,7 +1,7 @@
 /**
  * One measurement in its own process (so memory figures belong to one host):
  *
- *   node [--expose-gc] scripts/bench/runner.ts <host> <throughput|rtt|warmup|lifecycle|memory|probe> '<params json>'
+ *   node [--expose-gc] scripts/bench/runner.ts <host> <throughput|rtt|warmup|segments|lifecycle|memory|probe> '<params json>'
  *
  * where <host> is a module of hosts/ (bare, validated, transport, sdk, tether, tether-events, codex-bare, codex-tether).
  *
@@ -12,6 +12,7 @@ import * as Inspector from "node:inspector/promises"
 import * as Path from "node:path"
 import { prompt } from "./fake.ts"
 import type { Host, HostSession } from "./host.ts"
+import * as Segments from "./segments.ts"
 import { mean, percentile } from "./stats.ts"
 
 const [hostName, figure, rawParams] = process.argv.slice(2)
@@ -128,6 +129,52 @@ const warmup = async (host: Host) => {
   return { block, meanUs, cpuUsPerTurn }
 }
 
+/** The probe of the CLI's pipes: installed by `main`, before the host loads, for the `segments` figure only. */
+let cliProbe: Segments.Probe | undefined
+
+/**
+ * Where a steady tiny turn's round trip goes (see segments.ts): after `warmupTurns` turns, each of `turns` turns is
+ * split at its prompt's write and at the last read of the CLI's stdout. Medians, in µs: `sendUs` (the host's call to
+ * the write), `cliUs` (the write to the read: the fake and the pipes), `receiveUs` (the read to the turn in the
+ * caller's hands), and the round trip's own median and mean.
+ */
+const segments = async (host: Host) => {
+  const probe = cliProbe
+  if (probe === undefined) throw new Error("segments: the probe was not installed before the host loaded")
+  const turns = num("turns", 2_000)
+  const session = await host.open()
+  for (let i = 0; i < num("warmupTurns", 20_000); i++) await session.turn(prompt(1))
+  const send: Array<number> = []
+  const cli: Array<number> = []
+  const receive: Array<number> = []
+  const total: Array<number> = []
+  const reads0 = probe.reads
+  for (let i = 0; i < turns; i++) {
+    const t0 = now()
+    const stats = await session.turn(prompt(1))
+    const t1 = now()
+    if (stats.deltas !== 1) throw new Error(`turn ${i}: saw ${stats.deltas} deltas`)
+    const { lastReadAt, lastWriteAt } = probe
+    if (lastWriteAt < t0 || lastReadAt < lastWriteAt) {
+      throw new Error(`turn ${i}: the probe did not see the prompt's write and then a read of the CLI's stdout`)
+    }
+    send.push((lastWriteAt - t0) * 1000)
+    cli.push((lastReadAt - lastWriteAt) * 1000)
+    receive.push((t1 - lastReadAt) * 1000)
+    total.push((t1 - t0) * 1000)
+  }
+  const readsPerTurn = (probe.reads - reads0) / turns
+  await session.close()
+  return {
+    sendUs: percentile(send, 0.5),
+    cliUs: percentile(cli, 0.5),
+    receiveUs: percentile(receive, 0.5),
+    roundTripUs: percentile(total, 0.5),
+    meanRoundTripUs: mean(total),
+    readsPerTurn
+  }
+}
+
 const lifecycle = async (host: Host) => {
   const cycles = num("cycles", 5)
   const firstResultMs: Array<number> = []
@@ -213,11 +260,20 @@ const memory = async (host: Host) => {
 /** Loads the host only: bench.ts checks each host once before measuring it. */
 const probe = async (_host: Host) => ({ ok: true })
 
-const figures: Record<string, (host: Host) => Promise<unknown>> = { probe, throughput, rtt, warmup, lifecycle, memory }
+const figures: Record<string, (host: Host) => Promise<unknown>> = {
+  probe,
+  throughput,
+  rtt,
+  warmup,
+  segments,
+  lifecycle,
+  memory
+}
 
 const main = async () => {
   const run = figures[figure ?? ""]
   if (run === undefined) throw new Error(`unknown figure ${figure}`)
+  if (run === segments) cliProbe = Segments.install()
   const { host } = (await import(`./hosts/${hostName}.ts`)) as { readonly host: Host }
   await host.init?.()
   report(await run(host))
