@@ -6,10 +6,11 @@
  *   the turn's deltas and events; a turn is done for the host when `session.run` has its result and the subscriber
  *   has seen the turn's terminal event, so a subscriber that falls behind costs time, and one that lags (skipped
  *   events) shows up as missing deltas and as `Lag` deliveries.
- * - `"turn-events"`: the README's host pattern (`ask` in examples/src/host.ts): `session.send(prompt)`, then
- *   `turn.events` read to its end by `Stream.runForEach` counting deltas (and `Lag` deliveries), then `turn.result`,
- *   all in one Effect, so one `runPromise` per turn (the README runs `ask` as one program; a host that ran `send`,
- *   the events and the result as three separate `runPromise` calls would pay two more runtime entries per turn).
+ * - `"turn-events"`: the README's host pattern (`ask` in examples/src/host.ts, one `Effect.fnUntraced` function):
+ *   `session.send(prompt)`, then `turn.events` read to its end by `Stream.runForEach` counting deltas (and `Lag`
+ *   deliveries), then `turn.result`, all in one Effect, so one `runPromise` per turn (the README runs `ask` as one
+ *   program; a host that ran `send`, the events and the result as three separate `runPromise` calls would pay two
+ *   more runtime entries per turn).
  *
  * Only the packages' public exports are used. Promises wrap the Effect calls so the measuring code in runner.ts is the
  * same for every host; the wrapping costs one `runPromise` per turn.
@@ -105,19 +106,21 @@ export const sessionHost = <A extends Turn.TurnResult, E>(
   const openTurnEvents = async (): Promise<HostSession> => {
     const scope = await runtime.runPromise(Scope.make())
     const session = await runtime.runPromise(start.pipe(Scope.provide(scope)))
+    // Built once, as the README's `ask` is (`Effect.fnUntraced`), not a generator function per turn.
+    const ask = Effect.fnUntraced(function*(prompt: string) {
+      const turn = yield* session.send(prompt)
+      const counts: Counts = { deltas: 0, messages: 0, missed: 0, lags: 0 }
+      // As the README's host reads it: every delivery, to the stream's end (the turn's terminal event).
+      yield* turn.events.pipe(
+        Stream.runForEach((delivery) => Effect.sync(() => tally(counts, delivery))),
+        Effect.ignore
+      )
+      const result = yield* turn.result
+      return { counts, result }
+    })
     return {
       turn: async (prompt) => {
-        const { counts, result } = await runtime.runPromise(Effect.gen(function*() {
-          const turn = yield* session.send(prompt)
-          const counts: Counts = { deltas: 0, messages: 0, missed: 0, lags: 0 }
-          // As the README's host reads it: every delivery, to the stream's end (the turn's terminal event).
-          yield* turn.events.pipe(
-            Stream.runForEach((delivery) => Effect.sync(() => tally(counts, delivery))),
-            Effect.ignore
-          )
-          const result = yield* turn.result
-          return { counts, result }
-        }))
+        const { counts, result } = await runtime.runPromise(ask(prompt))
         const failure = failed(result)
         if (failure !== undefined) throw new Error(`turn failed: ${failure}`)
         return { ...counts }
