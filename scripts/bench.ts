@@ -521,6 +521,7 @@ const renderCurves = (curves: ReadonlyMap<string, WarmupCurve>): string => {
 /** What runner.ts's `segments` figure reports: medians of a steady turn's parts, in µs. */
 interface Segments {
   readonly sendUs: number
+  readonly writeUs: number
   readonly cliUs: number
   readonly receiveUs: number
   readonly roundTripUs: number
@@ -528,7 +529,17 @@ interface Segments {
   readonly readsPerTurn: number
 }
 
-const segmentParts = ["sendUs", "cliUs", "receiveUs", "roundTripUs", "meanRoundTripUs"] as const
+const segmentParts = ["sendUs", "writeUs", "cliUs", "receiveUs", "roundTripUs", "meanRoundTripUs"] as const
+
+/** A runner's `segments` result, checked: every part a finite number (a malformed one is reported as a failed run). */
+const asSegments = (value: unknown): Segments | undefined => {
+  const record = value as Record<string, unknown> | null
+  if (typeof record !== "object" || record === null) return undefined
+  for (const key of [...segmentParts, "readsPerTurn"]) {
+    if (typeof record[key] !== "number" || !Number.isFinite(record[key])) return undefined
+  }
+  return record as unknown as Segments
+}
 
 /** Where a steady turn's round trip goes: per host, the median over runs of each part's median, and its spread. */
 const renderSegments = (runs: ReadonlyMap<string, ReadonlyArray<Segments>>): string => {
@@ -548,13 +559,14 @@ const renderSegments = (runs: ReadonlyMap<string, ReadonlyArray<Segments>>): str
   }
   const header = [
     "host",
-    "call → prompt written",
+    "call → prompt's write",
+    "the write",
     "written → the turn's frames read (the fake, the pipes)",
     "read → result in hand",
     "round trip, median",
     "round trip, mean",
-    "reads per turn",
-    "receive over bare"
+    "reads per turn (median)",
+    "receive over bare (difference of medians)"
   ]
   const rows = [...runs].map(([host, results]) => [
     hostLabel[host] ?? host,
@@ -709,12 +721,17 @@ const main = async () => {
         warmupTurns: config.steadyWarmup,
         timeoutMs: 180_000 + (config.steadyWarmup + config.steadyTurns) * 2
       })
-      if (r.ok) {
+      const value = r.ok ? asSegments(r.value) : undefined
+      if (value !== undefined) {
         const results = segmentRuns.get(host) ?? []
-        results.push(r.value)
+        results.push(value)
         segmentRuns.set(host, results)
-      } else segmentErrors.push(`${hostLabel[host] ?? host}: ${r.error}`)
-      log(`run ${run + 1}/${config.segmentRuns} ${host} segments: ${r.ok ? format("us", r.value.receiveUs) : r.error}`)
+      } else segmentErrors.push(`${hostLabel[host] ?? host}: ${r.ok ? "a malformed result" : r.error}`)
+      log(
+        `run ${run + 1}/${config.segmentRuns} ${host} segments: ${
+          value !== undefined ? format("us", value.receiveUs) : "failed"
+        }`
+      )
     }
   }
   for (let run = 0; run < config.coldRuns; run++) {
@@ -864,11 +881,12 @@ const main = async () => {
       "### Where a steady turn's round trip goes",
       "",
       `One session per host runs ${config.steadyWarmup.toLocaleString("en")} warm-up turns, then ` +
-        `${config.steadyTurns.toLocaleString("en")} tiny turns, each split at two moments seen on the CLI's pipes ` +
-        "(scripts/bench/segments.ts): the host's write of the prompt, and the read of the CLI's stdout that brings " +
-        "the turn's frames (one read a turn: the fake writes them at once). Each cell is the median over " +
-        `${config.segmentRuns} runs of the run's median, in µs, with min–max; the parts' medians need not add up to ` +
-        "the round trip's. The middle part is the fake's own work and the pipes, the same program for every host.",
+        `${config.steadyTurns.toLocaleString("en")} tiny turns, each split at three moments seen on the CLI's pipes ` +
+        "(scripts/bench/segments.ts): the host's call of the prompt's write, that call's return, and the read of the " +
+        "CLI's stdout that brings the turn's frames (one read a turn: the fake writes them at once). The time cells " +
+        `are the median over ${config.segmentRuns} runs of each run's median, in µs, with min–max; the parts' medians ` +
+        "need not add up to the round trip's. The fourth column is the fake's work (the same program for every host) " +
+        "and the pipes, and also any time the host takes to come back to the read.",
       "",
       ordered.size > 0 ? renderSegments(ordered) : "(no run)",
       "",

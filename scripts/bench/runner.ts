@@ -135,8 +135,9 @@ let cliProbe: Segments.Probe | undefined
 /**
  * Where a steady tiny turn's round trip goes (see segments.ts): after `warmupTurns` turns, each of `turns` turns is
  * split at its prompt's write and at the last read of the CLI's stdout. Medians, in µs: `sendUs` (the host's call to
- * the write), `cliUs` (the write to the read: the fake and the pipes), `receiveUs` (the read to the turn in the
- * caller's hands), and the round trip's own median and mean.
+ * the write), `writeUs` (the write call itself), `cliUs` (the write's return to the read: the fake, the pipes, and
+ * the host's way back to the read), `receiveUs` (the read to the turn in the caller's hands), and the round trip's
+ * own median and mean.
  */
 const segments = async (host: Host) => {
   const probe = cliProbe
@@ -145,6 +146,7 @@ const segments = async (host: Host) => {
   const session = await host.open()
   for (let i = 0; i < num("warmupTurns", 20_000); i++) await session.turn(prompt(1))
   const send: Array<number> = []
+  const write: Array<number> = []
   const cli: Array<number> = []
   const receive: Array<number> = []
   const total: Array<number> = []
@@ -154,12 +156,13 @@ const segments = async (host: Host) => {
     const stats = await session.turn(prompt(1))
     const t1 = now()
     if (stats.deltas !== 1) throw new Error(`turn ${i}: saw ${stats.deltas} deltas`)
-    const { lastReadAt, lastWriteAt } = probe
-    if (lastWriteAt < t0 || lastReadAt < lastWriteAt) {
+    const { lastReadAt, lastWriteAt, lastWrittenAt } = probe
+    if (lastWriteAt < t0 || lastWrittenAt < lastWriteAt || lastReadAt < lastWrittenAt) {
       throw new Error(`turn ${i}: the probe did not see the prompt's write and then a read of the CLI's stdout`)
     }
     send.push((lastWriteAt - t0) * 1000)
-    cli.push((lastReadAt - lastWriteAt) * 1000)
+    write.push((lastWrittenAt - lastWriteAt) * 1000)
+    cli.push((lastReadAt - lastWrittenAt) * 1000)
     receive.push((t1 - lastReadAt) * 1000)
     total.push((t1 - t0) * 1000)
   }
@@ -167,6 +170,7 @@ const segments = async (host: Host) => {
   await session.close()
   return {
     sendUs: percentile(send, 0.5),
+    writeUs: percentile(write, 0.5),
     cliUs: percentile(cli, 0.5),
     receiveUs: percentile(receive, 0.5),
     roundTripUs: percentile(total, 0.5),
