@@ -354,12 +354,15 @@ const format = (unit: Unit, x: number): string => {
   }
 }
 
+/** A summary as a table shows it: the median, and the min–max when there was more than one sample. */
+const withSpread = (unit: Unit, s: Summary): string =>
+  `${format(unit, s.median)}${s.n > 1 ? ` (${format(unit, s.min)}–${format(unit, s.max)})` : ""}`
+
 const cell = (f: Figure, host: string): string => {
   const s = summarize(f.samples.get(host) ?? [])
   const errors = f.errors.get(host)?.length ?? 0
   if (s === undefined) return errors > 0 ? `failed (${errors})` : "—"
-  const spread = s.n > 1 ? ` (${format(f.unit, s.min)}–${format(f.unit, s.max)})` : ""
-  return `${format(f.unit, s.median)}${spread}${errors > 0 ? `, ${errors} failed` : ""}`
+  return `${withSpread(f.unit, s)}${errors > 0 ? `, ${errors} failed` : ""}`
 }
 
 const ratio = (f: Figure, host: string, against: string): number | undefined => {
@@ -541,21 +544,19 @@ const asSegments = (value: unknown): Segments | undefined => {
   return record as unknown as Segments
 }
 
-/** Where a steady turn's round trip goes: per host, the median over runs of each part's median, and its spread. */
+/**
+ * Where a steady turn's round trip goes: per host that has runs, the median over runs of each part's median, and its
+ * spread; and its receive part over bare's.
+ */
 const renderSegments = (runs: ReadonlyMap<string, ReadonlyArray<Segments>>): string => {
-  const bare = runs.get("bare")
-  const cell = (values: ReadonlyArray<number>): string => {
-    const s = summarize(values)
-    return s === undefined
+  const medianOf = (results: ReadonlyArray<Segments> | undefined, part: keyof Segments) =>
+    summarize(results?.map((r) => r[part]) ?? [])
+  const bareReceive = medianOf(runs.get("bare"), "receiveUs")
+  const receiveOverBare = (host: string, results: ReadonlyArray<Segments>): string => {
+    const mine = medianOf(results, "receiveUs")
+    return mine === undefined || bareReceive === undefined || host === "bare"
       ? "—"
-      : `${format("us", s.median)}${s.n > 1 ? ` (${format("us", s.min)}–${format("us", s.max)})` : ""}`
-  }
-  const over = (host: string, part: (typeof segmentParts)[number]): string => {
-    const mine = summarize(runs.get(host)?.map((r) => r[part]) ?? [])
-    const theirs = summarize(bare?.map((r) => r[part]) ?? [])
-    return mine === undefined || theirs === undefined || host === "bare"
-      ? "—"
-      : `${format("us", mine.median - theirs.median)}`
+      : format("us", mine.median - bareReceive.median)
   }
   const header = [
     "host",
@@ -568,11 +569,11 @@ const renderSegments = (runs: ReadonlyMap<string, ReadonlyArray<Segments>>): str
     "reads per turn (median)",
     "receive over bare (difference of medians)"
   ]
-  const rows = [...runs].map(([host, results]) => [
+  const rows = [...runs].filter(([, results]) => results.length > 0).map(([host, results]) => [
     hostLabel[host] ?? host,
-    ...segmentParts.map((part) => cell(results.map((r) => r[part]))),
-    (summarize(results.map((r) => r.readsPerTurn))?.median ?? Number.NaN).toFixed(2),
-    over(host, "receiveUs")
+    ...segmentParts.map((part) => withSpread("us", medianOf(results, part)!)),
+    medianOf(results, "readsPerTurn")!.median.toFixed(2),
+    receiveOverBare(host, results)
   ])
   return markdownTable(header, rows, () => "---:")
 }
@@ -586,7 +587,7 @@ const renderImports = (imports: Imports): string => {
     const s = summarize(samples)
     const value = s === undefined
       ? errors.length > 0 ? `failed (${errors.length})` : "—"
-      : `${format("bytes", s.median)}${s.n > 1 ? ` (${format("bytes", s.min)}–${format("bytes", s.max)})` : ""}`
+      : withSpread("bytes", s)
     const added = s === undefined || alone === undefined || label === modules[0]!.label
       ? "—"
       : `+${format("bytes", s.median - alone.median)}`
@@ -647,6 +648,8 @@ const main = async () => {
   const copies = onBuilt ? prepare(Path.join(outDir, "cold")) : undefined
   const hooks = copies === undefined ? [] : ["--import", pathToFileURL(copies.hooks).href]
 
+  // The steady-state figures' runner deadline grows with their turns (about a millisecond a turn at the slowest).
+  const steadyTimeoutMs = 180_000 + (config.steadyWarmup + config.steadyTurns) * 2
   // Hosts take turns in a rotating order, so drift over the run (thermal, page cache, other load) is spread evenly.
   for (let run = 0; run < config.runs; run++) {
     for (const host of rotate(hosts, run)) {
@@ -674,7 +677,7 @@ const main = async () => {
         const w = await runChild(host, "rtt", {
           turns: config.steadyTurns,
           warmupTurns: config.steadyWarmup,
-          timeoutMs: 180_000 + (config.steadyWarmup + config.steadyTurns) * 2
+          timeoutMs: steadyTimeoutMs
         })
         if (w.ok) {
           add("rttSteady", host, w.value.meanUs)
@@ -696,10 +699,11 @@ const main = async () => {
     }
   }
   // How each Claude host warms up, once per host: what says how long the steady state's warm-up must be.
+  const claudeRunHosts = hosts.filter((h) => !isCodexHost(h))
   const curveErrors: Array<string> = []
   const curves = new Map<string, WarmupCurve>()
   if (config.warmupBlocks > 0) {
-    for (const host of hosts.filter((h) => !isCodexHost(h))) {
+    for (const host of claudeRunHosts) {
       // About a millisecond a turn at the slowest (the first blocks): the runner's deadline grows with the turns.
       const r = await runChild(host, "warmup", {
         blocks: config.warmupBlocks,
@@ -713,20 +717,18 @@ const main = async () => {
   }
   // Where a steady turn's round trip goes, per Claude host, the hosts taking turns as above.
   const segmentErrors: Array<string> = []
-  const segmentRuns = new Map<string, Array<Segments>>()
+  // Keyed in the tables' host order, whatever order the runs come in.
+  const segmentRuns = new Map<string, Array<Segments>>(claudeRunHosts.map((h) => [h, []]))
   for (let run = 0; run < config.segmentRuns; run++) {
-    for (const host of rotate(hosts.filter((h) => !isCodexHost(h)), run)) {
+    for (const host of rotate(claudeRunHosts, run)) {
       const r = await runChild(host, "segments", {
         turns: config.steadyTurns,
         warmupTurns: config.steadyWarmup,
-        timeoutMs: 180_000 + (config.steadyWarmup + config.steadyTurns) * 2
+        timeoutMs: steadyTimeoutMs
       })
       const value = r.ok ? asSegments(r.value) : undefined
-      if (value !== undefined) {
-        const results = segmentRuns.get(host) ?? []
-        results.push(value)
-        segmentRuns.set(host, results)
-      } else segmentErrors.push(`${hostLabel[host] ?? host}: ${r.ok ? "a malformed result" : r.error}`)
+      if (value !== undefined) segmentRuns.get(host)!.push(value)
+      else segmentErrors.push(`${hostLabel[host] ?? host}: ${r.ok ? "a malformed result" : r.error}`)
       log(
         `run ${run + 1}/${config.segmentRuns} ${host} segments: ${
           value !== undefined ? format("us", value.receiveUs) : "failed"
@@ -869,14 +871,8 @@ const main = async () => {
       ...(curveErrors.length > 0 ? ["Curves that failed:", "", ...curveErrors.map((e) => `- ${e}`), ""] : [])
     )
   }
-  if (segmentRuns.size > 0 || segmentErrors.length > 0) {
-    // The hosts in the table's order, whatever order their runs came in.
-    const ordered = new Map(
-      claudeHosts().flatMap((h) => {
-        const results = segmentRuns.get(h)
-        return results === undefined ? [] : [[h, results] as const]
-      })
-    )
+  const segmentsRun = [...segmentRuns.values()].some((results) => results.length > 0)
+  if (segmentsRun || segmentErrors.length > 0) {
     lines.push(
       "### Where a steady turn's round trip goes",
       "",
@@ -888,7 +884,7 @@ const main = async () => {
         "need not add up to the round trip's. The fourth column is the fake's work (the same program for every host) " +
         "and the pipes, and also any time the host takes to come back to the read.",
       "",
-      ordered.size > 0 ? renderSegments(ordered) : "(no run)",
+      segmentsRun ? renderSegments(segmentRuns) : "(no run)",
       "",
       ...(segmentErrors.length > 0 ? ["Runs that failed:", "", ...segmentErrors.map((e) => `- ${e}`), ""] : [])
     )
@@ -983,7 +979,10 @@ const main = async () => {
       ])
     ),
     warmup: { curves: Object.fromEntries(curves), errors: curveErrors },
-    segments: { runs: Object.fromEntries(segmentRuns), errors: segmentErrors },
+    segments: {
+      runs: Object.fromEntries([...segmentRuns].filter(([, results]) => results.length > 0)),
+      errors: segmentErrors
+    },
     profiles,
     extras
   }
