@@ -152,12 +152,28 @@ export const makeSplitter = (options?: Options): LineSplitter => {
     pendingBytes = 0
   }
 
+  // Every non-empty line of `text`, none of them over the limit.
+  const splitText = (text: string, out: Array<Transport.Line>) => {
+    let from = 0
+    while (from <= text.length) {
+      let newline = text.indexOf("\n", from)
+      if (newline === -1) newline = text.length
+      if (newline > from) out.push(textLine(text.slice(from, newline)))
+      from = newline + 1
+    }
+  }
+
   // Complete lines after the first newline of a chunk are decoded together: one UTF-8 decode for the run of lines
-  // (it starts and ends at a newline, so no character is cut), then split on "\n" in the string, while a second
-  // cursor finds the same newlines in the bytes to measure each line exactly (a newline byte never occurs inside a
+  // (it starts and ends at a newline, so no character is cut), then split on "\n" in the string. A run no longer
+  // than the limit holds no line over it (the usual case: a run is at most one pipe read), so only a longer run
+  // measures its lines: a second cursor finds the same newlines in the bytes (a newline byte never occurs inside a
   // multi-byte sequence, and an invalid byte decodes to one U+FFFD, so the nth newline is the same in both).
   const completeRun = (chunk: Buffer, start: number, end: number, out: Array<Transport.Line>) => {
     const text = chunk.toString("utf8", start, end)
+    if (end - start <= limit) {
+      splitText(text, out)
+      return
+    }
     let from = 0
     let byteFrom = start
     while (byteFrom <= end) {
