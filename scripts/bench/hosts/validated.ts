@@ -3,8 +3,12 @@
  * decoder (`ClaudeProtocol.decodeLine`: the line is measured, parsed, and checked against the schema of its frame
  * type), and nothing else of Tether. Set against the bare host it prices validation alone; set against Tether it
  * prices everything else (the Effect runtime, the transport, the session and its events).
+ *
+ * It imports the decoder from the module a Claude session decodes with (the generated guards, no `effect/Schema`),
+ * not from the `@tether/core` index: the index loads every module of the package, Schema included, and that
+ * footprint alone cost the early turns about 90 µs each, which is not validation's price.
  */
-import { ClaudeProtocol } from "../../../packages/core/src/index.ts"
+import * as ClaudeProtocol from "../../../packages/core/src/claude/internal/protocol/runtime.ts"
 import type { Host } from "../host.ts"
 import { openWith } from "./bare.ts"
 import type { Message } from "./bare.ts"
