@@ -33,6 +33,7 @@
  *   BENCH_STEADY_TURNS (2000) measured turns of the steady-state round trip
  *   BENCH_WARMUP_BLOCKS (30)  blocks of 1,000 turns of the warm-up curve, one run per host (0 leaves it out)
  *   BENCH_SEGMENT_RUNS (3)   runs per Claude host of where a steady turn's round trip goes (0 leaves it out)
+ *   BENCH_CODE (1)           0 leaves out what JavaScript a steady turn runs (one counted run per Claude host)
  *   BENCH_CYCLES (5)         spawn → first result → teardown cycles per lifecycle run (after one cold cycle)
  *   BENCH_SESSIONS (1,10,100) live-session counts of the memory figure
  *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
@@ -74,6 +75,7 @@ const config = {
   steadyTurns: int("BENCH_STEADY_TURNS", 2_000),
   warmupBlocks: int("BENCH_WARMUP_BLOCKS", 30),
   segmentRuns: int("BENCH_SEGMENT_RUNS", 3),
+  code: env.BENCH_CODE !== "0",
   cycles: int("BENCH_CYCLES", 5),
   busyFrames: int("BENCH_BUSY_FRAMES", 5_000),
   coldRuns: int("BENCH_COLD_RUNS", 5),
@@ -578,6 +580,64 @@ const renderSegments = (runs: ReadonlyMap<string, ReadonlyArray<Segments>>): str
   return markdownTable(header, rows, () => "---:")
 }
 
+/** What runner.ts's `code` figure reports: per origin of the code, the functions a steady turn runs and its calls. */
+interface Code {
+  readonly functions: Readonly<Record<string, number>>
+  readonly calls: Readonly<Record<string, number>>
+  readonly functionsPerTurn: number
+  readonly callsPerTurn: number
+}
+
+/** Where the code comes from, in the table's order, and the heading of each. */
+const codeOrigins = [["node", "Node"], ["effect", "`effect`"], ["tether", "Tether"], ["library", "the SDK"], [
+  "host",
+  "the host"
+]] as const
+
+/** A runner's `code` result, checked (a malformed one is reported as a failed run). */
+const asCode = (value: unknown): Code | undefined => {
+  const record = value as Record<string, unknown> | null
+  if (typeof record !== "object" || record === null) return undefined
+  const counts = (key: string) => {
+    const r = record[key] as Record<string, unknown> | null
+    return typeof r === "object" && r !== null &&
+      Object.values(r).every((n) => typeof n === "number" && Number.isFinite(n))
+  }
+  const total = (key: string) => typeof record[key] === "number" && Number.isFinite(record[key])
+  return counts("functions") && counts("calls") && total("functionsPerTurn") && total("callsPerTurn")
+    ? record as unknown as Code
+    : undefined
+}
+
+/** What a steady turn runs: per host, its functions and its calls, in all and by where the code comes from. */
+const renderCode = (results: ReadonlyMap<string, Code>): string => {
+  const cell = (total: number, byOrigin: Readonly<Record<string, number>>) =>
+    `${Math.round(total).toLocaleString("en")} (${
+      codeOrigins.map(([origin]) => Math.round(byOrigin[origin] ?? 0).toLocaleString("en")).join(" · ")
+    })`
+  const origins = codeOrigins.map(([, heading]) => heading).join(" · ")
+  const sdk = results.get("sdk")
+  const overSdk = (mine: number, theirs: number | undefined) =>
+    theirs === undefined || theirs === 0 ? "—" : `${(mine / theirs).toFixed(2)}x`
+  return markdownTable(
+    [
+      "host",
+      `functions run every turn (${origins})`,
+      `calls per turn (${origins})`,
+      "functions / the SDK's",
+      "calls / the SDK's"
+    ],
+    [...results].map(([host, code]) => [
+      hostLabel[host] ?? host,
+      cell(code.functionsPerTurn, code.functions),
+      cell(code.callsPerTurn, code.calls),
+      overSdk(code.functionsPerTurn, sdk?.functionsPerTurn),
+      overSdk(code.callsPerTurn, sdk?.callsPerTurn)
+    ]),
+    () => "---:"
+  )
+}
+
 type Imports = ReadonlyMap<string, { readonly samples: ReadonlyArray<number>; readonly errors: ReadonlyArray<string> }>
 
 /** The before-any-session table: one row per module, its peak RSS and what it adds to Node alone. */
@@ -736,6 +796,18 @@ const main = async () => {
       )
     }
   }
+  // What JavaScript a steady turn runs, per Claude host: counted, not timed, so one run each.
+  const codeErrors: Array<string> = []
+  const codeResults = new Map<string, Code>()
+  if (config.code) {
+    for (const host of claudeRunHosts) {
+      const r = await runChild(host, "code", { turns: 200, warmupTurns: 2_000 })
+      const value = r.ok ? asCode(r.value) : undefined
+      if (value !== undefined) codeResults.set(host, value)
+      else codeErrors.push(`${hostLabel[host] ?? host}: ${r.ok ? "a malformed result" : r.error}`)
+      log(`code ${host}: ${value !== undefined ? `${value.functionsPerTurn} functions a turn` : "failed"}`)
+    }
+  }
   for (let run = 0; run < config.coldRuns; run++) {
     for (const host of rotate(hosts, run)) {
       const c = await runNode([...hooks, copies!.cold, host])
@@ -889,6 +961,20 @@ const main = async () => {
       ...(segmentErrors.length > 0 ? ["Runs that failed:", "", ...segmentErrors.map((e) => `- ${e}`), ""] : [])
     )
   }
+  if (codeResults.size > 0 || codeErrors.length > 0) {
+    lines.push(
+      "### What JavaScript a steady turn runs",
+      "",
+      "One session per host runs 2,000 warm-up turns, then 200 tiny turns counted by V8 (precise call counts, the " +
+        "coverage behind `c8`; runner.ts's `code` figure): the functions run at least once every turn, and the " +
+        "calls per turn, in all and by where the code comes from. Counted, not timed: these do not move with the " +
+        "machine's load. Every function a turn runs is one V8 compiles and optimizes while the process warms up.",
+      "",
+      codeResults.size > 0 ? renderCode(codeResults) : "(no run)",
+      "",
+      ...(codeErrors.length > 0 ? ["Runs that failed:", "", ...codeErrors.map((e) => `- ${e}`), ""] : [])
+    )
+  }
   if (config.importRuns > 0) {
     lines.push(
       "### Where the memory goes before any session opens",
@@ -983,6 +1069,7 @@ const main = async () => {
       runs: Object.fromEntries([...segmentRuns].filter(([, results]) => results.length > 0)),
       errors: segmentErrors
     },
+    code: { results: Object.fromEntries(codeResults), errors: codeErrors },
     profiles,
     extras
   }

@@ -1,7 +1,7 @@
 /**
  * One measurement in its own process (so memory figures belong to one host):
  *
- *   node [--expose-gc] scripts/bench/runner.ts <host> <throughput|rtt|warmup|segments|lifecycle|memory|probe> '<params json>'
+ *   node [--expose-gc] scripts/bench/runner.ts <host> <throughput|rtt|warmup|segments|code|lifecycle|memory|probe> '<params json>'
  *
  * where <host> is a module of hosts/ (bare, validated, transport, sdk, tether, tether-events, codex-bare, codex-tether).
  *
@@ -179,6 +179,60 @@ const segments = async (host: Host) => {
   }
 }
 
+/** The coverage session of the `code` figure: opened by `main`, before the host loads, for that figure only. */
+let coverage: Inspector.Session | undefined
+
+/** Where a function's code comes from, by its script's URL. */
+const originOf = (url: string): string =>
+  url.startsWith("node:") ?
+    "node" :
+    url.includes("/node_modules/effect/") ?
+    "effect" :
+    url.includes("/packages/") ?
+    "tether" :
+    url.includes("/node_modules/") ?
+    "library" :
+    "host"
+
+/**
+ * What JavaScript a steady tiny turn runs, counted by V8 (the precise call counts behind `c8`), not timed: after
+ * `warmupTurns` turns, over `turns` turns, the functions run at least once a turn and the calls per turn, in all and
+ * by where the code comes from (`node`'s own modules, `effect`, Tether's `packages/`, another `library` such as the
+ * SDK, the `host`'s own code). Every function a turn runs is one V8 compiles and optimizes while a process warms up,
+ * so this is the size of the path the early turns pay for; the counts do not move with the machine's load.
+ */
+const code = async (host: Host) => {
+  const session0 = coverage
+  if (session0 === undefined) throw new Error("code: coverage was not started before the host loaded")
+  const turns = num("turns", 200)
+  const session = await host.open()
+  for (let i = 0; i < num("warmupTurns", 2_000); i++) await session.turn(prompt(1))
+  // Taking the counts resets them: the second take holds the measured turns only.
+  const take = async () => (await session0.post("Profiler.takePreciseCoverage")).result
+  await take()
+  for (let i = 0; i < turns; i++) {
+    const stats = await session.turn(prompt(1))
+    if (stats.deltas !== 1) throw new Error(`turn ${i}: saw ${stats.deltas} deltas`)
+  }
+  const scripts = await take()
+  await session.close()
+  const functions: Record<string, number> = {}
+  const calls: Record<string, number> = {}
+  for (const script of scripts) {
+    // This file's own loop is the measurement, not the host.
+    if (script.url === import.meta.url) continue
+    const origin = originOf(script.url)
+    for (const fn of script.functions) {
+      const count = fn.ranges[0]?.count ?? 0
+      if (count === 0) continue
+      calls[origin] = (calls[origin] ?? 0) + count / turns
+      if (count >= turns) functions[origin] = (functions[origin] ?? 0) + 1
+    }
+  }
+  const sum = (record: Record<string, number>) => Object.values(record).reduce((a, b) => a + b, 0)
+  return { functions, calls, functionsPerTurn: sum(functions), callsPerTurn: sum(calls) }
+}
+
 const lifecycle = async (host: Host) => {
   const cycles = num("cycles", 5)
   const firstResultMs: Array<number> = []
@@ -270,6 +324,7 @@ const figures: Record<string, (host: Host) => Promise<unknown>> = {
   rtt,
   warmup,
   segments,
+  code,
   lifecycle,
   memory
 }
@@ -278,6 +333,12 @@ const main = async () => {
   const run = figures[figure ?? ""]
   if (run === undefined) throw new Error(`unknown figure ${figure}`)
   if (run === segments) cliProbe = Segments.install()
+  if (run === code) {
+    coverage = new Inspector.Session()
+    coverage.connect()
+    await coverage.post("Profiler.enable")
+    await coverage.post("Profiler.startPreciseCoverage", { callCount: true, detailed: false })
+  }
   const { host } = (await import(`./hosts/${hostName}.ts`)) as { readonly host: Host }
   await host.init?.()
   report(await run(host))
