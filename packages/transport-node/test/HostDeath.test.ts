@@ -148,25 +148,43 @@ describe("host death", { timeout: 20_000 }, () => {
         )
         const log = Path.join(dir, "log")
         const go = Path.join(dir, "go")
-        // A spawner that outlives SIGTERM (its trap runs `:`), waits for the go file, then starts a process that
-        // says when SIGTERM reaches it. A trap, not an ignore: an ignored signal would be inherited.
-        const late = Path.join(dir, "late.sh")
+        // A spawner that outlives SIGTERM (it writes it down: a handler, not an ignore, which its child would
+        // inherit), waits for the go file, then starts the late process (a `sleep`, with SIGTERM's default action) and
+        // writes down how that process ended. It, not the late process, says so: a late shell that wrote "late" and
+        // trapped SIGTERM itself could be killed by the watchdog's next scan (25 ms on) before it had done either,
+        // which happened here in 1 run in 5 to 11.
+        const spawner = Path.join(dir, "spawner.mjs")
         Fs.writeFileSync(
-          late,
-          `trap 'echo got-term >> ${log}; exit 0' TERM\necho late >> ${log}\nwhile :; do sleep 0.01; done\n`
+          spawner,
+          [
+            `import * as Fs from "node:fs"`,
+            `import { spawn } from "node:child_process"`,
+            `const say = (line) => Fs.appendFileSync(${JSON.stringify(log)}, line + "\\n")`,
+            `process.on("SIGTERM", () => say("spawner-term"))`,
+            `say("spawner-ready")`,
+            `const timer = setInterval(() => {`,
+            `  if (!Fs.existsSync(${JSON.stringify(go)})) return`,
+            `  clearInterval(timer)`,
+            `  const late = spawn("sleep", ["1000"], { stdio: "ignore" })`,
+            `  say("late")`,
+            `  late.on("exit", (code, signal) => {`,
+            `    say(signal === "SIGTERM" ? "got-term" : "late-ended " + code + " " + signal)`,
+            `    process.exit(0)`,
+            `  })`,
+            `}, 10)`
+          ].join("\n")
         )
-        // The spawner writes down the first scan's SIGTERM, so that the late process is started only after it.
-        const tool = `sh -c 'trap "echo spawner-term >> ${log}" TERM; while [ ! -e ${go} ]; do sleep 0.01; done; ` +
-          `sh ${late} & wait' &`
+        const tool = `'${process.execPath}' '${spawner}' &`
         // A grace long enough for the late process to start on a loaded machine before the watchdog's SIGKILL (with
         // 300 ms, a CI run lost the race): what is checked is that SIGTERM reaches it, which a later scan does.
         const host = yield* startHost("runPromise", true, mark, { containment, tool, termGraceMillis: 5_000 })
-        yield* waitUntil("the spawner", () => sleeping(marked(mark)).length > 0)
+        const lines = () => Fs.existsSync(log) ? Fs.readFileSync(log, "utf8").split("\n") : []
+        // Its handler is in place once it says so.
+        yield* waitUntil("the spawner", () => lines().includes("spawner-ready"), 5_000)
         host.kill("SIGKILL")
         yield* exited(host)
         // The watchdog (Node, started once the host is gone) saw the pipe close and scanned: the late process starts
         // after that first scan, and within the grace before SIGKILL.
-        const lines = () => Fs.existsSync(log) ? Fs.readFileSync(log, "utf8").split("\n") : []
         yield* waitUntil("the first scan's SIGTERM to reach the spawner", () => lines().includes("spawner-term"), 5_000)
         assert.isFalse(lines().includes("late"))
         Fs.writeFileSync(go, "")
