@@ -132,6 +132,31 @@ describe("Framing", () => {
       const input = new Uint8Array([...encode("x\n"), ...bad, ...encode("\n")])
       const lines = Framing.split([input], { maxLineBytes: 10 })
       assert.deepStrictEqual(texts(lines), ["x", "\uFFFD".repeat(8)])
+      // The same line in a run of lines longer than the limit, where each line is measured on its own, beside an
+      // invalid line of 11 bytes.
+      const worse = Uint8Array.of(...bad, 0xff, 0xff, 0xff)
+      const longer = new Uint8Array([...encode("x\n"), ...bad, ...encode("\n"), ...worse, ...encode("\ny\n")])
+      assert.deepStrictEqual(texts(Framing.split([longer], { maxLineBytes: 10 })), [
+        "x",
+        "\uFFFD".repeat(8),
+        "<too long 11>",
+        "y"
+      ])
+    }))
+
+  it.effect("splits a read's run of lines alike whether the run fits in the limit or not", () =>
+    Effect.sync(() => {
+      // After a read's first line, the lines up to its last newline are a run: a run of at most the limit holds no
+      // line over it and is split on its text alone; a longer run measures each line.
+      const split = (text: string) => texts(Framing.split([encode(text)], { maxLineBytes: 10 }))
+      // A run of exactly the limit, one line of exactly the limit.
+      assert.deepStrictEqual(split(`a\n${"b".repeat(10)}\nc`), ["a", "b".repeat(10), "c"])
+      // A run one byte longer: one line one byte over.
+      assert.deepStrictEqual(split(`a\n${"b".repeat(11)}\nc`), ["a", "<too long 11>", "c"])
+      // A run longer than the limit of short lines, with an empty one.
+      assert.deepStrictEqual(split(`a\n${"b".repeat(5)}\n\n${"c".repeat(5)}\n`), ["a", "b".repeat(5), "c".repeat(5)])
+      // A run within the limit with empty lines.
+      assert.deepStrictEqual(split("a\n\nb\n\n\nc\n"), ["a", "b", "c"])
     }))
 
   it.effect("gives what a reference splitter gives, for any bytes cut anywhere", () =>
@@ -144,7 +169,7 @@ describe("Framing", () => {
           if (i < bytes.length && bytes[i] !== 10) continue
           const line = bytes.subarray(start, i)
           if (line.length > limit) out.push(`<too long ${line.length}>`)
-          else if (line.length > 0) out.push(new TextDecoder().decode(line))
+          else if (line.length > 0) out.push(new TextDecoder("utf-8", { ignoreBOM: true }).decode(line))
           start = i + 1
         }
         return out
