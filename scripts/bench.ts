@@ -589,7 +589,7 @@ interface Code {
 }
 
 /** Where the code comes from, in the table's order, and the heading of each. */
-const codeOrigins = [["node", "Node"], ["effect", "`effect`"], ["tether", "Tether"], ["library", "the SDK"], [
+const codeOrigins = [["node", "Node"], ["effect", "`effect`"], ["tether", "Tether"], ["library", "other libraries"], [
   "host",
   "the host"
 ]] as const
@@ -609,7 +609,10 @@ const asCode = (value: unknown): Code | undefined => {
     : undefined
 }
 
-/** What a steady turn runs: per host, its functions and its calls, in all and by where the code comes from. */
+/**
+ * What a turn runs: per host, its functions and its calls, in all and by where the code comes from (each part
+ * rounded on its own, so the parts of a call count can miss its total by one).
+ */
 const renderCode = (results: ReadonlyMap<string, Code>): string => {
   const cell = (total: number, byOrigin: Readonly<Record<string, number>>) =>
     `${Math.round(total).toLocaleString("en")} (${
@@ -796,11 +799,12 @@ const main = async () => {
       )
     }
   }
-  // What JavaScript a steady turn runs, per Claude host: counted, not timed, so one run each.
+  // What JavaScript a turn runs, per Claude host: counted, not timed, so one run each.
   const codeErrors: Array<string> = []
   const codeResults = new Map<string, Code>()
   if (config.code) {
     for (const host of claudeRunHosts) {
+      // Counting (with V8 not optimizing) takes a few seconds; the deadline is the runner's default.
       const r = await runChild(host, "code", { turns: 200, warmupTurns: 2_000 })
       const value = r.ok ? asCode(r.value) : undefined
       if (value !== undefined) codeResults.set(host, value)
@@ -963,12 +967,13 @@ const main = async () => {
   }
   if (codeResults.size > 0 || codeErrors.length > 0) {
     lines.push(
-      "### What JavaScript a steady turn runs",
+      "### What JavaScript a turn runs",
       "",
-      "One session per host runs 2,000 warm-up turns, then 200 tiny turns counted by V8 (precise call counts, the " +
-        "coverage behind `c8`; runner.ts's `code` figure): the functions run at least once every turn, and the " +
-        "calls per turn, in all and by where the code comes from. Counted, not timed: these do not move with the " +
-        "machine's load. Every function a turn runs is one V8 compiles and optimizes while the process warms up.",
+      "One session per host runs 2,000 turns, then 200 tiny turns counted by V8 after each turn (precise call " +
+        "counts, the coverage behind `c8`; runner.ts's `code` figure): the functions that ran in every one of the " +
+        "200 turns, and the calls per turn, in all and by where the code comes from (the parts rounded each on its " +
+        "own). Counted, not timed (V8 does not optimize while it counts): the counts move only with what a turn " +
+        "does. Every function a turn runs is one V8 compiles and optimizes while the process warms up.",
       "",
       codeResults.size > 0 ? renderCode(codeResults) : "(no run)",
       "",

@@ -182,24 +182,30 @@ const segments = async (host: Host) => {
 /** The coverage session of the `code` figure: opened by `main`, before the host loads, for that figure only. */
 let coverage: Inspector.Session | undefined
 
+/** The repository's packages, whose scripts are Tether's. */
+const packagesUrl = new URL("../../packages/", import.meta.url).href
+
 /** Where a function's code comes from, by its script's URL. */
 const originOf = (url: string): string =>
   url.startsWith("node:") ?
     "node" :
+    url.startsWith(packagesUrl) ?
+    "tether" :
     url.includes("/node_modules/effect/") ?
     "effect" :
-    url.includes("/packages/") ?
-    "tether" :
     url.includes("/node_modules/") ?
     "library" :
     "host"
 
 /**
- * What JavaScript a steady tiny turn runs, counted by V8 (the precise call counts behind `c8`), not timed: after
- * `warmupTurns` turns, over `turns` turns, the functions run at least once a turn and the calls per turn, in all and
- * by where the code comes from (`node`'s own modules, `effect`, Tether's `packages/`, another `library` such as the
- * SDK, the `host`'s own code). Every function a turn runs is one V8 compiles and optimizes while a process warms up,
- * so this is the size of the path the early turns pay for; the counts do not move with the machine's load.
+ * What JavaScript a tiny turn runs, counted by V8 (the precise call counts behind `c8`), not timed: after
+ * `warmupTurns` turns (past the first turns' one-time work), over `turns` turns, the functions that ran in every one
+ * of them and the calls per turn, in all and by where the code comes from (`node`'s own modules, `effect`, Tether's
+ * `packages/`, another `library` such as the SDK, the `host`'s own code; the runner's own file is left out, while
+ * the helpers the hosts share, fake.ts and host.ts, count as the host's, `prompt` included). The counts are taken after each turn. Every function a turn runs is one V8 compiles and optimizes while a
+ * process warms up, so this is the size of the path the early turns pay for. V8 does not optimize while it counts
+ * precisely (nothing is inlined, so every call is counted), so this figure times nothing; its counts move only with
+ * what a turn does, which can depend on the machine (a turn's frames read in one pipe read or two).
  */
 const code = async (host: Host) => {
   const session0 = coverage
@@ -207,27 +213,47 @@ const code = async (host: Host) => {
   const turns = num("turns", 200)
   const session = await host.open()
   for (let i = 0; i < num("warmupTurns", 2_000); i++) await session.turn(prompt(1))
-  // Taking the counts resets them: the second take holds the measured turns only.
+  // Taking the counts resets them: each take after the first holds what ran since the one before. Taking them runs
+  // some of Node's own code too (the inspector's messages, their promises): an empty round of takes, with no turn
+  // between two, says how much, and a turn's counts are what it ran beyond that.
   const take = async () => (await session0.post("Profiler.takePreciseCoverage")).result
+  const keyOf = (scriptId: string, offset: number) => `${scriptId}:${offset}`
   await take()
+  let empty = new Map<string, number>()
+  for (let i = 0; i < 3; i++) {
+    empty = new Map()
+    for (const script of await take()) {
+      for (const fn of script.functions) {
+        const count = fn.ranges[0]?.count ?? 0
+        if (count > 0) empty.set(keyOf(script.scriptId, fn.ranges[0]!.startOffset), count)
+      }
+    }
+  }
+  const turnsRun = new Map<string, number>()
+  const origins = new Map<string, string>()
+  const calls: Record<string, number> = {}
   for (let i = 0; i < turns; i++) {
     const stats = await session.turn(prompt(1))
     if (stats.deltas !== 1) throw new Error(`turn ${i}: saw ${stats.deltas} deltas`)
+    for (const script of await take()) {
+      if (script.url === import.meta.url) continue
+      const origin = originOf(script.url)
+      for (const fn of script.functions) {
+        const key = keyOf(script.scriptId, fn.ranges[0]?.startOffset ?? -1)
+        const count = (fn.ranges[0]?.count ?? 0) - (empty.get(key) ?? 0)
+        if (count <= 0) continue
+        calls[origin] = (calls[origin] ?? 0) + count / turns
+        turnsRun.set(key, (turnsRun.get(key) ?? 0) + 1)
+        origins.set(key, origin)
+      }
+    }
   }
-  const scripts = await take()
   await session.close()
   const functions: Record<string, number> = {}
-  const calls: Record<string, number> = {}
-  for (const script of scripts) {
-    // This file's own loop is the measurement, not the host.
-    if (script.url === import.meta.url) continue
-    const origin = originOf(script.url)
-    for (const fn of script.functions) {
-      const count = fn.ranges[0]?.count ?? 0
-      if (count === 0) continue
-      calls[origin] = (calls[origin] ?? 0) + count / turns
-      if (count >= turns) functions[origin] = (functions[origin] ?? 0) + 1
-    }
+  for (const [key, n] of turnsRun) {
+    if (n < turns) continue
+    const origin = origins.get(key)!
+    functions[origin] = (functions[origin] ?? 0) + 1
   }
   const sum = (record: Record<string, number>) => Object.values(record).reduce((a, b) => a + b, 0)
   return { functions, calls, functionsPerTurn: sum(functions), callsPerTurn: sum(calls) }
