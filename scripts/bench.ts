@@ -625,7 +625,7 @@ const renderCode = (results: ReadonlyMap<string, Code>): string => {
   return markdownTable(
     [
       "host",
-      `functions run every turn (${origins})`,
+      `functions run in every turn (${origins})`,
       `calls per turn (${origins})`,
       "functions / the SDK's",
       "calls / the SDK's"
