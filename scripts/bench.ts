@@ -33,7 +33,7 @@
  *   BENCH_STEADY_TURNS (2000) measured turns of the steady-state round trip
  *   BENCH_WARMUP_BLOCKS (30)  blocks of 1,000 turns of the warm-up curve, one run per host (0 leaves it out)
  *   BENCH_SEGMENT_RUNS (3)   runs per Claude host of where a steady turn's round trip goes (0 leaves it out)
- *   BENCH_CODE (1)           0 leaves out what JavaScript a steady turn runs (one counted run per Claude host)
+ *   BENCH_CODE (1)           0 leaves out what JavaScript a turn runs (one counted run per Claude host)
  *   BENCH_CYCLES (5)         spawn → first result → teardown cycles per lifecycle run (after one cold cycle)
  *   BENCH_SESSIONS (1,10,100) live-session counts of the memory figure
  *   BENCH_BUSY_FRAMES (5000) the turn after which the memory figure measures what 10 sessions keep
@@ -536,14 +536,17 @@ interface Segments {
 
 const segmentParts = ["sendUs", "writeUs", "cliUs", "receiveUs", "roundTripUs", "meanRoundTripUs"] as const
 
+const asRecord = (value: unknown): Readonly<Record<string, unknown>> | undefined =>
+  typeof value === "object" && value !== null ? value as Record<string, unknown> : undefined
+
+const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)
+
 /** A runner's `segments` result, checked: every part a finite number (a malformed one is reported as a failed run). */
 const asSegments = (value: unknown): Segments | undefined => {
-  const record = value as Record<string, unknown> | null
-  if (typeof record !== "object" || record === null) return undefined
-  for (const key of [...segmentParts, "readsPerTurn"]) {
-    if (typeof record[key] !== "number" || !Number.isFinite(record[key])) return undefined
-  }
-  return record as unknown as Segments
+  const record = asRecord(value)
+  return record !== undefined && [...segmentParts, "readsPerTurn"].every((key) => isFiniteNumber(record[key]))
+    ? record as unknown as Segments
+    : undefined
 }
 
 /**
@@ -580,7 +583,7 @@ const renderSegments = (runs: ReadonlyMap<string, ReadonlyArray<Segments>>): str
   return markdownTable(header, rows, () => "---:")
 }
 
-/** What runner.ts's `code` figure reports: per origin of the code, the functions a steady turn runs and its calls. */
+/** What runner.ts's `code` figure reports: per origin of the code, the functions every turn runs and its calls. */
 interface Code {
   readonly functions: Readonly<Record<string, number>>
   readonly calls: Readonly<Record<string, number>>
@@ -596,15 +599,14 @@ const codeOrigins = [["node", "Node"], ["effect", "`effect`"], ["tether", "Tethe
 
 /** A runner's `code` result, checked (a malformed one is reported as a failed run). */
 const asCode = (value: unknown): Code | undefined => {
-  const record = value as Record<string, unknown> | null
-  if (typeof record !== "object" || record === null) return undefined
+  const record = asRecord(value)
+  if (record === undefined) return undefined
   const counts = (key: string) => {
-    const r = record[key] as Record<string, unknown> | null
-    return typeof r === "object" && r !== null &&
-      Object.values(r).every((n) => typeof n === "number" && Number.isFinite(n))
+    const byOrigin = asRecord(record[key])
+    return byOrigin !== undefined && Object.values(byOrigin).every(isFiniteNumber)
   }
-  const total = (key: string) => typeof record[key] === "number" && Number.isFinite(record[key])
-  return counts("functions") && counts("calls") && total("functionsPerTurn") && total("callsPerTurn")
+  return counts("functions") && counts("calls") && isFiniteNumber(record.functionsPerTurn) &&
+      isFiniteNumber(record.callsPerTurn)
     ? record as unknown as Code
     : undefined
 }
@@ -640,6 +642,10 @@ const renderCode = (results: ReadonlyMap<string, Code>): string => {
     () => "---:"
   )
 }
+
+/** The lines that list a figure's failed runs under its table, if any failed. */
+const failedRuns = (title: string, errors: ReadonlyArray<string>): Array<string> =>
+  errors.length > 0 ? [title, "", ...errors.map((e) => `- ${e}`), ""] : []
 
 type Imports = ReadonlyMap<string, { readonly samples: ReadonlyArray<number>; readonly errors: ReadonlyArray<string> }>
 
@@ -711,8 +717,9 @@ const main = async () => {
   const copies = onBuilt ? prepare(Path.join(outDir, "cold")) : undefined
   const hooks = copies === undefined ? [] : ["--import", pathToFileURL(copies.hooks).href]
 
-  // The steady-state figures' runner deadline grows with their turns (about a millisecond a turn at the slowest).
-  const steadyTimeoutMs = 180_000 + (config.steadyWarmup + config.steadyTurns) * 2
+  // A runner's deadline grows with its turns (about a millisecond a turn at the slowest, the first ones).
+  const deadlineFor = (turns: number) => 180_000 + turns * 2
+  const steadyTimeoutMs = deadlineFor(config.steadyWarmup + config.steadyTurns)
   // Hosts take turns in a rotating order, so drift over the run (thermal, page cache, other load) is spread evenly.
   for (let run = 0; run < config.runs; run++) {
     for (const host of rotate(hosts, run)) {
@@ -767,11 +774,10 @@ const main = async () => {
   const curves = new Map<string, WarmupCurve>()
   if (config.warmupBlocks > 0) {
     for (const host of claudeRunHosts) {
-      // About a millisecond a turn at the slowest (the first blocks): the runner's deadline grows with the turns.
       const r = await runChild(host, "warmup", {
         blocks: config.warmupBlocks,
         block: 1_000,
-        timeoutMs: 180_000 + config.warmupBlocks * 1_000 * 2
+        timeoutMs: deadlineFor(config.warmupBlocks * 1_000)
       })
       if (r.ok) curves.set(host, r.value)
       else curveErrors.push(`${hostLabel[host] ?? host}: ${r.error}`)
@@ -800,12 +806,13 @@ const main = async () => {
     }
   }
   // What JavaScript a turn runs, per Claude host: counted, not timed, so one run each.
+  const codeTurns = { turns: 200, warmupTurns: 2_000 }
   const codeErrors: Array<string> = []
   const codeResults = new Map<string, Code>()
   if (config.code) {
     for (const host of claudeRunHosts) {
       // Counting (with V8 not optimizing) takes a few seconds; the deadline is the runner's default.
-      const r = await runChild(host, "code", { turns: 200, warmupTurns: 2_000 })
+      const r = await runChild(host, "code", codeTurns)
       const value = r.ok ? asCode(r.value) : undefined
       if (value !== undefined) codeResults.set(host, value)
       else codeErrors.push(`${hostLabel[host] ?? host}: ${r.ok ? "a malformed result" : r.error}`)
@@ -944,7 +951,7 @@ const main = async () => {
       "",
       curves.size > 0 ? renderCurves(curves) : "(no curve)",
       "",
-      ...(curveErrors.length > 0 ? ["Curves that failed:", "", ...curveErrors.map((e) => `- ${e}`), ""] : [])
+      ...failedRuns("Curves that failed:", curveErrors)
     )
   }
   const segmentsRun = [...segmentRuns.values()].some((results) => results.length > 0)
@@ -962,22 +969,23 @@ const main = async () => {
       "",
       segmentsRun ? renderSegments(segmentRuns) : "(no run)",
       "",
-      ...(segmentErrors.length > 0 ? ["Runs that failed:", "", ...segmentErrors.map((e) => `- ${e}`), ""] : [])
+      ...failedRuns("Runs that failed:", segmentErrors)
     )
   }
   if (codeResults.size > 0 || codeErrors.length > 0) {
     lines.push(
       "### What JavaScript a turn runs",
       "",
-      "One session per host runs 2,000 turns, then 200 tiny turns counted by V8 after each turn (precise call " +
-        "counts, the coverage behind `c8`; runner.ts's `code` figure): the functions that ran in every one of the " +
-        "200 turns, and the calls per turn, in all and by where the code comes from (the parts rounded each on its " +
+      `One session per host runs ${codeTurns.warmupTurns.toLocaleString("en")} turns, then ${codeTurns.turns} tiny ` +
+        "turns counted by V8 after each turn (precise call counts, the coverage behind `c8`; runner.ts's `code` " +
+        `figure): the functions that ran in every one of the ${codeTurns.turns} turns, and the calls per turn, ` +
+        "in all and by where the code comes from (the parts rounded each on its " +
         "own). Counted, not timed (V8 does not optimize while it counts): the counts move only with what a turn " +
         "does. Every function a turn runs is one V8 compiles and optimizes while the process warms up.",
       "",
       codeResults.size > 0 ? renderCode(codeResults) : "(no run)",
       "",
-      ...(codeErrors.length > 0 ? ["Runs that failed:", "", ...codeErrors.map((e) => `- ${e}`), ""] : [])
+      ...failedRuns("Runs that failed:", codeErrors)
     )
   }
   if (config.importRuns > 0) {

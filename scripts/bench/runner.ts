@@ -202,8 +202,9 @@ const originOf = (url: string): string =>
  * `warmupTurns` turns (past the first turns' one-time work), over `turns` turns, the functions that ran in every one
  * of them and the calls per turn, in all and by where the code comes from (`node`'s own modules, `effect`, Tether's
  * `packages/`, another `library` such as the SDK, the `host`'s own code; the runner's own file is left out, while
- * the helpers the hosts share, fake.ts and host.ts, count as the host's, `prompt` included). The counts are taken after each turn. Every function a turn runs is one V8 compiles and optimizes while a
- * process warms up, so this is the size of the path the early turns pay for. V8 does not optimize while it counts
+ * the helpers the hosts share, fake.ts and host.ts, count as the host's, `prompt` included). The counts are taken
+ * after each turn. Every function a turn runs is one V8 compiles and optimizes while a process warms up, so this is
+ * the size of the path the early turns pay for. V8 does not optimize while it counts
  * precisely (nothing is inlined, so every call is counted), so this figure times nothing; its counts move only with
  * what a turn does, which can depend on the machine (a turn's frames read in one pipe read or two).
  */
@@ -217,43 +218,49 @@ const code = async (host: Host) => {
   // some of Node's own code too (the inspector's messages, their promises): an empty round of takes, with no turn
   // between two, says how much, and a turn's counts are what it ran beyond that.
   const take = async () => (await session0.post("Profiler.takePreciseCoverage")).result
-  const keyOf = (scriptId: string, offset: number) => `${scriptId}:${offset}`
-  await take()
-  let empty = new Map<string, number>()
-  for (let i = 0; i < 3; i++) {
-    empty = new Map()
-    for (const script of await take()) {
+  // Each function that ran since the last take: its key, its script's URL, and its calls.
+  const ran = function*(scripts: Awaited<ReturnType<typeof take>>) {
+    for (const script of scripts) {
       for (const fn of script.functions) {
-        const count = fn.ranges[0]?.count ?? 0
-        if (count > 0) empty.set(keyOf(script.scriptId, fn.ranges[0]!.startOffset), count)
+        const range = fn.ranges[0]
+        if (range !== undefined && range.count > 0) {
+          yield { key: `${script.scriptId}:${range.startOffset}`, url: script.url, count: range.count }
+        }
       }
     }
   }
-  const turnsRun = new Map<string, number>()
-  const origins = new Map<string, string>()
+  // The empty round: per function, the fewest calls in five rounds of takes with no turn between them (what any one
+  // round has more of is other work: a host may still be reading the last turn's trailing frames, a timer fires).
+  await take()
+  let empty = new Map<string, number>()
+  for (let round = 0; round < 5; round++) {
+    const next = new Map<string, number>()
+    for (const { count, key } of ran(await take())) {
+      const fewest = round === 0 ? count : Math.min(count, empty.get(key) ?? 0)
+      if (fewest > 0) next.set(key, fewest)
+    }
+    empty = next
+  }
+  // Per function that ran beyond the empty round: where its code comes from, and in how many turns it ran.
+  const seen = new Map<string, { readonly origin: string; turns: number }>()
   const calls: Record<string, number> = {}
   for (let i = 0; i < turns; i++) {
     const stats = await session.turn(prompt(1))
     if (stats.deltas !== 1) throw new Error(`turn ${i}: saw ${stats.deltas} deltas`)
-    for (const script of await take()) {
-      if (script.url === import.meta.url) continue
-      const origin = originOf(script.url)
-      for (const fn of script.functions) {
-        const key = keyOf(script.scriptId, fn.ranges[0]?.startOffset ?? -1)
-        const count = (fn.ranges[0]?.count ?? 0) - (empty.get(key) ?? 0)
-        if (count <= 0) continue
-        calls[origin] = (calls[origin] ?? 0) + count / turns
-        turnsRun.set(key, (turnsRun.get(key) ?? 0) + 1)
-        origins.set(key, origin)
-      }
+    for (const { key, url, count: all } of ran(await take())) {
+      const count = all - (empty.get(key) ?? 0)
+      if (count <= 0 || url === import.meta.url) continue
+      const origin = originOf(url)
+      calls[origin] = (calls[origin] ?? 0) + count / turns
+      const entry = seen.get(key)
+      if (entry === undefined) seen.set(key, { origin, turns: 1 })
+      else entry.turns++
     }
   }
   await session.close()
   const functions: Record<string, number> = {}
-  for (const [key, n] of turnsRun) {
-    if (n < turns) continue
-    const origin = origins.get(key)!
-    functions[origin] = (functions[origin] ?? 0) + 1
+  for (const { origin, turns: ranIn } of seen.values()) {
+    if (ranIn === turns) functions[origin] = (functions[origin] ?? 0) + 1
   }
   const sum = (record: Record<string, number>) => Object.values(record).reduce((a, b) => a + b, 0)
   return { functions, calls, functionsPerTurn: sum(functions), callsPerTurn: sum(calls) }
