@@ -183,6 +183,29 @@ try {
     `npm installed the tarballs into ${app} with effect ${installed} (the repository has ${repositoryEffect}): ` +
       `one copy of effect and of @tether/core, no unmet peer (${seconds(installedAt)})`
   )
+  // Internal modules are not part of the API: each package's exports refuse them, wherever they sit.
+  const internals = [
+    "@tether/core/internal/json",
+    "@tether/core/claude/internal/machine",
+    "@tether/core/codex/internal/machine",
+    "@tether/transport-node/internal/watchdog",
+    "@tether/testing/internal/claudeSimulator"
+  ]
+  for (const specifier of internals) {
+    const imported = spawnSync(process.execPath, [
+      "--input-type=module",
+      "-e",
+      `await import(${JSON.stringify(specifier)})`
+    ], {
+      cwd: app,
+      encoding: "utf8"
+    })
+    check(
+      imported.status !== 0 && imported.stderr.includes("ERR_PACKAGE_PATH_NOT_EXPORTED"),
+      `${specifier} is importable from the application (exit ${imported.status}): ${imported.stderr.slice(-500)}`
+    )
+  }
+  log(`the packages' internal modules are not importable (${internals.length} tried)`)
 
   // --- 3. type-check -------------------------------------------------------------------------------------------
   const checkedAt = Date.now()

@@ -75,7 +75,7 @@ export interface Options extends CodexOptions.Options {
  * @category models
  * @since 0.2.0
  */
-export type TurnResult = internal.TurnResult
+export interface TurnResult extends internal.TurnResult {}
 
 export {
   /**
