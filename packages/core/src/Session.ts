@@ -339,10 +339,7 @@ export const make: (options: Options) => Effect.Effect<
   }, sessionScope).pipe(
     Effect.onError((cause) => Scope.close(sessionScope, Exit.failCause(cause)))
   )
-  const session: Session<TurnResult, ProviderTurnError> = {
-    ...driven,
-    run: (prompt, sendOptions) => Effect.flatMap(driven.send(prompt, sendOptions), (turn) => turn.result)
-  }
+  const session: Session<TurnResult, ProviderTurnError> = driven
   return session
 })
 

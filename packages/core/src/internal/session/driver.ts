@@ -95,6 +95,10 @@ export interface Driven {
     prompt: Prompt,
     options?: { readonly queue?: boolean | undefined; readonly interruptOnCancel?: boolean | undefined }
   ) => Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError>
+  readonly run: (
+    prompt: Prompt,
+    options?: { readonly queue?: boolean | undefined; readonly interruptOnCancel?: boolean | undefined }
+  ) => Effect.Effect<TurnResult, SendError | AnyTurnError>
   readonly interrupt: Effect.Effect<Machine.InterruptOutcome>
   readonly answerPermission: (
     requestId: string,
@@ -549,20 +553,20 @@ class Driver {
 
   // --- host commands -----------------------------------------------------------------------------------------
 
-  /** Sends a prompt for the fiber `sender` (whose span, if any, parents the turn's). */
-  send(
+  /** Starts a turn for the fiber `sender` (whose span, if any, parents the turn's), or says why it cannot. */
+  private start(
     prompt: Prompt,
     queue: boolean | undefined,
     interruptOnCancel: boolean,
     sender: Fiber.Fiber<unknown, unknown>
-  ): Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError> {
+  ): TurnState | SendError {
     const machine = this.machine
     const startSeq = this.latest()
     const now = this.now()
     const turn = machine.send(now, prompt, queue, interruptOnCancel)
     if (!(turn instanceof Machine.Turn)) {
       this.drain()
-      return Effect.fail(turn)
+      return turn
     }
     const trace = this.telemetry.turnSent(turn.id, now, sender.cache.span)
     const state: TurnState = {
@@ -579,6 +583,19 @@ class Driver {
     turn.handle = state
     if (turn.phase !== "queued") this.awaitingOutput = state
     this.drain()
+    return state
+  }
+
+  /** Sends a prompt for the fiber `sender`: the turn's handle once the prompt is written (or queued). */
+  send(
+    prompt: Prompt,
+    queue: boolean | undefined,
+    interruptOnCancel: boolean,
+    sender: Fiber.Fiber<unknown, unknown>
+  ): Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError> {
+    const state = this.start(prompt, queue, interruptOnCancel, sender)
+    if ("_tag" in state) return Effect.fail(state)
+    const turn = state.turn
     const handle = new TurnHandle(state, this)
     if (state.isWritten) return Effect.succeed(handle)
     state.written = Deferred.makeUnsafe()
@@ -592,6 +609,20 @@ class Driver {
       ),
       Effect.as(handle)
     )
+  }
+
+  /**
+   * Sends a prompt for the fiber `sender` and waits for the turn's result: `send` then `result` in one wait (the
+   * result comes after the write, and a caller that stops waiting interrupts the turn either way).
+   */
+  sendAndWait(
+    prompt: Prompt,
+    queue: boolean | undefined,
+    interruptOnCancel: boolean,
+    sender: Fiber.Fiber<unknown, unknown>
+  ): Effect.Effect<TurnResult, SendError | AnyTurnError> {
+    const state = this.start(prompt, queue, interruptOnCancel, sender)
+    return "_tag" in state ? Effect.fail(state) : this.awaitTurn(state)
   }
 
   awaitTurn(state: TurnState): Effect.Effect<TurnResult, AnyTurnError> {
@@ -773,6 +804,10 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
     send: (prompt, sendOptions) =>
       Effect.withFiber((fiber) =>
         driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber)
+      ),
+    run: (prompt, sendOptions) =>
+      Effect.withFiber((fiber) =>
+        driver.sendAndWait(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber)
       ),
     interrupt: driver.interruptActive,
     answerPermission: (requestId, verdict) => driver.answerPermission(requestId, verdict),
