@@ -723,6 +723,45 @@ describe("Interrupts, stalls, deadlines", () => {
         assert.strictEqual(interrupts.length, 0)
       })).pipe(mock(slow)))
 
+  it.effect("interrupting the fiber in session.run interrupts the turn in the CLI, and the session goes on", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const waiter = yield* Effect.forkChild(session.run("slow please"))
+        yield* advance("500 millis")
+        yield* Fiber.interrupt(waiter)
+        yield* advance("500 millis")
+        const interrupts = (yield* writtenFrames(cli)).filter((f) => f.request?.subtype === "interrupt")
+        assert.strictEqual(interrupts.length, 1)
+        // The interrupted turn settled: the next one is taken.
+        const result = yield* settle(session.run("hello"))
+        assert.isFalse(result.isError)
+      })).pipe(mock(slow)))
+
+  it.effect("session.run with interruptOnCancel: false lets the turn finish when its caller stops waiting", () =>
+    withSession({}, (session, cli) =>
+      Effect.gen(function*() {
+        const waiter = yield* Effect.forkChild(session.run("slow please", { interruptOnCancel: false }))
+        yield* advance("500 millis")
+        yield* Fiber.interrupt(waiter)
+        // Still running: a second prompt is refused until it ends.
+        const refused = yield* Effect.flip(session.send("hello"))
+        assert.strictEqual(refused._tag, "TurnInFlight")
+        yield* advance("10 seconds")
+        const interrupts = (yield* writtenFrames(cli)).filter((f) => f.request?.subtype === "interrupt")
+        assert.strictEqual(interrupts.length, 0)
+        const result = yield* settle(session.run("hello"))
+        assert.isFalse(result.isError)
+      })).pipe(mock(slow)))
+
+  it.effect("session.run fails with the send's error when the prompt cannot be sent", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const first = yield* session.send("slow please")
+        const refused = yield* Effect.flip(session.run("hello"))
+        assert.strictEqual(refused._tag, "TurnInFlight")
+        if (refused._tag === "TurnInFlight") assert.strictEqual(refused.activeTurnId, first.id)
+      })).pipe(mock(slow)))
+
   it.effect("a stalled stream is interrupted after the stall timeout", () =>
     withSession({ timeouts: timeouts({ stall: "2 seconds" }) }, (session) =>
       Effect.gen(function*() {
