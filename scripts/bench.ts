@@ -99,9 +99,51 @@ const log = (line: string) => process.stderr.write(`${line}\n`)
 
 type Outcome = { readonly ok: true; readonly value: any } | { readonly ok: false; readonly error: string }
 
-/** Runs `node <args>` and reads its `BENCH_RESULT` line. */
-const runNode = (args: ReadonlyArray<string>) =>
-  new Promise<Outcome>((resolve) => {
+const packagesDir = Path.join(root, "packages") + Path.sep
+
+/**
+ * How many processes run a file under the repository's packages/ (Linux; 0 elsewhere): what a finished child can
+ * leave behind for a moment, its fake CLI exiting or its watchdog, which starts Node at its host's exit. The bench
+ * itself and its children run scripts/ and .bench/ files, never these.
+ */
+const leftovers = (): number => {
+  let entries: Array<string>
+  try {
+    entries = Fs.readdirSync("/proc")
+  } catch {
+    return 0
+  }
+  let count = 0
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
+    try {
+      if (Fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(packagesDir)) count++
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return count
+}
+
+/**
+ * Waits (up to 10 s) until no process a previous child left behind still runs, so that no measurement shares the
+ * cores with the last one's exit: a Tether host's watchdog starts Node when its host exits, and a cold host that
+ * followed one started 30 to 60 ms later than after a pause.
+ */
+const quiesce = async (): Promise<void> => {
+  const deadline = performance.now() + 10_000
+  let left = leftovers()
+  while (left > 0 && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    left = leftovers()
+  }
+  if (left > 0) log(`bench: ${left} processes of a previous run still running; measuring anyway`)
+}
+
+/** Runs `node <args>`, once no previous child's processes remain (see {@link quiesce}), and reads its `BENCH_RESULT` line. */
+const runNode = async (args: ReadonlyArray<string>) => {
+  await quiesce()
+  return new Promise<Outcome>((resolve) => {
     const child = spawn(process.execPath, args, {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"]
@@ -121,6 +163,7 @@ const runNode = (args: ReadonlyArray<string>) =>
       }
     })
   })
+}
 
 const runChild = (host: string, figure: string, params: object, nodeArgs: ReadonlyArray<string> = []) =>
   runNode([...nodeArgs, runner, host, figure, JSON.stringify(params)])
