@@ -12,6 +12,7 @@
  * @internal
  */
 import * as Result from "effect/Result"
+import { detachedPrefix } from "../../internal/detached.ts"
 import type * as Permission from "../../Permission.ts"
 import type * as Provider from "../../Provider.ts"
 import { TurnFailed as TurnFailedError, type Usage } from "../../Turn.ts"
@@ -508,7 +509,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     receive: (line) => {
       const decoded = ClaudeProtocol.decodeLine(line, decodeOptions)
       if (Result.isFailure(decoded)) {
-        return { _tag: "Malformed", error: decoded.failure, raw: line.length > 4096 ? line.slice(0, 4096) : line }
+        return { _tag: "Malformed", error: decoded.failure, raw: detachedPrefix(line, 4096) }
       }
       const value = decoded.success
       if (value._tag === "Unknown") {

@@ -12,6 +12,7 @@
  * @internal
  */
 import * as Result from "effect/Result"
+import { detachedPrefix } from "../../internal/detached.ts"
 import type * as Permission from "../../Permission.ts"
 import type * as Provider from "../../Provider.ts"
 import type { ProtocolError } from "../../TetherError.ts"
@@ -505,7 +506,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     receive: (line) => {
       const decoded = Wire.decodeLine(line)
       if (Result.isFailure(decoded)) {
-        return { _tag: "Malformed", error: decoded.failure, raw: line.length > 4096 ? line.slice(0, 4096) : line }
+        return { _tag: "Malformed", error: decoded.failure, raw: detachedPrefix(line, 4096) }
       }
       const message = decoded.success
       switch (message._tag) {

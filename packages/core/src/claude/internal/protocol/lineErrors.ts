@@ -5,7 +5,7 @@
  * @internal
  */
 import * as Result from "effect/Result"
-import { detached } from "../../../internal/detached.ts"
+import { detachedPrefix } from "../../../internal/detached.ts"
 import { ProtocolError } from "../../../TetherError.ts"
 
 const linePrefixLength = 200
@@ -19,7 +19,7 @@ const detailLength = 2000
  * @since 0.3.0
  */
 export const prefixOf = (line: string): string =>
-  detached(line.length > linePrefixLength ? line.slice(0, linePrefixLength) : line)
+  detachedPrefix(line, linePrefixLength)
 
 /**
  * An error's detail, cut to a bounded length.

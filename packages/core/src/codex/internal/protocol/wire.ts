@@ -7,7 +7,7 @@
  * @internal
  */
 import * as Result from "effect/Result"
-import { detached } from "../../../internal/detached.ts"
+import { detachedPrefix } from "../../../internal/detached.ts"
 import { ProtocolError } from "../../../TetherError.ts"
 
 /**
@@ -53,7 +53,7 @@ export const paramsError = (method: string, message: string): ProtocolError =>
   new ProtocolError({ reason: "malformed", detail: `${method}: ${message}`, linePrefix: "" })
 
 const malformed = (line: string, detail: string): Result.Result<never, ProtocolError> =>
-  Result.fail(new ProtocolError({ reason: "malformed", detail, linePrefix: detached(line.slice(0, 200)) }))
+  Result.fail(new ProtocolError({ reason: "malformed", detail, linePrefix: detachedPrefix(line, 200) }))
 
 /**
  * Decodes one stdout line into a {@link Message}. A line that is not JSON, not an object, or fits no message shape
@@ -71,7 +71,7 @@ export const decodeLine = (line: string): Result.Result<Message, ProtocolError> 
       new ProtocolError({
         reason: "not-json",
         detail: error instanceof Error ? error.message : String(error),
-        linePrefix: detached(line.slice(0, 200))
+        linePrefix: detachedPrefix(line, 200)
       })
     )
   }
