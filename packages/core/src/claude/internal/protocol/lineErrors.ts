@@ -18,8 +18,7 @@ const detailLength = 2000
  * @category errors
  * @since 0.3.0
  */
-export const prefixOf = (line: string): string =>
-  detachedPrefix(line, linePrefixLength)
+export const prefixOf = (line: string): string => detachedPrefix(line, linePrefixLength)
 
 /**
  * An error's detail, cut to a bounded length.
