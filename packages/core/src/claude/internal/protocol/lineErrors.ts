@@ -5,7 +5,7 @@
  * @internal
  */
 import * as Result from "effect/Result"
-import { detachedPrefix } from "../../../internal/detached.ts"
+import { detached, detachedPrefix } from "../../../internal/detached.ts"
 import { ProtocolError } from "../../../TetherError.ts"
 
 const linePrefixLength = 200
@@ -38,7 +38,8 @@ export const malformed = (line: string, detail: string): Result.Result<never, Pr
   Result.fail(new ProtocolError({ reason: "malformed", detail: truncate(detail), linePrefix: prefixOf(line) }))
 
 /**
- * A line that does not parse, with the parser's error.
+ * A line that does not parse, with the parser's error. The parser's message quotes the line, and some V8 versions
+ * (Node 20's) quote it as a slice: the detail is a copy too.
  *
  * @category errors
  * @since 0.3.0
@@ -46,7 +47,7 @@ export const malformed = (line: string, detail: string): Result.Result<never, Pr
 export const notJson = (line: string, error: unknown): ProtocolError =>
   new ProtocolError({
     reason: "not-json",
-    detail: truncate(error instanceof Error ? error.message : String(error)),
+    detail: truncate(detached(error instanceof Error ? error.message : String(error))),
     linePrefix: prefixOf(line)
   })
 

@@ -7,7 +7,7 @@
  * @internal
  */
 import * as Result from "effect/Result"
-import { detachedPrefix } from "../../../internal/detached.ts"
+import { detached, detachedPrefix } from "../../../internal/detached.ts"
 import { ProtocolError } from "../../../TetherError.ts"
 
 /**
@@ -70,7 +70,8 @@ export const decodeLine = (line: string): Result.Result<Message, ProtocolError> 
     return Result.fail(
       new ProtocolError({
         reason: "not-json",
-        detail: error instanceof Error ? error.message : String(error),
+        // The parser's message quotes the line, as a slice of it on some V8 versions (Node 20's): a copy.
+        detail: detached(error instanceof Error ? error.message : String(error)),
         linePrefix: detachedPrefix(line, 200)
       })
     )
