@@ -65,6 +65,9 @@ export interface Options {
   readonly model: string | undefined
 }
 
+/** What `Effect.uninterruptibleMask` hands its body: makes an effect interruptible again. */
+type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
 /** The driver's state for one turn (its handle reads it); its telemetry is the trace it extends. */
 interface TurnState extends Telemetry.TurnTrace {
   readonly turn: Machine.Turn
@@ -586,54 +589,56 @@ class Driver {
     return state
   }
 
-  /** Sends a prompt for the fiber `sender`: the turn's handle once the prompt is written (or queued). */
+  /**
+   * Sends a prompt for the fiber `sender`: the turn's handle once the prompt is written (or queued). Runs
+   * uninterruptibly up to the wait, which `restore` makes interruptible: an interrupt that reaches the caller between
+   * the turn's start and the wait is held until the wait's handler, which interrupts the turn, is in place.
+   */
   send(
     prompt: Prompt,
     queue: boolean | undefined,
     interruptOnCancel: boolean,
-    sender: Fiber.Fiber<unknown, unknown>
+    sender: Fiber.Fiber<unknown, unknown>,
+    restore: Restore
   ): Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError> {
     const state = this.start(prompt, queue, interruptOnCancel, sender)
     if ("_tag" in state) return Effect.fail(state)
-    const turn = state.turn
     const handle = new TurnHandle(state, this)
     if (state.isWritten) return Effect.succeed(handle)
     state.written = Deferred.makeUnsafe()
-    return Deferred.await(state.written).pipe(
-      Effect.onInterrupt(() =>
-        // The sender stopped waiting before the CLI took the prompt: nobody holds the turn. Interrupt it (which
-        // retires the session when the CLI has not acknowledged it: delivery is uncertain).
-        Effect.sync(() => {
-          if (turn.interruptOnCancel && !turn.finished) this.interruptTurnUnsafe(turn, "host")
-        })
-      ),
-      Effect.as(handle)
-    )
+    // The sender stopped waiting before the CLI took the prompt: nobody holds the turn. It is interrupted (which
+    // retires the session when the CLI has not acknowledged it: delivery is uncertain).
+    return Effect.as(this.interruptingOnCancel(state.turn, restore(Deferred.await(state.written))), handle)
   }
 
   /**
    * Sends a prompt for the fiber `sender` and waits for the turn's result: `send` then `result` in one wait (the
-   * result comes after the write, and a caller that stops waiting interrupts the turn either way).
+   * result comes after the write, and a caller that stops waiting interrupts the turn either way). Uninterruptible up
+   * to the wait, as `send` is.
    */
   sendAndWait(
     prompt: Prompt,
     queue: boolean | undefined,
     interruptOnCancel: boolean,
-    sender: Fiber.Fiber<unknown, unknown>
+    sender: Fiber.Fiber<unknown, unknown>,
+    restore: Restore
   ): Effect.Effect<TurnResult, SendError | AnyTurnError> {
     const state = this.start(prompt, queue, interruptOnCancel, sender)
-    return "_tag" in state ? Effect.fail(state) : this.awaitTurn(state)
+    return "_tag" in state
+      ? Effect.fail(state)
+      : this.interruptingOnCancel(state.turn, restore(Deferred.await(state.done)))
   }
 
   awaitTurn(state: TurnState): Effect.Effect<TurnResult, AnyTurnError> {
-    const turn = state.turn
-    return Deferred.await(state.done).pipe(
-      Effect.onInterrupt(() =>
-        Effect.sync(() => {
-          if (turn.interruptOnCancel && !turn.finished) this.interruptTurnUnsafe(turn, "host")
-        })
-      )
-    )
+    return this.interruptingOnCancel(state.turn, Deferred.await(state.done))
+  }
+
+  /** `wait`, and the turn interrupted if its caller stops waiting (unless the turn was sent to outlive it). */
+  private interruptingOnCancel<A, E>(turn: Machine.Turn, wait: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return Effect.onInterrupt(wait, () =>
+      Effect.sync(() => {
+        if (turn.interruptOnCancel && !turn.finished) this.interruptTurnUnsafe(turn, "host")
+      }))
   }
 
   private interruptTurnUnsafe(turn: Machine.Turn, reason: InterruptReason): void {
@@ -802,12 +807,16 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
     status: Effect.sync(() => machine.status),
     sessionId: Effect.sync(() => Option.fromNullishOr(machine.sessionId)),
     send: (prompt, sendOptions) =>
-      Effect.withFiber((fiber) =>
-        driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber)
+      Effect.uninterruptibleMask((restore) =>
+        Effect.withFiber((fiber) =>
+          driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber, restore)
+        )
       ),
     run: (prompt, sendOptions) =>
-      Effect.withFiber((fiber) =>
-        driver.sendAndWait(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber)
+      Effect.uninterruptibleMask((restore) =>
+        Effect.withFiber((fiber) =>
+          driver.sendAndWait(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber, restore)
+        )
       ),
     interrupt: driver.interruptActive,
     answerPermission: (requestId, verdict) => driver.answerPermission(requestId, verdict),
