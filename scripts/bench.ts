@@ -101,12 +101,27 @@ type Outcome = { readonly ok: true; readonly value: any } | { readonly ok: false
 
 const packagesDir = Path.join(root, "packages") + Path.sep
 
+/** A process's start, in clock ticks after boot (field 22 of /proc/<pid>/stat; its name, field 2, may hold spaces). */
+const startTicks = (pid: string): number | undefined => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
+  } catch {
+    return undefined
+  }
+}
+
+/** When the bench started, on the same clock (undefined without /proc). */
+const benchStarted = startTicks("self")
+
 /**
- * How many processes run a file under the repository's packages/ (Linux; 0 elsewhere): what a finished child can
- * leave behind for a moment, its fake CLI exiting or its watchdog, which starts Node at its host's exit. The bench
- * itself and its children run scripts/ and .bench/ files, never these.
+ * How many processes started after the bench run a file under the repository's packages/ (Linux; 0 elsewhere):
+ * what a finished child can leave behind for a moment, its fake CLI exiting or its watchdog, which starts Node when
+ * its host exits without releasing its layer. The bench and its children run scripts/ and .bench/ files, never
+ * these; a process that was running before the bench (an editor, a test run) is not counted.
  */
 const leftovers = (): number => {
+  if (benchStarted === undefined) return 0
   let entries: Array<string>
   try {
     entries = Fs.readdirSync("/proc")
@@ -116,6 +131,8 @@ const leftovers = (): number => {
   let count = 0
   for (const entry of entries) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
+    const started = startTicks(entry)
+    if (started === undefined || started < benchStarted) continue
     try {
       if (Fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(packagesDir)) count++
     } catch {
@@ -127,8 +144,8 @@ const leftovers = (): number => {
 
 /**
  * Waits (up to 10 s) until no process a previous child left behind still runs, so that no measurement shares the
- * cores with the last one's exit: a Tether host's watchdog starts Node when its host exits, and a cold host that
- * followed one started 30 to 60 ms later than after a pause.
+ * cores with the last one's exit: a cold SDK host that followed a Tether one began running its program 117–170 ms
+ * after its process started, against 90–114 ms after a pause.
  */
 const quiesce = async (): Promise<void> => {
   const deadline = performance.now() + 10_000
@@ -200,8 +217,11 @@ const importScript = (specifier: string | undefined): string =>
   ].join("\n")
 
 /** Runs a script of another bench (if present) and returns what it printed. */
-const runExtra = (file: string) =>
-  new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string; readonly ms: number }>(
+const runExtra = async (file: string) => {
+  await quiesce()
+  return new Promise<
+    { readonly code: number | null; readonly stdout: string; readonly stderr: string; readonly ms: number }
+  >(
     (resolve) => {
       const started = performance.now()
       const child = spawn(process.execPath, [file], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env })
@@ -220,6 +240,7 @@ const runExtra = (file: string) =>
       })
     }
   )
+}
 
 // --- figures -----------------------------------------------------------------------------------------------------
 
