@@ -200,8 +200,11 @@ try {
       cwd: app,
       encoding: "utf8"
     })
+    // The refusal must be this subpath's, not one met by a module it imports.
+    const subpath = `./${specifier.split("/").slice(2).join("/")}`
     check(
-      imported.status !== 0 && imported.stderr.includes("ERR_PACKAGE_PATH_NOT_EXPORTED"),
+      imported.status !== 0 && imported.stderr.includes("ERR_PACKAGE_PATH_NOT_EXPORTED") &&
+        imported.stderr.includes(`'${subpath}'`),
       `${specifier} is importable from the application (exit ${imported.status}): ${imported.stderr.slice(-500)}`
     )
   }

@@ -22,11 +22,14 @@ describe("the examples' declarations", () => {
     assert.isTrue(Fs.existsSync(build), `${build} is missing: pnpm check emits it`)
     const files = declarations(build)
     // chat-server.ts's inferred types name both providers' results: the witness that the scan sees such types.
-    assert.isTrue(files.some((file) => file.endsWith(Path.join("src", "chat-server.d.ts"))))
+    const witness = files.find((file) => file.endsWith(Path.join("src", "chat-server.d.ts")))
+    assert.isDefined(witness)
+    assert.include(Fs.readFileSync(witness!, "utf8"), "CodexSession.TurnResult")
     const internal: Array<string> = []
     for (const file of files) {
       const text = Fs.readFileSync(file, "utf8")
-      for (const match of text.matchAll(/["'](@tether\/[^"']*\/internal\/[^"']*)["']/g)) {
+      // A package's internal modules, by package path or by a path into a package's files.
+      for (const match of text.matchAll(/["']((?:@tether\/|[^"']*\/packages\/)[^"']*\/internal\/[^"']*)["']/g)) {
         internal.push(`${Path.relative(build, file)}: ${match[1]}`)
       }
     }
