@@ -601,6 +601,38 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         yield* assertAlive(yield* mock.connection(0))
       })))
 
+  it.effect("a caller of run that stops waiting interrupts its turn; the session stays live", () =>
+    withRegistry({ capacity: 4 }, (registry, mock) =>
+      Effect.gen(function*() {
+        yield* touch(registry, "a")
+        const waiter = yield* Effect.forkChild(registry.run("a", "slow"))
+        yield* advanceUntil(Effect.map(registry.snapshot("a"), (s) => s.status === "running"))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.interrupt(waiter)
+        yield* advanceUntil(Effect.map(registry.snapshot("a"), (s) => s.status === "idle"))
+        const interrupts = (yield* (yield* mock.connection(0)).written).filter((f) =>
+          (f as { readonly request?: { readonly subtype?: string } }).request?.subtype === "interrupt"
+        )
+        assert.strictEqual(interrupts.length, 1)
+        assert.strictEqual((yield* settle(registry.run("a", "hello"))).text, "hello")
+      })))
+
+  it.effect("a caller of run with interruptOnCancel: false that stops waiting lets its turn finish", () =>
+    withRegistry({ capacity: 4 }, (registry, mock) =>
+      Effect.gen(function*() {
+        yield* touch(registry, "a")
+        const waiter = yield* Effect.forkChild(registry.run("a", "slow", { interruptOnCancel: false }))
+        yield* advanceUntil(Effect.map(registry.snapshot("a"), (s) => s.status === "running"))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.interrupt(waiter)
+        yield* TestClock.adjust("3 minutes")
+        assert.strictEqual((yield* registry.snapshot("a")).status, "idle")
+        const interrupts = (yield* (yield* mock.connection(0)).written).filter((f) =>
+          (f as { readonly request?: { readonly subtype?: string } }).request?.subtype === "interrupt"
+        )
+        assert.strictEqual(interrupts.length, 0)
+      })))
+
   it.effect("graceful evict refuses new turns, waits for the running one, then closes", () =>
     withRegistry({ capacity: 4 }, (registry, mock) =>
       Effect.gen(function*() {

@@ -139,12 +139,30 @@ const send = Effect.fn("SessionRegistry.send")(function*<C, E, A extends TurnRes
   return sent.value
 })
 
+/**
+ * `send`, then the turn's settlement. From the handle's return to the wait the caller's interrupt is held, and the
+ * wait's own handler interrupts the turn (unless it was sent to outlive its caller): an interrupt that landed between
+ * the two, while the registry tracks the turn, would otherwise leave it running.
+ */
 const run = <C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   id: string,
   prompt: Prompt,
   options?: SendOptions
-) => Effect.flatMap(send(self, id, prompt, options), (turn) => turn.result)
+) =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(restore(send(self, id, prompt, options)), (turn) => {
+      const settled = Effect.flatten(restore(turn.settled))
+      return options?.interruptOnCancel === false
+        ? settled
+        // The handle's interrupt reaches the machine at once and then waits for the turn to settle, which the
+        // caller that stopped waiting does not.
+        : Effect.onInterrupt(
+          settled,
+          () => Effect.asVoid(Effect.forkDetach(turn.interrupt, { startImmediately: true }))
+        )
+    })
+  )
 
 /** The entry for a call that controls the session (allowed while it drains), annotated on the span, used now. */
 const forControl = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
