@@ -65,9 +65,6 @@ export interface Options {
   readonly model: string | undefined
 }
 
-/** What `Effect.uninterruptibleMask` hands its body: makes an effect interruptible again. */
-type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-
 /** The driver's state for one turn (its handle reads it); its telemetry is the trace it extends. */
 interface TurnState extends Telemetry.TurnTrace {
   readonly turn: Machine.Turn
@@ -590,54 +587,73 @@ class Driver {
   }
 
   /**
-   * Sends a prompt for the fiber `sender`: the turn's handle once the prompt is written (or queued). Runs
-   * uninterruptibly up to the wait, which `restore` makes interruptible: an interrupt that reaches the caller between
-   * the turn's start and the wait is held until the wait's handler, which interrupts the turn, is in place.
+   * Sends a prompt for the fiber `sender`: the turn's handle once the prompt is written (or queued). The handler that
+   * interrupts the turn when the sender stops waiting is in place before the turn starts, so an interrupt at any
+   * point finds either no turn or the handler.
    */
   send(
     prompt: Prompt,
     queue: boolean | undefined,
     interruptOnCancel: boolean,
-    sender: Fiber.Fiber<unknown, unknown>,
-    restore: Restore
+    sender: Fiber.Fiber<unknown, unknown>
   ): Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError> {
-    const state = this.start(prompt, queue, interruptOnCancel, sender)
-    if ("_tag" in state) return Effect.fail(state)
-    const handle = new TurnHandle(state, this)
-    if (state.isWritten) return Effect.succeed(handle)
-    state.written = Deferred.makeUnsafe()
+    let started: Machine.Turn | undefined
     // The sender stopped waiting before the CLI took the prompt: nobody holds the turn. It is interrupted (which
     // retires the session when the CLI has not acknowledged it: delivery is uncertain).
-    return Effect.as(this.interruptingOnCancel(state.turn, restore(Deferred.await(state.written))), handle)
+    return this.interruptingOnCancel(
+      () => started,
+      Effect.suspend((): Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError> => {
+        const state = this.start(prompt, queue, interruptOnCancel, sender)
+        if ("_tag" in state) return Effect.fail(state)
+        const handle = new TurnHandle(state, this)
+        if (state.isWritten) return Effect.succeed(handle)
+        started = state.turn
+        state.written = Deferred.makeUnsafe()
+        return Effect.as(Deferred.await(state.written), handle)
+      })
+    )
   }
 
   /**
    * Sends a prompt for the fiber `sender` and waits for the turn's result: `send` then `result` in one wait (the
-   * result comes after the write, and a caller that stops waiting interrupts the turn either way). Uninterruptible up
-   * to the wait, as `send` is.
+   * result comes after the write, and a caller that stops waiting interrupts the turn either way). The handler is in
+   * place before the turn starts, as in `send`.
    */
   sendAndWait(
     prompt: Prompt,
     queue: boolean | undefined,
     interruptOnCancel: boolean,
-    sender: Fiber.Fiber<unknown, unknown>,
-    restore: Restore
+    sender: Fiber.Fiber<unknown, unknown>
   ): Effect.Effect<TurnResult, SendError | AnyTurnError> {
-    const state = this.start(prompt, queue, interruptOnCancel, sender)
-    return "_tag" in state
-      ? Effect.fail(state)
-      : this.interruptingOnCancel(state.turn, restore(Deferred.await(state.done)))
+    let started: Machine.Turn | undefined
+    return this.interruptingOnCancel(
+      () => started,
+      Effect.suspend((): Effect.Effect<TurnResult, SendError | AnyTurnError> => {
+        const state = this.start(prompt, queue, interruptOnCancel, sender)
+        if ("_tag" in state) return Effect.fail(state)
+        started = state.turn
+        return Deferred.await(state.done)
+      })
+    )
   }
 
   awaitTurn(state: TurnState): Effect.Effect<TurnResult, AnyTurnError> {
-    return this.interruptingOnCancel(state.turn, Deferred.await(state.done))
+    const turn = state.turn
+    return this.interruptingOnCancel(() => turn, Deferred.await(state.done))
   }
 
-  /** `wait`, and the turn interrupted if its caller stops waiting (unless the turn was sent to outlive it). */
-  private interruptingOnCancel<A, E>(turn: Machine.Turn, wait: Effect.Effect<A, E>): Effect.Effect<A, E> {
+  /**
+   * `wait`, and the turn `turnOf` names (if any yet) interrupted if its caller stops waiting, unless the turn was
+   * sent to outlive it.
+   */
+  private interruptingOnCancel<A, E>(
+    turnOf: () => Machine.Turn | undefined,
+    wait: Effect.Effect<A, E>
+  ): Effect.Effect<A, E> {
     return Effect.onInterrupt(wait, () =>
       Effect.sync(() => {
-        if (turn.interruptOnCancel && !turn.finished) this.interruptTurnUnsafe(turn, "host")
+        const turn = turnOf()
+        if (turn !== undefined && turn.interruptOnCancel && !turn.finished) this.interruptTurnUnsafe(turn, "host")
       }))
   }
 
@@ -807,16 +823,12 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
     status: Effect.sync(() => machine.status),
     sessionId: Effect.sync(() => Option.fromNullishOr(machine.sessionId)),
     send: (prompt, sendOptions) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.withFiber((fiber) =>
-          driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber, restore)
-        )
+      Effect.withFiber((fiber) =>
+        driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber)
       ),
     run: (prompt, sendOptions) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.withFiber((fiber) =>
-          driver.sendAndWait(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber, restore)
-        )
+      Effect.withFiber((fiber) =>
+        driver.sendAndWait(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber)
       ),
     interrupt: driver.interruptActive,
     answerPermission: (requestId, verdict) => driver.answerPermission(requestId, verdict),
