@@ -257,6 +257,14 @@ const assertAlive = (connection: MockTransport.MockConnection) =>
     assert.isFalse(yield* connection.stdinEnded, `connection ${connection.index}: stdin closed`)
   })
 
+/** The interrupt requests the host wrote to a CLI. */
+const interruptsWritten = (connection: MockTransport.MockConnection) =>
+  Effect.map(
+    connection.written,
+    (frames) =>
+      frames.filter((f) => (f as { readonly request?: { readonly subtype?: string } }).request?.subtype === "interrupt")
+  )
+
 const isReplay = (frame: unknown) =>
   typeof frame === "object" && frame !== null && "isReplay" in frame && frame.isReplay === true
 
@@ -610,9 +618,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         yield* TestClock.adjust("1 second")
         yield* Fiber.interrupt(waiter)
         yield* advanceUntil(Effect.map(registry.snapshot("a"), (s) => s.status === "idle"))
-        const interrupts = (yield* (yield* mock.connection(0)).written).filter((f) =>
-          (f as { readonly request?: { readonly subtype?: string } }).request?.subtype === "interrupt"
-        )
+        const interrupts = yield* interruptsWritten(yield* mock.connection(0))
         assert.strictEqual(interrupts.length, 1)
         assert.strictEqual((yield* settle(registry.run("a", "hello"))).text, "hello")
       })))
@@ -627,9 +633,7 @@ describe("SessionRegistry over ClaudeSession and MockTransport", () => {
         yield* Fiber.interrupt(waiter)
         yield* TestClock.adjust("3 minutes")
         assert.strictEqual((yield* registry.snapshot("a")).status, "idle")
-        const interrupts = (yield* (yield* mock.connection(0)).written).filter((f) =>
-          (f as { readonly request?: { readonly subtype?: string } }).request?.subtype === "interrupt"
-        )
+        const interrupts = yield* interruptsWritten(yield* mock.connection(0))
         assert.strictEqual(interrupts.length, 0)
       })))
 
