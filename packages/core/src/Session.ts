@@ -339,8 +339,7 @@ export const make: (options: Options) => Effect.Effect<
   }, sessionScope).pipe(
     Effect.onError((cause) => Scope.close(sessionScope, Exit.failCause(cause)))
   )
-  const session: Session<TurnResult, ProviderTurnError> = driven
-  return session
+  return driven
 })
 
 /**
