@@ -184,46 +184,61 @@ const runToEnd = (
 
 /**
  * The guardian of a server whose host dies without running its finalizers (SIGKILLed, a test worker killed on a
- * timeout): a small process in a session of its own that holds a pipe from the host and, when the pipe closes,
- * stops the server and removes its directory. When the host releases the server itself, the guardian finds nothing
- * left to do.
+ * timeout): a small process in a session of its own that holds a pipe from the host. The host tells it, one line
+ * each, the directory it created (`root <path>`) and the server it started (`pid <n>`); when the pipe closes, the
+ * guardian stops that server and removes that directory. The host's own release ends with `released`: the
+ * guardian then leaves, touching nothing. It never cleans while the host does: two processes removing one tree
+ * at once each stop at the first entry the other took, and Node's `rmSync` then returns with the tree still there.
  */
 const guardian = `
 const Fs = require("node:fs")
-const [pid, root] = process.argv.slice(1)
-const alive = () => { try { process.kill(Number(pid), 0); return true } catch { return false } }
+let root, pid, released = false, pending = ""
+const alive = () => { try { process.kill(pid, 0); return true } catch { return false } }
 const clean = () => {
-  try { process.kill(Number(pid), "SIGINT") } catch {}
+  if (released) process.exit(0)
+  if (pid !== undefined) try { process.kill(pid, "SIGINT") } catch {}
   const deadline = Date.now() + 5000
   const wait = () => {
-    if (alive() && Date.now() < deadline) return setTimeout(wait, 50)
-    try { process.kill(Number(pid), "SIGKILL") } catch {}
-    Fs.rmSync(root, { recursive: true, force: true })
+    if (pid !== undefined && alive() && Date.now() < deadline) return setTimeout(wait, 50)
+    if (pid !== undefined) try { process.kill(pid, "SIGKILL") } catch {}
+    if (root !== undefined) Fs.rmSync(root, { recursive: true, force: true })
     process.exit(0)
   }
   wait()
 }
-process.stdin.on("data", () => {})
+process.stdin.setEncoding("utf8")
+process.stdin.on("data", (chunk) => {
+  pending += chunk
+  for (let end = pending.indexOf("\\n"); end >= 0; end = pending.indexOf("\\n")) {
+    const line = pending.slice(0, end)
+    pending = pending.slice(end + 1)
+    if (line.startsWith("root ")) root = line.slice(5)
+    else if (line.startsWith("pid ")) pid = Number(line.slice(4))
+    else if (line === "released") released = true
+  }
+})
 process.stdin.on("end", clean)
 process.stdin.on("error", clean)
 `
 
-const guard = (pid: number, root: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const child = ChildProcess.spawn(process.execPath, ["-e", guardian, String(pid), root], {
-        detached: true,
-        stdio: ["pipe", "ignore", "ignore"],
-        // Not the host's environment: its NODE_OPTIONS have no business here, and a harness that kills every
-        // process carrying its host's marker must not kill the guardian before it has stopped the server.
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }
-      })
-      child.unref()
-      ;(child.stdin as unknown as { unref?: () => void }).unref?.()
-      return child
-    }),
-    (child) => Effect.sync(() => child.stdin!.end())
-  )
+/** Starts the guardian; its release (after everything it guards is released) tells it to leave. */
+const guard = Effect.acquireRelease(
+  Effect.sync(() => {
+    const child = ChildProcess.spawn(process.execPath, ["-e", guardian], {
+      detached: true,
+      stdio: ["pipe", "ignore", "ignore"],
+      // Not the host's environment: its NODE_OPTIONS have no business here, and a harness that kills every
+      // process carrying its host's marker must not kill the guardian before it has stopped the server.
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }
+    })
+    child.unref()
+    ;(child.stdin as unknown as { unref?: () => void }).unref?.()
+    // A guardian that could not start (or has gone) must not fail the host's writes.
+    child.stdin!.on("error", () => {})
+    return { tell: (line: string) => void child.stdin!.write(`${line}\n`), child }
+  }),
+  ({ child }) => Effect.sync(() => child.stdin!.end("released\n"))
+)
 
 /**
  * Starts a server in the current scope; closing the scope stops it and removes its data directory.
@@ -244,10 +259,13 @@ export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed,
     })
     const user = serverUser()
     const password = Crypto.randomBytes(18).toString("base64url")
+    // Acquired first, so released last: after the server has stopped and its directory is gone.
+    const { tell } = yield* guard
     // The data directory is created empty by initdb inside a directory of ours that the server's user owns.
     const root = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-postgres-"))
+        tell(`root ${dir}`)
         if (user !== undefined) Fs.chownSync(dir, user.uid, user.gid)
         return dir
       }),
@@ -297,6 +315,7 @@ export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed,
             stdio: ["ignore", "ignore", "pipe"]
           }
         )
+        if (child.pid !== undefined) tell(`pid ${child.pid}`)
         let ready = false
         const timer = setTimeout(() => {
           if (ready) return
@@ -338,7 +357,6 @@ export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed,
           child.kill("SIGINT")
         })
     )
-    yield* guard(server.pid!, root)
     return Postgres.of({
       url: Redacted.make(`postgres://postgres:${password}@127.0.0.1:${port}/postgres`),
       host: "127.0.0.1",

@@ -53,6 +53,26 @@ describe("Postgres", () => {
   )
 
   it.live(
+    "a data directory with many files is gone when the scope closes (the guardian never removes it alongside)",
+    () =>
+      Effect.gen(function*() {
+        // Removing a large tree takes long enough that a guardian cleaning at the same time would overlap the
+        // host's own removal, and Node's rmSync returns early, with the tree still there, when another process
+        // removes entries under it: the host's release must be the only one removing.
+        const scope = yield* Scope.make()
+        const server = yield* Postgres.make().pipe(Scope.provide(scope))
+        const extra = Path.join(server.dataDirectory, "extra")
+        for (let dir = 0; dir < 100; dir++) {
+          Fs.mkdirSync(Path.join(extra, String(dir)), { recursive: true })
+          for (let file = 0; file < 100; file++) Fs.writeFileSync(Path.join(extra, String(dir), String(file)), "")
+        }
+        yield* Scope.close(scope, Exit.void)
+        assert.isFalse(Fs.existsSync(Path.dirname(server.dataDirectory)))
+      }),
+    60_000
+  )
+
+  it.live(
     "a host killed without running its finalizers leaves no server and no directory behind",
     () =>
       Effect.gen(function*() {
