@@ -13,7 +13,7 @@
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
@@ -139,6 +139,56 @@ export interface Connection {
   /** The exit status if the process has already exited. */
   readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
 }
+
+/**
+ * A write made of a callback: it starts writing `line` and calls `done` once, with `undefined` when the write
+ * completed (possibly before it returns) or with the write's error.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export type WriteCallback = (line: string, done: (error: TransportWriteError | undefined) => void) => void
+
+const WriteCallbackKey: unique symbol = Symbol.for("@tether/core/Transport/WriteCallback")
+
+/**
+ * A {@link Connection}'s `write` made from a {@link WriteCallback}. The effect completes when the callback reports;
+ * a session's driver, which writes from plain code, calls the callback directly (no fiber per write). The callback
+ * belongs to this function: a connection whose `write` was replaced (a wrapper that delays or records writes) is
+ * written through its own `write`, never around it.
+ *
+ * @example
+ * ```ts
+ * import { Transport } from "@tether/core"
+ *
+ * const lines: Array<string> = []
+ * const write = Transport.writeFromCallback((line, done) => {
+ *   lines.push(line)
+ *   done(undefined)
+ * })
+ * ```
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const writeFromCallback = (
+  callback: WriteCallback
+): (line: string) => Effect.Effect<void, TransportWriteError> => {
+  const write = (line: string): Effect.Effect<void, TransportWriteError> =>
+    Effect.callback<void, TransportWriteError>((resume) =>
+      callback(line, (error) => resume(error === undefined ? Effect.void : Effect.fail(error)))
+    )
+  return Object.assign(write, { [WriteCallbackKey]: callback })
+}
+
+/**
+ * The {@link WriteCallback} behind a connection's `write`, if {@link writeFromCallback} made it.
+ *
+ * @category accessors
+ * @since 0.3.0
+ */
+export const writeCallbackOf = (connection: Connection): WriteCallback | undefined =>
+  (connection.write as { readonly [WriteCallbackKey]?: WriteCallback })[WriteCallbackKey]
 
 /**
  * A unit read from stdout: a complete line, or the marker for a line that exceeded the transport's maximum.

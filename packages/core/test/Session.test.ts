@@ -611,6 +611,55 @@ describe("Controls", () => {
         )
       ))
 
+  // A connection's writes as a wrapper makes them: through `write` (an Effect), or through a callback (the driver
+  // calls it without a fiber). Either way, once `hold` has run, each write waits until the test lets it through.
+  const heldWrites = (kind: "effect" | "callback") => {
+    const held: Array<() => void> = []
+    let holding = false
+    const layer = wrapConnections((connection) => {
+      const pass = Transport.writeCallbackOf(connection)!
+      const write: Transport.WriteCallback = (line, done) => {
+        if (holding) held.push(() => pass(line, done))
+        else pass(line, done)
+      }
+      return {
+        ...connection,
+        write: kind === "callback"
+          ? Transport.writeFromCallback(write)
+          : (line: string) =>
+            Effect.callback<void, TetherError.TransportWriteError>((resume) =>
+              write(line, (error) => resume(error === undefined ? Effect.void : Effect.fail(error)))
+            )
+      }
+    })
+    return { held, hold: Effect.sync(() => holding = true), layer }
+  }
+
+  for (const kind of ["effect", "callback"] as const) {
+    it.effect(`lines queued behind a write that ends later are written when it ends, in order (${kind} writes)`, () => {
+      const writes = heldWrites(kind)
+      return withSession({}, (session, cli) =>
+        Effect.gen(function*() {
+          yield* writes.hold
+          const model = yield* Effect.forkChild(session.setModel("claude-haiku"))
+          const mode = yield* Effect.forkChild(session.setPermissionMode("plan"))
+          yield* advance("10 millis")
+          // The first is in flight, the second waits behind it.
+          assert.strictEqual(writes.held.length, 1)
+          writes.held[0]()
+          yield* advance("10 millis")
+          assert.strictEqual(writes.held.length, 2)
+          writes.held[1]()
+          assert.deepStrictEqual(yield* settle(Fiber.join(model)), { model: "claude-haiku" })
+          assert.deepStrictEqual(yield* settle(Fiber.join(mode)), { mode: "plan" })
+          const subtypes = (yield* writtenFrames(cli)).flatMap((frame) =>
+            frame.type === "control_request" ? [frame.request.subtype] : []
+          )
+          assert.deepStrictEqual(subtypes.slice(-2), ["set_model", "set_permission_mode"])
+        })).pipe(Effect.provide(writes.layer))
+    })
+  }
+
   it.effect("a control left unanswered past its deadline retires the session with ControlTimeout", () =>
     withSession({ timeouts: timeouts({ control: "2 seconds" }) }, (session, cli) =>
       Effect.gen(function*() {

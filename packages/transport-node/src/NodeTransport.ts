@@ -620,40 +620,33 @@ const makeConnection = (
   // A write fails because the CLI closed its stdin, which it almost always does by exiting: the failure is handed
   // over once the exit status and the stderr are in (bounded), so that whoever asks why finds them, and its reason
   // names the exit status: a CLI that died at start says how, whichever of the two reaches the session first.
-  const failWrite = (resume: (effect: Effect.Effect<void, TransportWriteError>) => void, reason: string) =>
+  const failWrite = (done: (error: TransportWriteError) => void, reason: string) =>
     settled(() =>
-      resume(Effect.fail(
+      done(
         new TransportWriteError({
           reason: status === undefined ? reason : `${reason} (the CLI exited: ${Transport.formatExitStatus(status)})`
         })
-      ))
+      )
     )
-  const write = (line: string): Effect.Effect<void, TransportWriteError> =>
-    Effect.callback<void, TransportWriteError>((resume) => {
-      if (inputEnded) {
-        resume(Effect.fail(new TransportWriteError({ reason: "stdin is closed" })))
-        return
-      }
-      if (stdin.destroyed || !stdin.writable) {
-        failWrite(resume, inputError ?? "stdin is closed")
-        return
-      }
-      // Completes when the kernel took the bytes: a CLI that does not read keeps the write pending, which is what
-      // gives a delivery timeout its meaning.
-      let settled = false
-      stdin.write(line + "\n", (error) => {
-        if (settled) return
-        settled = true
-        if (error === null || error === undefined) resume(Effect.void)
-        else failWrite(resume, inputError ?? describe(error))
-      })
-      // Usually the pipe takes the line at once: nothing is left in the stream's buffer and nothing failed. Then the
-      // bytes are in the kernel already, and the write completes now rather than on the next tick.
-      if (!settled && stdin.writableLength === 0 && stdin.errored === null) {
-        settled = true
-        resume(Effect.void)
-      }
+  const write = Transport.writeFromCallback((line, done) => {
+    if (inputEnded) return done(new TransportWriteError({ reason: "stdin is closed" }))
+    if (stdin.destroyed || !stdin.writable) return failWrite(done, inputError ?? "stdin is closed")
+    // Completes when the kernel took the bytes: a CLI that does not read keeps the write pending, which is what
+    // gives a delivery timeout its meaning.
+    let settled = false
+    stdin.write(line + "\n", (error) => {
+      if (settled) return
+      settled = true
+      if (error === null || error === undefined) done(undefined)
+      else failWrite(done, inputError ?? describe(error))
     })
+    // Usually the pipe takes the line at once: nothing is left in the stream's buffer and nothing failed. Then the
+    // bytes are in the kernel already, and the write completes now rather than on the next tick.
+    if (!settled && stdin.writableLength === 0 && stdin.errored === null) {
+      settled = true
+      done(undefined)
+    }
+  })
   const endInput = Effect.sync(() => {
     if (inputEnded) return
     inputEnded = true

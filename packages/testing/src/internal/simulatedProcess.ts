@@ -209,18 +209,17 @@ export const open = Effect.fnUntraced(function*<Fault>(
     index: options.index,
     spec,
     pid: Option.none(),
-    write: (line) =>
-      Effect.suspend(() => {
-        if (proc.status !== undefined || proc.tornDown) {
-          return Effect.fail(new TetherError.TransportWriteError({ reason: "EPIPE: the process has exited" }))
-        }
-        if (proc.inputEnded) return Effect.fail(new TetherError.TransportWriteError({ reason: "stdin is closed" }))
-        proc.writtenLines.push(line)
-        proc.input((now) => {
-          for (const part of line.split("\n")) proc.simulator.write(now, part)
-        })
-        return Effect.void
-      }),
+    write: Transport.writeFromCallback((line, done) => {
+      if (proc.status !== undefined || proc.tornDown) {
+        return done(new TetherError.TransportWriteError({ reason: "EPIPE: the process has exited" }))
+      }
+      if (proc.inputEnded) return done(new TetherError.TransportWriteError({ reason: "stdin is closed" }))
+      proc.writtenLines.push(line)
+      proc.input((now) => {
+        for (const part of line.split("\n")) proc.simulator.write(now, part)
+      })
+      done(undefined)
+    }),
     endInput: Effect.sync(() => {
       if (proc.inputEnded) return
       proc.inputEnded = true

@@ -2,9 +2,10 @@
  * The one Effect driver of a session: the I/O and the waiting around the pure machine (`machine.ts`).
  *
  * - one reader fiber feeds every stdout line to the machine, a chunk at a time;
- * - one writer fiber takes the machine's outbox a line at a time and tells the machine when each finished; it parks
- *   while the outbox is empty and is resumed synchronously by the machine's `Flush`, so a prompt reaches the pipe
- *   within its sender's step;
+ * - the writes take the machine's outbox a line at a time and tell the machine when each finished: the machine's
+ *   `Flush` starts the next write on the spot, so a prompt reaches the pipe within its sender's step, and the end of
+ *   one write starts the next (through the callback behind the connection's `write` when it has one: no fiber per
+ *   write);
  * - one timer fiber sleeps until the machine's next deadline, on `Clock` (so `TestClock` drives it);
  * - the Deferreds callers wait on (turns, controls, interrupts, the handshake) are completed from the machine's
  *   outputs; policy and host-request fibers feed their answers back as inputs;
@@ -154,8 +155,14 @@ class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
 class Driver {
   readonly machine: Machine.Machine
   private draining = false
-  /** The writer fiber's resumption while it waits for lines; undefined while it writes. */
-  private parked: ((effect: Effect.Effect<void>) => void) | undefined = undefined
+  /** A line is being written (the machine holds it in flight until its write ends). */
+  private writing = false
+  /** `pump` is taking lines (a write that ends before its call returns goes on in its loop). */
+  private pumping = false
+  /** A `Flush` that may drop its line waits for the next tick before the line is taken. */
+  private flushLater = false
+  /** Writes still report their end: false once release has abandoned the one in flight. */
+  private writesOpen = true
   /** Events published by the reader since it last let other fibers run. */
   private sinceYield = 0
   private readonly yieldBudget: number
@@ -194,6 +201,14 @@ class Driver {
     this.teardown = teardown
     this.telemetry = telemetry
     this.yieldBudget = Math.max(1, Math.floor(options.subscriberBuffer / 4))
+    // A connection whose `write` is not made of a callback: each write in a fiber of the session's (interrupted by
+    // release).
+    this.writeLine = Transport.writeCallbackOf(connection) ??
+      ((line, done) =>
+        void run(Effect.matchEffect(connection.write(line), {
+          onFailure: (error) => Effect.sync(() => done(error)),
+          onSuccess: () => Effect.sync(() => done(undefined))
+        })))
     const t = options.timeouts
     this.machine = new Machine.Machine(options.provider, {
       deadlines: {
@@ -271,11 +286,15 @@ class Driver {
   private perform(output: Machine.Output): void {
     switch (output._tag) {
       case "Flush": {
-        const resume = this.parked
-        if (resume === undefined) return // the writer is writing: it takes the line next
-        this.parked = undefined
-        // A line that may be dropped is taken a tick later: an interrupt racing a result the reader already holds.
-        resume(output.deferred ? Effect.yieldNow : Effect.void)
+        // A write is in flight, or lines are being taken: the next is taken when it ends.
+        if (this.writing || this.pumping || this.flushLater) return
+        if (output.deferred) {
+          // A line that may be dropped is taken a tick later: an interrupt racing a result the reader already holds.
+          this.flushLater = true
+          this.run(this.pumpLater)
+          return
+        }
+        this.pump()
         return
       }
       case "Settle": {
@@ -403,41 +422,55 @@ class Driver {
     this.drain()
   })
 
-  // --- the writer --------------------------------------------------------------------------------------------
+  // --- the writes ------------------------------------------------------------------------------------------
 
   /**
-   * The writer: takes the machine's outbox one line at a time, tells the machine when each is written, and parks
-   * while there is nothing to write. Woken synchronously by a `Flush`, so a prompt reaches the pipe within its
-   * sender's step. Interrupted (by teardown or release) in the middle of a write, it reports the write abandoned.
+   * Takes the machine's outbox one line at a time while no write is in flight: each write's end tells the machine
+   * (`written` or `writeFailed`) and takes the next. A write that ends before its call returns (a pipe that took the
+   * line at once) goes on in this loop rather than recursing.
    */
-  readonly writer: Effect.Effect<never> = Effect.suspend(() => this.writeNext()).pipe(
-    Effect.onInterrupt(() => Effect.sync(() => this.step((now) => this.machine.abandoned(now))))
+  private pump(): void {
+    if (this.pumping) return
+    this.pumping = true
+    try {
+      while (!this.writing && this.writesOpen) {
+        const line = this.machine.take(this.now())
+        if (line === undefined) return
+        // The write's delivery deadline now runs.
+        this.arm()
+        this.writing = true
+        let returned = false
+        this.writeLine(line, (error) => {
+          if (!this.writesOpen) return
+          this.writing = false
+          if (error === undefined) this.step((now) => this.machine.written(now))
+          else this.step((now) => this.machine.writeFailed(now, error.reason))
+          if (returned) this.pump()
+        })
+        returned = true
+      }
+    } finally {
+      this.pumping = false
+    }
+  }
+
+  private readonly pumpLater: Effect.Effect<void> = Effect.andThen(
+    Effect.yieldNow,
+    Effect.sync(() => {
+      this.flushLater = false
+      this.pump()
+    })
   )
 
-  private readonly park: Effect.Effect<void> = Effect.callback<void>((resume) => {
-    this.parked = resume
-    return Effect.sync(() => {
-      if (this.parked === resume) this.parked = undefined
-    })
-  })
+  /** Starts one write; `done` is called once when it ends, possibly before this returns. */
+  private readonly writeLine: Transport.WriteCallback
 
-  private writeNext(): Effect.Effect<never> {
-    const line = this.machine.take(this.now())
-    if (line === undefined) return Effect.flatMap(this.park, () => this.writeNext())
-    // The write's delivery deadline now runs.
-    this.arm()
-    return Effect.matchEffect(this.connection.write(line), {
-      onFailure: (error) =>
-        Effect.suspend(() => {
-          this.step((now) => this.machine.writeFailed(now, error.reason))
-          return this.writeNext()
-        }),
-      onSuccess: () =>
-        Effect.suspend(() => {
-          this.step((now) => this.machine.written(now))
-          return this.writeNext()
-        })
-    })
+  /**
+   * Release ends the writes: whatever a write still in flight reports later is ignored. The machine's `close` has
+   * already settled its turn, as taken but not known to be delivered.
+   */
+  endWrites(): void {
+    this.writesOpen = false
   }
 
   // --- policies and host requests ----------------------------------------------------------------------------
@@ -771,7 +804,6 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
   const machine = driver.machine
   started = machine
 
-  run(driver.writer)
   // The handshake's first lines are queued before the reader starts: the CLI prints nothing before its first stdin
   // line, and whatever it prints is read in the handshake's light.
   driver.step((now) => machine.start(now))
@@ -810,6 +842,7 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
       machine.closed()
       yield* log.end
       yield* Scope.close(fibers, Exit.void)
+      driver.endWrites()
     }).pipe(Effect.uninterruptible)
   )
 
