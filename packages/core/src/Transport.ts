@@ -115,7 +115,8 @@ export interface SecretPipe {
  * One open connection to a CLI process: a duplex of lines.
  *
  * - `write` sends one line (the transport appends the newline). Writes are not serialized by the transport:
- *   the session serializes them.
+ *   the session serializes them. A `write` made by {@link writeFromCallback} lets the session write from plain code,
+ *   with no fiber per write.
  * - `stdout` is the stream of complete lines (without the newline). It has a single consumer; it ends when the
  *   process closes stdout. A line longer than the transport's limit is dropped, never buffered without bound, and
  *   arrives as a `Line.TooLong` marker; the stream goes on with the next line.
@@ -142,7 +143,9 @@ export interface Connection {
 
 /**
  * A write made of a callback: it starts writing `line` and calls `done` once, with `undefined` when the write
- * completed (possibly before it returns) or with the write's error.
+ * completed (possibly before it returns) or with the write's error. A session calls it from plain code on its
+ * caller's stack, and from inside `done` for the next line: it must not throw (a failed write is reported through
+ * `done`; a session treats a throw as a failed write) and its return value is ignored.
  *
  * @category models
  * @since 0.3.0
@@ -175,16 +178,17 @@ export const writeFromCallback = (
   callback: WriteCallback
 ): (line: string) => Effect.Effect<void, TransportWriteError> => {
   const write = (line: string): Effect.Effect<void, TransportWriteError> =>
-    Effect.callback<void, TransportWriteError>((resume) =>
+    Effect.callback<void, TransportWriteError>((resume) => {
+      // Nothing returned: what `callback` returns must not be taken for the wait's finalizer.
       callback(line, (error) => resume(error === undefined ? Effect.void : Effect.fail(error)))
-    )
-  return Object.assign(write, { [WriteCallbackKey]: callback })
+    })
+  return Object.defineProperty(write, WriteCallbackKey, { value: callback })
 }
 
 /**
  * The {@link WriteCallback} behind a connection's `write`, if {@link writeFromCallback} made it.
  *
- * @category accessors
+ * @category utils
  * @since 0.3.0
  */
 export const writeCallbackOf = (connection: Connection): WriteCallback | undefined =>

@@ -612,27 +612,30 @@ describe("Controls", () => {
       ))
 
   // A connection's writes as a wrapper makes them: through `write` (an Effect), or through a callback (the driver
-  // calls it without a fiber). Either way, once `hold` has run, each write waits until the test lets it through.
+  // calls it without a fiber). Either way, once `hold` has run, each write waits until the test lets it through;
+  // `callers` records the fiber each write was called from.
   const heldWrites = (kind: "effect" | "callback") => {
     const held: Array<() => void> = []
+    const callers: Array<Fiber.Fiber<unknown, unknown> | undefined> = []
     let holding = false
     const layer = wrapConnections((connection) => {
       const pass = Transport.writeCallbackOf(connection)!
       const write: Transport.WriteCallback = (line, done) => {
-        if (holding) held.push(() => pass(line, done))
-        else pass(line, done)
+        if (!holding) return pass(line, done)
+        callers.push(Fiber.getCurrent())
+        held.push(() => pass(line, done))
       }
       return {
         ...connection,
         write: kind === "callback"
           ? Transport.writeFromCallback(write)
           : (line: string) =>
-            Effect.callback<void, TetherError.TransportWriteError>((resume) =>
+            Effect.callback<void, TetherError.TransportWriteError>((resume) => {
               write(line, (error) => resume(error === undefined ? Effect.void : Effect.fail(error)))
-            )
+            })
       }
     })
-    return { held, hold: Effect.sync(() => holding = true), layer }
+    return { held, callers, hold: Effect.sync(() => holding = true), layer }
   }
 
   for (const kind of ["effect", "callback"] as const) {
@@ -640,23 +643,79 @@ describe("Controls", () => {
       const writes = heldWrites(kind)
       return withSession({}, (session, cli) =>
         Effect.gen(function*() {
+          const before = (yield* writtenFrames(cli)).length
           yield* writes.hold
           const model = yield* Effect.forkChild(session.setModel("claude-haiku"))
           const mode = yield* Effect.forkChild(session.setPermissionMode("plan"))
           yield* advance("10 millis")
           // The first is in flight, the second waits behind it.
           assert.strictEqual(writes.held.length, 1)
+          // A callback write is made on its sender's stack; any other write in a fiber of the session's.
+          if (kind === "callback") assert.strictEqual(writes.callers[0], model)
+          else assert.notStrictEqual(writes.callers[0], model)
           writes.held[0]()
           yield* advance("10 millis")
           assert.strictEqual(writes.held.length, 2)
           writes.held[1]()
           assert.deepStrictEqual(yield* settle(Fiber.join(model)), { model: "claude-haiku" })
           assert.deepStrictEqual(yield* settle(Fiber.join(mode)), { mode: "plan" })
-          const subtypes = (yield* writtenFrames(cli)).flatMap((frame) =>
-            frame.type === "control_request" ? [frame.request.subtype] : []
-          )
-          assert.deepStrictEqual(subtypes.slice(-2), ["set_model", "set_permission_mode"])
+          const subtypes = (yield* writtenFrames(cli)).slice(before).map((frame) => frame.request?.subtype)
+          assert.deepStrictEqual(subtypes, ["set_model", "set_permission_mode"])
         })).pipe(Effect.provide(writes.layer))
+    })
+  }
+
+  it.effect("a write callback that reports its write twice does not end the next write", () => {
+    const writes = heldWrites("callback")
+    return withSession({}, (session) =>
+      Effect.gen(function*() {
+        yield* writes.hold
+        const model = yield* Effect.forkChild(session.setModel("claude-haiku"))
+        const mode = yield* Effect.forkChild(session.setPermissionMode("plan"))
+        yield* advance("10 millis")
+        writes.held[0]()
+        yield* advance("10 millis")
+        // The second line's write is in flight; the first's report comes again.
+        writes.held[0]()
+        const third = yield* Effect.forkChild(session.setMaxThinkingTokens(1024))
+        yield* advance("10 millis")
+        // Still one write at a time: the third waits behind the second.
+        assert.strictEqual(writes.held.length, 2)
+        writes.held[1]()
+        yield* advance("10 millis")
+        assert.strictEqual(writes.held.length, 3)
+        writes.held[2]()
+        yield* settle(Effect.all([Fiber.join(model), Fiber.join(mode), Fiber.join(third)]))
+        assert.strictEqual(yield* session.status, "idle")
+      })).pipe(Effect.provide(writes.layer))
+  })
+
+  for (const kind of ["effect", "callback"] as const) {
+    it.effect(`a write that throws fails like a broken pipe: the session is retired (${kind} writes)`, () => {
+      let throwing = false
+      const layer = wrapConnections((connection) => {
+        const pass = Transport.writeCallbackOf(connection)!
+        const write: Transport.WriteCallback = (line, done) => {
+          if (throwing) throw new Error("the pipe's buffer is gone")
+          pass(line, done)
+        }
+        return {
+          ...connection,
+          write: kind === "callback"
+            ? Transport.writeFromCallback(write)
+            : (line: string) => throwing ? Effect.die(new Error("the pipe's buffer is gone")) : connection.write(line)
+        }
+      })
+      return withSession({}, (session) =>
+        Effect.gen(function*() {
+          throwing = true
+          const started = yield* now
+          const error = yield* settle(Effect.flip(session.setModel("claude-haiku")))
+          assert.strictEqual(error._tag, "SessionRetired")
+          assert.strictEqual(yield* session.status, "failed")
+          // At once, not at the delivery deadline of a write left in flight.
+          assert.isBelow((yield* now) - started, 100)
+        })).pipe(Effect.provide(layer))
     })
   }
 

@@ -40,7 +40,8 @@ import {
   type InterruptReason,
   InvalidConfig,
   type SpawnError,
-  StartupTimeout
+  StartupTimeout,
+  TransportWriteError
 } from "../../TetherError.ts"
 import type { Timeouts } from "../../Timeouts.ts"
 import * as Transport from "../../Transport.ts"
@@ -205,10 +206,17 @@ class Driver {
     // release).
     this.writeLine = Transport.writeCallbackOf(connection) ??
       ((line, done) =>
-        void run(Effect.matchEffect(connection.write(line), {
-          onFailure: (error) => Effect.sync(() => done(error)),
-          onSuccess: () => Effect.sync(() => done(undefined))
-        })))
+        void run(
+          Effect.suspend(() => connection.write(line)).pipe(
+            Effect.catchDefect((defect) =>
+              Effect.fail(new TransportWriteError({ reason: `the write threw: ${String(defect)}` }))
+            ),
+            Effect.matchEffect({
+              onFailure: (error) => Effect.sync(() => done(error)),
+              onSuccess: () => Effect.sync(() => done(undefined))
+            })
+          )
+        ))
     const t = options.timeouts
     this.machine = new Machine.Machine(options.provider, {
       deadlines: {
@@ -440,13 +448,22 @@ class Driver {
         this.arm()
         this.writing = true
         let returned = false
-        this.writeLine(line, (error) => {
-          if (!this.writesOpen) return
+        let ended = false
+        const done = (error: TransportWriteError | undefined) => {
+          // A transport that reports a write twice must not end the next one.
+          if (ended || !this.writesOpen) return
+          ended = true
           this.writing = false
           if (error === undefined) this.step((now) => this.machine.written(now))
           else this.step((now) => this.machine.writeFailed(now, error.reason))
           if (returned) this.pump()
-        })
+        }
+        try {
+          this.writeLine(line, done)
+        } catch (defect) {
+          // A write that throws is a write that failed: the session is retired, not left waiting on it.
+          done(new TransportWriteError({ reason: `the write threw: ${String(defect)}` }))
+        }
         returned = true
       }
     } finally {
@@ -466,11 +483,13 @@ class Driver {
   private readonly writeLine: Transport.WriteCallback
 
   /**
-   * Release ends the writes: whatever a write still in flight reports later is ignored. The machine's `close` has
-   * already settled its turn, as taken but not known to be delivered.
+   * Release ends the writes: one still in flight is abandoned half-way (the CLI may or may not have the line), and
+   * whatever it reports later is ignored.
    */
   endWrites(): void {
+    if (!this.writesOpen) return
     this.writesOpen = false
+    if (this.writing) this.step((now) => this.machine.abandoned(now))
   }
 
   // --- policies and host requests ----------------------------------------------------------------------------
