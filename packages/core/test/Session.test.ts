@@ -625,15 +625,9 @@ describe("Controls", () => {
         callers.push(Fiber.getCurrent())
         held.push(() => pass(line, done))
       }
-      return {
-        ...connection,
-        write: kind === "callback"
-          ? Transport.writeFromCallback(write)
-          : (line: string) =>
-            Effect.callback<void, TetherError.TransportWriteError>((resume) => {
-              write(line, (error) => resume(error === undefined ? Effect.void : Effect.fail(error)))
-            })
-      }
+      const made = Transport.writeFromCallback(write)
+      // A function of the test's own around the made write carries no callback: the session runs its Effect.
+      return { ...connection, write: kind === "callback" ? made : (line: string) => made(line) }
     })
     return { held, callers, hold: Effect.sync(() => holding = true), layer }
   }

@@ -122,6 +122,10 @@ export interface Driven {
 
 const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
 
+/** A write that threw is a write that failed: the session is retired, not left waiting on it. */
+const writeThrew = (defect: unknown): TransportWriteError =>
+  new TransportWriteError({ reason: `the write threw: ${String(defect)}` })
+
 /**
  * A turn's handle: an object with accessors, its effects and stream built when read (most hosts read `result`
  * alone).
@@ -208,9 +212,7 @@ class Driver {
       ((line, done) =>
         void run(
           Effect.suspend(() => connection.write(line)).pipe(
-            Effect.catchDefect((defect) =>
-              Effect.fail(new TransportWriteError({ reason: `the write threw: ${String(defect)}` }))
-            ),
+            Effect.catchDefect((defect) => Effect.fail(writeThrew(defect))),
             Effect.matchEffect({
               onFailure: (error) => Effect.sync(() => done(error)),
               onSuccess: () => Effect.sync(() => done(undefined))
@@ -461,8 +463,7 @@ class Driver {
         try {
           this.writeLine(line, done)
         } catch (defect) {
-          // A write that throws is a write that failed: the session is retired, not left waiting on it.
-          done(new TransportWriteError({ reason: `the write threw: ${String(defect)}` }))
+          done(writeThrew(defect))
         }
         returned = true
       }
