@@ -1230,6 +1230,20 @@ table("controls", [
     },
     when: (b) => exited(b, 0),
     then: ["control #1 CliExited(exit code 0,acknowledged)", "Exit 0", "ended"]
+  },
+  {
+    // Found by the property test: the line's delivery deadline outlived the process, and every tick at it found it
+    // still due (retirement does nothing once the process has ended), which would spin the driver's timer.
+    name: "a control sent during close whose write is still in flight when the CLI exits leaves no deadline",
+    given: (b) => {
+      b.input((m, now) => m.close(now, "closed"))
+      b.autoWrite = false
+      control(b)
+      b.take()
+    },
+    when: (b) => exited(b, 0),
+    then: ["control #1 CliExited(exit code 0,acknowledged)", "Exit 0", "ended"],
+    after: (b) => assert.strictEqual(b.m.nextDeadline(), Infinity)
   }
 ])
 

@@ -317,6 +317,9 @@ export class Machine {
       // What the CLI asked after the session was retired or began to close can no longer be answered.
       this.expirePermissions(now, undefined, "session-ended")
       this.stopHostRequests()
+      // Nor written: a line still in flight (a control sent during the close) keeps no delivery deadline, which no
+      // retirement could clear once the process has ended.
+      this.releaseWriters()
     }
     // The summary of protocol errors not logged yet: no tick comes for it once the session has ended.
     if (this.logSuppressed > 0) this.flushLogSummary(now)
