@@ -98,6 +98,18 @@ describe("FakeClaude", () => {
       assert.deepStrictEqual(frames, [{ ...real, response: { ...(real?.response as Frame), request_id: "req_2" } }])
     }))
 
+  it.live("text beyond ASCII comes out as the UTF-8 of what was sent", () =>
+    Effect.gen(function*() {
+      const text = "naïve — ✓ 😀 ".repeat(50)
+      const { frames, code } = yield* runFake(
+        [{ type: "user", message: { role: "user", content: text }, parent_tool_use_id: null, session_id: "" }],
+        ["--input-format", "stream-json"],
+        { FAKE_CLAUDE_DELTAS: "1" }
+      )
+      assert.strictEqual(code, 0)
+      assert.strictEqual(frames.at(-1)?.result, `Hello from fake-claude #1: ${text}`)
+    }))
+
   it.live("without a uuid on the user message there are no lifecycle frames (as in the real CLI)", () =>
     Effect.gen(function*() {
       const { frames } = yield* runFake(
@@ -226,7 +238,7 @@ describe("the fast fake (the benchmarks' CLI)", () => {
       assert.isTrue(aliveAtEnd)
     }))
 
-  it.live("a prompt FRAMES:<n> streams n text deltas, then the result; EOF ends it", () =>
+  it.live("a prompt FRAMES:<n> streams n text deltas in order (megabytes of them), then the result; EOF ends it", () =>
     Effect.gen(function*() {
       const fast = Path.join(import.meta.dirname, "../bin/fast-claude.mjs")
       const { frames, code } = yield* runFakeAt(
@@ -235,7 +247,7 @@ describe("the fast fake (the benchmarks' CLI)", () => {
           { type: "control_request", request_id: "req_1", request: { subtype: "initialize", hooks: {} } },
           {
             type: "user",
-            message: { role: "user", content: [{ type: "text", text: "FRAMES:1000" }] },
+            message: { role: "user", content: [{ type: "text", text: "FRAMES:20000" }] },
             parent_tool_use_id: null,
             session_id: "",
             uuid: "00000000-0000-4000-8000-000000000001"
@@ -245,7 +257,11 @@ describe("the fast fake (the benchmarks' CLI)", () => {
         {}
       )
       assert.strictEqual(code, 0)
-      assert.strictEqual(frames.filter((frame) => kind(frame) === "stream_event/content_block_delta").length, 1000)
+      // About 6 MB: the output goes out in many writes, from more than one slab of the shell's memory.
+      const texts = frames.filter((frame) => kind(frame) === "stream_event/content_block_delta")
+        .map((frame) => ((frame.event as Frame).delta as Frame).text)
+      assert.strictEqual(texts.length, 20000)
+      assert.deepStrictEqual(texts, Array.from({ length: 20000 }, (_, i) => `tok ${i} `))
       assert.strictEqual(frames.at(-2)?.type, "result")
       assert.strictEqual(frames.at(-1)?.state, "completed")
     }))
