@@ -507,11 +507,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       }
     },
     receive: (line) => {
-      const decoded = ClaudeProtocol.decodeLine(line, decodeOptions)
-      if (Result.isFailure(decoded)) {
-        return { _tag: "Malformed", error: decoded.failure, raw: detachedPrefix(line, 4096) }
-      }
-      const value = decoded.success
+      const value = ClaudeProtocol.decodeLineOrError(line, decodeOptions)
+      if (value._tag === "ProtocolError") return { _tag: "Malformed", error: value, raw: detachedPrefix(line, 4096) }
       if (value._tag === "Unknown") {
         // The codec does not know every session-level system frame (`commands_changed`): they stay session traffic.
         const session = value.type === "system" && sessionSystemSubtypes.has(value.subtype ?? "")

@@ -35,7 +35,16 @@ export const truncate = (text: string): string => text.length > detailLength ? `
  * @since 0.3.0
  */
 export const malformed = (line: string, detail: string): Result.Result<never, ProtocolError> =>
-  Result.fail(new ProtocolError({ reason: "malformed", detail: truncate(detail), linePrefix: prefixOf(line) }))
+  Result.fail(malformedError(line, detail))
+
+/**
+ * {@link malformed}'s error itself.
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export const malformedError = (line: string, detail: string): ProtocolError =>
+  new ProtocolError({ reason: "malformed", detail: truncate(detail), linePrefix: prefixOf(line) })
 
 /**
  * A line that does not parse, with the parser's error. The parser's message quotes the line, and some V8 versions
@@ -72,10 +81,17 @@ export const parseJson = (line: string): Result.Result<unknown, ProtocolError> =
  * @since 0.3.0
  */
 export const tooLong = (line: string, limit: number): Result.Result<never, ProtocolError> =>
-  Result.fail(
-    new ProtocolError({
-      reason: "too-long",
-      detail: `the line has ${line.length} characters, more than the limit of ${limit}`,
-      linePrefix: prefixOf(line)
-    })
-  )
+  Result.fail(tooLongError(line, limit))
+
+/**
+ * {@link tooLong}'s error itself.
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export const tooLongError = (line: string, limit: number): ProtocolError =>
+  new ProtocolError({
+    reason: "too-long",
+    detail: `the line has ${line.length} characters, more than the limit of ${limit}`,
+    linePrefix: prefixOf(line)
+  })

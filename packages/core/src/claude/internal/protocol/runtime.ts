@@ -50,7 +50,7 @@ import type {
 import type * as Explain from "./explain.ts"
 import * as Guards from "./guards.generated.ts"
 import type { HostFrame, UserMessageInput } from "./hostFrames.ts"
-import { malformed, notJson, parseJson, tooLong } from "./lineErrors.ts"
+import { malformed, malformedError, notJson, parseJson, tooLong, tooLongError } from "./lineErrors.ts"
 
 export type { DecodeOptions } from "../../ClaudeWire.ts"
 export type * from "./cliFrames.ts"
@@ -75,7 +75,8 @@ const problemOf = (check: Guards.Check, input: object): string | undefined => {
 // CLI → host: stdout lines
 // ---------------------------------------------------------------------------------------------------------------
 
-type Classified = Result.Result<Decoded, string>
+/** A frame classified, or why it is not a frame. Plain values: this runs once per stdout line. */
+type Classified = Decoded | string
 
 type JsonObject = { readonly [k: string]: unknown }
 
@@ -131,43 +132,41 @@ const isContentBlockDeltaFrame = (raw: JsonObject): boolean => {
 
 const checked = (check: Guards.Check, raw: JsonObject, what: string): Classified => {
   const problem = problemOf(check, raw)
-  return problem === undefined
-    ? Result.succeed({ _tag: "Frame", frame: raw as Frame })
-    : Result.fail(`${what}: ${problem}`)
+  return problem === undefined ? { _tag: "Frame", frame: raw as Frame } : `${what}: ${problem}`
 }
 
-const unknownFrame = (type: string, subtype: unknown, raw: JsonObject): Classified =>
-  Result.succeed({ _tag: "Unknown", type, subtype: typeof subtype === "string" ? subtype : undefined, raw })
+const unknownFrame = (type: string, subtype: unknown, raw: JsonObject): Classified => ({
+  _tag: "Unknown",
+  type,
+  subtype: typeof subtype === "string" ? subtype : undefined,
+  raw
+})
 
 /**
  * Dispatches on `type` (and `subtype` / `request.subtype`) and runs the guard of that frame only. The tables come
  * from the `Frame` union (see the generator), so a frame added to it is checked, never decoded as `Unknown`.
  */
 const classify = (json: unknown): Classified => {
-  if (!Predicate.isObject(json) || Array.isArray(json)) return Result.fail("a frame must be a JSON object")
-  const raw = json as JsonObject
+  if (!isJsonObject(json)) return "a frame must be a JSON object"
+  const raw = json
   const type = raw.type
-  if (typeof type !== "string") return Result.fail("a frame must have a string `type`")
+  if (typeof type !== "string") return "a frame must have a string `type`"
   switch (type) {
     case "system": {
       const subtype = raw.subtype
-      if (typeof subtype !== "string") return Result.fail("a system frame must have a string `subtype`")
+      if (typeof subtype !== "string") return "a system frame must have a string `subtype`"
       const check = Guards.systemFrames.get(subtype)
       return check === undefined ? unknownFrame(type, subtype, raw) : checked(check, raw, `system/${subtype}`)
     }
     case "control_request": {
       const request = raw.request
       const subtype = Predicate.isObject(request) ? (request as { readonly subtype?: unknown }).subtype : undefined
-      if (typeof subtype !== "string") {
-        return Result.fail("a control_request must have a `request` object with a string `subtype`")
-      }
+      if (typeof subtype !== "string") return "a control_request must have a `request` object with a string `subtype`"
       const check = Guards.controlRequests.get(subtype) ?? Guards.otherControlRequest
       return checked(check, raw, `control_request/${subtype}`)
     }
     default: {
-      if (type === "stream_event" && isContentBlockDeltaFrame(raw)) {
-        return Result.succeed({ _tag: "Frame", frame: raw as Frame })
-      }
+      if (type === "stream_event" && isContentBlockDeltaFrame(raw)) return { _tag: "Frame", frame: raw as Frame }
       const check = Guards.frames.get(type)
       return check === undefined ? unknownFrame(type, raw.subtype, raw) : checked(check, raw, type)
     }
@@ -196,19 +195,26 @@ const classify = (json: unknown): Classified => {
  * @since 0.1.0
  */
 export const decodeLine = (line: string, options?: DecodeOptions): Result.Result<Decoded, ProtocolError> => {
+  const decoded = decodeLineOrError(line, options)
+  return decoded._tag === "ProtocolError" ? Result.fail(decoded) : Result.succeed(decoded)
+}
+
+/**
+ * {@link decodeLine} without the `Result`: the decoded line, or its `ProtocolError` (told apart by `_tag`). What a
+ * session's protocol machine runs on every stdout line.
+ */
+export const decodeLineOrError = (line: string, options?: DecodeOptions): Decoded | ProtocolError => {
   const limit = options?.maxLineLength ?? defaultMaxLineLength
-  if (line.length > limit) return tooLong(line, limit)
+  if (line.length > limit) return tooLongError(line, limit)
   // Parsed and classified without intermediate results: this runs once per stdout line.
   let json: unknown
   try {
     json = JSON.parse(line)
   } catch (error) {
-    return Result.fail(notJson(line, error))
+    return notJson(line, error)
   }
   const classified = classify(json)
-  return Result.isSuccess(classified)
-    ? classified as Result.Result<Decoded, never>
-    : malformed(line, classified.failure)
+  return typeof classified === "string" ? malformedError(line, classified) : classified
 }
 
 /**
@@ -220,11 +226,11 @@ export const decodeLine = (line: string, options?: DecodeOptions): Result.Result
  */
 export const encodeFrame = (frame: Frame): string => {
   const classified = classify(frame)
-  if (Result.isFailure(classified)) {
-    throw new Error(`ClaudeProtocol.encodeFrame: refusing to write an invalid frame: ${classified.failure}`)
+  if (typeof classified === "string") {
+    throw new Error(`ClaudeProtocol.encodeFrame: refusing to write an invalid frame: ${classified}`)
   }
-  if (classified.success._tag === "Unknown") {
-    throw new Error(`ClaudeProtocol.encodeFrame: not a known frame: ${classified.success.type}`)
+  if (classified._tag === "Unknown") {
+    throw new Error(`ClaudeProtocol.encodeFrame: not a known frame: ${classified.type}`)
   }
   return JSON.stringify(frame)
 }
