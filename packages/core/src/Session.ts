@@ -201,7 +201,7 @@ export interface Options {
   readonly queueCapacity?: number | undefined
   readonly eventRing?: number | undefined
   readonly subscriberBuffer?: number | undefined
-  /** Generates turn ids (uuids by default). */
+  /** Generates turn ids (by default UUIDs, unique across sessions, that count up within one). */
   readonly makeId?: (() => string) | undefined
   /** The model the host asked for, as the session's spans report it (`tether.model`). */
   readonly model?: string | undefined
@@ -303,7 +303,21 @@ export const metrics: {
   readonly retirements: Metric.Counter<number>
 } = telemetry.metrics
 
-const randomId = (): string => globalThis.crypto.randomUUID()
+/**
+ * The default turn ids of one session: UUIDs (version 4) that share a random one drawn when the session starts, its
+ * last 48 bits counting on from their random start. Unique within the session, and across sessions by the random
+ * bits they do not share, without a draw per turn.
+ */
+const turnIds = (): () => string => {
+  const first = globalThis.crypto.randomUUID()
+  const head = first.slice(0, 24)
+  let next = Number.parseInt(first.slice(24), 16)
+  return () => {
+    const id = head + next.toString(16).padStart(12, "0")
+    next = next === 0xffffffffffff ? 0 : next + 1
+    return id
+  }
+}
 
 const unsupported = (): Effect.Effect<Provider.Reply> =>
   Effect.succeed({ _tag: "Error", message: "this host does not answer such requests" })
@@ -334,7 +348,7 @@ export const make: (options: Options) => Effect.Effect<
     queueCapacity: options.queueCapacity ?? 64,
     eventRing: options.eventRing ?? 512,
     subscriberBuffer: options.subscriberBuffer ?? 512,
-    makeId: options.makeId ?? randomId,
+    makeId: options.makeId ?? turnIds(),
     model: options.model
   }, sessionScope).pipe(
     Effect.onError((cause) => Scope.close(sessionScope, Exit.failCause(cause)))

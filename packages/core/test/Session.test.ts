@@ -248,6 +248,21 @@ describe("Turns", () => {
         assert.isTrue(ownEvents.every((e) => e.turnId === turn.id))
       })).pipe(mock()))
 
+  it.effect("default turn ids: version-4 UUIDs, distinct within a session and across sessions", () =>
+    Effect.gen(function*() {
+      const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+      const idsOf = withSession({}, (session) =>
+        Effect.gen(function*() {
+          const ids: Array<string> = []
+          for (let i = 0; i < 3; i++) ids.push((yield* settle(session.run(`turn ${i}`))).turnId)
+          return ids
+        }))
+      const first = yield* idsOf
+      const second = yield* idsOf
+      for (const id of [...first, ...second]) assert.match(id, uuid)
+      assert.strictEqual(new Set([...first, ...second]).size, 6)
+    }).pipe(mock()))
+
   it.effect("every event gets a strictly increasing seq", () =>
     withSession({}, (session) =>
       Effect.gen(function*() {
