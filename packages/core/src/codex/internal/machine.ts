@@ -504,12 +504,10 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         _tag: "Initialize"
       }),
     receive: (line) => {
-      const decoded = Wire.decodeLine(line)
-      if (Result.isFailure(decoded)) {
-        return { _tag: "Malformed", error: decoded.failure, raw: detachedPrefix(line, 4096) }
-      }
-      const message = decoded.success
+      const message = Wire.decodeLineOrError(line)
       switch (message._tag) {
+        case "ProtocolError":
+          return { _tag: "Malformed", error: message, raw: detachedPrefix(line, 4096) }
         case "Response":
         case "ErrorResponse":
           return response(message)

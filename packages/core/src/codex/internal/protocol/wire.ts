@@ -52,8 +52,8 @@ const isId = (u: unknown): u is Id => typeof u === "string" || (typeof u === "nu
 export const paramsError = (method: string, message: string): ProtocolError =>
   new ProtocolError({ reason: "malformed", detail: `${method}: ${message}`, linePrefix: "" })
 
-const malformed = (line: string, detail: string): Result.Result<never, ProtocolError> =>
-  Result.fail(new ProtocolError({ reason: "malformed", detail, linePrefix: detachedPrefix(line, 200) }))
+const malformed = (line: string, detail: string): ProtocolError =>
+  new ProtocolError({ reason: "malformed", detail, linePrefix: detachedPrefix(line, 200) })
 
 /**
  * Decodes one stdout line into a {@link Message}. A line that is not JSON, not an object, or fits no message shape
@@ -63,18 +63,25 @@ const malformed = (line: string, detail: string): Result.Result<never, ProtocolE
  * @since 0.2.0
  */
 export const decodeLine = (line: string): Result.Result<Message, ProtocolError> => {
+  const decoded = decodeLineOrError(line)
+  return decoded._tag === "ProtocolError" ? Result.fail(decoded) : Result.succeed(decoded)
+}
+
+/**
+ * {@link decodeLine} without the `Result`: the message, or its `ProtocolError` (told apart by `_tag`). What a
+ * session's protocol machine runs on every stdout line.
+ */
+export const decodeLineOrError = (line: string): Message | ProtocolError => {
   let json: unknown
   try {
     json = JSON.parse(line)
   } catch (error) {
-    return Result.fail(
-      new ProtocolError({
-        reason: "not-json",
-        // The parser's message quotes the line, as a slice of it on some V8 versions (Node 20's): a copy.
-        detail: detached(error instanceof Error ? error.message : String(error)),
-        linePrefix: detachedPrefix(line, 200)
-      })
-    )
+    return new ProtocolError({
+      reason: "not-json",
+      // The parser's message quotes the line, as a slice of it on some V8 versions (Node 20's): a copy.
+      detail: detached(error instanceof Error ? error.message : String(error)),
+      linePrefix: detachedPrefix(line, 200)
+    })
   }
   if (typeof json !== "object" || json === null || Array.isArray(json)) return malformed(line, "not a JSON object")
   const message = json as { readonly [key: string]: unknown }
@@ -82,14 +89,14 @@ export const decodeLine = (line: string): Result.Result<Message, ProtocolError> 
   if (typeof method === "string") {
     if ("id" in message) {
       return isId(message["id"])
-        ? Result.succeed({ _tag: "Request", id: message["id"], method, params: message["params"], raw: message })
+        ? ({ _tag: "Request", id: message["id"], method, params: message["params"], raw: message })
         : malformed(line, "a request whose id is not a number or a string")
     }
-    return Result.succeed({ _tag: "Notification", method, params: message["params"], raw: message })
+    return { _tag: "Notification", method, params: message["params"], raw: message }
   }
   if ("result" in message) {
     return isId(message["id"])
-      ? Result.succeed({ _tag: "Response", id: message["id"], result: message["result"], raw: message })
+      ? ({ _tag: "Response", id: message["id"], result: message["result"], raw: message })
       : malformed(line, "a response whose id is not a number or a string")
   }
   const error = message["error"]
@@ -97,12 +104,12 @@ export const decodeLine = (line: string): Result.Result<Message, ProtocolError> 
     const { code, message: text } = error as { readonly code?: unknown; readonly message?: unknown }
     if (typeof code !== "number" || typeof text !== "string") return malformed(line, "an error without code or message")
     const id = message["id"]
-    return Result.succeed({
+    return {
       _tag: "ErrorResponse",
       id: isId(id) ? id : null,
       error: error as { readonly code: number; readonly message: string },
       raw: message
-    })
+    }
   }
   return malformed(line, "neither a request, a notification nor a response")
 }
