@@ -196,6 +196,31 @@ const kinds = (lines: ReadonlyArray<string>): Array<string> =>
   })
 
 describe("the fast fake (the benchmarks' CLI)", () => {
+  it.live("small batches to a reader that falls behind: every line comes out whole, in order", () =>
+    Effect.callback<void>((resume) => {
+      // Writes of 2 KiB stay under stdout's high-water mark, so the fake goes on while the pipe, full because this
+      // reader is not reading yet, still holds them: what it encodes next must not land on bytes not yet written.
+      const child = ChildProcess.spawn(fastClaude, ["--input-format", "stream-json", "--include-partial-messages"], {
+        env: { ...process.env, FAST_CLAUDE_BATCH_BYTES: "2048" },
+        stdio: ["pipe", "pipe", "ignore"]
+      })
+      const chunks: Array<Buffer> = []
+      child.stdout.pause()
+      child.stdout.on("data", (chunk: Buffer) => chunks.push(chunk))
+      setTimeout(() => child.stdout.resume(), 500)
+      child.on("close", (code) => {
+        const lines = Buffer.concat(chunks).toString("utf8").split("\n").filter((line) => line.length > 0)
+        const texts = lines.map((line) => JSON.parse(line) as Frame)
+          .filter((frame) => kind(frame) === "stream_event/content_block_delta")
+          .map((frame) => ((frame.event as Frame).delta as Frame).text)
+        assert.strictEqual(code, 0)
+        assert.deepStrictEqual(texts, Array.from({ length: 5000 }, (_, i) => `tok ${i} `))
+        resume(Effect.void)
+      })
+      child.stdin.end([initialize, prompt("FRAMES:5000")].map((frame) => JSON.stringify(frame) + "\n").join(""))
+      return Effect.sync(() => child.kill("SIGKILL"))
+    }))
+
   it.live("FAULT:garbage=<n>: n lines that are not JSON before the answer", () =>
     Effect.gen(function*() {
       const { code, lines } = yield* runFast("FRAMES:1 FAULT:garbage=3")

@@ -33,16 +33,15 @@ export const run = <Fault>(options: Options<Fault>): void => {
   )
   // Alive until the simulator exits, whatever happens to stdin.
   const alive = setInterval(() => {}, 1 << 30)
-  // The stdout not yet written: `slab[batchStart, batchEnd)`. Bytes handed to a write are not written over until
-  // every write has completed (the pipe may hold on to them till then): the slab is reused from its start once none
-  // is in flight, and replaced when it runs out of room while some are.
+  // The stdout not yet written: `slab[batchStart, batchEnd)`. Bytes handed to a write are not written over while
+  // stdout still holds any (its write queue, libuv, a full pipe): the buffer is reused from its start only once
+  // stdout has taken everything, and replaced when it runs out of room before that.
   let slab = Buffer.allocUnsafe(Math.max(2 * options.batchBytes, 1 << 16))
   let batchStart = 0
   let batchEnd = 0
-  let inFlight = 0
   /** Adds one line (and its newline) to the output. */
   const append = (line: string) => {
-    if (inFlight === 0 && batchStart === batchEnd) batchStart = batchEnd = 0
+    if (batchStart === batchEnd && process.stdout.writableLength === 0) batchStart = batchEnd = 0
     // Three bytes of UTF-8 at most per UTF-16 unit, and the newline.
     const bytes = line.length * 3 + 1
     if (slab.length - batchEnd < bytes) {
@@ -55,15 +54,11 @@ export const run = <Fault>(options: Options<Fault>): void => {
     batchEnd += slab.write(line, batchEnd)
     slab[batchEnd++] = 10
   }
-  /** Writes the output gathered so far; `done` runs once the pipe has taken it. False: wait for `drain`. */
+  /** Writes the output gathered so far; `done` runs once stdout has taken it. False: wait for `drain`. */
   const writePending = (done?: () => void): boolean => {
     const pending = slab.subarray(batchStart, batchEnd)
     batchStart = batchEnd
-    inFlight++
-    return process.stdout.write(pending, () => {
-      inFlight--
-      done?.()
-    })
+    return process.stdout.write(pending, done)
   }
   let blocked = false
   let exiting = false
