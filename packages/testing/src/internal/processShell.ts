@@ -36,12 +36,17 @@ export const run = <Fault>(options: Options<Fault>): void => {
   // The stdout not yet written: `slab[batchStart, batchEnd)`. Bytes handed to a write are not written over while
   // stdout still holds any (its write queue, libuv, a full pipe): the buffer is reused from its start only once
   // stdout has taken everything, and replaced when it runs out of room before that.
-  let slab = Buffer.allocUnsafe(Math.max(2 * options.batchBytes, 1 << 16))
+  const slabBytes = Math.max(2 * options.batchBytes, 1 << 16)
+  let slab = Buffer.allocUnsafe(slabBytes)
   let batchStart = 0
   let batchEnd = 0
   /** Adds one line (and its newline) to the output. */
   const append = (line: string) => {
-    if (batchStart === batchEnd && process.stdout.writableLength === 0) batchStart = batchEnd = 0
+    if (batchStart === batchEnd && process.stdout.writableLength === 0) {
+      batchStart = batchEnd = 0
+      // A buffer grown for a giant line is not kept once that line is out.
+      if (slab.length > slabBytes) slab = Buffer.allocUnsafe(slabBytes)
+    }
     // Three bytes of UTF-8 at most per UTF-16 unit, and the newline.
     const bytes = line.length * 3 + 1
     if (slab.length - batchEnd < bytes) {
