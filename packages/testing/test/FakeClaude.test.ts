@@ -30,12 +30,16 @@ const cliFrames = (name: string): Array<Frame> =>
   Fs.readFileSync(new URL(`${name}.stdout.jsonl`, fixtures), "utf8").split("\n").filter((line) => line.length > 0)
     .map((line) => JSON.parse(line) as Frame)
 
-/** Runs a fake with the host's frames on stdin (then EOF) and collects its stdout frames. */
+/**
+ * Runs a fake with the host's frames on stdin (then EOF) and collects its stdout frames; with `readAfterMs`, its
+ * stdout is not read until then (the pipe fills and the fake's writes wait).
+ */
 const runFakeAt = (
   program: string,
   input: ReadonlyArray<Frame>,
   args: ReadonlyArray<string>,
-  env: Record<string, string>
+  env: Record<string, string>,
+  readAfterMs?: number
 ) =>
   Effect.callback<{ frames: Array<Frame>; code: number | null }>((resume) => {
     const child = ChildProcess.spawn(program, args, {
@@ -44,20 +48,30 @@ const runFakeAt = (
     })
     let out = ""
     child.stdout.setEncoding("utf8")
+    if (readAfterMs !== undefined) {
+      child.stdout.pause()
+      setTimeout(() => child.stdout.resume(), readAfterMs)
+    }
     child.stdout.on("data", (chunk: string) => {
       out += chunk
     })
     child.on("close", (code) =>
-      resume(Effect.succeed({
+      // Parsed in the effect: a line that is not JSON fails the test instead of escaping the event handler.
+      resume(Effect.sync(() => ({
         frames: out.split("\n").filter((line) => line.length > 0).map((line) => JSON.parse(line) as Frame),
         code
-      })))
+      }))))
     child.stdin.end(input.map((frame) => JSON.stringify(frame) + "\n").join(""))
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 
 const runFake = (input: ReadonlyArray<Frame>, args: ReadonlyArray<string>, env: Record<string, string>) =>
   runFakeAt(FakeClaude.path, input, args, env)
+
+/** The text of each text delta, in order. */
+const deltaTexts = (frames: ReadonlyArray<Frame>): Array<unknown> =>
+  frames.filter((frame) => kind(frame) === "stream_event/content_block_delta")
+    .map((frame) => ((frame.event as Frame).delta as Frame).text)
 
 const extraKeys = (fake: Frame, real: Frame): Array<string> => Object.keys(fake).filter((key) => !(key in real))
 
@@ -197,28 +211,18 @@ const kinds = (lines: ReadonlyArray<string>): Array<string> =>
 
 describe("the fast fake (the benchmarks' CLI)", () => {
   it.live("small batches to a reader that falls behind: every line comes out whole, in order", () =>
-    Effect.callback<void>((resume) => {
+    Effect.gen(function*() {
       // Writes of 2 KiB stay under stdout's high-water mark, so the fake goes on while the pipe, full because this
       // reader is not reading yet, still holds them: what it encodes next must not land on bytes not yet written.
-      const child = ChildProcess.spawn(fastClaude, ["--input-format", "stream-json", "--include-partial-messages"], {
-        env: { ...process.env, FAST_CLAUDE_BATCH_BYTES: "2048" },
-        stdio: ["pipe", "pipe", "ignore"]
-      })
-      const chunks: Array<Buffer> = []
-      child.stdout.pause()
-      child.stdout.on("data", (chunk: Buffer) => chunks.push(chunk))
-      setTimeout(() => child.stdout.resume(), 500)
-      child.on("close", (code) => {
-        const lines = Buffer.concat(chunks).toString("utf8").split("\n").filter((line) => line.length > 0)
-        const texts = lines.map((line) => JSON.parse(line) as Frame)
-          .filter((frame) => kind(frame) === "stream_event/content_block_delta")
-          .map((frame) => ((frame.event as Frame).delta as Frame).text)
-        assert.strictEqual(code, 0)
-        assert.deepStrictEqual(texts, Array.from({ length: 5000 }, (_, i) => `tok ${i} `))
-        resume(Effect.void)
-      })
-      child.stdin.end([initialize, prompt("FRAMES:5000")].map((frame) => JSON.stringify(frame) + "\n").join(""))
-      return Effect.sync(() => child.kill("SIGKILL"))
+      const { frames, code } = yield* runFakeAt(
+        fastClaude,
+        [initialize, prompt("FRAMES:5000")],
+        ["--input-format", "stream-json", "--include-partial-messages"],
+        { FAST_CLAUDE_BATCH_BYTES: "2048" },
+        500
+      )
+      assert.strictEqual(code, 0)
+      assert.deepStrictEqual(deltaTexts(frames), Array.from({ length: 5000 }, (_, i) => `tok ${i} `))
     }))
 
   it.live("FAULT:garbage=<n>: n lines that are not JSON before the answer", () =>
@@ -265,26 +269,15 @@ describe("the fast fake (the benchmarks' CLI)", () => {
 
   it.live("a prompt FRAMES:<n> streams n text deltas in order (megabytes of them), then the result; EOF ends it", () =>
     Effect.gen(function*() {
-      const fast = Path.join(import.meta.dirname, "../bin/fast-claude.mjs")
       const { frames, code } = yield* runFakeAt(
-        fast,
-        [
-          { type: "control_request", request_id: "req_1", request: { subtype: "initialize", hooks: {} } },
-          {
-            type: "user",
-            message: { role: "user", content: [{ type: "text", text: "FRAMES:20000" }] },
-            parent_tool_use_id: null,
-            session_id: "",
-            uuid: "00000000-0000-4000-8000-000000000001"
-          }
-        ],
+        fastClaude,
+        [initialize, prompt("FRAMES:20000")],
         ["--input-format", "stream-json", "--include-partial-messages"],
         {}
       )
       assert.strictEqual(code, 0)
-      // About 6 MB: the output goes out in many writes, from more than one slab of the shell's memory.
-      const texts = frames.filter((frame) => kind(frame) === "stream_event/content_block_delta")
-        .map((frame) => ((frame.event as Frame).delta as Frame).text)
+      // About 6 MB: the output goes out in many writes, through the shell's buffer used again and again.
+      const texts = deltaTexts(frames)
       assert.strictEqual(texts.length, 20000)
       assert.deepStrictEqual(texts, Array.from({ length: 20000 }, (_, i) => `tok ${i} `))
       assert.strictEqual(frames.at(-2)?.type, "result")
