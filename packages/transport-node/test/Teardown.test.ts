@@ -9,6 +9,7 @@ import type { FakeClaude } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Deferred, Duration, Effect, Exit, Fiber, Logger, Metric, Option, Scope, Stream } from "effect"
 import * as NodeChildProcess from "node:child_process"
+import * as Cgroup from "../src/internal/cgroup.ts"
 import * as Teardown from "../src/internal/teardown.ts"
 import {
   fakeClaudePath,
@@ -38,6 +39,14 @@ type Mechanism = "cgroup" | "pid-namespace" | "process-tree"
  * the scenarios wait for are the CLI's tree. Survivors are checked with every marked process (the launcher too).
  */
 const marked = (mark: string) => markedAll(mark).filter((proc) => !proc.args.startsWith("unshare "))
+
+/**
+ * A process of `procs` is still the cgroup launcher (`sh -c … tether-launcher …`, marked too) that has not exec'd the
+ * CLI yet. A tree is not ready until it has: while the launcher execs, the kernel shows the process with an empty
+ * environment for a moment, so a /proc snapshot taken then would miss it (CI once saw a cooperative CLI's tree of
+ * one, the launcher, become a tree of none between the wait and the snapshot).
+ */
+const launching = (procs: ReadonlyArray<Proc>) => procs.some((proc) => proc.args.includes(` ${Cgroup.launcherName} `))
 
 /** Every test runs under each containment: what teardown must do does not depend on the mechanism. */
 const mechanisms: ReadonlyArray<Mechanism> = ["cgroup", "pid-namespace", "process-tree"]
@@ -126,7 +135,11 @@ const scenario = (s: Scenario, layer: ReturnType<typeof layerFor>) =>
       }), { concurrency: "unbounded" })
     yield* waitUntil(
       marks.length === 1 ? "the session's tree" : "every session's tree",
-      () => sessions.every(({ cliPid, mark }) => s.ready(marked(mark), cliPid))
+      () =>
+        sessions.every(({ cliPid, mark }) => {
+          const procs = marked(mark)
+          return !launching(procs) && s.ready(procs, cliPid)
+        })
     )
     const [{ cliPid, connection, mark }] = sessions
     const before = marked(mark)
