@@ -41,6 +41,8 @@
  *   BENCH_IMPORT_RUNS (5)    `node -e "await import(X)"` processes per module of the before-any-session table
  *   BENCH_BUILD (1)          0 skips building the packages before the two figures above (their dist/ must exist)
  *   BENCH_HOSTS (bare,validated,transport,sdk,tether,tether-events,codex-bare,codex-tether)
+ *   BENCH_CEILING (1)        0 leaves out the fake's ceiling: hosts/ceiling.ts (reads stdout, decodes nothing), whose
+ *                            throughput in each run says how fast the fake delivers frames to a host that does nothing
  *   BENCH_PROFILE (auto)     auto: profile Tether's missed targets; 1: profile Tether's throughput and round trip; 0: never
  *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts, bench-registry.ts and bench-cluster.ts
  *   BENCH_EXTRA_TIMEOUT_MS (600000) per extra script
@@ -86,6 +88,7 @@ const config = {
     .map((
       s
     ) => s.trim()).filter((s) => s.length > 0),
+  ceiling: env.BENCH_CEILING !== "0",
   profile: env.BENCH_PROFILE ?? "auto",
   extras: env.BENCH_EXTRAS !== "0",
   extraTimeoutMs: int("BENCH_EXTRA_TIMEOUT_MS", 600_000)
@@ -539,6 +542,32 @@ const renderCodexTable = (): string => {
   return markdownTable(header, rows, (i) => (i > hosts.length ? ":---:" : "---:"))
 }
 
+/**
+ * The fake's ceiling under the table: the throughput of a host that decodes nothing (hosts/ceiling.ts), against the
+ * SDK's and against the throughput target. A target above the ceiling cannot be met by any host on this fake.
+ */
+const renderCeiling = (): ReadonlyArray<string> => {
+  const f = figures.throughput
+  const s = summarize(f.samples.get("ceiling") ?? [])
+  const errors = f.errors.get("ceiling") ?? []
+  if (s === undefined) return errors.length > 0 ? [`The fake's ceiling: failed (${errors[0]}).`, ""] : []
+  const target = f.targets.find(isRatio)
+  const sdk = summarize(f.samples.get("sdk") ?? [])
+  const vsSdk = ratio(f, "ceiling", "sdk")
+  const text = [
+    `The fake's ceiling (a host that reads the fake's stdout and decodes nothing, hosts/ceiling.ts, once a run in the ` +
+    `same rotation): ${withSpread("rate", s)}, ${ratioText(vsSdk)} the SDK's median.`
+  ]
+  if (target !== undefined && sdk !== undefined && target.against === "sdk") {
+    const asked = sdk.median * target.ratio
+    text.push(
+      `The throughput target (${goal(target)}, ${format("rate", asked)}) is ${ratioText(asked / s.median)} the ` +
+        `ceiling's median${asked > s.median ? ": above what the fake delivered to a host that did nothing" : ""}.`
+    )
+  }
+  return [text.join(" "), ""]
+}
+
 const ratioText = (x: number | undefined): string =>
   x === undefined ? "—" : `${x.toFixed(x >= 100 ? 0 : x >= 10 ? 1 : 2)}x`
 
@@ -786,7 +815,20 @@ const main = async () => {
   const steadyTimeoutMs = deadlineFor(config.steadyWarmup + config.steadyTurns)
   // Hosts take turns in a rotating order, so drift over the run (thermal, page cache, other load) is spread evenly.
   for (let run = 0; run < config.runs; run++) {
-    for (const host of rotate(hosts, run)) {
+    // The fake's ceiling, once a run, taking its turn with the hosts (throughput only: it is not a host to compare).
+    const withCeiling = config.ceiling && hosts.includes("sdk") ? rotate([...hosts, "ceiling"], run) : hosts
+    for (const host of withCeiling) {
+      if (host === "ceiling") {
+        const c = await runChild(host, "throughput", { frames: config.frames })
+        if (c.ok) add("throughput", host, c.value.framesPerSecond)
+        else addError(["throughput"], host, c.error)
+        log(
+          `run ${run + 1}/${config.runs} ceiling throughput: ${
+            c.ok ? format("rate", c.value.framesPerSecond) : c.error
+          }`
+        )
+        continue
+      }
       const t = await runChild(host, "throughput", { frames: config.frames })
       if (t.ok) {
         add("throughput", host, t.value.framesPerSecond)
@@ -987,6 +1029,7 @@ const main = async () => {
     // Only Codex hosts asked for (BENCH_HOSTS=codex-bare,codex-tether): no Claude table.
     claudeHosts().length > 0 ? renderTable() : "(no Claude host in BENCH_HOSTS)",
     "",
+    ...renderCeiling(),
     `Ratios are Tether's median over the other host's median (for rates, above 1 is better; for times and memory, below 1). ` +
     `Bench time ${(benchMs / 1000).toFixed(0)} s.`,
     ""
