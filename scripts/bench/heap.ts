@@ -1,0 +1,216 @@
+/**
+ * What a host's first session leaves on the heap, by kind and by source file: the `memory` figure's "heap, first
+ * session" taken apart. Two heap snapshots (V8's, through the inspector, each after a full GC): after the host's
+ * modules are loaded, and after its first session has opened and run one 3-frame turn (what the memory figure
+ * measures). The objects in the second and not in the first are the first session's; the code among them
+ * (bytecode, its constant pools, source positions, scope infos and feedback metadata) is attributed to the function
+ * it belongs to, and so to its script.
+ *
+ *   node --expose-gc scripts/bench/heap.ts <host> [functions]
+ *
+ * where <host> is a module of hosts/ and `functions` (default 0) is how many of the largest functions to list.
+ * Prints markdown. Counts bytes, times nothing: it may run while the machine is busy.
+ */
+import * as Fs from "node:fs"
+import * as Inspector from "node:inspector/promises"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { prompt } from "./fake.ts"
+import type { Host } from "./host.ts"
+
+const [hostName, topArg] = process.argv.slice(2)
+if (globalThis.gc === undefined) throw new Error("heap.ts needs --expose-gc")
+
+interface Snapshot {
+  readonly snapshot: {
+    readonly meta: {
+      readonly node_fields: ReadonlyArray<string>
+      readonly node_types: readonly [ReadonlyArray<string>, ...Array<unknown>]
+      readonly edge_fields: ReadonlyArray<string>
+      readonly edge_types: readonly [ReadonlyArray<string>, ...Array<unknown>]
+    }
+  }
+  readonly nodes: ReadonlyArray<number>
+  readonly edges: ReadonlyArray<number>
+  readonly strings: ReadonlyArray<string>
+}
+
+const inspector = new Inspector.Session()
+inspector.connect()
+
+const collect = async () => {
+  for (let i = 0; i < 4; i++) {
+    globalThis.gc?.()
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+/**
+ * Takes a heap snapshot into `file`, chunk by chunk, so that nothing of it is on the heap when the next one is taken.
+ */
+const take = async (file: string): Promise<void> => {
+  await collect()
+  Fs.writeFileSync(file, "")
+  const onChunk = (message: { readonly params: { readonly chunk: string } }) =>
+    Fs.appendFileSync(file, message.params.chunk)
+  inspector.on("HeapProfiler.addHeapSnapshotChunk", onChunk)
+  await inspector.post("HeapProfiler.takeHeapSnapshot", { reportProgress: false })
+  inspector.off("HeapProfiler.addHeapSnapshotChunk", onChunk)
+}
+
+const read = (file: string): Snapshot => JSON.parse(Fs.readFileSync(file, "utf8")) as Snapshot
+
+/** The code objects that belong to one function: found from its SharedFunctionInfo by these edges and kinds. */
+const ownedEdges = new Set([
+  "trusted_function_data",
+  "function_data",
+  "name_or_scope_info",
+  "raw_outer_scope_info_or_feedback_metadata"
+])
+const ownedKinds = new Set([
+  "system / BytecodeArray",
+  "system / BytecodeWrapper",
+  "system / ScopeInfo",
+  "system / FeedbackMetadata",
+  "system / TrustedByteArray",
+  "(constant pool)"
+])
+
+/** Where a script's code comes from, shortened: `effect/…`, a repository path, or `node:…`. */
+const origin = (url: string): string => {
+  const effect = /\/node_modules\/effect\/(?:src|dist)\/(.*)$/.exec(url)
+  if (effect !== null) return `effect/${effect[1]}`
+  const repository = /\/(packages\/.*|scripts\/.*)$/.exec(url)
+  if (repository !== null) return repository[1]!
+  // The package after the last node_modules/ (pnpm's store has two in a path).
+  const dependency = /.*\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)
+  return dependency !== null ? dependency[1]! : url
+}
+
+const analyze = (before: Snapshot, after: Snapshot, top: number) => {
+  const meta = after.snapshot.meta
+  const width = meta.node_fields.length
+  const edgeWidth = meta.edge_fields.length
+  const [typeAt, nameAt, idAt, sizeAt, edgeCountAt] = ["type", "name", "id", "self_size", "edge_count"].map((f) =>
+    meta.node_fields.indexOf(f)
+  ) as [number, number, number, number, number]
+  const types = meta.node_types[0]
+  const edgeTypes = meta.edge_types[0]
+  const beforeIds = new Set<number>()
+  for (let i = 0; i < before.nodes.length; i += before.snapshot.meta.node_fields.length) {
+    beforeIds.add(before.nodes[i + before.snapshot.meta.node_fields.indexOf("id")]!)
+  }
+  const { edges, nodes, strings } = after
+  const count = nodes.length / width
+  const firstEdge = new Uint32Array(count + 1)
+  for (let k = 0; k < count; k++) firstEdge[k + 1] = firstEdge[k]! + nodes[k * width + edgeCountAt]! * edgeWidth
+  const type = (k: number) => types[nodes[k * width + typeAt]!]!
+  const name = (k: number) => strings[nodes[k * width + nameAt]!]!
+  const isNew = (k: number) => !beforeIds.has(nodes[k * width + idAt]!)
+  const size = (k: number) => nodes[k * width + sizeAt]!
+  const named = (edgeType: string) => edgeType !== "element" && edgeType !== "hidden"
+  const edgesOf = function*(k: number) {
+    for (let e = firstEdge[k]!; e < firstEdge[k + 1]!; e += edgeWidth) {
+      const edgeType = edgeTypes[edges[e]!]!
+      yield { name: named(edgeType) ? strings[edges[e + 1]!]! : "", to: edges[e + 2]! / width }
+    }
+  }
+
+  // Every new object by kind: code objects and hidden classes by their name, the rest by their type.
+  const kinds = new Map<string, { bytes: number; count: number }>()
+  let total = 0
+  for (let k = 0; k < count; k++) {
+    if (!isNew(k)) continue
+    const t = type(k)
+    const kind = t === "code" || t === "hidden" || t === "object shape" ? `${t}: ${name(k).slice(0, 40)}` : t
+    const entry = kinds.get(kind) ?? { bytes: 0, count: 0 }
+    entry.bytes += size(k)
+    entry.count++
+    kinds.set(kind, entry)
+    if (t !== "native") total += size(k)
+  }
+
+  // Per function (a SharedFunctionInfo: a code object with a `script` edge), the new code objects it owns.
+  const files = new Map<string, { bytes: number; functions: number }>()
+  const functions: Array<{ readonly bytes: number; readonly file: string; readonly name: string }> = []
+  let attributed = 0
+  for (let k = 0; k < count; k++) {
+    if (type(k) !== "code") continue
+    let script: string | undefined
+    for (const edge of edgesOf(k)) if (edge.name === "script") script = name(edge.to)
+    if (script === undefined) continue
+    let bytes = 0
+    const seen = new Set<number>()
+    const own = (to: number) => {
+      if (seen.has(to) || !isNew(to) || !ownedKinds.has(name(to))) return
+      seen.add(to)
+      bytes += size(to)
+      // The bytecode's own constant pool and source positions.
+      if (name(to) === "system / BytecodeArray" || name(to) === "system / BytecodeWrapper") {
+        for (const inner of edgesOf(to)) own(inner.to)
+      }
+    }
+    for (const edge of edgesOf(k)) if (ownedEdges.has(edge.name)) own(edge.to)
+    if (bytes === 0) continue
+    const file = origin(script)
+    const entry = files.get(file) ?? { bytes: 0, functions: 0 }
+    entry.bytes += bytes
+    entry.functions++
+    files.set(file, entry)
+    const fn = name(k)
+    functions.push({ bytes, file, name: fn === "" || fn === "(shared function info)" ? "(anonymous)" : fn })
+    attributed += bytes
+  }
+  return { total, kinds, files, functions: functions.sort((a, b) => b.bytes - a.bytes).slice(0, top), attributed }
+}
+
+const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`
+
+const main = async () => {
+  const { host } = (await import(`./hosts/${hostName}.ts`)) as { readonly host: Host }
+  await host.init?.()
+  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-heap-"))
+  try {
+    await take(Path.join(dir, "before.heapsnapshot"))
+    const session = await host.open()
+    await session.turn(prompt(3))
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    await take(Path.join(dir, "after.heapsnapshot"))
+    await session.close()
+    report(read(Path.join(dir, "before.heapsnapshot")), read(Path.join(dir, "after.heapsnapshot")))
+  } finally {
+    Fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+const report = (before: Snapshot, after: Snapshot) => {
+  const { attributed, files, functions, kinds, total } = analyze(before, after, Number(topArg ?? 0))
+  const out: Array<string> = [
+    `### ${hostName}: the first session's new heap objects, ${kib(total)} (V8 heap; external memory left out)`,
+    "",
+    "| kind | bytes | objects |",
+    "| --- | ---: | ---: |",
+    ...[...kinds].filter(([kind]) => kind !== "native").sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 20).map((
+      [kind, { bytes, count }]
+    ) => `| ${kind} | ${kib(bytes)} | ${count} |`),
+    "",
+    `Code of the functions first run by the session (bytecode with its constant pools and source positions, scope ` +
+    `infos, feedback metadata): ${kib(attributed)}, by file:`,
+    "",
+    "| file | code | functions |",
+    "| --- | ---: | ---: |",
+    ...[...files].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 30).map(([file, { bytes, functions }]) =>
+      `| ${file} | ${kib(bytes)} | ${functions} |`
+    )
+  ]
+  if (functions.length > 0) {
+    out.push("", "| function | file | code |", "| --- | --- | ---: |")
+    for (const f of functions) out.push(`| ${f.name} | ${f.file} | ${kib(f.bytes)} |`)
+  }
+  process.stdout.write(out.join("\n") + "\n", () => process.exit(0))
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`heap: ${error instanceof Error ? error.stack : String(error)}\n`)
+  process.exit(1)
+})
