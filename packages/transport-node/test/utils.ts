@@ -88,9 +88,12 @@ export const killAllMarked = (mark: string, variable?: string, timeoutMillis = 2
   Effect.callback<void>((resume) => {
     const deadline = Date.now() + timeoutMillis
     let timer: ReturnType<typeof setTimeout> | undefined
+    // Done after two empty passes in a row: a process that is exec'ing reads for a moment without its environment.
+    let empty = 0
     const pass = () => {
       killMarked(mark, variable)
-      if (marked(mark, variable).length === 0 || Date.now() > deadline) return resume(Effect.void)
+      empty = marked(mark, variable).length === 0 ? empty + 1 : 0
+      if (empty === 2 || Date.now() > deadline) return resume(Effect.void)
       timer = setTimeout(pass, 10)
     }
     pass()
