@@ -4,7 +4,9 @@
  * modules are loaded, and after its first session has opened and run one 3-frame turn (what the memory figure
  * measures). The objects in the second and not in the first are the first session's; the code among them
  * (bytecode, its constant pools, source positions, scope infos and feedback metadata) is attributed to the function
- * it belongs to, and so to its script.
+ * it belongs to, and so to its script. It also prints the net growth between the two snapshots, the measure closer
+ * to the memory figure's (which reads `heapUsed`); the new objects are more than that, since objects of the first
+ * snapshot freed since are not subtracted from them.
  *
  *   node --expose-gc scripts/bench/heap.ts <host> [functions]
  *
@@ -76,6 +78,20 @@ const ownedKinds = new Set([
   "(constant pool)"
 ])
 
+/**
+ * A code object's kind: V8's own kinds keep their name (`system / BytecodeArray`, `(constant pool)`); compiled code is
+ * one kind whatever its function; what is named after a function or a script (its SharedFunctionInfo, the Script) is
+ * one kind too.
+ */
+const kindName = (name: string): string =>
+  name.startsWith("system / ")
+    ? name.slice(0, 40)
+    : name.startsWith("(instruction stream") || name.startsWith("(BASELINE")
+    ? "(compiled code)"
+    : name.startsWith("(")
+    ? name.slice(0, 40)
+    : "(a function's or a script's info)"
+
 /** Where a script's code comes from, shortened: `effect/…`, a repository path, or `node:…`. */
 const origin = (url: string): string => {
   const effect = /\/node_modules\/effect\/(?:src|dist)\/(.*)$/.exec(url)
@@ -96,6 +112,9 @@ const analyze = (before: Snapshot, after: Snapshot, top: number) => {
   ) as [number, number, number, number, number]
   const types = meta.node_types[0]
   const edgeTypes = meta.edge_types[0]
+  const [edgeTypeAt, edgeNameAt, edgeToAt] = ["type", "name_or_index", "to_node"].map((f) =>
+    meta.edge_fields.indexOf(f)
+  ) as [number, number, number]
   const beforeIds = new Set<number>()
   for (let i = 0; i < before.nodes.length; i += before.snapshot.meta.node_fields.length) {
     beforeIds.add(before.nodes[i + before.snapshot.meta.node_fields.indexOf("id")]!)
@@ -111,18 +130,35 @@ const analyze = (before: Snapshot, after: Snapshot, top: number) => {
   const named = (edgeType: string) => edgeType !== "element" && edgeType !== "hidden"
   const edgesOf = function*(k: number) {
     for (let e = firstEdge[k]!; e < firstEdge[k + 1]!; e += edgeWidth) {
-      const edgeType = edgeTypes[edges[e]!]!
-      yield { name: named(edgeType) ? strings[edges[e + 1]!]! : "", to: edges[e + 2]! / width }
+      const edgeType = edgeTypes[edges[e + edgeTypeAt]!]!
+      yield {
+        name: named(edgeType) ? strings[edges[e + edgeNameAt]!]! : "",
+        to: edges[e + edgeToAt]! / width
+      }
     }
   }
 
   // Every new object by kind: code objects and hidden classes by their name, the rest by their type.
   const kinds = new Map<string, { bytes: number; count: number }>()
   let total = 0
+  // The V8 heap of each snapshot (external memory left out), for the net growth between the two.
+  const heapOf = (snapshot: Snapshot) => {
+    const fields = snapshot.snapshot.meta.node_fields
+    const step = fields.length
+    const at = fields.indexOf("self_size")
+    const typeOf = fields.indexOf("type")
+    const nativeType = snapshot.snapshot.meta.node_types[0].indexOf("native")
+    let bytes = 0
+    for (let i = 0; i < snapshot.nodes.length; i += step) {
+      if (snapshot.nodes[i + typeOf] !== nativeType) bytes += snapshot.nodes[i + at]!
+    }
+    return bytes
+  }
+  const net = heapOf(after) - heapOf(before)
   for (let k = 0; k < count; k++) {
     if (!isNew(k)) continue
     const t = type(k)
-    const kind = t === "code" || t === "hidden" || t === "object shape" ? `${t}: ${name(k).slice(0, 40)}` : t
+    const kind = t === "code" || t === "hidden" || t === "object shape" ? `${t}: ${kindName(name(k))}` : t
     const entry = kinds.get(kind) ?? { bytes: 0, count: 0 }
     entry.bytes += size(k)
     entry.count++
@@ -150,8 +186,19 @@ const analyze = (before: Snapshot, after: Snapshot, top: number) => {
         for (const inner of edgesOf(to)) own(inner.to)
       }
     }
-    for (const edge of edgesOf(k)) if (ownedEdges.has(edge.name)) own(edge.to)
-    if (bytes === 0) continue
+    // Only a function compiled since the first snapshot: one with new bytecode. (Before a function is compiled, its
+    // `raw_outer_scope_info_or_feedback_metadata` is its enclosing scope's info, which is not its own: that edge
+    // counts only when it leads to feedback metadata.)
+    let compiled = false
+    for (const edge of edgesOf(k)) {
+      if (!ownedEdges.has(edge.name)) continue
+      if (edge.name === "raw_outer_scope_info_or_feedback_metadata" && name(edge.to) !== "system / FeedbackMetadata") {
+        continue
+      }
+      if (isNew(edge.to) && /^system \/ Bytecode(Array|Wrapper)$/.test(name(edge.to))) compiled = true
+      own(edge.to)
+    }
+    if (!compiled || bytes === 0) continue
     const file = origin(script)
     const entry = files.get(file) ?? { bytes: 0, functions: 0 }
     entry.bytes += bytes
@@ -161,7 +208,14 @@ const analyze = (before: Snapshot, after: Snapshot, top: number) => {
     functions.push({ bytes, file, name: fn === "" || fn === "(shared function info)" ? "(anonymous)" : fn })
     attributed += bytes
   }
-  return { total, kinds, files, functions: functions.sort((a, b) => b.bytes - a.bytes).slice(0, top), attributed }
+  return {
+    total,
+    net,
+    kinds,
+    files,
+    functions: functions.sort((a, b) => b.bytes - a.bytes).slice(0, top),
+    attributed
+  }
 }
 
 const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`
@@ -184,9 +238,13 @@ const main = async () => {
 }
 
 const report = (before: Snapshot, after: Snapshot) => {
-  const { attributed, files, functions, kinds, total } = analyze(before, after, Number(topArg ?? 0))
+  const { attributed, files, functions, kinds, net, total } = analyze(before, after, Number(topArg ?? 0))
   const out: Array<string> = [
     `### ${hostName}: the first session's new heap objects, ${kib(total)} (V8 heap; external memory left out)`,
+    "",
+    `Objects in the second snapshot and not in the first, whatever became of the first's since (the memory figure ` +
+    `counts the net growth instead: here ${kib(net)} between the two snapshots; both include the inspector's ` +
+    `own objects).`,
     "",
     "| kind | bytes | objects |",
     "| --- | ---: | ---: |",

@@ -2,8 +2,10 @@
  * The ceiling: what the fake CLI delivers to a host that does nothing with it. Stdout is read as raw chunks, lines
  * are found by their newline bytes and told apart by a byte prefix (`{"type":"stream_event","event":{"type":
  * "content_block_delta"`, `{"type":"result"`), never decoded: no string, no `JSON.parse`, no `readline`. No real
- * host can do less, so its throughput is the most any host can get from the fake on this machine; a target above it
- * is a target for the fake, not for the host. Not a reference for correctness (it trusts the fake's key order).
+ * host does less, so its median throughput over a run is about the most a host gets from the fake on this machine
+ * (one sample of another host can come out above it: the pipeline's pace moves from sample to sample); a target
+ * above it is a target for the fake, not for the host. Not a reference for correctness (it trusts the fake's key
+ * order; the runner still checks its counts).
  */
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
