@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Readline from "node:readline"
+import type { Readable } from "node:stream"
 import { claudeArgs, fakeClaude, fakeEnv, initializeLine, userMessageLine } from "../fake.ts"
 import { count } from "../host.ts"
 import type { Counted, Host, HostSession, Waiter } from "../host.ts"
@@ -15,10 +16,34 @@ export interface Message extends Counted {
 }
 
 /**
- * Opens a bare session that turns each stdout line into a message with `parse` (which throws on a line it refuses):
+ * How a host reads the fake's stdout: it calls `deliver` with each line's message, in order, and `fail` on a line it
+ * refuses.
+ */
+export type Reader = (
+  stdout: Readable,
+  deliver: (message: Message) => void,
+  fail: (error: Error) => void
+) => void
+
+/**
+ * Reads stdout with `readline` and turns each line into a message with `parse` (which throws on a line it refuses):
  * `JSON.parse` for the bare host, a validating decoder for the reference host in validated.ts.
  */
-export const openWith = (parse: (line: string) => Message): Promise<HostSession> =>
+export const readLines = (parse: (line: string) => Message): Reader => (stdout, deliver, fail) => {
+  const lines = Readline.createInterface({ input: stdout, crlfDelay: Infinity })
+  lines.on("line", (line) => {
+    let message: Message
+    try {
+      message = parse(line)
+    } catch (error) {
+      return fail(error instanceof Error ? error : new Error(String(error)))
+    }
+    deliver(message)
+  })
+}
+
+/** Opens a bare session on the fake, its stdout read by `read`. */
+export const openWith = (read: Reader): Promise<HostSession> =>
   new Promise((resolveOpen, rejectOpen) => {
     const child = spawn(process.execPath, [fakeClaude, ...claudeArgs], {
       stdio: ["pipe", "pipe", "pipe"],
@@ -41,14 +66,7 @@ export const openWith = (parse: (line: string) => Message): Promise<HostSession>
       if (!closing) fail(new Error(`fake exited code=${code} signal=${signal}`))
     })
 
-    const lines = Readline.createInterface({ input: child.stdout, crlfDelay: Infinity })
-    lines.on("line", (line) => {
-      let message: Message
-      try {
-        message = parse(line)
-      } catch (error) {
-        return fail(error instanceof Error ? error : new Error(String(error)))
-      }
+    read(child.stdout, (message) => {
       if (waiter !== undefined) {
         if (count(waiter, message)) waiter = undefined
         return
@@ -57,7 +75,7 @@ export const openWith = (parse: (line: string) => Message): Promise<HostSession>
         initialized = true
         resolveOpen(session)
       }
-    })
+    }, fail)
 
     const session: HostSession = {
       turn: (prompt) =>
@@ -76,4 +94,4 @@ export const openWith = (parse: (line: string) => Message): Promise<HostSession>
   })
 
 /** The bare host (`child_process` + `readline` + `JSON.parse`), for runner.ts. */
-export const host: Host = { open: () => openWith(JSON.parse) }
+export const host: Host = { open: () => openWith(readLines(JSON.parse)) }

@@ -10,10 +10,10 @@
  */
 import * as ClaudeProtocol from "../../../packages/core/src/claude/internal/protocol/runtime.ts"
 import type { Host } from "../host.ts"
-import { openWith } from "./bare.ts"
+import { openWith, readLines } from "./bare.ts"
 import type { Message } from "./bare.ts"
 
-/** `ClaudeProtocol.decodeLine` as a parser for `openWith`: the frame, or a throw for a line it refuses. */
+/** `ClaudeProtocol.decodeLine` as a parser for `readLines`: the frame, or a throw for a line it refuses. */
 export const decode = (line: string): Message => {
   const decoded = ClaudeProtocol.decodeLine(line)
   if (decoded._tag === "Failure") throw new Error(decoded.failure.message)
@@ -22,4 +22,4 @@ export const decode = (line: string): Message => {
 }
 
 /** The bare host with Tether's frame decoder, for runner.ts. */
-export const host: Host = { open: () => openWith(decode) }
+export const host: Host = { open: () => openWith(readLines(decode)) }
