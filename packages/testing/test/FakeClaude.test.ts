@@ -209,18 +209,22 @@ const kinds = (lines: ReadonlyArray<string>): Array<string> =>
     }
   })
 
+/** The fast fake streaming one prompt of `frames` text deltas with partial messages on (see {@link runFakeAt}). */
+const streamFast = (frames: number, env: Record<string, string> = {}, readAfterMs?: number) =>
+  runFakeAt(
+    fastClaude,
+    [initialize, prompt(`FRAMES:${frames}`)],
+    ["--input-format", "stream-json", "--include-partial-messages"],
+    env,
+    readAfterMs
+  )
+
 describe("the fast fake (the benchmarks' CLI)", () => {
   it.live("small batches to a reader that falls behind: every line comes out whole, in order", () =>
     Effect.gen(function*() {
       // Writes of 2 KiB stay under stdout's high-water mark, so the fake goes on while the pipe, full because this
       // reader is not reading yet, still holds them: what it encodes next must not land on bytes not yet written.
-      const { frames, code } = yield* runFakeAt(
-        fastClaude,
-        [initialize, prompt("FRAMES:5000")],
-        ["--input-format", "stream-json", "--include-partial-messages"],
-        { FAST_CLAUDE_BATCH_BYTES: "2048" },
-        500
-      )
+      const { frames, code } = yield* streamFast(5000, { FAST_CLAUDE_BATCH_BYTES: "2048" }, 500)
       assert.strictEqual(code, 0)
       assert.deepStrictEqual(deltaTexts(frames), Array.from({ length: 5000 }, (_, i) => `tok ${i} `))
     }))
@@ -269,12 +273,7 @@ describe("the fast fake (the benchmarks' CLI)", () => {
 
   it.live("a prompt FRAMES:<n> streams n text deltas in order (megabytes of them), then the result; EOF ends it", () =>
     Effect.gen(function*() {
-      const { frames, code } = yield* runFakeAt(
-        fastClaude,
-        [initialize, prompt("FRAMES:20000")],
-        ["--input-format", "stream-json", "--include-partial-messages"],
-        {}
-      )
+      const { frames, code } = yield* streamFast(20000)
       assert.strictEqual(code, 0)
       // About 6 MB: the output goes out in many writes, through the shell's buffer used again and again.
       const texts = deltaTexts(frames)
