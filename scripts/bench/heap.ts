@@ -115,9 +115,17 @@ const analyze = (before: Snapshot, after: Snapshot, top: number) => {
   const [edgeTypeAt, edgeNameAt, edgeToAt] = ["type", "name_or_index", "to_node"].map((f) =>
     meta.edge_fields.indexOf(f)
   ) as [number, number, number]
+  // Both snapshots come from this process, so they share one layout (`meta`).
+  const nativeType = types.indexOf("native")
   const beforeIds = new Set<number>()
-  for (let i = 0; i < before.nodes.length; i += before.snapshot.meta.node_fields.length) {
-    beforeIds.add(before.nodes[i + before.snapshot.meta.node_fields.indexOf("id")]!)
+  // The V8 heap of each snapshot (external memory left out), for the net growth between the two.
+  let net = 0
+  for (let i = 0; i < before.nodes.length; i += width) {
+    beforeIds.add(before.nodes[i + idAt]!)
+    if (before.nodes[i + typeAt] !== nativeType) net -= before.nodes[i + sizeAt]!
+  }
+  for (let i = 0; i < after.nodes.length; i += width) {
+    if (after.nodes[i + typeAt] !== nativeType) net += after.nodes[i + sizeAt]!
   }
   const { edges, nodes, strings } = after
   const count = nodes.length / width
@@ -141,29 +149,15 @@ const analyze = (before: Snapshot, after: Snapshot, top: number) => {
   // Every new object by kind: code objects and hidden classes by their name, the rest by their type.
   const kinds = new Map<string, { bytes: number; count: number }>()
   let total = 0
-  // The V8 heap of each snapshot (external memory left out), for the net growth between the two.
-  const heapOf = (snapshot: Snapshot) => {
-    const fields = snapshot.snapshot.meta.node_fields
-    const step = fields.length
-    const at = fields.indexOf("self_size")
-    const typeOf = fields.indexOf("type")
-    const nativeType = snapshot.snapshot.meta.node_types[0].indexOf("native")
-    let bytes = 0
-    for (let i = 0; i < snapshot.nodes.length; i += step) {
-      if (snapshot.nodes[i + typeOf] !== nativeType) bytes += snapshot.nodes[i + at]!
-    }
-    return bytes
-  }
-  const net = heapOf(after) - heapOf(before)
   for (let k = 0; k < count; k++) {
-    if (!isNew(k)) continue
     const t = type(k)
+    if (t === "native" || !isNew(k)) continue
     const kind = t === "code" || t === "hidden" || t === "object shape" ? `${t}: ${kindName(name(k))}` : t
     const entry = kinds.get(kind) ?? { bytes: 0, count: 0 }
     entry.bytes += size(k)
     entry.count++
     kinds.set(kind, entry)
-    if (t !== "native") total += size(k)
+    total += size(k)
   }
 
   // Per function (a SharedFunctionInfo: a code object with a `script` edge), the new code objects it owns.
@@ -198,7 +192,7 @@ const analyze = (before: Snapshot, after: Snapshot, top: number) => {
       if (isNew(edge.to) && /^system \/ Bytecode(Array|Wrapper)$/.test(name(edge.to))) compiled = true
       own(edge.to)
     }
-    if (!compiled || bytes === 0) continue
+    if (!compiled) continue
     const file = origin(script)
     const entry = files.get(file) ?? { bytes: 0, functions: 0 }
     entry.bytes += bytes
@@ -248,7 +242,7 @@ const report = (before: Snapshot, after: Snapshot) => {
     "",
     "| kind | bytes | objects |",
     "| --- | ---: | ---: |",
-    ...[...kinds].filter(([kind]) => kind !== "native").sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 20).map((
+    ...[...kinds].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 20).map((
       [kind, { bytes, count }]
     ) => `| ${kind} | ${kib(bytes)} | ${count} |`),
     "",
