@@ -1,6 +1,6 @@
 // Mutation testing of the pure machines (`pnpm mutate`; not part of `pnpm test`: it runs the machine tests once per
 // mutant). Scope: the session machine and each provider's protocol machine, against the tests that table-drive and
-// property-test them (packages/core/vitest.mutate.config.ts). Incremental: a run re-tests only the mutants whose
+// property-test them (vitest.mutate.config.ts). Incremental: a run re-tests only the mutants whose
 // code or tests changed since the last run (reports/stryker-incremental.json); `pnpm mutate --force` runs them all.
 //
 // Two settings make Stryker 10 run on this repository:
@@ -13,17 +13,18 @@ export default {
   testRunner: "vitest",
   plugins: ["@stryker-mutator/vitest-runner"],
   vitest: {
-    configFile: "packages/core/vitest.mutate.config.ts",
-    dir: "packages/core"
+    configFile: "vitest.mutate.config.ts",
+    dir: "."
   },
   tsconfigFile: "tsconfig.stryker-none.json",
   checkers: [],
   mutate: [
     "packages/core/src/internal/session/machine.ts",
-    "packages/core/src/claude/internal/machine.ts",
-    "packages/core/src/codex/internal/machine.ts"
+    "packages/claude/src/internal/machine.ts",
+    "packages/codex/src/internal/machine.ts"
   ],
-  // The sandbox needs the core package and the workspace's node_modules (linked, not copied); nothing else.
+  // The sandbox needs the core and provider packages, the testing package (the Claude surface's session tests run
+  // there, against its simulator) and the workspace's node_modules (linked, not copied); nothing else.
   ignorePatterns: [
     "/.tools",
     "/.bench",
@@ -33,7 +34,7 @@ export default {
     // Codex's transcripts test reads the pinned codex version from transport-node's package.json.
     "/packages/transport-node/*",
     "!/packages/transport-node/package.json",
-    "/packages/testing",
+    "/packages/cluster",
     "/reports",
     "**/dist",
     "**/build"

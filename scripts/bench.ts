@@ -199,9 +199,8 @@ const modules: ReadonlyArray<{ readonly label: string; readonly specifier: strin
   { label: "`effect` (the barrel)", specifier: "effect" },
   { label: "`effect/Effect`", specifier: "effect/Effect" },
   {
-    label:
-      "a Claude host's modules: `@tether/core/claude/ClaudeSession` + `@tether/transport-node/NodeTransport` (dist)",
-    specifier: "@tether/core/claude/ClaudeSession @tether/transport-node/NodeTransport"
+    label: "a Claude host's modules: `@tether/claude/ClaudeSession` + `@tether/transport-node/NodeTransport` (dist)",
+    specifier: "@tether/claude/ClaudeSession @tether/transport-node/NodeTransport"
   },
   { label: "`@tether/core` (dist)", specifier: "@tether/core" },
   { label: "`@tether/transport-node` (dist)", specifier: "@tether/transport-node" },

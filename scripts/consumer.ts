@@ -2,7 +2,7 @@
  * The consumer test (`pnpm consumer`, the last step of `pnpm test`): Tether installed the way an application installs
  * it, from the tarballs it would publish.
  *
- * 1. `pnpm pack`s the three packages (their `prepack` builds `dist`), and checks each tarball: README, LICENSE,
+ * 1. `pnpm pack`s the packages (their `prepack` builds `dist`), and checks each tarball: README, LICENSE,
  *    description, keywords, repository, no `.tsbuildinfo`, no `workspace:` or `catalog:` left, exports into `dist`.
  * 2. Makes an application in a temporary directory (removed at the end, whatever happens) with `effect` at the floor
  *    of Tether's peer range, a different version than the repository's, and `npm install`s the tarballs into it
@@ -22,7 +22,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 
 const root = Path.resolve(import.meta.dirname, "..")
-const packages = ["core", "transport-node", "testing"] as const
+const packages = ["core", "claude", "codex", "transport-node", "testing"] as const
 const started = Date.now()
 
 const log = (message: string) => console.log(`consumer: ${message}`)
@@ -148,6 +148,8 @@ try {
         type: "module",
         dependencies: {
           "@tether/core": `file:${tarballOf.get("@tether/core")}`,
+          "@tether/claude": `file:${tarballOf.get("@tether/claude")}`,
+          "@tether/codex": `file:${tarballOf.get("@tether/codex")}`,
           "@tether/transport-node": `file:${tarballOf.get("@tether/transport-node")}`,
           effect,
           "@effect/platform-node": effect,
@@ -186,8 +188,8 @@ try {
   // Internal modules are not part of the API: each package's exports refuse them, wherever they sit.
   const internals = [
     "@tether/core/internal/json",
-    "@tether/core/claude/internal/machine",
-    "@tether/core/codex/internal/machine",
+    "@tether/claude/internal/machine",
+    "@tether/codex/internal/machine",
     "@tether/transport-node/internal/watchdog",
     "@tether/testing/internal/claudeSimulator"
   ]

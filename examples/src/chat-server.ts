@@ -49,7 +49,9 @@
  *   curl -X DELETE localhost:8787/conversations/demo
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, CodexSession, Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { CodexSession } from "@tether/codex"
+import { Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
 import type { SessionEvent } from "@tether/core"
 import { MockAnthropic, MockClaude, MockCodex, MockOpenAI, MockTransport } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"

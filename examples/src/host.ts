@@ -6,7 +6,8 @@
  * (`./run demo` runs the offline version, against an embedded mock model server).
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, Permission, TetherError } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { Permission, TetherError } from "@tether/core"
 import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Console, Context, Effect, Layer, Stream } from "effect"
 

@@ -17,15 +17,9 @@
  * the machine. With the key, it talks to the real API with your environment (and costs a few cents).
  */
 import { NodeRuntime } from "@effect/platform-node"
-import {
-  ClaudeSession,
-  CodexSession,
-  Permission,
-  type Session,
-  TetherError,
-  type Transport,
-  type Turn
-} from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { CodexSession } from "@tether/codex"
+import { Permission, type Session, TetherError, type Transport, type Turn } from "@tether/core"
 import { MockAnthropic, MockOpenAI } from "@tether/testing"
 import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Console, Deferred, Duration, Effect, Fiber, Option, Redacted, type Scope, Stream } from "effect"

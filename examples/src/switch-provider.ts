@@ -9,7 +9,9 @@
  * the fake ones of @tether/testing (TETHER_CLAUDE_PATH, TETHER_CODEX_PATH).
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, CodexSession, Permission, type Session, TetherError } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { CodexSession } from "@tether/codex"
+import { Permission, type Session, TetherError } from "@tether/core"
 import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Console, Context, Effect, Layer, Stream } from "effect"
 

@@ -21,7 +21,8 @@
  * everything, the session's span included (it ends when the session is released, before the layer).
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ClaudeSession, Permission } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { Permission } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
 import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Console, Effect, Layer, Option } from "effect"

@@ -2,7 +2,7 @@
  * The declarations `pnpm check` emits for the examples and the READMEs' blocks (build/, made before the tests run):
  * what a consumer's own declaration files would say of Tether's types. They must name Tether's types through public
  * modules only. A type that is an alias of an internal one is emitted as the internal module's
- * (`import("@tether/core/codex/internal/machine").TurnResult`), which the packages' exports refuse: a consumer's
+ * (`import("@tether/codex/internal/machine").TurnResult`), which the packages' exports refuse: a consumer's
  * declarations would not resolve.
  */
 import { assert, describe, it } from "@effect/vitest"

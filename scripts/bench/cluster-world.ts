@@ -4,8 +4,9 @@
  * the sharding settings of every node.
  */
 import { Duration, Schema } from "effect"
+import { ClaudeSession } from "../../packages/claude/src/index.ts"
 import { ClusterRegistry } from "../../packages/cluster/src/index.ts"
-import { ClaudeSession, SessionRegistry } from "../../packages/core/src/index.ts"
+import { SessionRegistry } from "../../packages/core/src/index.ts"
 import { fakeEnv } from "./fake.ts"
 
 export const BenchConfig = Schema.Struct({})

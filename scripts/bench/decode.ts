@@ -9,7 +9,7 @@
  * host pays) and how much is Tether's validation on top.
  */
 import { spawn } from "node:child_process"
-import { ClaudeProtocol } from "../../packages/core/src/index.ts"
+import { ClaudeProtocol } from "../../packages/claude/src/index.ts"
 import { claudeArgs, fakeClaude, fakeEnv, initializeLine, prompt, userMessageLine } from "./fake.ts"
 
 const iterations = Number(process.argv[2] ?? 20_000)

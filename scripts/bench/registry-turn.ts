@@ -8,7 +8,8 @@
  * turn). Run both modes several times, interleaved: the machine is noisy.
  */
 import { Duration, Effect, Exit, ManagedRuntime, Scope } from "effect"
-import { ClaudeSession, type Session, SessionRegistry, type Turn } from "../../packages/core/src/index.ts"
+import { ClaudeSession } from "../../packages/claude/src/index.ts"
+import { type Session, SessionRegistry, type Turn } from "../../packages/core/src/index.ts"
 import { NodeTransport } from "../../packages/transport-node/src/index.ts"
 import { fakeClaude, fakeEnv, prompt } from "./fake.ts"
 

@@ -1,9 +1,9 @@
 /**
  * Generates type guards from schemas: plain TypeScript functions that import nothing but core's JSON check
- * (`internal/json.ts`), so that a session checks what it reads without loading `effect/Schema`:
+ * (`@tether/core/codec/Json`), so that a session checks what it reads without loading `effect/Schema`:
  *
- * - the frames of the Claude wire codec: `packages/core/src/claude/internal/protocol/guards.generated.ts`;
- * - the params the Codex protocol machine decodes: `packages/core/src/codex/internal/protocol/guards.generated.ts`.
+ * - the frames of the Claude wire codec: `packages/claude/src/internal/protocol/guards.generated.ts`;
+ * - the params the Codex protocol machine decodes: `packages/codex/src/internal/protocol/guards.generated.ts`.
  *
  *   pnpm codegen                     writes the generated files
  *   pnpm codegen --check             exits 1 when a generated file is not what the generator makes now, and names
@@ -11,7 +11,7 @@
  *   pnpm codegen --try <module.ts>   tries each schema the module exports as a frame and as a payload, and prints a
  *                                    JSON line per schema with what the generator says (a test of its refusals)
  *
- * It walks the schemas' ASTs as `packages/core/src/internal/schemaGuard.ts` does (the same shapes, the same checks,
+ * It walks the schemas' ASTs as `packages/core/src/codec/SchemaGuard.ts` does (the same shapes, the same checks,
  * the same answer as `Schema.is`) and emits code where that module builds closures. Effect's own rules are followed
  * where they are subtle: a required key whose type accepts `undefined` (`Unknown`, `Any`, `Undefined`, `Void`, or a
  * union with one) must be present, as Effect's decoder requires; an object with neither keys nor an index signature
@@ -29,7 +29,7 @@
  * not (a closed struct would drop unknown keys): make it open, or decode it with Effect
  * (`ClaudeProtocol.decodeControlPayload`, `CodexProtocol.decodeParams`).
  *
- * It also generates the guards of `packages/core/test/fixtures/codegen/schemas.ts`, schemas with the shapes the codec
+ * It also generates the guards of `packages/testing/test/session/fixtures/codegen/schemas.ts`, schemas with the shapes the codec
  * does not use yet, so that the tests compare every kind of code it emits with `Schema.is`. The output is formatted
  * with the workspace's dprint, so that `pnpm lint` accepts it as written.
  */
@@ -39,11 +39,11 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import * as CliFrames from "../../packages/core/src/claude/internal/protocol/cliFrames.ts"
-import * as Controls from "../../packages/core/src/claude/internal/protocol/controls.ts"
-import * as HostFrames from "../../packages/core/src/claude/internal/protocol/hostFrames.ts"
-import * as Shared from "../../packages/core/src/claude/internal/protocol/shared.ts"
-import * as CodexProtocol from "../../packages/core/src/codex/CodexProtocol.ts"
+import * as CliFrames from "../../packages/claude/src/internal/protocol/cliFrames.ts"
+import * as Controls from "../../packages/claude/src/internal/protocol/controls.ts"
+import * as HostFrames from "../../packages/claude/src/internal/protocol/hostFrames.ts"
+import * as Shared from "../../packages/claude/src/internal/protocol/shared.ts"
+import * as CodexProtocol from "../../packages/codex/src/CodexProtocol.ts"
 
 const root = Path.resolve(import.meta.dirname, "../..")
 
@@ -769,10 +769,14 @@ const isRecordHelper = `const isRecord = (u: unknown): u is { readonly [key: str
   typeof u === "object" && u !== null && !Array.isArray(u)`
 
 /** Core's `Schema.is(Schema.Json)` without Schema (its tests hold it to Effect's), which the guards import. */
-const jsonModule = Path.join(root, "packages/core/src/internal/json.ts")
+const jsonModule = Path.join(root, "packages/core/src/codec/Json.ts")
 
-/** The import of `isJson` from a generated file at `file` (a path from the workspace root). */
+/**
+ * The import of `isJson` from a generated file at `file` (a path from the workspace root): by its path inside core,
+ * by core's public module from any other package.
+ */
 const isJsonImport = (file: string): string => {
+  if (!file.startsWith("packages/core/")) return `import { isJson } from "@tether/core/codec/Json"`
   const relative = Path.relative(Path.dirname(Path.join(root, file)), jsonModule).split(Path.sep).join("/")
   return `import { isJson } from "${relative.startsWith(".") ? relative : `./${relative}`}"`
 }
@@ -849,7 +853,7 @@ const codec = (file: string): string => {
  * The type guards of the Claude wire codec. ${generated("the schemas of cliFrames.ts, controls.ts and hostFrames.ts")}
  *
  * Each guard gives the answer of \`Schema.is\` for its schema (tests compare them on recorded and mutated frames),
- * importing nothing but core's JSON check (internal/json.ts): a session checks every frame with these and loads
+ * importing nothing but core's JSON check (codec/Json.ts): a session checks every frame with these and loads
  * \`effect/Schema\` only to explain a frame they refuse (runtime.ts).
  *
  * @internal
@@ -915,21 +919,21 @@ const codexCodec = (file: string): string => {
  *
  * Each guard gives the answer of \`Schema.is\` for its schema (tests compare them on recorded and mutated params): a
  * session checks params with these and loads \`effect/Schema\` only to explain params they refuse (runtime.ts).
- * They import ${importsJson(emitter) ? "nothing but core's JSON check (internal/json.ts)" : "nothing"}.
+ * They import ${importsJson(emitter) ? "nothing but core's JSON check (codec/Json.ts)" : "nothing"}.
  *
  * @internal
  */`
   return moduleText(emitter, file, header, "CodexProtocol's schema", [])
 }
 
-const fixtureSchemas = "packages/core/test/fixtures/codegen/schemas.ts"
+const fixtureSchemas = "packages/testing/test/session/fixtures/codegen/schemas.ts"
 
 /** The generated files, by path from the workspace root, and how each is made. */
 const targets: ReadonlyArray<{ readonly file: string; readonly make: (file: string) => Promise<string> }> = [
-  { file: "packages/core/src/claude/internal/protocol/guards.generated.ts", make: async (file) => codec(file) },
-  { file: "packages/core/src/codex/internal/protocol/guards.generated.ts", make: async (file) => codexCodec(file) },
+  { file: "packages/claude/src/internal/protocol/guards.generated.ts", make: async (file) => codec(file) },
+  { file: "packages/codex/src/internal/protocol/guards.generated.ts", make: async (file) => codexCodec(file) },
   {
-    file: "packages/core/test/fixtures/codegen/guards.generated.ts",
+    file: "packages/testing/test/session/fixtures/codegen/guards.generated.ts",
     make: async (file) => fixture(file, await import(Url.pathToFileURL(Path.join(root, fixtureSchemas)).href))
   }
 ]

@@ -31,7 +31,8 @@
  *
  * @example
  * ```ts
- * import { ClaudeSession, Permission, SessionRegistry } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
+ * import { Permission, SessionRegistry } from "@tether/core"
  * import { ClusterRegistry } from "@tether/cluster"
  * import { Effect, Schema } from "effect"
  *

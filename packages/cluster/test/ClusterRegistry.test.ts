@@ -6,9 +6,9 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
+import { ClaudeSession } from "@tether/claude"
 import { ClusterRegistry } from "@tether/cluster"
 import {
-  ClaudeSession,
   EventLog,
   Permission,
   type Session,

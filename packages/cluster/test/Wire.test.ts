@@ -5,7 +5,8 @@
  * tagged error travels as a plain record.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ClaudeSession, EventLog, SessionRegistry, TetherError, Turn } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { EventLog, SessionRegistry, TetherError, Turn } from "@tether/core"
 import { Data, Schema } from "effect"
 import * as Wire from "../src/internal/wire.ts"
 

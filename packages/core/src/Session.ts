@@ -247,7 +247,8 @@ export interface Placement {
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { ClaudeSession, Session } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
+ * import { Session } from "@tether/core"
  *
  * // The transcript of session 1c0… was restored under /var/lib/app/conversations/chat-42.
  * const resumed = ClaudeSession.make({ model: "sonnet" }).pipe(

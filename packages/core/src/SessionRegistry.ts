@@ -27,7 +27,7 @@
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { ClaudeRegistry } from "@tether/core"
+ * import { ClaudeRegistry } from "@tether/claude"
  * import { NodeTransport } from "@tether/transport-node"
  *
  * const program = Effect.gen(function*() {
@@ -52,7 +52,9 @@
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { ClaudeSession, CodexSession, SessionRegistry } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
+ * import { CodexSession } from "@tether/codex"
+ * import { SessionRegistry } from "@tether/core"
  * import { NodeTransport } from "@tether/transport-node"
  *
  * class Agents extends SessionRegistry.Service<Agents>()(
@@ -657,7 +659,8 @@ export const fingerprint: (config: unknown) => string = fingerprints.fingerprint
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { ClaudeSession, SessionRegistry } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
+ * import { SessionRegistry } from "@tether/core"
  *
  * const registry = SessionRegistry.make({
  *   acquire: (_id, options: ClaudeSession.Options) => ClaudeSession.make(options),
@@ -684,7 +687,9 @@ export const make: <C, E, R, A extends TurnResult = TurnResult, TE = ProviderTur
  *
  * @example
  * ```ts
- * import { ClaudeSession, CodexSession, SessionRegistry } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
+ * import { CodexSession } from "@tether/codex"
+ * import { SessionRegistry } from "@tether/core"
  *
  * const agents = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex: CodexSession.kind })
  * agents.fingerprint({ provider: "codex", options: { model: "gpt-5" } }) // "codex:…"
@@ -718,7 +723,8 @@ export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Ki
  * @example
  * ```ts
  * import { Config, ConfigProvider, Layer } from "effect"
- * import { ClaudeRegistry, SessionRegistry } from "@tether/core"
+ * import { ClaudeRegistry } from "@tether/claude"
+ * import { SessionRegistry } from "@tether/core"
  *
  * // TETHER_REGISTRY_CAPACITY=32 TETHER_REGISTRY_IDLE_TIME_TO_LIVE="20 minutes"
  * const Registry = ClaudeRegistry.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
@@ -778,7 +784,8 @@ export interface ServiceClass<
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { ClaudeSession, SessionRegistry } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
+ * import { SessionRegistry } from "@tether/core"
  *
  * class Reviewers extends SessionRegistry.Service<Reviewers>()("app/Reviewers", ClaudeSession.kind) {}
  *

@@ -15,8 +15,56 @@
  * @since 0.1.0
  */
 import * as Predicate from "effect/Predicate"
-import { fixDisposition, uncertainUnlessAcknowledged } from "./internal/disposition.ts"
-import { TaggedError } from "./internal/taggedError.ts"
+import * as disposition_ from "./internal/disposition.ts"
+import * as tagged from "./internal/taggedError.ts"
+
+/**
+ * The base class of a Tether error: `Data.TaggedError` with its fields kept as `{ _tag, ...fields }`, so that an
+ * error's JSON, its key order and its equality are those of its tag and fields. Every neutral error is made with it,
+ * and so is each provider package's own (`ClaudeSession.MaxTurnsExceeded`, `CodexSession.TurnRejected`): give the
+ * class its disposition with {@link fixDisposition} (or {@link uncertainUnlessAcknowledged}) and its schema with
+ * `TetherErrorSchema.make`.
+ *
+ * @example
+ * ```ts
+ * import { TetherError } from "@tether/core"
+ *
+ * export interface QuotaExhausted extends TetherError.Disposition {}
+ * export class QuotaExhausted extends TetherError.TaggedError("QuotaExhausted")<{ readonly turnId: string }> {
+ *   static {
+ *     TetherError.fixDisposition(this, false, false, false)
+ *   }
+ * }
+ * ```
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const TaggedError = tagged.TaggedError
+
+/**
+ * Sets an error class's disposition once, on its prototype: `safeToFallback`, `safeToRequeue`, `deliveryUncertain`,
+ * for errors that always mean the same thing to the host. Call it from the class's `static` block.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fixDisposition: (
+  target: { readonly prototype: object },
+  safeToFallback: boolean,
+  safeToRequeue: boolean,
+  deliveryUncertain: boolean
+) => void = disposition_.fixDisposition
+
+/**
+ * Sets the disposition of an error that ends a turn after its prompt was written: never safe to fall back or
+ * requeue, and delivery uncertain exactly when the instance's `acknowledged` is `false`.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const uncertainUnlessAcknowledged: (target: { readonly prototype: object }) => void =
+  disposition_.uncertainUnlessAcknowledged
 
 /**
  * The three flags every Tether error carries.

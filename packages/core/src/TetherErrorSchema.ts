@@ -25,8 +25,6 @@
 import * as Schema from "effect/Schema"
 import * as SchemaTransformation from "effect/SchemaTransformation"
 import type * as Types from "effect/Types"
-import * as ClaudeErrors from "./claude/internal/errors.ts"
-import * as CodexErrors from "./codex/internal/errors.ts"
 import * as EventLog from "./EventLog.ts"
 import * as Permission from "./Permission.ts"
 import * as SessionRegistry from "./SessionRegistry.ts"
@@ -43,9 +41,16 @@ export interface ErrorSchema<Self, Tag extends string, Fields extends Schema.Str
   extends Schema.decodeTo<Schema.instanceOf<Self>, Schema.TaggedStruct<Tag, Fields>>
 {}
 
-// The class must take exactly the struct's fields (its constructor) and have them (its instances): a field added to
-// one and not to the other does not compile.
-const make = <
+/**
+ * The schema of an error class from its tag and fields: what each schema here is made with, and what a provider
+ * package makes the schemas of its own errors with (`ClaudeErrorSchema`, `CodexErrorSchema`). The class must take
+ * exactly the struct's fields (its constructor) and have them (its instances): a field added to one and not to the
+ * other does not compile.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = <
   const Tag extends string,
   const Fields extends Schema.Struct.Fields,
   Self extends { readonly _tag: Tag } & Schema.Struct.Type<Fields>
@@ -417,85 +422,3 @@ export const SessionNotFound = make(SessionRegistry.SessionNotFound, "SessionNot
  * @since 0.3.0
  */
 export const RegistryClosed = make(SessionRegistry.RegistryClosed, "RegistryClosed", {})
-
-// ---------------------------------------------------------------------------------------------------------------
-// ClaudeSession
-// ---------------------------------------------------------------------------------------------------------------
-
-/**
- * The schema of `ClaudeSession.MaxTurnsExceeded`.
- *
- * @category ClaudeSession
- * @since 0.3.0
- */
-export const MaxTurnsExceeded = make(ClaudeErrors.MaxTurnsExceeded, "MaxTurnsExceeded", {
-  turnId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String)
-})
-
-/**
- * The schema of `ClaudeSession.BudgetExceeded`.
- *
- * @category ClaudeSession
- * @since 0.3.0
- */
-export const BudgetExceeded = make(ClaudeErrors.BudgetExceeded, "BudgetExceeded", {
-  turnId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String),
-  totalCostUsd: Schema.NullOr(Schema.Finite)
-})
-
-/**
- * The schema of `ClaudeSession.StructuredOutputMissing`. `raw` is carried as it is: it must be JSON data to be sent
- * as JSON.
- *
- * @category ClaudeSession
- * @since 0.3.0
- */
-export const StructuredOutputMissing = make(ClaudeErrors.StructuredOutputMissing, "StructuredOutputMissing", {
-  turnId: Schema.String,
-  raw: Schema.Unknown
-})
-
-/**
- * The schema of `ClaudeSession.StructuredOutputInvalid`. `value` and `raw` are carried as they are: they must be
- * JSON data to be sent as JSON.
- *
- * @category ClaudeSession
- * @since 0.3.0
- */
-export const StructuredOutputInvalid = make(ClaudeErrors.StructuredOutputInvalid, "StructuredOutputInvalid", {
-  turnId: Schema.String,
-  reason: Schema.String,
-  value: Schema.Unknown,
-  raw: Schema.Unknown
-})
-
-/**
- * The schema of `ClaudeSession.StructuredOutputRetriesExhausted`. `raw` is carried as it is: it must be JSON data
- * to be sent as JSON.
- *
- * @category ClaudeSession
- * @since 0.3.0
- */
-export const StructuredOutputRetriesExhausted = make(
-  ClaudeErrors.StructuredOutputRetriesExhausted,
-  "StructuredOutputRetriesExhausted",
-  { turnId: Schema.String, errors: Schema.Array(Schema.String), raw: Schema.Unknown }
-)
-
-// ---------------------------------------------------------------------------------------------------------------
-// CodexSession
-// ---------------------------------------------------------------------------------------------------------------
-
-/**
- * The schema of `CodexSession.TurnRejected`.
- *
- * @category CodexSession
- * @since 0.3.0
- */
-export const TurnRejected = make(CodexErrors.TurnRejected, "TurnRejected", {
-  turnId: Schema.String,
-  code: Schema.Finite,
-  reason: Schema.String
-})

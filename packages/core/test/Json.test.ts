@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
 import * as fc from "fast-check"
 import * as Vm from "node:vm"
-import { isJson } from "../src/internal/json.ts"
+import { isJson } from "../src/codec/Json.ts"
 import { anything } from "./support/Anything.ts"
 
 const isSchemaJson = Schema.is(Schema.Json)

@@ -21,7 +21,7 @@
  * @example
  * ```ts
  * import { assert, it } from "@effect/vitest"
- * import { ClaudeSession } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
  * import { HostTest, MockClaude, MockTransport } from "@tether/testing"
  * import { Context, Effect, Layer } from "effect"
  *
@@ -157,7 +157,7 @@ const drive = <A, E, R>(clock: TestClock.TestClock, effect: Effect.Effect<A, E, 
  *
  * @example
  * ```ts
- * import { ClaudeSession } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
  * import { HostTest } from "@tether/testing"
  * import { Effect } from "effect"
  *
@@ -191,7 +191,7 @@ export const settle: {
  * @example
  * ```ts
  * import { layer } from "@effect/vitest"
- * import { ClaudeSession } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
  * import { HostTest, MockClaude, MockTransport } from "@tether/testing"
  * import { Context, Effect, Layer } from "effect"
  *
@@ -255,7 +255,8 @@ export const advance = (
  *
  * @example
  * ```ts
- * import { ClaudeSession, Permission } from "@tether/core"
+ * import { ClaudeSession } from "@tether/claude"
+ * import { Permission } from "@tether/core"
  * import { HostTest } from "@tether/testing"
  * import { Effect, Fiber } from "effect"
  *

@@ -7,7 +7,7 @@
  * stream the server retries) and which faults the simulated server shows (crash, hang, stall, garbage on stdout,
  * requests it never answers, interrupts it ignores, turns it refuses). {@link simulator} turns a script into the
  * server's side of `codex app-server`'s JSON-RPC over JSONL, sans-IO (see `Simulator`), as the recorded 0.171.0
- * transcripts show it (`packages/core/test/fixtures/codex/0.171.0/`, docs/protocol/codex-app-server.md §3):
+ * transcripts show it (`packages/codex/test/fixtures/codex/0.171.0/`, docs/protocol/codex-app-server.md §3):
  *
  * - `initialize` first (every other request before it is `-32600 Not initialized`, a second one `Already
  *   initialized`); after the `initialized` notification, `configWarning` and `remoteControl/status/changed`;
@@ -34,7 +34,7 @@
  *
  * @example
  * ```ts
- * import { CodexSession } from "@tether/core"
+ * import { CodexSession } from "@tether/codex"
  * import { MockCodex, MockTransport } from "@tether/testing"
  * import { Effect } from "effect"
  *

@@ -35,7 +35,7 @@
  *
  * @since 0.2.0
  */
-import type * as CodexOptions from "@tether/core/codex/CodexOptions"
+import type * as CodexOptions from "@tether/codex/CodexOptions"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"

@@ -1,6 +1,6 @@
 /**
  * The fake CLI against the real one: fed what the host sent in a recorded 2.1.332 transcript (the fixtures
- * `pnpm fixtures:record` writes into packages/core/test/fixtures), it answers with the same sequence of frames, each
+ * `pnpm fixtures:record` writes into packages/claude/test/fixtures), it answers with the same sequence of frames, each
  * carrying only fields the real frame of that kind carries.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -11,7 +11,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 
 // The fake imitates the newest pinned CLI.
-const fixtures = new URL("../../core/test/fixtures/claude/2.1.332/", import.meta.url)
+const fixtures = new URL("../../claude/test/fixtures/claude/2.1.332/", import.meta.url)
 
 type Frame = Record<string, unknown>
 

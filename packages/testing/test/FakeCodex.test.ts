@@ -3,7 +3,7 @@
  * real one (a handshake, then turns naming the thread the server started).
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as CodexProtocol from "@tether/core/codex/CodexProtocol"
+import * as CodexProtocol from "@tether/codex/CodexProtocol"
 import { FakeCodex } from "@tether/testing"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"

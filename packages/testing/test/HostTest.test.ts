@@ -1,5 +1,6 @@
 import { assert, describe, it, layer } from "@effect/vitest"
-import { ClaudeSession, Permission, TetherError, Transport } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { Permission, TetherError, Transport } from "@tether/core"
 import { HostTest, MockClaude, MockTransport } from "@tether/testing"
 import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option } from "effect"
 

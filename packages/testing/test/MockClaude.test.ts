@@ -3,7 +3,7 @@
  * stderr and the exit out at the times the simulator hands them out. No Effect, no clock but the table's.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
+import * as ClaudeProtocol from "@tether/claude/ClaudeProtocol"
 import { Result } from "effect"
 import * as fc from "fast-check"
 import * as MockClaude from "../src/MockClaude.ts"

@@ -2,13 +2,13 @@
  * The simulated `codex app-server` on its own, sans-IO: stdin lines, signals and faults in at given times, stdout
  * lines, stderr and the exit out at the times the simulator hands them out. No Effect, no clock but the table's.
  *
- * The recorded transcripts of the real server (packages/core/test/fixtures/codex/<version>/, `pnpm
+ * The recorded transcripts of the real server (packages/codex/test/fixtures/codex/<version>/, `pnpm
  * fixtures:record:codex`) are the tables: fed what the host wrote in each (with the simulator's own thread and turn
  * ids in place of the recorded ones), the simulator answers with the same sequence of lines, each carrying only
  * fields the real line of that kind carries.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as CodexProtocol from "@tether/core/codex/CodexProtocol"
+import * as CodexProtocol from "@tether/codex/CodexProtocol"
 import { Result } from "effect"
 import * as fc from "fast-check"
 import * as Fs from "node:fs"
@@ -105,7 +105,7 @@ const handshake = (): { readonly threadId: string } => {
 // The transcripts as tables
 // ---------------------------------------------------------------------------------------------------------------
 
-const fixtures = Path.join(import.meta.dirname, "../../core/test/fixtures/codex")
+const fixtures = Path.join(import.meta.dirname, "../../codex/test/fixtures/codex")
 const latest = Fs.readdirSync(fixtures).sort().at(-1)!
 
 interface Entry {

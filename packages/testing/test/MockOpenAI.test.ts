@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { CodexOptions } from "@tether/core"
+import { CodexOptions } from "@tether/codex"
 import { Effect, Exit, Fiber, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"

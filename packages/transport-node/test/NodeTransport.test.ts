@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ClaudeSession, TetherError, Timeouts, Transport } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { TetherError, Timeouts, Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import {
   Config,

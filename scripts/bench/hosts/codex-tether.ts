@@ -4,7 +4,7 @@
  * Claude host (tether.ts) does; see session.ts for what a turn is for this host.
  */
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import * as CodexSession from "../../../packages/core/src/codex/CodexSession.ts"
+import * as CodexSession from "../../../packages/codex/src/CodexSession.ts"
 import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
 import { fakeEnv, fastCodex } from "../fake.ts"
 import type { Host } from "../host.ts"

@@ -4,7 +4,7 @@
  * one `runPromise` per turn); see session.ts. The same session as tether.ts, without its session-wide subscriber.
  */
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import * as ClaudeSession from "../../../packages/core/src/claude/ClaudeSession.ts"
+import * as ClaudeSession from "../../../packages/claude/src/ClaudeSession.ts"
 import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
 import { fakeClaude, fakeEnv } from "../fake.ts"
 import type { Host } from "../host.ts"

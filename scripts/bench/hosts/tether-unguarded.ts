@@ -9,7 +9,7 @@
  *   node scripts/bench/runner.ts tether-unguarded <figure> '{}'
  */
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import * as ClaudeSession from "../../../packages/core/src/claude/ClaudeSession.ts"
+import * as ClaudeSession from "../../../packages/claude/src/ClaudeSession.ts"
 import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
 import { fakeClaude, fakeEnv } from "../fake.ts"
 import type { Host } from "../host.ts"

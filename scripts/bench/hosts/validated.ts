@@ -8,7 +8,7 @@
  * not from the `@tether/core` index: the index loads every module of the package, Schema included, and that
  * footprint alone cost the early turns about 90 µs each, which is not validation's price.
  */
-import * as ClaudeProtocol from "../../../packages/core/src/claude/internal/protocol/runtime.ts"
+import * as ClaudeProtocol from "../../../packages/claude/src/internal/protocol/runtime.ts"
 import type { Host } from "../host.ts"
 import { openWith, readLines } from "./bare.ts"
 import type { Message } from "./bare.ts"

@@ -2,7 +2,8 @@
  * The consumer application's session service: what a host built on the installed tarballs looks like. Its layer
  * without transport (`layerNoDeps`) is what its test runs against MockTransport; `layer` runs the real process.
  */
-import { ClaudeSession, Permission, Timeouts } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { Permission, Timeouts } from "@tether/core"
 import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Context, Effect, Layer } from "effect"
 

@@ -6,6 +6,8 @@
  *
  * @internal
  */
+import * as ClaudeErrorSchema from "@tether/claude/ClaudeErrorSchema"
+import * as CodexErrorSchema from "@tether/codex/CodexErrorSchema"
 import { Permission, type SessionEvent } from "@tether/core"
 import * as TetherErrorSchema from "@tether/core/TetherErrorSchema"
 import * as Option from "effect/Option"
@@ -59,12 +61,12 @@ const Known = Schema.Union([
   TetherErrorSchema.GenerationChanged,
   TetherErrorSchema.SessionNotFound,
   TetherErrorSchema.RegistryClosed,
-  TetherErrorSchema.MaxTurnsExceeded,
-  TetherErrorSchema.BudgetExceeded,
-  TetherErrorSchema.StructuredOutputMissing,
-  TetherErrorSchema.StructuredOutputInvalid,
-  TetherErrorSchema.StructuredOutputRetriesExhausted,
-  TetherErrorSchema.TurnRejected
+  ClaudeErrorSchema.MaxTurnsExceeded,
+  ClaudeErrorSchema.BudgetExceeded,
+  ClaudeErrorSchema.StructuredOutputMissing,
+  ClaudeErrorSchema.StructuredOutputInvalid,
+  ClaudeErrorSchema.StructuredOutputRetriesExhausted,
+  CodexErrorSchema.TurnRejected
 ])
 
 const isKnown = Schema.is(Known)

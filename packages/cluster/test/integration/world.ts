@@ -3,17 +3,10 @@
  * by side, chosen by a plain configuration), its cluster binding, the sharding settings every node must agree on,
  * and the environment a runner reads its world from.
  */
+import { ClaudeSession } from "@tether/claude"
 import { ClusterRegistry } from "@tether/cluster"
-import {
-  ClaudeSession,
-  CodexSession,
-  Permission,
-  type Session,
-  SessionRegistry,
-  Timeouts,
-  type Transport,
-  type Turn
-} from "@tether/core"
+import { CodexSession } from "@tether/codex"
+import { Permission, type Session, SessionRegistry, Timeouts, type Transport, type Turn } from "@tether/core"
 import { MockAnthropic, MockOpenAI } from "@tether/testing"
 import { Duration, Effect, Schema, type Scope } from "effect"
 import * as Path from "node:path"

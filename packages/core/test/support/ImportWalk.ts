@@ -1,6 +1,6 @@
 /**
  * What a module loads when it is loaded, read from the sources (ClaudeCodecRuntime.test.ts, CodexCodecRuntime.test.ts):
- * its static imports but `import type`, as Node runs TypeScript, followed through core and into `effect`'s build.
+ * its static imports but `import type`, as Node runs TypeScript, followed through the workspace's packages and into `effect`'s build.
  */
 import * as Fs from "node:fs"
 import * as Module from "node:module"
@@ -10,14 +10,12 @@ import * as Url from "node:url"
 /** The workspace root. */
 export const root = Url.fileURLToPath(new URL("../../../../", import.meta.url))
 
-/** core's sources. */
-export const src = Path.join(root, "packages/core/src")
+/** A workspace package's sources (`"core"`, `"claude"`, `"codex"`). */
+export const src = (name: string): string => Path.join(root, "packages", name, "src")
 
 /** The modules a session must not load: the schema machinery (and Config, which is built on it). */
 export const isForbidden = (file: string): boolean =>
   /\/effect\/dist\/(Schema|SchemaAST|SchemaParser|Config)\.js$/.test(file) || /\/effect\/dist\/schema\//.test(file)
-
-const requireFromCore = Module.createRequire(Path.join(root, "packages/core/package.json"))
 
 // An import or re-export at the start of a line, its clause made only of names, braces, commas and `*`: it cannot
 // run into the code or the comments that follow (a JSDoc example's import starts with ` * `).
@@ -31,7 +29,8 @@ export const importsOf = (file: string): ReadonlyArray<string> => {
   return [...code.matchAll(staticImport)].flatMap(([, specifier]) => {
     if (specifier.startsWith("node:")) return []
     if (specifier.startsWith(".")) return [Path.resolve(Path.dirname(file), specifier)]
-    return [requireFromCore.resolve(specifier)]
+    // Resolved as Node resolves it from the importing module: a workspace package by its exports, effect's build.
+    return [Module.createRequire(file).resolve(specifier)]
   })
 }
 

@@ -15,8 +15,8 @@
  *
  * @internal
  */
-import type * as ClaudeProtocol from "@tether/core/claude/ClaudeProtocol"
-import * as ClaudeWire from "@tether/core/claude/ClaudeWire"
+import type * as ClaudeProtocol from "@tether/claude/ClaudeProtocol"
+import * as ClaudeWire from "@tether/claude/ClaudeWire"
 import type * as MockClaude from "../MockClaude.ts"
 import type * as Simulator from "../Simulator.ts"
 import { apiErrorType } from "./apiError.ts"

@@ -11,7 +11,7 @@
  *
  * @internal
  */
-import * as CodexProtocol from "@tether/core/codex/CodexProtocol"
+import * as CodexProtocol from "@tether/codex/CodexProtocol"
 import * as Result from "effect/Result"
 import type * as MockCodex from "../MockCodex.ts"
 import type * as Simulator from "../Simulator.ts"

@@ -13,7 +13,8 @@
  * (the marker variable every process of a test inherits), not from Tether's bookkeeping.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { ClaudeSession, EventLog, Permission, Transport } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { EventLog, Permission, Transport } from "@tether/core"
 import { PinnedClaude } from "@tether/testing"
 import { Duration, Effect, Exit, Fiber, Option, Redacted, Scope, Stream } from "effect"
 import { randomUUID } from "node:crypto"

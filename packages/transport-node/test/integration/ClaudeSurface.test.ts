@@ -4,7 +4,8 @@
  * server of the host and gets its result, and a turn's structured output is decoded by the session's Schema.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { ClaudeMcp, ClaudePermission, ClaudeSession, Permission, type Transport } from "@tether/core"
+import { ClaudeMcp, ClaudePermission, ClaudeSession } from "@tether/claude"
+import { Permission, type Transport } from "@tether/core"
 import { MockAnthropic } from "@tether/testing"
 import { Deferred, Effect, Exit, Option, Schema, type Scope } from "effect"
 import { type Cli, clis, eventsOf, leftBehind, makeWorld, type World } from "./harness.ts"

@@ -12,7 +12,8 @@
  * end.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { ClaudeSession, Permission } from "@tether/core"
+import { ClaudeSession } from "@tether/claude"
+import { Permission } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Data, Effect, Exit, Fiber, Scope } from "effect"
 import * as ChildProcess from "node:child_process"

@@ -4,7 +4,8 @@
  * holds the CLI's config, tmp and runtime dirs, and a working directory; a MockAnthropic on 127.0.0.1; a marker
  * variable in the CLI's environment), and helpers that look at /proc, never at Tether's bookkeeping.
  */
-import { type ClaudeSession, EventLog, type SessionEvent, Timeouts, type Transport, type Turn } from "@tether/core"
+import { type ClaudeSession } from "@tether/claude"
+import { EventLog, type SessionEvent, Timeouts, type Transport, type Turn } from "@tether/core"
 import { MockAnthropic, PinnedClaude } from "@tether/testing"
 import { Executable, NodeTransport } from "@tether/transport-node"
 import { Duration, Effect, type Layer, Option, Stream } from "effect"

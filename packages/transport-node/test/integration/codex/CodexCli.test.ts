@@ -8,7 +8,8 @@
  * marker variable every process of a test inherits), not from Tether's bookkeeping.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { CodexSession, Permission, type Transport } from "@tether/core"
+import { CodexSession } from "@tether/codex"
+import { Permission, type Transport } from "@tether/core"
 import { Duration, Effect, Exit, Option, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"

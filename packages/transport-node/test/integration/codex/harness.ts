@@ -3,7 +3,8 @@
  * `TMPDIR`, `HOME` and working directory; a MockOpenAI on 127.0.0.1; a marker variable in the environment of every
  * process of the world), and helpers that look at /proc and the file system, never at Tether's bookkeeping.
  */
-import { type CodexSession, EventLog, type SessionEvent, Timeouts, type Turn } from "@tether/core"
+import { type CodexSession } from "@tether/codex"
+import { EventLog, type SessionEvent, Timeouts, type Turn } from "@tether/core"
 import { MockOpenAI } from "@tether/testing"
 import { Executable, NodeTransport } from "@tether/transport-node"
 import { Duration, Effect, Option, Stream } from "effect"
