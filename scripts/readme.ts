@@ -24,8 +24,9 @@
  *   whose anchor is no heading of the page it names (headings are turned into anchors as GitHub does);
  * - a path of the repository a page quotes (`` `scripts/bench.ts` ``, `` `packages/core/src/Session.ts` ``) that
  *   is not there (paths with `<placeholders>` or globs, and generated directories, are left alone);
- * - a source comment (`packages/*\/src`) that cites a page (`docs/protocol/claude-stream-json.md`), when the page is
- *   missing, or when a section it cites on the same line (`§5.1`) is no numbered heading of that page.
+ * - a comment of a package's sources or tests (`packages/*\/src`, `packages/*\/test`) that cites a page
+ *   (`docs/protocol/claude-stream-json.md`), when the page is missing, or when a section it cites on the same line
+ *   (`§5.1`) is no numbered heading of that page.
  *
  *   node scripts/readme.ts            # regenerate examples/readme/ and check the references
  */
@@ -218,12 +219,14 @@ const sourcesUnder = (dir: string): Array<string> =>
       : []
   )
 
-/** What is wrong with the pages the packages' sources cite (a missing page, a section it does not have). */
+/** What is wrong with the pages the packages' sources and tests cite (a missing page, a section it does not have). */
 const citationProblems = (): Array<string> => {
   const problems: Array<string> = []
-  for (const pkg of Fs.readdirSync(Path.join(root, "packages"))) {
-    if (!Fs.existsSync(Path.join(root, "packages", pkg, "src"))) continue
-    for (const source of sourcesUnder(`packages/${pkg}/src`)) {
+  const dirs = Fs.readdirSync(Path.join(root, "packages")).flatMap((pkg) =>
+    ["src", "test"].map((dir) => `packages/${pkg}/${dir}`).filter((dir) => Fs.existsSync(Path.join(root, dir)))
+  )
+  for (const dir of dirs) {
+    for (const source of sourcesUnder(dir)) {
       Fs.readFileSync(Path.join(root, source), "utf8").split("\n").forEach((line, index) => {
         for (const match of line.matchAll(/\bdocs\/[\w/-]+\.md\b/g)) {
           const cited = match[0]
