@@ -787,7 +787,7 @@ const checkModel = `/**
  * the failure path explains a frame the guard refuses.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Check {
   readonly schema: string
@@ -820,7 +820,7 @@ const moduleText = (
  * Whether a value is a \`${schemaName}\` (${source}), as \`Schema.is(${schemaName})\` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ${name} = (u: unknown): boolean => {
 ${body}
@@ -864,7 +864,7 @@ const codec = (file: string): string => {
  * ${table.doc}
  *
  * @category frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ${table.name}: ReadonlyMap<string, Check> = new Map([
 ${table.entries.map(([key, schemaName]) => `  [${JSON.stringify(key)}, ${check(schemaName)}]`).join(",\n")}
@@ -875,7 +875,7 @@ ${table.entries.map(([key, schemaName]) => `  [${JSON.stringify(key)}, ${check(s
  * A \`control_request\` of any other \`request.subtype\`.
  *
  * @category frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const otherControlRequest: Check = ${check(otherControlRequest)}
 `)

@@ -26,7 +26,7 @@ import * as ClaudeErrors from "./internal/errors.ts"
  * The schema of `ClaudeSession.MaxTurnsExceeded`.
  *
  * @category ClaudeSession
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const MaxTurnsExceeded = TetherErrorSchema.make(ClaudeErrors.MaxTurnsExceeded, "MaxTurnsExceeded", {
   turnId: Schema.String,
@@ -37,7 +37,7 @@ export const MaxTurnsExceeded = TetherErrorSchema.make(ClaudeErrors.MaxTurnsExce
  * The schema of `ClaudeSession.BudgetExceeded`.
  *
  * @category ClaudeSession
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const BudgetExceeded = TetherErrorSchema.make(ClaudeErrors.BudgetExceeded, "BudgetExceeded", {
   turnId: Schema.String,
@@ -50,7 +50,7 @@ export const BudgetExceeded = TetherErrorSchema.make(ClaudeErrors.BudgetExceeded
  * as JSON.
  *
  * @category ClaudeSession
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const StructuredOutputMissing = TetherErrorSchema.make(
   ClaudeErrors.StructuredOutputMissing,
@@ -66,7 +66,7 @@ export const StructuredOutputMissing = TetherErrorSchema.make(
  * JSON data to be sent as JSON.
  *
  * @category ClaudeSession
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const StructuredOutputInvalid = TetherErrorSchema.make(
   ClaudeErrors.StructuredOutputInvalid,
@@ -84,7 +84,7 @@ export const StructuredOutputInvalid = TetherErrorSchema.make(
  * to be sent as JSON.
  *
  * @category ClaudeSession
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const StructuredOutputRetriesExhausted = TetherErrorSchema.make(
   ClaudeErrors.StructuredOutputRetriesExhausted,

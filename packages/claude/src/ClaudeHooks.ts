@@ -34,7 +34,7 @@
  * }
  * ```
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import type * as Permission from "@tether/core/Permission"
 import type * as Effect from "effect/Effect"
@@ -44,7 +44,7 @@ import type { PermissionUpdate } from "./ClaudeProtocol.ts"
  * Every hook event of Claude Code 2.1.332.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type HookEvent = keyof HookInputs
 
@@ -52,7 +52,7 @@ export type HookEvent = keyof HookInputs
  * What every hook input carries. `hook_event_name` names the event.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface BaseHookInput {
   readonly session_id: string
@@ -85,7 +85,7 @@ type Input<E extends string, Fields> = BaseHookInput & { readonly hook_event_nam
  * The input of each event, by event name.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface HookInputs {
   readonly PreToolUse: Input<"PreToolUse", ToolFields>
@@ -228,7 +228,7 @@ interface PermissionDecision<D extends string> {
  * by event name; `never` where the event has none.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface HookSpecificOutputs {
   /** `allow` skips the permission prompt; `deny` refuses the tool with the reason; `updatedInput` rewrites it. */
@@ -304,7 +304,7 @@ export interface HookSpecificOutputs {
  * finish in the background.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type HookOutput<E extends HookEvent = HookEvent> =
   | {
@@ -324,7 +324,7 @@ export type HookOutput<E extends HookEvent = HookEvent> =
  * What a hook callback gets besides its input: the tool use it is about, when there is one.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface HookContext {
   readonly toolUseId: string | undefined
@@ -340,7 +340,7 @@ export interface HookContext {
  *   goes on.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface HookMatcher<E extends HookEvent = HookEvent> {
   readonly matcher?: string | undefined
@@ -356,7 +356,7 @@ export interface HookMatcher<E extends HookEvent = HookEvent> {
  * The hooks of a session, by event.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type Hooks = { readonly [E in HookEvent]?: ReadonlyArray<HookMatcher<E>> | undefined }
 
@@ -364,7 +364,7 @@ export type Hooks = { readonly [E in HookEvent]?: ReadonlyArray<HookMatcher<E>> 
  * Every event name, in the CLI's order.
  *
  * @category constants
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const events: ReadonlyArray<HookEvent> = [
   "PreToolUse",
@@ -407,7 +407,7 @@ export const events: ReadonlyArray<HookEvent> = [
  * Narrows a hook input to its event (a callback registered for several events, or one that reads `raw` frames).
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isEvent = <E extends HookEvent>(
   input: { readonly hook_event_name?: unknown },

@@ -42,7 +42,7 @@
  * })) // requires a Transport
  * ```
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -55,7 +55,7 @@ import type * as internal from "./internal/mcp.ts"
  * mimeType }`, ….
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type Content = internal.Content
 
@@ -63,7 +63,7 @@ export type Content = internal.Content
  * What a tool's handler succeeds with: text (one text block) or MCP content blocks.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ToolOutput = internal.ToolOutput
 
@@ -71,7 +71,7 @@ export type ToolOutput = internal.ToolOutput
  * What a handler learns about its call besides the input: the server, the tool, and the model's `tool_use` id.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ToolContext = internal.ToolContext
 
@@ -80,7 +80,7 @@ export type ToolContext = internal.ToolContext
  * `openWorldHint`, `title`).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface ToolAnnotations {
   readonly title?: string | undefined
@@ -94,7 +94,7 @@ export interface ToolAnnotations {
  * A tool, built by {@link tool}.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Tool extends internal.Tool {}
 
@@ -102,7 +102,7 @@ export interface Tool extends internal.Tool {}
  * An in-process MCP server, built by {@link server}.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Server extends internal.Server {}
 
@@ -145,7 +145,7 @@ const timeoutOption = (
  *   `searchHint` helps that search find it.
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const tool = <A, I, E>(name: string, options: {
   readonly description: string
@@ -174,7 +174,7 @@ export const tool = <A, I, E>(name: string, options: {
  * (`ControlFailed`). `alwaysLoad` applies to every tool.
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const server = (name: string, options: {
   readonly tools: ReadonlyArray<Tool>
@@ -195,7 +195,7 @@ export const server = (name: string, options: {
  * The name the model (and permission rules) use for a tool of a server: `mcp__<server>__<tool>`.
  *
  * @category utils
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const toolName = (server: string | Server, tool: string | Tool): string =>
   `mcp__${typeof server === "string" ? server : server.name}__${typeof tool === "string" ? tool : tool.name}`

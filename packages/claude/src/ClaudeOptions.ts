@@ -40,7 +40,7 @@ export type McpConfig = string | { readonly mcpServers: { readonly [name: string
  * Code's prompt (the SDK then sends an almost empty one).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type SystemPrompt =
   | string
@@ -63,7 +63,7 @@ export type SystemPrompt =
  * (`--max-thinking-tokens`; without one, adaptive), or `disabled`. `display` chooses what thinking the CLI shows.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type Thinking =
   | { readonly type: "adaptive"; readonly display?: "summarized" | "omitted" | undefined }
@@ -79,7 +79,7 @@ export type Thinking =
  * every field). Unknown fields are passed on.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface SandboxSettings {
   readonly enabled?: boolean | undefined
@@ -109,7 +109,7 @@ export interface SandboxSettings {
  * but not its MCP servers (`--plugin-dir-no-mcp`).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Plugin {
   readonly type: "local"
@@ -751,7 +751,7 @@ export const toLaunchSpec = (options: Options): Effect.Effect<LaunchSpec, Invali
  * ```
  *
  * @category conversions
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const toInitialize = (options: Options): { readonly [key: string]: unknown } => {
   const fields: Record<string, unknown> = {}

@@ -17,7 +17,7 @@
  * const policy: Permission.Policy = (request) => Effect.succeed(ClaudePermission.allowAlways(request))
  * ```
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Permission from "@tether/core/Permission"
 import type { PermissionUpdate as PermissionUpdateSchema } from "./internal/protocol/controls.ts"
@@ -29,7 +29,7 @@ import { isPermissionUpdate } from "./internal/protocol/runtime.ts"
  * written to a `destination` (a settings file, or `"session"` only).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type PermissionUpdate = PermissionUpdateSchema
 
@@ -37,7 +37,7 @@ export type PermissionUpdate = PermissionUpdateSchema
  * Where an update is written.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type Destination = PermissionUpdate["destination"]
 
@@ -46,7 +46,7 @@ export type Destination = PermissionUpdate["destination"]
  * left out (they are in `request.suggestions`).
  *
  * @category accessors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const suggestions = (request: Permission.PermissionRequest): ReadonlyArray<PermissionUpdate> =>
   (request.suggestions ?? []).filter(isPermissionUpdate)
@@ -58,7 +58,7 @@ export const suggestions = (request: Permission.PermissionRequest): ReadonlyArra
  * the suggestions (by default: every rule, no mode change, no directory).
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const allowAlways = (
   request: Permission.PermissionRequest,
@@ -79,7 +79,7 @@ export const allowAlways = (
  * `{ toolName: "Bash", ruleContent: "npm test" }`), for an allow's `updatedPermissions`.
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const allowRules = (
   rules: ReadonlyArray<{ readonly toolName: string; readonly ruleContent?: string | undefined }>,

@@ -18,7 +18,7 @@
  * program.pipe(Effect.provide(ClaudeRegistry.layer({ capacity: 32 }).pipe(Layer.provide(NodeTransport.layer()))))
  * ```
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import * as SessionRegistry from "@tether/core/SessionRegistry"
 import type { InvalidConfig } from "@tether/core/TetherError"
@@ -31,7 +31,7 @@ import * as ClaudeSession from "./ClaudeSession.ts"
  * The registry of Claude Code sessions. Provide it with {@link layer} or {@link layerConfig} (and a `Transport`).
  *
  * @category services
- * @since 0.2.0
+ * @since 0.1.0
  */
 export class ClaudeRegistry
   extends SessionRegistry.Service<ClaudeRegistry>()("@tether/core/ClaudeRegistry", ClaudeSession.kind)
@@ -42,7 +42,7 @@ export class ClaudeRegistry
  * `MockTransport` in tests). Releasing the layer closes every session.
  *
  * @category layers
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const layer = (
   settings?: SessionRegistry.Settings
@@ -52,7 +52,7 @@ export const layer = (
  * Provides {@link ClaudeRegistry} with settings read from `Config` (see `SessionRegistry.config`).
  *
  * @category layers
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const layerConfig = (
   settings?: Config.Config<SessionRegistry.Settings>

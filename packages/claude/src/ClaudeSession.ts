@@ -69,7 +69,7 @@ export type HookCallback = ClaudeHooks.HookMatcher
  * An MCP server the CLI runs asks the user for input (an `elicitation`): a form (`requestedSchema`) or a URL.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ElicitationRequest = Requests.ElicitationRequest
 
@@ -77,7 +77,7 @@ export type ElicitationRequest = Requests.ElicitationRequest
  * The CLI asks the host to show a dialog of a kind it declared (`request_user_dialog`).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type UserDialogRequest = Requests.UserDialogRequest
 
@@ -90,7 +90,7 @@ export type UserDialogRequest = Requests.UserDialogRequest
  * `<CLAUDE_CONFIG_DIR>/projects/<projectKey>/<sessionId>.jsonl` and `resume` the session id.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type SessionStore = Store.SessionStore
 
@@ -167,7 +167,7 @@ export type ControlError = Session.ControlError
  * "http", url }`, …), for {@link ClaudeSession.setMcpServers}.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type McpServerSpec = ClaudeMcp.Server | { readonly type: string; readonly [key: string]: unknown }
 
@@ -263,7 +263,7 @@ export interface ClaudeSession<Out = unknown> extends Session.Session<TurnResult
  * `outputSchema`, else as the CLI sent it (`undefined` when there is none).
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type TurnResult<Out = unknown> = Omit<internal.TurnResult, "output"> & { readonly output: Out }
 
@@ -294,21 +294,21 @@ export {
    * The turn's structured output does not decode with `outputSchema`; carries the value and the result frame.
    *
    * @category errors
-   * @since 0.3.0
+   * @since 0.1.0
    */
   StructuredOutputInvalid,
   /**
    * The turn succeeded without structured output (the model answered in text); carries the result frame.
    *
    * @category errors
-   * @since 0.3.0
+   * @since 0.1.0
    */
   StructuredOutputMissing,
   /**
    * The model kept failing the output's JSON Schema (`error_max_structured_output_retries`).
    *
    * @category errors
-   * @since 0.3.0
+   * @since 0.1.0
    */
   StructuredOutputRetriesExhausted
 } from "./internal/errors.ts"
@@ -317,7 +317,7 @@ export {
  * Claude's own turn errors, besides the neutral `Turn.TurnError`s.
  *
  * @category errors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type TurnError =
   | MaxTurnsExceeded
@@ -330,7 +330,7 @@ export type TurnError =
  * A turn of a Claude session.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Turn<Out = unknown> = Turn_.Turn<TurnResult<Out>, TurnError>
 
@@ -368,7 +368,7 @@ const initializeFields = (options: Options<unknown>): { readonly [key: string]: 
  * The Claude stream-json provider: the protocol machine factory for the given hooks and initialize fields.
  *
  * @category protocol
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const provider = (options: {
   readonly hooks?: Options["hooks"]
@@ -627,7 +627,7 @@ export const make: <Out = unknown>(
  * What {@link query} can fail with: starting the session, sending the prompt, or the turn.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type QueryError = StartError | Session.SendError | Turn_.TurnError | TurnError
 
@@ -649,7 +649,7 @@ export type QueryError = StartError | Session.SendError | Turn_.TurnError | Turn
  * ```
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const query = <Out = unknown>(
   prompt: Turn_.Prompt,
@@ -671,7 +671,7 @@ export type StartError = Session.StartError | InvalidConfig
  * callback is not a conflict; a different model, working directory or tool list is).
  *
  * @category registry
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport, TurnResult, TurnError> = {
   acquire: (_id, options) => make(options),

@@ -20,7 +20,7 @@
  * }
  * ```
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import type { Frame } from "./internal/protocol/cliFrames.ts"
 import type { HostFrame } from "./internal/protocol/hostFrames.ts"
@@ -50,7 +50,7 @@ export const defaultMaxLineLength: number = 16 * 1024 * 1024
  * CLI writes with; `ClaudeProtocol.encodeFrame` is the same with the schema check (and gives the same line).
  *
  * @category encoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const writeFrame = (frame: Frame): string => JSON.stringify(frame)
 
@@ -67,7 +67,7 @@ export const writeFrame = (frame: Frame): string => JSON.stringify(frame)
  * - `Ignored`: a JSON object of another type (or none): the CLI ignores what it does not know.
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type HostLine =
   | { readonly _tag: "Frame"; readonly frame: HostFrame }
@@ -134,7 +134,7 @@ const hostFrameTypes: ReadonlySet<string> = new Set([
  * hand (see {@link HostLine}).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const readHostLine = (line: string): HostLine => {
   let json: unknown

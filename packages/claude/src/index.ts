@@ -9,22 +9,22 @@ export * as ClaudeSession from "./ClaudeSession.ts"
 export * as ClaudeProtocol from "./ClaudeProtocol.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  */
 export * as ClaudeWire from "./ClaudeWire.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  */
 export * as ClaudeMcp from "./ClaudeMcp.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  */
 export * as ClaudeHooks from "./ClaudeHooks.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  */
 export * as ClaudePermission from "./ClaudePermission.ts"
 
@@ -34,6 +34,6 @@ export * as ClaudePermission from "./ClaudePermission.ts"
 export * as ClaudeOptions from "./ClaudeOptions.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  */
 export * as ClaudeRegistry from "./ClaudeRegistry.ts"

@@ -15,7 +15,7 @@ import * as CodexErrors from "./internal/errors.ts"
  * The schema of `CodexSession.TurnRejected`.
  *
  * @category CodexSession
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const TurnRejected = TetherErrorSchema.make(CodexErrors.TurnRejected, "TurnRejected", {
   turnId: Schema.String,

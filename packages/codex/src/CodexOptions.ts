@@ -22,7 +22,7 @@
  * from commands. Tether creates nothing itself; a `codexHome` that does not exist makes the server exit at start
  * (`HandshakeFailed`, its stderr saying so).
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import { InvalidConfig } from "@tether/core/TetherError"
 import type { Environment, LaunchSpec } from "@tether/core/Transport"
@@ -35,7 +35,7 @@ import type * as Redacted from "effect/Redacted"
  * `on-request` (when the model asks to leave the sandbox), `never`.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type ApprovalPolicy = "untrusted" | "on-request" | "never"
 
@@ -43,7 +43,7 @@ export type ApprovalPolicy = "untrusted" | "on-request" | "never"
  * Where commands run: `read-only`, `workspace-write` (the cwd and `writableRoots`), `danger-full-access`.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type SandboxMode = "read-only" | "workspace-write" | "danger-full-access"
 
@@ -51,7 +51,7 @@ export type SandboxMode = "read-only" | "workspace-write" | "danger-full-access"
  * A model provider speaking the OpenAI Responses API, configured as Codex's `model_providers.<id>`.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Provider {
   /** The provider's id in Codex's configuration. Default `"tether"`. */
@@ -76,7 +76,7 @@ export interface Provider {
  * A TOML value for a `-c key=value` override.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type TomlValue =
   | string
@@ -90,7 +90,7 @@ export type TomlValue =
  * `unset` removes variables after `set`.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface EnvironmentOptions {
   readonly mode?: "inherit" | "clean" | undefined
@@ -102,7 +102,7 @@ export interface EnvironmentOptions {
  * Typed options for a `codex app-server` session.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Options {
   /** The model slug (`model`). */
@@ -147,7 +147,7 @@ export interface Options {
  * text (0.171 colours its log lines even when stderr is a pipe, and the tail of stderr ends up in typed errors).
  *
  * @category launch
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const defaultEnvironment: { readonly [name: string]: string } = { RUST_LOG: "warn", NO_COLOR: "1" }
 
@@ -159,7 +159,7 @@ const tomlKey = (key: string): string => bareKey.test(key) ? key : JSON.stringif
  * Writes a value as TOML (strings as basic strings, tables inline).
  *
  * @category launch
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const toToml = (value: TomlValue): string => {
   if (typeof value === "string") return JSON.stringify(value)
@@ -210,7 +210,7 @@ const problemsOf = (options: Options): ReadonlyArray<string> => {
  * Checks the options: a provider URL that is a URL, overrides that are TOML, no contradiction.
  *
  * @category validation
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const validate = (options: Options): Effect.Effect<Options, InvalidConfig> => {
   const problems = problemsOf(options)
@@ -225,7 +225,7 @@ const envKeyOf = (provider: Provider): string => provider.envKey ?? "TETHER_CODE
  * writable roots when the session has a `tmpDir`, the host's own `config`.
  *
  * @category launch
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const toOverrides = (options: Options): ReadonlyArray<readonly [string, TomlValue]> => {
   const overrides: Array<readonly [string, TomlValue]> = []
@@ -266,7 +266,7 @@ const buildEnvironment = (options: Options): Environment => {
  * What to launch: `codex app-server` with the overrides, in the cwd, with the environment.
  *
  * @category launch
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const toLaunchSpec = (options: Options): Effect.Effect<LaunchSpec, InvalidConfig> =>
   Effect.map(validate(options), (valid) => ({
@@ -280,7 +280,7 @@ export const toLaunchSpec = (options: Options): Effect.Effect<LaunchSpec, Invali
  * The `thread/start` (or `thread/resume`) params for the options.
  *
  * @category launch
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const toThreadParams = (options: Options): { readonly [key: string]: unknown } => {
   const params: { [key: string]: unknown } = {}

@@ -18,7 +18,7 @@
  * returns, with its keys in the server's order (the decoder's copy puts the declared fields first) and shared with
  * the event's `raw` frame: treat both as read-only.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type { ProtocolError } from "@tether/core/TetherError"
 import * as Result from "effect/Result"
@@ -34,13 +34,13 @@ const open = <const Fields extends Schema.Struct.Fields>(fields: Fields) =>
  * A JSON-RPC id: the client's are integers it counts; the server's are integers of its own.
  *
  * @category envelopes
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const Id = Schema.Union([Schema.Finite, Schema.String])
 
 /**
  * @category envelopes
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Id = typeof Id.Type
 
@@ -63,13 +63,13 @@ export {
  * A thread as `thread/start`, `thread/resume` and `thread/started` describe it.
  *
  * @category threads
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const Thread = open({ id: Schema.String })
 
 /**
  * @category threads
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Thread = typeof Thread.Type
 
@@ -77,7 +77,7 @@ export type Thread = typeof Thread.Type
  * The result of `thread/start` and `thread/resume`.
  *
  * @category threads
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const ThreadResult = open({
   thread: Thread,
@@ -87,7 +87,7 @@ export const ThreadResult = open({
 
 /**
  * @category threads
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type ThreadResult = typeof ThreadResult.Type
 
@@ -95,7 +95,7 @@ export type ThreadResult = typeof ThreadResult.Type
  * A turn as `turn/start`'s result and `turn/started` / `turn/completed` describe it.
  *
  * @category turns
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const Turn = open({
   id: Schema.String,
@@ -109,7 +109,7 @@ export const Turn = open({
 
 /**
  * @category turns
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Turn = typeof Turn.Type
 
@@ -117,7 +117,7 @@ export type Turn = typeof Turn.Type
  * The result of `turn/start`: the turn the server created (its id is the server's).
  *
  * @category turns
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const TurnStartResult = open({ turn: Turn })
 
@@ -125,13 +125,13 @@ export const TurnStartResult = open({ turn: Turn })
  * The params of `turn/started` and `turn/completed`.
  *
  * @category turns
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const TurnNotification = open({ threadId: Schema.optionalKey(Schema.String), turn: Turn })
 
 /**
  * @category turns
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type TurnNotification = typeof TurnNotification.Type
 
@@ -140,7 +140,7 @@ export type TurnNotification = typeof TurnNotification.Type
  * user message, reasoning, … Only `type` and `id` are required; the other fields are read where present.
  *
  * @category items
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const Item = open({
   type: Schema.String,
@@ -156,7 +156,7 @@ export const Item = open({
 
 /**
  * @category items
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Item = typeof Item.Type
 
@@ -164,7 +164,7 @@ export type Item = typeof Item.Type
  * The params of `item/started` and `item/completed`.
  *
  * @category items
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const ItemNotification = open({
   item: Item,
@@ -176,7 +176,7 @@ export const ItemNotification = open({
  * The params of `item/agentMessage/delta`.
  *
  * @category items
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const AgentMessageDelta = open({
   delta: Schema.String,
@@ -188,7 +188,7 @@ export const AgentMessageDelta = open({
  * Token counts as `thread/tokenUsage/updated` reports them.
  *
  * @category usage
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const TokenCounts = open({
   inputTokens: Schema.optionalKey(Schema.Finite),
@@ -201,7 +201,7 @@ export const TokenCounts = open({
 
 /**
  * @category usage
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type TokenCounts = typeof TokenCounts.Type
 
@@ -209,7 +209,7 @@ export type TokenCounts = typeof TokenCounts.Type
  * The params of `thread/tokenUsage/updated`: `last` is the latest model request, `total` the thread's sum.
  *
  * @category usage
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const TokenUsageUpdated = open({
   turnId: Schema.optionalKey(Schema.String),
@@ -220,7 +220,7 @@ export const TokenUsageUpdated = open({
  * The params of the `error` notification. `willRetry: true` is not terminal: the server retries the model request.
  *
  * @category errors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const ErrorNotification = open({
   error: open({ message: Schema.String, codexErrorInfo: Schema.optionalKey(Schema.Unknown) }),
@@ -232,7 +232,7 @@ export const ErrorNotification = open({
  * The params of `item/commandExecution/requestApproval`.
  *
  * @category approvals
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const CommandApprovalParams = open({
   turnId: Schema.optionalKey(Schema.String),
@@ -244,7 +244,7 @@ export const CommandApprovalParams = open({
 
 /**
  * @category approvals
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type CommandApprovalParams = typeof CommandApprovalParams.Type
 
@@ -252,7 +252,7 @@ export type CommandApprovalParams = typeof CommandApprovalParams.Type
  * The params of `item/fileChange/requestApproval`.
  *
  * @category approvals
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const FileChangeApprovalParams = open({
   turnId: Schema.optionalKey(Schema.String),
@@ -263,7 +263,7 @@ export const FileChangeApprovalParams = open({
 
 /**
  * @category approvals
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type FileChangeApprovalParams = typeof FileChangeApprovalParams.Type
 
@@ -272,7 +272,7 @@ export type FileChangeApprovalParams = typeof FileChangeApprovalParams.Type
  * when the turn ended).
  *
  * @category approvals
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const ServerRequestResolved = open({ requestId: Id })
 
@@ -280,7 +280,7 @@ export const ServerRequestResolved = open({ requestId: Id })
  * Decodes params with a schema: the value, or a `ProtocolError` that names the method.
  *
  * @category decoding
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const decodeParams = <S extends Schema.Codec<unknown, unknown>>(schema: S) => {
   const decode = Schema.decodeUnknownResult(schema)

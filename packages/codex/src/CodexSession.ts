@@ -28,7 +28,7 @@
  * ) // requires a Transport (NodeTransport.layer(), or MockTransport in tests)
  * ```
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type * as Permission from "@tether/core/Permission"
 import * as Provider from "@tether/core/Provider"
@@ -48,7 +48,7 @@ import * as internal from "./internal/machine.ts"
  * Options of a Codex session: the server's typed options plus the session's own.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Options extends CodexOptions.Options {
   readonly timeouts?: Timeouts.Timeouts | undefined
@@ -71,7 +71,7 @@ export interface Options extends CodexOptions.Options {
  * The result of a Codex turn: the neutral result plus the server's turn id and status.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface TurnResult extends internal.TurnResult {}
 
@@ -81,7 +81,7 @@ export {
    * the prompt never ran; safe to requeue.
    *
    * @category errors
-   * @since 0.2.0
+   * @since 0.1.0
    */
   TurnRejected
 } from "./internal/errors.ts"
@@ -90,7 +90,7 @@ export {
  * Codex's own turn errors, besides the neutral `Turn.TurnError`s.
  *
  * @category errors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type TurnError = TurnRejected
 
@@ -98,7 +98,7 @@ export type TurnError = TurnRejected
  * A turn of a Codex session.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Turn = Turn_.Turn<TurnResult, TurnError>
 
@@ -106,7 +106,7 @@ export type Turn = Turn_.Turn<TurnResult, TurnError>
  * A live Codex session: the provider-neutral {@link Session.Session} plus the thread it runs.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface CodexSession extends Session.Session<TurnResult, TurnError> {
   /** The thread's id (resume it with the `resume` option in a new session). */
@@ -132,7 +132,7 @@ const machineOptions = (options: Options): internal.MachineOptions => ({
  * The Codex app-server provider: the protocol machine factory for the given options.
  *
  * @category protocol
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const provider = (options: Options = {}): Provider.Provider => ({
   name: "codex",
@@ -162,7 +162,7 @@ const handler = (requests: Options["requests"]) => (request: unknown): Effect.Ef
  * Codex's whole home, so its `auth.json`, `config.toml` and MCP servers are not the user's (see `Session.Placement`).
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const make = Effect.fn("CodexSession.make")(function*(given: Options = {}) {
   const placement = yield* Session.Conversation
@@ -192,7 +192,7 @@ export const make = Effect.fn("CodexSession.make")(function*(given: Options = {}
  * What starting a Codex session can fail with.
  *
  * @category errors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type StartError = Session.StartError | InvalidConfig
 
@@ -200,7 +200,7 @@ export type StartError = Session.StartError | InvalidConfig
  * The Codex kind of session for a `SessionRegistry`.
  *
  * @category registry
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport, TurnResult, TurnError> = {
   acquire: (_id, options) => make(options),

@@ -230,7 +230,7 @@ export interface EventLog<A> {
  * the stream.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface View<A> {
   readonly keep: (event: A) => boolean

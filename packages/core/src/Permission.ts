@@ -51,7 +51,7 @@ export interface PermissionRequest {
  * "session" }`).
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface PermissionUpdate {
   readonly type: string

@@ -14,7 +14,7 @@
  * `ClaudeSession.provider` (stream-json) and `CodexSession.provider` (app-server JSON-RPC) implement it; a third CLI
  * implements it the same way and gets every guarantee of the session for free.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import * as fingerprints from "./internal/registry/fingerprint.ts"
 import * as timeouts from "./internal/timeouts.ts"
@@ -48,7 +48,7 @@ export const fingerprint: (config: unknown) => string = fingerprints.fingerprint
  * (`session.capabilities`), so a host can check instead of reading the README.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Capabilities {
   /** The provider's name (`"claude"`, `"codex"`). */
@@ -76,7 +76,7 @@ export interface Capabilities {
  * How a provider ended a turn. The session attaches the turn's id and acknowledgement.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type TurnOutcome =
   | { readonly _tag: "Success" }
@@ -90,7 +90,7 @@ export type TurnOutcome =
  * A reply to a request the CLI made (a hook callback, an MCP message, an elicitation).
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Reply =
   | { readonly _tag: "Success"; readonly payload: unknown }
@@ -108,7 +108,7 @@ export type Reply =
  *   idle after a result): published without a turn, never counted as progress or receipt.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type EventItem = SessionEvent extends infer E ? E extends { readonly turnId: string | undefined } ?
       & Omit<E, "turnId">
@@ -120,7 +120,7 @@ export type EventItem = SessionEvent extends infer E ? E extends { readonly turn
  * What a provider makes of a line or a command: the neutral vocabulary the session machine understands.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Item =
   | EventItem
@@ -179,7 +179,7 @@ export type Item =
  * What a provider's decoder returns for one line: one item (most lines), several in order, or nothing.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Items = Item | ReadonlyArray<Item> | undefined
 
@@ -189,7 +189,7 @@ export type Items = Item | ReadonlyArray<Item> | undefined
  * that into a typed error (`InvalidPrompt`, `ControlFailed`) without writing anything.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface ProtocolMachine {
   /** Begins the handshake. The CLI may print nothing before its first stdin line: never wait before writing. */
@@ -214,7 +214,7 @@ export interface ProtocolMachine {
  * A provider: its name, its static capabilities and a factory of protocol machines.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Provider {
   readonly name: string
@@ -226,7 +226,7 @@ export interface Provider {
  * provider and session code.
  *
  * @category utils
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const forEachItem = (items: Items, f: (item: Item) => void): void => {
   if (items === undefined) return

@@ -212,7 +212,7 @@ export interface Options {
  * {@link Conversation}.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Placement {
   /**
@@ -260,7 +260,7 @@ export interface Placement {
  * ```
  *
  * @category services
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const Conversation: Context.Reference<Placement | undefined> = Context.Reference<Placement | undefined>(
   "@tether/core/Session/Conversation",

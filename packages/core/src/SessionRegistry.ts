@@ -260,14 +260,14 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = ProviderT
  * Types read off a {@link Kind}.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export declare namespace Kind {
   /**
    * Any kind (a constraint).
    *
    * @category models
-   * @since 0.2.0
+   * @since 0.1.0
    */
   export type Any = Kind<any, any, any, any, any>
 
@@ -275,7 +275,7 @@ export declare namespace Kind {
    * A kind's configuration.
    *
    * @category models
-   * @since 0.2.0
+   * @since 0.1.0
    */
   export type Config<K extends Any> = K extends Kind<infer C, infer _E, infer _R, infer _A, infer _TE> ? C : never
 
@@ -283,7 +283,7 @@ export declare namespace Kind {
    * What starting a kind's session can fail with.
    *
    * @category models
-   * @since 0.2.0
+   * @since 0.1.0
    */
   export type StartError<K extends Any> = K extends Kind<infer _C, infer E, infer _R, infer _A, infer _TE> ? E
     : never
@@ -292,7 +292,7 @@ export declare namespace Kind {
    * What starting a kind's session requires.
    *
    * @category models
-   * @since 0.2.0
+   * @since 0.1.0
    */
   export type Services<K extends Any> = K extends Kind<infer _C, infer _E, infer R, infer _A, infer _TE> ? R
     : never
@@ -301,7 +301,7 @@ export declare namespace Kind {
    * The turn result of a kind's sessions.
    *
    * @category models
-   * @since 0.2.0
+   * @since 0.1.0
    */
   export type Result<K extends Any> = K extends Kind<infer _C, infer _E, infer _R, infer A, infer _TE> ? A
     : never
@@ -310,7 +310,7 @@ export declare namespace Kind {
    * The provider's own turn errors of a kind's sessions.
    *
    * @category models
-   * @since 0.2.0
+   * @since 0.1.0
    */
   export type TurnError<K extends Any> = K extends Kind<infer _C, infer _E, infer _R, infer _A, infer TE> ? TE
     : never
@@ -322,7 +322,7 @@ export declare namespace Kind {
  * `{ provider: "claude"; options: ClaudeSession.Options } | { provider: "codex"; options: <codex's options> }`.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type KindsConfig<Kinds extends Record<string, Kind.Any>> = {
   readonly [P in keyof Kinds & string]: { readonly provider: P; readonly options: Kind.Config<Kinds[P]> }
@@ -698,7 +698,7 @@ export const make: <C, E, R, A extends TurnResult = TurnResult, TE = ProviderTur
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Kind<
   KindsConfig<Kinds>,

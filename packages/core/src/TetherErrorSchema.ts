@@ -20,7 +20,7 @@
  * // error instanceof TetherError.QueueFull, error.safeToRequeue === true
  * ```
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 import * as SchemaTransformation from "effect/SchemaTransformation"
@@ -35,7 +35,7 @@ import * as Turn from "./Turn.ts"
  * The schema of an error class: encoded, its tag and fields; decoded, an instance of the class.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface ErrorSchema<Self, Tag extends string, Fields extends Schema.Struct.Fields>
   extends Schema.decodeTo<Schema.instanceOf<Self>, Schema.TaggedStruct<Tag, Fields>>
@@ -76,7 +76,7 @@ export const make = <
  * The schema of {@link TetherError.InterruptReason}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const InterruptReason = Schema.Literals(["host", "stall", "turn-timeout", "permission", "evicted", "closed"])
 
@@ -84,7 +84,7 @@ export const InterruptReason = Schema.Literals(["host", "stall", "turn-timeout",
  * The schema of {@link TetherError.ExecutableNotFound}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ExecutableNotFound = make(TetherError.ExecutableNotFound, "ExecutableNotFound", {
   program: Schema.String,
@@ -95,7 +95,7 @@ export const ExecutableNotFound = make(TetherError.ExecutableNotFound, "Executab
  * The schema of {@link TetherError.SpawnFailed}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const SpawnFailed = make(TetherError.SpawnFailed, "SpawnFailed", {
   program: Schema.String,
@@ -106,7 +106,7 @@ export const SpawnFailed = make(TetherError.SpawnFailed, "SpawnFailed", {
  * The schema of {@link TetherError.StartupTimeout}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const StartupTimeout = make(TetherError.StartupTimeout, "StartupTimeout", {
   timeoutMillis: Schema.Finite,
@@ -117,7 +117,7 @@ export const StartupTimeout = make(TetherError.StartupTimeout, "StartupTimeout",
  * The schema of {@link TetherError.HandshakeFailed}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const HandshakeFailed = make(TetherError.HandshakeFailed, "HandshakeFailed", {
   reason: Schema.String,
@@ -128,7 +128,7 @@ export const HandshakeFailed = make(TetherError.HandshakeFailed, "HandshakeFaile
  * The schema of {@link TetherError.TurnInFlight}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const TurnInFlight = make(TetherError.TurnInFlight, "TurnInFlight", {
   activeTurnId: Schema.String
@@ -138,7 +138,7 @@ export const TurnInFlight = make(TetherError.TurnInFlight, "TurnInFlight", {
  * The schema of {@link TetherError.QueueFull}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const QueueFull = make(TetherError.QueueFull, "QueueFull", {
   capacity: Schema.Finite
@@ -148,7 +148,7 @@ export const QueueFull = make(TetherError.QueueFull, "QueueFull", {
  * The schema of {@link TetherError.SessionUnavailable}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const SessionUnavailable = make(TetherError.SessionUnavailable, "SessionUnavailable", {
   status: Schema.String,
@@ -159,7 +159,7 @@ export const SessionUnavailable = make(TetherError.SessionUnavailable, "SessionU
  * The schema of {@link TetherError.InvalidPrompt}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const InvalidPrompt = make(TetherError.InvalidPrompt, "InvalidPrompt", {
   reason: Schema.String
@@ -169,7 +169,7 @@ export const InvalidPrompt = make(TetherError.InvalidPrompt, "InvalidPrompt", {
  * The schema of {@link TetherError.TransportWriteError}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const TransportWriteError = make(TetherError.TransportWriteError, "TransportWriteError", {
   reason: Schema.String
@@ -179,7 +179,7 @@ export const TransportWriteError = make(TetherError.TransportWriteError, "Transp
  * The schema of {@link TetherError.DeliveryTimeout}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const DeliveryTimeout = make(TetherError.DeliveryTimeout, "DeliveryTimeout", {
   timeoutMillis: Schema.Finite
@@ -189,7 +189,7 @@ export const DeliveryTimeout = make(TetherError.DeliveryTimeout, "DeliveryTimeou
  * The schema of {@link TetherError.CliExited}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const CliExited = make(TetherError.CliExited, "CliExited", {
   exit: Schema.String,
@@ -203,7 +203,7 @@ export const CliExited = make(TetherError.CliExited, "CliExited", {
  * The schema of {@link TetherError.TurnInterrupted}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const TurnInterrupted = make(TetherError.TurnInterrupted, "TurnInterrupted", {
   turnId: Schema.String,
@@ -216,7 +216,7 @@ export const TurnInterrupted = make(TetherError.TurnInterrupted, "TurnInterrupte
  * The schema of {@link TetherError.SessionRetired}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const SessionRetired = make(TetherError.SessionRetired, "SessionRetired", {
   reason: Schema.String,
@@ -227,7 +227,7 @@ export const SessionRetired = make(TetherError.SessionRetired, "SessionRetired",
  * The schema of {@link TetherError.InterruptTimeout}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const InterruptTimeout = make(TetherError.InterruptTimeout, "InterruptTimeout", {
   turnId: Schema.String,
@@ -240,7 +240,7 @@ export const InterruptTimeout = make(TetherError.InterruptTimeout, "InterruptTim
  * The schema of {@link TetherError.ControlTimeout}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ControlTimeout = make(TetherError.ControlTimeout, "ControlTimeout", {
   subtype: Schema.String,
@@ -251,7 +251,7 @@ export const ControlTimeout = make(TetherError.ControlTimeout, "ControlTimeout",
  * The schema of {@link TetherError.ControlFailed}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ControlFailed = make(TetherError.ControlFailed, "ControlFailed", {
   subtype: Schema.String,
@@ -263,7 +263,7 @@ export const ControlFailed = make(TetherError.ControlFailed, "ControlFailed", {
  * The schema of {@link TetherError.ProtocolError}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ProtocolError = make(TetherError.ProtocolError, "ProtocolError", {
   reason: Schema.Literals(["not-json", "too-long", "malformed"]),
@@ -275,7 +275,7 @@ export const ProtocolError = make(TetherError.ProtocolError, "ProtocolError", {
  * The schema of {@link TetherError.InvalidConfig}.
  *
  * @category TetherError
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const InvalidConfig = make(TetherError.InvalidConfig, "InvalidConfig", {
   problems: Schema.Array(Schema.String)
@@ -289,7 +289,7 @@ export const InvalidConfig = make(TetherError.InvalidConfig, "InvalidConfig", {
  * The schema of {@link Turn.ApiError}.
  *
  * @category Turn
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ApiError = make(Turn.ApiError, "ApiError", {
   turnId: Schema.String,
@@ -301,7 +301,7 @@ export const ApiError = make(Turn.ApiError, "ApiError", {
  * The schema of {@link Turn.TurnFailed}.
  *
  * @category Turn
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const TurnFailed = make(Turn.TurnFailed, "TurnFailed", {
   turnId: Schema.String,
@@ -318,7 +318,7 @@ export const TurnFailed = make(Turn.TurnFailed, "TurnFailed", {
  * The schema of {@link Permission.PermissionAlreadyResolved}.
  *
  * @category Permission
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const PermissionAlreadyResolved = make(Permission.PermissionAlreadyResolved, "PermissionAlreadyResolved", {
   requestId: Schema.String,
@@ -329,7 +329,7 @@ export const PermissionAlreadyResolved = make(Permission.PermissionAlreadyResolv
  * The schema of {@link Permission.PermissionNotFound}.
  *
  * @category Permission
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const PermissionNotFound = make(Permission.PermissionNotFound, "PermissionNotFound", {
   requestId: Schema.String
@@ -343,7 +343,7 @@ export const PermissionNotFound = make(Permission.PermissionNotFound, "Permissio
  * The schema of {@link EventLog.ReplayUnavailable}.
  *
  * @category EventLog
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReplayUnavailable = make(EventLog.ReplayUnavailable, "ReplayUnavailable", {
   // Whatever the caller asked for, including NaN: the error reports it as given.
@@ -357,7 +357,7 @@ export const ReplayUnavailable = make(EventLog.ReplayUnavailable, "ReplayUnavail
  * The schema of {@link EventLog.Lagged}.
  *
  * @category EventLog
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const Lagged = make(EventLog.Lagged, "Lagged", {
   missed: Schema.Finite,
@@ -372,7 +372,7 @@ export const Lagged = make(EventLog.Lagged, "Lagged", {
  * The schema of {@link SessionRegistry.SessionConflict}.
  *
  * @category SessionRegistry
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const SessionConflict = make(SessionRegistry.SessionConflict, "SessionConflict", {
   id: Schema.String,
@@ -385,7 +385,7 @@ export const SessionConflict = make(SessionRegistry.SessionConflict, "SessionCon
  * The schema of {@link SessionRegistry.CapacityExceeded}.
  *
  * @category SessionRegistry
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const CapacityExceeded = make(SessionRegistry.CapacityExceeded, "CapacityExceeded", {
   id: Schema.String,
@@ -397,7 +397,7 @@ export const CapacityExceeded = make(SessionRegistry.CapacityExceeded, "Capacity
  * The schema of {@link SessionRegistry.GenerationChanged}.
  *
  * @category SessionRegistry
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const GenerationChanged = make(SessionRegistry.GenerationChanged, "GenerationChanged", {
   id: Schema.String,
@@ -409,7 +409,7 @@ export const GenerationChanged = make(SessionRegistry.GenerationChanged, "Genera
  * The schema of {@link SessionRegistry.SessionNotFound}.
  *
  * @category SessionRegistry
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const SessionNotFound = make(SessionRegistry.SessionNotFound, "SessionNotFound", {
   id: Schema.String
@@ -419,6 +419,6 @@ export const SessionNotFound = make(SessionRegistry.SessionNotFound, "SessionNot
  * The schema of {@link SessionRegistry.RegistryClosed}.
  *
  * @category SessionRegistry
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const RegistryClosed = make(SessionRegistry.RegistryClosed, "RegistryClosed", {})

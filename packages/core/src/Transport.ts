@@ -148,7 +148,7 @@ export interface Connection {
  * `done`; a session treats a throw as a failed write) and its return value is ignored.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type WriteCallback = (line: string, done: (error: TransportWriteError | undefined) => void) => void
 
@@ -172,7 +172,7 @@ const WriteCallbackKey: unique symbol = Symbol.for("@tether/core/Transport/Write
  * ```
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const writeFromCallback = (
   callback: WriteCallback
@@ -189,7 +189,7 @@ export const writeFromCallback = (
  * The {@link WriteCallback} behind a connection's `write`, if {@link writeFromCallback} made it.
  *
  * @category utils
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const writeCallbackOf = (connection: Connection): WriteCallback | undefined =>
   (connection.write as { readonly [WriteCallbackKey]?: WriteCallback })[WriteCallbackKey]

@@ -135,7 +135,7 @@ export type TurnError =
  * disposition. What `SessionEvent`'s `TurnFailed` carries.
  *
  * @category errors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type AnyTurnError = TurnError | ProviderTurnError
 
@@ -143,7 +143,7 @@ export type AnyTurnError = TurnError | ProviderTurnError
  * The shape of a provider's own turn errors: tagged, with a message and the three disposition flags.
  *
  * @category errors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface ProviderTurnError extends TetherError.Disposition {
   readonly _tag: string

@@ -44,6 +44,6 @@ export * as Session from "./Session.ts"
 export * as SessionRegistry from "./SessionRegistry.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  */
 export * as Provider from "./Provider.ts"

@@ -139,7 +139,7 @@ export const env = (knobs: Knobs): Record<string, string> => {
  * the simulated CLI exits. `onTurn` runs when a turn starts (for descendants started at the first turn).
  *
  * @category entry points
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const main = (
   options: { readonly fast?: boolean | undefined; readonly onTurn?: (() => void) | undefined } = {}

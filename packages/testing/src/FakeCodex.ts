@@ -7,7 +7,7 @@
  * (`@tether/testing/FakeCodex`): the TypeScript sources in the workspace, the build once installed. Point
  * `TETHER_CODEX_PATH` (or `NodeTransport`'s `executables.codex`) at {@link path} to run a `CodexSession` against it.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import { fileURLToPath } from "node:url"
 import * as internal from "./internal/fakeCodex.ts"
@@ -25,7 +25,7 @@ import * as internal from "./internal/fakeCodex.ts"
  * ```
  *
  * @category paths
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const path: string = fileURLToPath(new URL("../bin/fake-codex.mjs", import.meta.url))
 
@@ -34,7 +34,7 @@ export const path: string = fileURLToPath(new URL("../bin/fake-codex.mjs", impor
  * text deltas (default `FAST_CODEX_FRAMES`, 3).
  *
  * @category paths
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const fastPath: string = fileURLToPath(new URL("../bin/fast-codex.mjs", import.meta.url))
 
@@ -44,7 +44,7 @@ export const fastPath: string = fileURLToPath(new URL("../bin/fast-codex.mjs", i
  * simulated server exits (stdin EOF, SIGTERM: exit code 0).
  *
  * @category entry points
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const main = (options: { readonly fast?: boolean | undefined } = {}): void =>
   internal.main({ fast: options.fast ?? false })

@@ -158,7 +158,7 @@ export const toolUse = (
  * tool search off (`ENABLE_TOOL_SEARCH=false`, as {@link offlineEnv} sets).
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const mcpTool = (server: string, tool: string, input: unknown): Reply =>
   toolUse(`mcp__${server}__${tool}`, input)
@@ -170,7 +170,7 @@ export const mcpTool = (server: string, tool: string, input: unknown): Reply =>
  * comes back as an error tool_result, and the model is asked again (5 attempts).
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const structuredOutput = (value: unknown): Reply => toolUse("StructuredOutput", value)
 

@@ -218,7 +218,7 @@ export interface MaxBudget {
  * `error_max_structured_output_retries` (`terminal_reason: "structured_output_retry_exhausted"`).
  *
  * @category steps
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface StructuredOutputRetries {
   readonly _tag: "StructuredOutputRetries"
@@ -361,7 +361,7 @@ export const neverAnswer = (subtype: string): Fault => Fault.NeverAnswer({ subty
  * host's control fails with `ControlFailed`.
  *
  * @category faults
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const refuse = (subtype: string, error = `the mock CLI refuses ${subtype}`): Fault =>
   Fault.Refuse({ subtype, error })
@@ -395,7 +395,7 @@ export const ignoreSigterm: Fault = Fault.IgnoreSigterm()
  * backpressure and lag. Under `MockTransport` (an unbounded stdout) give a count.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const flood = (count?: number): Fault => Fault.Flood({ count })
 
@@ -473,7 +473,7 @@ export const tool = (options: {
  * ```
  *
  * @category steps
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const mcpTool = (options: {
   readonly server: string
@@ -496,7 +496,7 @@ export const mcpTool = (options: {
  * with `structured_output: value` in its result (and its JSON as `result`).
  *
  * @category steps
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const structuredOutput = (value: JsonObject): ToolUse =>
   tool({ name: "StructuredOutput", input: value, permission: false })
@@ -505,7 +505,7 @@ export const structuredOutput = (value: JsonObject): ToolUse =>
  * The model keeps failing the structured output's JSON Schema (see {@link StructuredOutputRetries}).
  *
  * @category steps
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const structuredOutputRetries = (
   error = "Output does not match required schema: root: must have required property 'answer'"
@@ -718,6 +718,6 @@ const apiErrorMessage = (status: number): string => {
  * ```
  *
  * @category simulation
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const simulator = (script: Script = defaultScript): Simulator.Factory<Fault> => ClaudeSimulator.make(script)

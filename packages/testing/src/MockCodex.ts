@@ -52,7 +52,7 @@
  * ).pipe(Effect.provide(MockTransport.layer(script)))
  * ```
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type * as Transport from "@tether/core/Transport"
 import * as Data from "effect/Data"
@@ -72,7 +72,7 @@ import type * as Simulator from "./Simulator.ts"
  * (docs/protocol/codex-app-server.md §6).
  *
  * @category timing
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Timing {
   /** Spawn → the server reads stdin; nothing is answered earlier. Real server: 110–180 ms. */
@@ -105,7 +105,7 @@ export interface Timing {
  * The default {@link Timing}.
  *
  * @category timing
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const defaultTiming: Timing = {
   startup: "150 millis",
@@ -126,7 +126,7 @@ export const defaultTiming: Timing = {
  * {@link Timing} with no waits at all: the fast fake's, and what a test that only cares about order uses.
  *
  * @category timing
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const noWait: Timing = {
   startup: 0,
@@ -151,7 +151,7 @@ export const noWait: Timing = {
  * A piece of streamed text, emitted after `delay`.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Chunk {
   readonly text: string
@@ -164,7 +164,7 @@ export interface Chunk {
  * with the whole text. The text of a turn's last message is its result.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Text {
   readonly _tag: "Text"
@@ -177,7 +177,7 @@ export interface Text {
  * model's next steps form a new model request; if there are none, it answers `Tool said: <output>`.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Command {
   readonly _tag: "Command"
@@ -202,7 +202,7 @@ export interface Command {
  * policy (or `approval`) asks for one, then the patch is applied and `turn/diff/updated` reports it.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface FileChange {
   readonly _tag: "FileChange"
@@ -223,7 +223,7 @@ export interface FileChange {
  * `turn/completed` with status `failed` and the error. The turn ends here; the thread goes on.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface ApiError {
   readonly _tag: "ApiError"
@@ -240,7 +240,7 @@ export interface ApiError {
  * new model request.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Retry {
   readonly _tag: "Retry"
@@ -253,7 +253,7 @@ export interface Retry {
  * at that point of the turn, a `rejectTurn` step makes the server refuse the turn's `turn/start`.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Step = Text | Command | FileChange | ApiError | Retry | Fault
 
@@ -280,7 +280,7 @@ export type Step = Text | Command | FileChange | ApiError | Retry | Fault
  *   server's overload answer); as a step, that turn's `turn/start` is.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Fault = Data.TaggedEnum<{
   Crash: { readonly code: number; readonly stderr: string }
@@ -298,7 +298,7 @@ export type Fault = Data.TaggedEnum<{
  * Constructors and matchers for {@link Fault}. The lower-case constructors below are shorter.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const Fault = Data.taggedEnum<Fault>()
 
@@ -306,7 +306,7 @@ export const Fault = Data.taggedEnum<Fault>()
  * The server crashes: `stderr` is written, stdout closes, exit code `code` (default 1).
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const crash = (
   options: { readonly code?: number | undefined; readonly stderr?: string | undefined } = {}
@@ -320,7 +320,7 @@ export const crash = (
  * The server hangs: it never writes or answers anything again and ignores stdin EOF; only a signal ends it.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const hang: Fault = Fault.Hang()
 
@@ -328,7 +328,7 @@ export const hang: Fault = Fault.Hang()
  * The turn stops emitting for `duration`, or forever when omitted. Requests and interrupts are still answered.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const stall = (duration?: Duration.Input): Fault => Fault.Stall({ duration })
 
@@ -336,7 +336,7 @@ export const stall = (duration?: Duration.Input): Fault => Fault.Stall({ duratio
  * One stdout line that is not JSON (default: a truncated notification).
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const malformed = (line = `{"method":"item/agentMessage/delta","params":{"threadId":`): Fault =>
   Fault.Malformed({ line })
@@ -345,7 +345,7 @@ export const malformed = (line = `{"method":"item/agentMessage/delta","params":{
  * One arbitrary stdout line (for example a notification of a method Tether does not know).
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const raw = (line: string): Fault => Fault.Raw({ line })
 
@@ -353,7 +353,7 @@ export const raw = (line: string): Fault => Fault.Raw({ line })
  * Requests of `method` are never answered.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const neverAnswer = (method: string): Fault => Fault.NeverAnswer({ method })
 
@@ -361,7 +361,7 @@ export const neverAnswer = (method: string): Fault => Fault.NeverAnswer({ method
  * `turn/interrupt` is answered but does not end the running turn.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const ignoreInterrupts: Fault = Fault.IgnoreInterrupts()
 
@@ -369,7 +369,7 @@ export const ignoreInterrupts: Fault = Fault.IgnoreInterrupts()
  * SIGTERM is ignored; the transport SIGKILLs the process after its `termGrace`.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const ignoreSigterm: Fault = Fault.IgnoreSigterm()
 
@@ -378,7 +378,7 @@ export const ignoreSigterm: Fault = Fault.IgnoreSigterm()
  * the server uses when it is overloaded. The prompt never runs.
  *
  * @category faults
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const rejectTurn = (
   options: { readonly code?: number | undefined; readonly message?: string | undefined } = {}
@@ -404,7 +404,7 @@ export const rejectTurn = (
  * ```
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const text = (
   content: string | ReadonlyArray<string | Chunk>,
@@ -425,7 +425,7 @@ export const text = (
  * ```
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const command = (options: {
   readonly command: string
@@ -450,7 +450,7 @@ export const command = (options: {
  * A file change. By default it adds `path` with the content `diff`, asking as the thread's approval policy says.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const fileChange = (options: {
   readonly path: string
@@ -471,7 +471,7 @@ export const fileChange = (options: {
  * The Responses API fails with `status` (default 500), after the provider's retries.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const apiError = (
   options: {
@@ -485,7 +485,7 @@ export const apiError = (
  * A dropped stream the server retries (`error` with `willRetry: true`); the turn goes on.
  *
  * @category steps
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const retry = (
   options: { readonly partial?: string | undefined; readonly message?: string | undefined } = {}
@@ -500,7 +500,7 @@ export const retry = (
  * available and whose `match` accepts the prompt is used; `once` rules are used up.
  *
  * @category scripts
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Turn {
   /** Accepts the prompt text (the text input items joined by newlines); undefined accepts all. */
@@ -513,7 +513,7 @@ export interface Turn {
  * The next turn, in order: used once, whatever the prompt.
  *
  * @category scripts
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const turn = (...steps: ReadonlyArray<Step>): Turn => ({ match: undefined, once: true, steps })
 
@@ -521,7 +521,7 @@ export const turn = (...steps: ReadonlyArray<Step>): Turn => ({ match: undefined
  * Every turn whose prompt matches: a substring, a regular expression or a predicate. Not used up.
  *
  * @category scripts
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const when = (
   match: string | RegExp | ((prompt: string) => boolean),
@@ -532,7 +532,7 @@ export const when = (
  * Process-wide behaviour of the simulated server.
  *
  * @category scripts
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Options {
   readonly timing: Timing
@@ -554,7 +554,7 @@ export interface Options {
  * `MockTransport.layer` which simulator runs it.
  *
  * @category scripts
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Script {
   readonly protocol: "codex"
@@ -568,7 +568,7 @@ export interface Script {
  * The default behaviour: every turn answers with the prompt's text.
  *
  * @category scripts
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const echo = (prompt: string): ReadonlyArray<Step> => [text(prompt)]
 
@@ -586,7 +586,7 @@ export const echo = (prompt: string): ReadonlyArray<Step> => [text(prompt)]
  * ```
  *
  * @category scripts
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const make = (
   turns: ReadonlyArray<Turn> = [],
@@ -615,7 +615,7 @@ export const make = (
  * The script used when none is given: echo every prompt, default timing, no faults.
  *
  * @category scripts
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const defaultScript: Script = make()
 
@@ -623,7 +623,7 @@ export const defaultScript: Script = make()
  * Whether a script is a Codex script (as opposed to a `MockClaude` one).
  *
  * @category guards
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const isScript = (u: unknown): u is Script =>
   typeof u === "object" && u !== null && (u as { readonly protocol?: unknown }).protocol === "codex"
@@ -637,7 +637,7 @@ export const isScript = (u: unknown): u is Script =>
  * given (values written as TOML), in a clean environment plus `env`.
  *
  * @category launch
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const launchSpec = (
   options: {
@@ -670,6 +670,6 @@ export const launchSpec = (
  * ```
  *
  * @category simulation
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const simulator = (script: Script = defaultScript): Simulator.Factory<Fault> => CodexSimulator.make(script)

@@ -33,7 +33,7 @@
  * }).pipe(Effect.scoped)
  * ```
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type * as CodexOptions from "@tether/codex/CodexOptions"
 import * as Context from "effect/Context"
@@ -83,7 +83,7 @@ import * as Json from "./internal/json.ts"
  * {@link applyPatch}, {@link slow}, {@link stall}, {@link apiError} and {@link echo}.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Reply = Data.TaggedEnum<{
   Text: { readonly text: string; readonly chunks: number }
@@ -129,7 +129,7 @@ export type Reply = Data.TaggedEnum<{
  * which fill in the defaults.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const Reply = Data.taggedEnum<Reply>()
 
@@ -138,7 +138,7 @@ export const Reply = Data.taggedEnum<Reply>()
  * threw; the client got a 500 whose message carries the error).
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type ReplyKind = Reply["_tag"] | "NotFound" | "BadRequest" | "ScriptError"
 
@@ -153,7 +153,7 @@ export type ReplyKind = Reply["_tag"] | "NotFound" | "BadRequest" | "ScriptError
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const text = (text: string, options?: { readonly chunks?: number | undefined }): Reply =>
   Reply.Text({ text, chunks: Math.max(1, Math.floor(options?.chunks ?? 1)) })
@@ -163,7 +163,7 @@ export const text = (text: string, options?: { readonly chunks?: number | undefi
  * sent as is).
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const functionCall = (
   name: string,
@@ -192,7 +192,7 @@ export const functionCall = (
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const execCommand = (
   cmd: string,
@@ -218,7 +218,7 @@ export const execCommand = (
  * A freeform (custom) tool call, such as `apply_patch`.
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const customToolCall = (
   name: string,
@@ -240,7 +240,7 @@ export const customToolCall = (
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const applyPatch = (
   patch: string | { readonly addFile: string; readonly contents: string },
@@ -263,7 +263,7 @@ export const applyPatch = (
  * turn mid-stream. The delays run on the `Clock` of the fiber that created the server.
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const slow = (options?: {
   readonly deltas?: number | undefined
@@ -279,7 +279,7 @@ export const slow = (options?: {
  * closes. Codex waits for its stream idle timeout (5 minutes by default); Tether's stall timeout comes first.
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const stall: Reply = Reply.Stall()
 
@@ -300,7 +300,7 @@ export const stall: Reply = Reply.Stall()
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const drop = (
   options?: { readonly deltas?: number | undefined; readonly attempts?: number | undefined }
@@ -338,7 +338,7 @@ const errorTypes: Record<number, readonly [type: string, code: string | null]> =
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const apiError = (
   status: number,
@@ -366,7 +366,7 @@ export const apiError = (
  * `"Hello from mock #<n>: <prompt>"` (`n` counts `/responses` requests from 1).
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const echo: Reply = Reply.Echo()
 
@@ -378,7 +378,7 @@ export const echo: Reply = Reply.Echo()
  * The output of a tool call that the last `input` item carries (Codex sends it back to the model).
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface ToolOutput {
   readonly kind: "function" | "custom"
@@ -391,7 +391,7 @@ export interface ToolOutput {
  * A parsed `POST {base}/responses` body, as a script sees it.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface ResponsesRequest {
   /** 0-based position among the `/responses` requests this server received. */
@@ -421,7 +421,7 @@ export interface ResponsesRequest {
  * - A function from the request to a reply (it sees `request.index`, `request.prompt`, `request.toolOutput`).
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Script = ReadonlyArray<Reply> | ((request: ResponsesRequest) => Reply)
 
@@ -440,7 +440,7 @@ export type Script = ReadonlyArray<Reply> | ((request: ResponsesRequest) => Repl
  * errors are remembered per script).
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const markers = (): Script => {
   const failedOnce = new Set<string>()
@@ -476,7 +476,7 @@ export const markers = (): Script => {
  * in full, `client-closed` when the client went away first (an interrupted stream).
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Outcome = "pending" | "completed" | "client-closed"
 
@@ -484,7 +484,7 @@ export type Outcome = "pending" | "completed" | "client-closed"
  * One request the server received.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface LoggedRequest {
   /** 0-based position among all requests. */
@@ -511,7 +511,7 @@ export interface LoggedRequest {
  * A running mock Responses API.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface MockOpenAI {
   /** `http://127.0.0.1:<port>/v1`: the provider's base URL (Codex posts to `{url}/responses`). */
@@ -534,7 +534,7 @@ export interface MockOpenAI {
  * The service key for a {@link MockOpenAI} provided by {@link layer}.
  *
  * @category services
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const MockOpenAI: Context.Service<MockOpenAI, MockOpenAI> = Context.Service("@tether/testing/MockOpenAI")
 
@@ -570,7 +570,7 @@ export const MockOpenAI: Context.Service<MockOpenAI, MockOpenAI> = Context.Servi
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const make: (script?: Script) => Effect.Effect<MockOpenAI, never, Scope.Scope> = Effect.fnUntraced(
   function*(script?: Script) {
@@ -639,7 +639,7 @@ export const make: (script?: Script) => Effect.Effect<MockOpenAI, never, Scope.S
  * A layer that provides a {@link MockOpenAI} running `script` for the lifetime of the layer.
  *
  * @category layers
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const layer = (script?: Script): Layer.Layer<MockOpenAI> => Layer.effect(MockOpenAI, make(script))
 
@@ -649,7 +649,7 @@ export const layer = (script?: Script): Layer.Layer<MockOpenAI> => Layer.effect(
  * `home` too, so the login shell Codex starts for its shell snapshot reads no one's `.bashrc`.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface OfflineFolders {
   readonly home: string
@@ -666,7 +666,7 @@ export interface OfflineFolders {
  * Spread your own options over it (model, approval policy, sandbox, policy, timeouts).
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const offlineOptions = (options: {
   readonly baseUrl: string
@@ -698,7 +698,7 @@ export const offlineOptions = (options: {
  * A throwaway home for the real `codex` running offline, made by {@link offlineHome}.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface OfflineHome extends OfflineFolders {
   /** {@link offlineOptions} for these folders. */
@@ -723,7 +723,7 @@ export interface OfflineHome extends OfflineFolders {
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const offlineHome = (options: {
   readonly baseUrl: string

@@ -52,7 +52,7 @@ import type * as Simulator from "./Simulator.ts"
  * tags and fields and work on either; a simulator ignores the other provider's own faults.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Fault = MockClaude.Fault | MockCodex.Fault
 
@@ -60,7 +60,7 @@ export type Fault = MockClaude.Fault | MockCodex.Fault
  * A script of any provider's simulated CLI: {@link layer} and {@link open} run each with its provider's simulator.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Script = MockClaude.Script | MockCodex.Script
 
@@ -68,7 +68,7 @@ export type Script = MockClaude.Script | MockCodex.Script
  * The simulator of a script, whichever provider it is for.
  *
  * @category simulation
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const simulatorOf = (script: Script): Simulator.Factory<Fault> =>
   MockCodex.isScript(script)
@@ -198,7 +198,7 @@ export const capabilities: Transport.Capabilities = {
  * ```
  *
  * @category constructors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const openWith = <F>(
   simulator: Simulator.Factory<F>,
@@ -281,7 +281,7 @@ export interface LayerOptions {
  * ```
  *
  * @category layers
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const layerWith = <F extends Fault = Fault>(
   simulator: (spec: Transport.LaunchSpec, index: number) => Simulator.Factory<F>,

@@ -26,7 +26,7 @@
  * }).pipe(Effect.scoped)
  * ```
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -47,7 +47,7 @@ import * as Path from "node:path"
  * the server did not accept connections within the startup bound.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export class PostgresFailed extends Data.TaggedError("PostgresFailed")<{
   readonly reason: string
@@ -61,7 +61,7 @@ export class PostgresFailed extends Data.TaggedError("PostgresFailed")<{
  * A running server.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Postgres {
   /** `postgres://postgres:<password>@127.0.0.1:<port>/postgres`. */
@@ -83,7 +83,7 @@ export interface Postgres {
  * The {@link Postgres} of a layer.
  *
  * @category services
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const Postgres: Context.Service<Postgres, Postgres> = Context.Service<Postgres>("@tether/testing/Postgres")
 
@@ -91,7 +91,7 @@ export const Postgres: Context.Service<Postgres, Postgres> = Context.Service<Pos
  * Options of {@link make}.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Options {
   /** Extra `-c name=value` server settings (e.g. `{ max_connections: "200" }`). */
@@ -244,7 +244,7 @@ const guard = Effect.acquireRelease(
  * Starts a server in the current scope; closing the scope stops it and removes its data directory.
  *
  * @category constructors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed, Scope.Scope> =>
   Effect.gen(function*() {
@@ -374,6 +374,6 @@ export const make = (options?: Options): Effect.Effect<Postgres, PostgresFailed,
  * A layer that provides a running {@link Postgres} for the lifetime of the layer.
  *
  * @category layers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const layer = (options?: Options): Layer.Layer<Postgres, PostgresFailed> => Layer.effect(Postgres, make(options))

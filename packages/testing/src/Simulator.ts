@@ -29,14 +29,14 @@
  * // lines: [{ _tag: "Stdout", line: `{"type":"control_response",...}` }] (printed at 305 ms)
  * ```
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 
 /**
  * How a process is launched, as the simulated CLI sees it.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Launch {
   /** The arguments after the program name. */
@@ -52,7 +52,7 @@ export interface Launch {
  * A signal a shell delivers to the simulated process. `SIGKILL` cannot be caught: the process always dies of it.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Signal = "SIGTERM" | "SIGINT" | "SIGKILL"
 
@@ -60,7 +60,7 @@ export type Signal = "SIGTERM" | "SIGINT" | "SIGKILL"
  * How the simulated process ended: it exited with a code, or died of a signal.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type ExitStatus =
   | { readonly _tag: "Exited"; readonly code: number }
@@ -76,7 +76,7 @@ export type ExitStatus =
  * - `Exit`: the process ended; it is the last output, and the simulator ignores every input after it.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Output =
   | { readonly _tag: "Stdout"; readonly line: string }
@@ -89,7 +89,7 @@ export type Output =
  * never decreasing).
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface Simulator<in Fault> {
   /** One line the host wrote on stdin, without its newline. */
@@ -113,6 +113,6 @@ export interface Simulator<in Fault> {
  * Starts a simulated process: the provider's simulator, bound to its script. `now` is the time of the spawn.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Factory<in Fault> = (launch: Launch, now: number) => Simulator<Fault>

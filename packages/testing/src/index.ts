@@ -9,7 +9,7 @@ export * as MockAnthropic from "./MockAnthropic.ts"
 export * as FakeClaude from "./FakeClaude.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  */
 export * as FakeCodex from "./FakeCodex.ts"
 
@@ -24,17 +24,17 @@ export * as MockClaude from "./MockClaude.ts"
 export * as MockTransport from "./MockTransport.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  */
 export * as MockCodex from "./MockCodex.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  */
 export * as MockOpenAI from "./MockOpenAI.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  */
 export * as Simulator from "./Simulator.ts"
 
@@ -44,11 +44,11 @@ export * as Simulator from "./Simulator.ts"
 export * as HostTest from "./HostTest.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  */
 export * as PinnedClaude from "./PinnedClaude.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  */
 export * as Postgres from "./Postgres.ts"

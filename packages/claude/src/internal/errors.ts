@@ -59,7 +59,7 @@ export interface StructuredOutputMissing extends TetherError.Disposition {}
  * in text instead of calling the `StructuredOutput` tool. `raw` is the result frame (its `result` holds the text).
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export class StructuredOutputMissing extends TaggedError("StructuredOutputMissing")<{
   readonly turnId: string
@@ -82,7 +82,7 @@ export interface StructuredOutputInvalid extends TetherError.Disposition {}
  * it, `raw` the result frame.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export class StructuredOutputInvalid extends TaggedError("StructuredOutputInvalid")<{
   readonly turnId: string
@@ -106,7 +106,7 @@ export interface StructuredOutputRetriesExhausted extends TetherError.Dispositio
  * `error_max_structured_output_retries`). `errors` are the CLI's messages (the last validation error included).
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export class StructuredOutputRetriesExhausted extends TaggedError("StructuredOutputRetriesExhausted")<{
   readonly turnId: string

@@ -41,7 +41,7 @@ export interface PermissionDenial {
  * The result of a Claude turn: the neutral result plus what Claude's `result` frame says.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface TurnResult {
   readonly turnId: string

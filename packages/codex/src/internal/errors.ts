@@ -14,7 +14,7 @@ export interface TurnRejected extends TetherError.Disposition {}
  * under overload): the prompt never ran, so sending it again cannot duplicate work.
  *
  * @category errors
- * @since 0.2.0
+ * @since 0.1.0
  */
 export class TurnRejected extends TaggedError("TurnRejected")<{
   readonly turnId: string

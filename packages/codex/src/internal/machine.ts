@@ -25,7 +25,7 @@ import * as Wire from "./protocol/wire.ts"
  * The result of a Codex turn: the neutral result plus the turn's status as the server reported it.
  *
  * @category models
- * @since 0.2.0
+ * @since 0.1.0
  */
 export interface TurnResult {
   readonly turnId: string

@@ -290,7 +290,7 @@ export type McpMessageParams = typeof McpMessageParams.Type
  * with a form (`requested_schema`) or a URL to open. Answer with an {@link ElicitResult}.
  *
  * @category control
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ElicitationParams = open({
   subtype: Schema.Literal("elicitation"),
@@ -307,7 +307,7 @@ export const ElicitationParams = open({
 
 /**
  * @category control
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ElicitationParams = typeof ElicitationParams.Type
 
@@ -316,7 +316,7 @@ export type ElicitationParams = typeof ElicitationParams.Type
  * (`supportedDialogKinds`). Answer with a {@link UserDialogResult}.
  *
  * @category control
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const RequestUserDialogParams = open({
   subtype: Schema.Literal("request_user_dialog"),
@@ -327,7 +327,7 @@ export const RequestUserDialogParams = open({
 
 /**
  * @category control
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type RequestUserDialogParams = typeof RequestUserDialogParams.Type
 
@@ -404,13 +404,13 @@ export type McpMessageRequest = typeof McpMessageRequest.Type
  * An MCP server the CLI runs asks the user for input. Answer with an {@link ElicitResult}.
  *
  * @category control
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ElicitationRequest = controlRequest(ElicitationParams)
 
 /**
  * @category control
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ElicitationRequest = typeof ElicitationRequest.Type
 
@@ -418,13 +418,13 @@ export type ElicitationRequest = typeof ElicitationRequest.Type
  * The CLI asks the host to show a dialog. Answer with a {@link UserDialogResult}.
  *
  * @category control
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const RequestUserDialogRequest = controlRequest(RequestUserDialogParams)
 
 /**
  * @category control
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type RequestUserDialogRequest = typeof RequestUserDialogRequest.Type
 
@@ -1335,7 +1335,7 @@ export type ConversationResetFrame = typeof ConversationResetFrame.Type
  * entries the CLI just wrote to its local file, for a session store.
  *
  * @category other frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const TranscriptMirrorFrame = open({
   type: Schema.Literal("transcript_mirror"),
@@ -1345,7 +1345,7 @@ export const TranscriptMirrorFrame = open({
 
 /**
  * @category other frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type TranscriptMirrorFrame = typeof TranscriptMirrorFrame.Type
 

@@ -63,7 +63,7 @@ export type HookMatcher = typeof HookMatcher.Type
  * Unknown fields (newer CLIs add some) are kept.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const AgentDefinition = openJson({
   /** When to use the agent, in natural language: what the model reads to choose it. */
@@ -89,7 +89,7 @@ export const AgentDefinition = openJson({
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type AgentDefinition = typeof AgentDefinition.Type
 
@@ -237,7 +237,7 @@ const control = <const Subtype extends string, const Fields extends Schema.Struc
  * checkpointing, `enableFileCheckpointing`). `dry_run` only says what would change.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const RewindFilesRequest = control("rewind_files", {
   user_message_id: Schema.String,
@@ -246,7 +246,7 @@ export const RewindFilesRequest = control("rewind_files", {
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type RewindFilesRequest = typeof RewindFilesRequest.Type
 
@@ -254,13 +254,13 @@ export type RewindFilesRequest = typeof RewindFilesRequest.Type
  * `mcp_set_servers`: replaces the MCP servers added at run time (an in-process server is `{ type: "sdk", name }`).
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const McpSetServersRequest = control("mcp_set_servers", { servers: Schema.Record(Schema.String, JsonRecord) })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type McpSetServersRequest = typeof McpSetServersRequest.Type
 
@@ -268,13 +268,13 @@ export type McpSetServersRequest = typeof McpSetServersRequest.Type
  * `mcp_reconnect`.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const McpReconnectRequest = control("mcp_reconnect", { serverName: Schema.String })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type McpReconnectRequest = typeof McpReconnectRequest.Type
 
@@ -282,13 +282,13 @@ export type McpReconnectRequest = typeof McpReconnectRequest.Type
  * `mcp_toggle`: enables or disables a server.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const McpToggleRequest = control("mcp_toggle", { serverName: Schema.String, enabled: Schema.Boolean })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type McpToggleRequest = typeof McpToggleRequest.Type
 
@@ -296,13 +296,13 @@ export type McpToggleRequest = typeof McpToggleRequest.Type
  * `mcp_read_resource` (2.1.3xx, capability `mcp_read_resource_v1`; refused for in-process servers).
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const McpReadResourceRequest = control("mcp_read_resource", { serverName: Schema.String, uri: Schema.String })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type McpReadResourceRequest = typeof McpReadResourceRequest.Type
 
@@ -310,7 +310,7 @@ export type McpReadResourceRequest = typeof McpReadResourceRequest.Type
  * `set_mcp_permission_mode_override`: `"auto"` lets a server's tools run without asking, `null` clears it.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const SetMcpPermissionModeOverrideRequest = control("set_mcp_permission_mode_override", {
   serverName: Schema.String,
@@ -319,7 +319,7 @@ export const SetMcpPermissionModeOverrideRequest = control("set_mcp_permission_m
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type SetMcpPermissionModeOverrideRequest = typeof SetMcpPermissionModeOverrideRequest.Type
 
@@ -327,13 +327,13 @@ export type SetMcpPermissionModeOverrideRequest = typeof SetMcpPermissionModeOve
  * `stop_task`: stops a background task (a `task_notification` with `status: "stopped"` follows).
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const StopTaskRequest = control("stop_task", { task_id: Schema.String })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type StopTaskRequest = typeof StopTaskRequest.Type
 
@@ -341,13 +341,13 @@ export type StopTaskRequest = typeof StopTaskRequest.Type
  * `background_tasks`: moves the running tool (or the one of `tool_use_id`) to the background.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const BackgroundTasksRequest = control("background_tasks", { tool_use_id: Schema.optionalKey(Schema.String) })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type BackgroundTasksRequest = typeof BackgroundTasksRequest.Type
 
@@ -355,7 +355,7 @@ export type BackgroundTasksRequest = typeof BackgroundTasksRequest.Type
  * `reload_plugins`. `refuse_if_busy` needs the capability `reload_plugins_refuse_if_busy_v1`.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReloadPluginsRequest = control("reload_plugins", {
   hold_on_cache_impact: Schema.optionalKey(Schema.Boolean),
@@ -365,7 +365,7 @@ export const ReloadPluginsRequest = control("reload_plugins", {
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ReloadPluginsRequest = typeof ReloadPluginsRequest.Type
 
@@ -373,13 +373,13 @@ export type ReloadPluginsRequest = typeof ReloadPluginsRequest.Type
  * `reload_skills`.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReloadSkillsRequest = control("reload_skills", {})
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ReloadSkillsRequest = typeof ReloadSkillsRequest.Type
 
@@ -387,13 +387,13 @@ export type ReloadSkillsRequest = typeof ReloadSkillsRequest.Type
  * `reload_output_styles`.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReloadOutputStylesRequest = control("reload_output_styles", {})
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ReloadOutputStylesRequest = typeof ReloadOutputStylesRequest.Type
 
@@ -402,13 +402,13 @@ export type ReloadOutputStylesRequest = typeof ReloadOutputStylesRequest.Type
  * drop the flag layer).
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ApplyFlagSettingsRequest = control("apply_flag_settings", { settings: JsonRecord })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ApplyFlagSettingsRequest = typeof ApplyFlagSettingsRequest.Type
 
@@ -417,7 +417,7 @@ export type ApplyFlagSettingsRequest = typeof ApplyFlagSettingsRequest.Type
  * `userSettings` `effortLevel`).
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const UpdateSettingsRequest = control("update_settings", {
   source: Schema.Literals(["localSettings", "userSettings"]),
@@ -426,7 +426,7 @@ export const UpdateSettingsRequest = control("update_settings", {
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type UpdateSettingsRequest = typeof UpdateSettingsRequest.Type
 
@@ -434,13 +434,13 @@ export type UpdateSettingsRequest = typeof UpdateSettingsRequest.Type
  * `get_settings`: the effective settings and where each came from.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const GetSettingsRequest = control("get_settings", {})
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type GetSettingsRequest = typeof GetSettingsRequest.Type
 
@@ -448,7 +448,7 @@ export type GetSettingsRequest = typeof GetSettingsRequest.Type
  * `read_file`: a file as the CLI sees it (`encoding` and `lossy` in the answer are 2.1.3xx).
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReadFileRequest = control("read_file", {
   path: Schema.String,
@@ -458,7 +458,7 @@ export const ReadFileRequest = control("read_file", {
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ReadFileRequest = typeof ReadFileRequest.Type
 
@@ -466,13 +466,13 @@ export type ReadFileRequest = typeof ReadFileRequest.Type
  * `seed_read_state`: tells the CLI the host has read `path` as of `mtime`, so an edit needs no fresh read.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const SeedReadStateRequest = control("seed_read_state", { path: Schema.String, mtime: Schema.Finite })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type SeedReadStateRequest = typeof SeedReadStateRequest.Type
 
@@ -480,13 +480,13 @@ export type SeedReadStateRequest = typeof SeedReadStateRequest.Type
  * `get_usage`: the session's usage and the account's rate limits.
  *
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const GetUsageRequest = control("get_usage", { skip_behaviors: Schema.optionalKey(Schema.Boolean) })
 
 /**
  * @category host frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type GetUsageRequest = typeof GetUsageRequest.Type
 
@@ -576,7 +576,7 @@ export type ControlRequestInput = typeof ControlRequestInput.Type
  * Where a permission update is written: a settings file, or the session only.
  *
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const PermissionUpdateDestination = Schema.Literals([
   "userSettings",
@@ -588,7 +588,7 @@ export const PermissionUpdateDestination = Schema.Literals([
 
 /**
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type PermissionUpdateDestination = typeof PermissionUpdateDestination.Type
 
@@ -596,13 +596,13 @@ export type PermissionUpdateDestination = typeof PermissionUpdateDestination.Typ
  * A permission rule: a tool, and for some tools what it applies to (`Bash` `ruleContent: "npm test"`).
  *
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const PermissionRule = openJson({ toolName: Schema.String, ruleContent: Schema.optionalKey(Schema.String) })
 
 /**
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type PermissionRule = typeof PermissionRule.Type
 
@@ -612,7 +612,7 @@ export type PermissionRule = typeof PermissionRule.Type
  * allow answer may carry them (`updatedPermissions`), which is how "always allow" works.
  *
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const PermissionUpdate = Schema.Union([
   openJson({
@@ -631,7 +631,7 @@ export const PermissionUpdate = Schema.Union([
 
 /**
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type PermissionUpdate = typeof PermissionUpdate.Type
 
@@ -640,13 +640,13 @@ export type PermissionUpdate = typeof PermissionUpdate.Type
  * reject.
  *
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const DecisionClassification = Schema.Literals(["user_temporary", "user_permanent", "user_reject"])
 
 /**
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type DecisionClassification = typeof DecisionClassification.Type
 
@@ -749,7 +749,7 @@ export type McpMessageResponse = typeof McpMessageResponse.Type
  * `ElicitResult`, passed to the server as it is.
  *
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ElicitResult = openJson({
   action: Schema.Literals(["accept", "decline", "cancel"]),
@@ -758,7 +758,7 @@ export const ElicitResult = openJson({
 
 /**
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ElicitResult = typeof ElicitResult.Type
 
@@ -767,7 +767,7 @@ export type ElicitResult = typeof ElicitResult.Type
  * then applies the dialog's default).
  *
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const UserDialogResult = Schema.Union([
   openJson({ behavior: Schema.Literal("completed"), result: Schema.optionalKey(JsonValue) }),
@@ -776,7 +776,7 @@ export const UserDialogResult = Schema.Union([
 
 /**
  * @category permission answers
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type UserDialogResult = typeof UserDialogResult.Type
 
@@ -809,7 +809,7 @@ export type ControlSuccessPayload = typeof ControlSuccessPayload.Type
  * absent on older CLIs.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const SlashCommand = open({
   name: Schema.String,
@@ -821,7 +821,7 @@ export const SlashCommand = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type SlashCommand = typeof SlashCommand.Type
 
@@ -829,7 +829,7 @@ export type SlashCommand = typeof SlashCommand.Type
  * A subagent the CLI can delegate to (`initialize.agents`).
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const AgentInfo = open({
   name: Schema.String,
@@ -839,7 +839,7 @@ export const AgentInfo = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type AgentInfo = typeof AgentInfo.Type
 
@@ -847,7 +847,7 @@ export type AgentInfo = typeof AgentInfo.Type
  * A model the CLI offers (`initialize.models`): `value` is what `setModel` takes.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ModelInfo = open({
   value: Schema.String,
@@ -863,7 +863,7 @@ export const ModelInfo = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ModelInfo = typeof ModelInfo.Type
 
@@ -871,7 +871,7 @@ export type ModelInfo = typeof ModelInfo.Type
  * The account the CLI runs as (`initialize.account`).
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const AccountInfo = open({
   email: Schema.optionalKey(Schema.String),
@@ -884,7 +884,7 @@ export const AccountInfo = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type AccountInfo = typeof AccountInfo.Type
 
@@ -997,7 +997,7 @@ export type ContextUsageResponse = typeof ContextUsageResponse.Type
  * it cannot rewind for real).
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const RewindFilesResponse = open({
   canRewind: Schema.optionalKey(Schema.Boolean),
@@ -1009,7 +1009,7 @@ export const RewindFilesResponse = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type RewindFilesResponse = typeof RewindFilesResponse.Type
 
@@ -1017,7 +1017,7 @@ export type RewindFilesResponse = typeof RewindFilesResponse.Type
  * The answer to `mcp_set_servers`: the servers added and removed, and the errors of those that failed, by name.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const McpSetServersResponse = open({
   added: Schema.optionalKey(StringArray),
@@ -1027,7 +1027,7 @@ export const McpSetServersResponse = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type McpSetServersResponse = typeof McpSetServersResponse.Type
 
@@ -1035,7 +1035,7 @@ export type McpSetServersResponse = typeof McpSetServersResponse.Type
  * The answer to `mcp_read_resource`: the resource's contents.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const McpReadResourceResponse = open({
   contents: Schema.Array(open({
@@ -1048,7 +1048,7 @@ export const McpReadResourceResponse = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type McpReadResourceResponse = typeof McpReadResourceResponse.Type
 
@@ -1056,7 +1056,7 @@ export type McpReadResourceResponse = typeof McpReadResourceResponse.Type
  * The answer to `reload_plugins`: what the CLI now offers (`held` and `cache_impact` are 2.1.3xx).
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReloadPluginsResponse = open({
   commands: Schema.optionalKey(Schema.Array(SlashCommand)),
@@ -1069,7 +1069,7 @@ export const ReloadPluginsResponse = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ReloadPluginsResponse = typeof ReloadPluginsResponse.Type
 
@@ -1077,13 +1077,13 @@ export type ReloadPluginsResponse = typeof ReloadPluginsResponse.Type
  * The answer to `reload_skills`.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReloadSkillsResponse = open({ skills: Schema.optionalKey(Schema.Array(SlashCommand)) })
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ReloadSkillsResponse = typeof ReloadSkillsResponse.Type
 
@@ -1091,13 +1091,13 @@ export type ReloadSkillsResponse = typeof ReloadSkillsResponse.Type
  * The answer to `reload_output_styles`.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReloadOutputStylesResponse = open({ available_output_styles: Schema.optionalKey(StringArray) })
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ReloadOutputStylesResponse = typeof ReloadOutputStylesResponse.Type
 
@@ -1105,7 +1105,7 @@ export type ReloadOutputStylesResponse = typeof ReloadOutputStylesResponse.Type
  * The answer to `read_file`.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const ReadFileResponse = open({
   contents: Schema.String,
@@ -1117,7 +1117,7 @@ export const ReadFileResponse = open({
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type ReadFileResponse = typeof ReadFileResponse.Type
 
@@ -1125,13 +1125,13 @@ export type ReadFileResponse = typeof ReadFileResponse.Type
  * The answer to `background_tasks`.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const BackgroundTasksResponse = open({ backgrounded: Schema.optionalKey(Schema.Boolean) })
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type BackgroundTasksResponse = typeof BackgroundTasksResponse.Type
 
@@ -1139,13 +1139,13 @@ export type BackgroundTasksResponse = typeof BackgroundTasksResponse.Type
  * The answer to `set_mcp_permission_mode_override`.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const McpPermissionModeOverrideResponse = open({ warning: Schema.optionalKey(Schema.String) })
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type McpPermissionModeOverrideResponse = typeof McpPermissionModeOverrideResponse.Type
 
@@ -1154,13 +1154,13 @@ export type McpPermissionModeOverrideResponse = typeof McpPermissionModeOverride
  * are kept as the CLI sent them.
  *
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const OpenResponse = open({})
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type OpenResponse = typeof OpenResponse.Type
 

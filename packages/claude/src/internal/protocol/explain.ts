@@ -19,7 +19,7 @@ const modules = { ...CliFrames, ...Controls, ...HostFrames }
  * The name of a schema of the codec: its export from cliFrames.ts, controls.ts or hostFrames.ts.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type SchemaName = {
   readonly [K in keyof typeof modules]: (typeof modules)[K] extends Schema.Top ? K : never
@@ -29,7 +29,7 @@ export type SchemaName = {
  * What Effect's decoder made of a value: its decoded value, or the message of its issue.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type Decoded = Explainer.Decoded
 
@@ -38,6 +38,6 @@ export type Decoded = Explainer.Decoded
  * detail a session reports for a frame it refuses.
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decode: (schema: string, input: unknown) => Decoded = ExplainSchemas.decoder(modules, "ClaudeProtocol")

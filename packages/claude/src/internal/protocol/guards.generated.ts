@@ -15,7 +15,7 @@ import { isJson } from "@tether/core/codec/Json"
  * the failure path explains a frame the guard refuses.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export interface Check {
   readonly schema: string
@@ -58,7 +58,7 @@ const isControlResponseFrameResponse = (u: unknown): boolean => {
  * Whether a value is a `ControlResponseFrame` (the codec's schema), as `Schema.is(ControlResponseFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isControlResponseFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -71,7 +71,7 @@ export const isControlResponseFrame = (u: unknown): boolean => {
  * Whether a value is a `ControlCancelRequestFrame` (the codec's schema), as `Schema.is(ControlCancelRequestFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isControlCancelRequestFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -84,7 +84,7 @@ export const isControlCancelRequestFrame = (u: unknown): boolean => {
  * Whether a value is a `KeepAliveFrame` (the codec's schema), as `Schema.is(KeepAliveFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isKeepAliveFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -96,7 +96,7 @@ export const isKeepAliveFrame = (u: unknown): boolean => {
  * Whether a value is a `CommandLifecycleFrame` (the codec's schema), as `Schema.is(CommandLifecycleFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isCommandLifecycleFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -231,7 +231,7 @@ const isStringArray = (u: unknown): boolean => {
  * Whether a value is a `AssistantFrame` (the codec's schema), as `Schema.is(AssistantFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isAssistantFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -274,7 +274,7 @@ const isUserMessage = (u: unknown): boolean => {
  * Whether a value is a `UserFrame` (the codec's schema), as `Schema.is(UserFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isUserFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -446,7 +446,7 @@ const isStreamEvent = (u: unknown): boolean => {
  * Whether a value is a `StreamEventFrame` (the codec's schema), as `Schema.is(StreamEventFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isStreamEventFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -483,7 +483,7 @@ const isPermissionDenialArray = (u: unknown): boolean => {
  * Whether a value is a `ResultFrame` (the codec's schema), as `Schema.is(ResultFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isResultFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -531,7 +531,7 @@ const isUnknownRecordArray = (u: unknown): boolean => {
  * Whether a value is a `TranscriptMirrorFrame` (the codec's schema), as `Schema.is(TranscriptMirrorFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isTranscriptMirrorFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -545,7 +545,7 @@ export const isTranscriptMirrorFrame = (u: unknown): boolean => {
  * Whether a value is a `ToolProgressFrame` (the codec's schema), as `Schema.is(ToolProgressFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isToolProgressFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -559,7 +559,7 @@ export const isToolProgressFrame = (u: unknown): boolean => {
  * Whether a value is a `AuthStatusFrame` (the codec's schema), as `Schema.is(AuthStatusFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isAuthStatusFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -573,7 +573,7 @@ export const isAuthStatusFrame = (u: unknown): boolean => {
  * Whether a value is a `ToolUseSummaryFrame` (the codec's schema), as `Schema.is(ToolUseSummaryFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isToolUseSummaryFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -587,7 +587,7 @@ export const isToolUseSummaryFrame = (u: unknown): boolean => {
  * Whether a value is a `RateLimitEventFrame` (the codec's schema), as `Schema.is(RateLimitEventFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isRateLimitEventFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -601,7 +601,7 @@ export const isRateLimitEventFrame = (u: unknown): boolean => {
  * Whether a value is a `PromptSuggestionFrame` (the codec's schema), as `Schema.is(PromptSuggestionFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isPromptSuggestionFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -615,7 +615,7 @@ export const isPromptSuggestionFrame = (u: unknown): boolean => {
  * Whether a value is a `ConversationResetFrame` (the codec's schema), as `Schema.is(ConversationResetFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isConversationResetFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -644,7 +644,7 @@ const isSystemInitFrameMcpServers = (u: unknown): boolean => {
  * Whether a value is a `SystemInitFrame` (the codec's schema), as `Schema.is(SystemInitFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemInitFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -673,7 +673,7 @@ export const isSystemInitFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemStatusFrame` (the codec's schema), as `Schema.is(SystemStatusFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemStatusFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -691,7 +691,7 @@ export const isSystemStatusFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemApiRetryFrame` (the codec's schema), as `Schema.is(SystemApiRetryFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemApiRetryFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -712,7 +712,7 @@ export const isSystemApiRetryFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemSessionStateChangedFrame` (the codec's schema), as `Schema.is(SystemSessionStateChangedFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemSessionStateChangedFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -729,7 +729,7 @@ export const isSystemSessionStateChangedFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemTaskStartedFrame` (the codec's schema), as `Schema.is(SystemTaskStartedFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemTaskStartedFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -748,7 +748,7 @@ export const isSystemTaskStartedFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemTaskProgressFrame` (the codec's schema), as `Schema.is(SystemTaskProgressFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemTaskProgressFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -766,7 +766,7 @@ export const isSystemTaskProgressFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemTaskNotificationFrame` (the codec's schema), as `Schema.is(SystemTaskNotificationFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemTaskNotificationFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -786,7 +786,7 @@ export const isSystemTaskNotificationFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemTaskUpdatedFrame` (the codec's schema), as `Schema.is(SystemTaskUpdatedFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemTaskUpdatedFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -802,7 +802,7 @@ export const isSystemTaskUpdatedFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemPermissionDeniedFrame` (the codec's schema), as `Schema.is(SystemPermissionDeniedFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemPermissionDeniedFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -827,7 +827,7 @@ const isSystemCompactBoundaryFrameCompactMetadata = (u: unknown): boolean => {
  * Whether a value is a `SystemCompactBoundaryFrame` (the codec's schema), as `Schema.is(SystemCompactBoundaryFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemCompactBoundaryFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -843,7 +843,7 @@ export const isSystemCompactBoundaryFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemBackgroundTasksChangedFrame` (the codec's schema), as `Schema.is(SystemBackgroundTasksChangedFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemBackgroundTasksChangedFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -859,7 +859,7 @@ export const isSystemBackgroundTasksChangedFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemHookStartedFrame` (the codec's schema), as `Schema.is(SystemHookStartedFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemHookStartedFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -877,7 +877,7 @@ export const isSystemHookStartedFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemHookProgressFrame` (the codec's schema), as `Schema.is(SystemHookProgressFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemHookProgressFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -898,7 +898,7 @@ export const isSystemHookProgressFrame = (u: unknown): boolean => {
  * Whether a value is a `SystemHookResponseFrame` (the codec's schema), as `Schema.is(SystemHookResponseFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSystemHookResponseFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -949,7 +949,7 @@ const isCanUseToolParams = (u: unknown): boolean => {
  * Whether a value is a `CanUseToolRequest` (the codec's schema), as `Schema.is(CanUseToolRequest)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isCanUseToolRequest = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -975,7 +975,7 @@ const isHookCallbackParams = (u: unknown): boolean => {
  * Whether a value is a `HookCallbackRequest` (the codec's schema), as `Schema.is(HookCallbackRequest)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isHookCallbackRequest = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -997,7 +997,7 @@ const isMcpMessageParams = (u: unknown): boolean => {
  * Whether a value is a `McpMessageRequest` (the codec's schema), as `Schema.is(McpMessageRequest)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isMcpMessageRequest = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1029,7 +1029,7 @@ const isElicitationParams = (u: unknown): boolean => {
  * Whether a value is a `ElicitationRequest` (the codec's schema), as `Schema.is(ElicitationRequest)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isElicitationRequest = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1052,7 +1052,7 @@ const isRequestUserDialogParams = (u: unknown): boolean => {
  * Whether a value is a `RequestUserDialogRequest` (the codec's schema), as `Schema.is(RequestUserDialogRequest)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isRequestUserDialogRequest = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1076,7 +1076,7 @@ const isOtherControlParams = (u: unknown): boolean => {
  * Whether a value is a `OtherControlRequest` (the codec's schema), as `Schema.is(OtherControlRequest)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isOtherControlRequest = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1139,7 +1139,7 @@ const isHostUserMessageMessage = (u: unknown): boolean => {
  * Whether a value is a `HostUserMessage` (the codec's schema), as `Schema.is(HostUserMessage)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isHostUserMessage = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1667,7 +1667,7 @@ const isControlRequestInput = (u: unknown): boolean => {
  * Whether a value is a `HostControlRequest` (the codec's schema), as `Schema.is(HostControlRequest)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isHostControlRequest = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1840,7 +1840,7 @@ const isHostControlResponseResponse = (u: unknown): boolean => {
  * Whether a value is a `HostControlResponse` (the codec's schema), as `Schema.is(HostControlResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isHostControlResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1857,7 +1857,7 @@ export const isHostControlResponse = (u: unknown): boolean => {
  * Whether a value is a `HostControlCancelRequest` (the codec's schema), as `Schema.is(HostControlCancelRequest)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isHostControlCancelRequest = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1874,7 +1874,7 @@ export const isHostControlCancelRequest = (u: unknown): boolean => {
  * Whether a value is a `HostFrame` (the codec's schema), as `Schema.is(HostFrame)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isHostFrame = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1963,7 +1963,7 @@ const isAccountInfo = (u: unknown): boolean => {
  * Whether a value is a `InitializeResponse` (the codec's schema), as `Schema.is(InitializeResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isInitializeResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -1989,7 +1989,7 @@ export const isInitializeResponse = (u: unknown): boolean => {
  * Whether a value is a `InterruptResponse` (the codec's schema), as `Schema.is(InterruptResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isInterruptResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2001,7 +2001,7 @@ export const isInterruptResponse = (u: unknown): boolean => {
  * Whether a value is a `SetPermissionModeResponse` (the codec's schema), as `Schema.is(SetPermissionModeResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSetPermissionModeResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2013,7 +2013,7 @@ export const isSetPermissionModeResponse = (u: unknown): boolean => {
  * Whether a value is a `SetModelResponse` (the codec's schema), as `Schema.is(SetModelResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isSetModelResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2043,7 +2043,7 @@ const isMcpStatusResponseMcpServers = (u: unknown): boolean => {
  * Whether a value is a `McpStatusResponse` (the codec's schema), as `Schema.is(McpStatusResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isMcpStatusResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2055,7 +2055,7 @@ export const isMcpStatusResponse = (u: unknown): boolean => {
  * Whether a value is a `ContextUsageResponse` (the codec's schema), as `Schema.is(ContextUsageResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isContextUsageResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2067,7 +2067,7 @@ export const isContextUsageResponse = (u: unknown): boolean => {
  * Whether a value is a `RewindFilesResponse` (the codec's schema), as `Schema.is(RewindFilesResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isRewindFilesResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2083,7 +2083,7 @@ export const isRewindFilesResponse = (u: unknown): boolean => {
  * Whether a value is a `McpSetServersResponse` (the codec's schema), as `Schema.is(McpSetServersResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isMcpSetServersResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2114,7 +2114,7 @@ const isMcpReadResourceResponseContents = (u: unknown): boolean => {
  * Whether a value is a `McpReadResourceResponse` (the codec's schema), as `Schema.is(McpReadResourceResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isMcpReadResourceResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2126,7 +2126,7 @@ export const isMcpReadResourceResponse = (u: unknown): boolean => {
  * Whether a value is a `McpPermissionModeOverrideResponse` (the codec's schema), as `Schema.is(McpPermissionModeOverrideResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isMcpPermissionModeOverrideResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2138,7 +2138,7 @@ export const isMcpPermissionModeOverrideResponse = (u: unknown): boolean => {
  * Whether a value is a `BackgroundTasksResponse` (the codec's schema), as `Schema.is(BackgroundTasksResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isBackgroundTasksResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2150,7 +2150,7 @@ export const isBackgroundTasksResponse = (u: unknown): boolean => {
  * Whether a value is a `ReloadPluginsResponse` (the codec's schema), as `Schema.is(ReloadPluginsResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isReloadPluginsResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2167,7 +2167,7 @@ export const isReloadPluginsResponse = (u: unknown): boolean => {
  * Whether a value is a `ReloadSkillsResponse` (the codec's schema), as `Schema.is(ReloadSkillsResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isReloadSkillsResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2179,7 +2179,7 @@ export const isReloadSkillsResponse = (u: unknown): boolean => {
  * Whether a value is a `ReloadOutputStylesResponse` (the codec's schema), as `Schema.is(ReloadOutputStylesResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isReloadOutputStylesResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2191,7 +2191,7 @@ export const isReloadOutputStylesResponse = (u: unknown): boolean => {
  * Whether a value is a `ReadFileResponse` (the codec's schema), as `Schema.is(ReadFileResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isReadFileResponse = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2207,7 +2207,7 @@ export const isReadFileResponse = (u: unknown): boolean => {
  * Whether a value is a `OpenResponse` (the codec's schema), as `Schema.is(OpenResponse)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isOpenResponse = (u: unknown): boolean => {
   return isRecord(u)
@@ -2292,7 +2292,7 @@ const isPermissionUpdate2 = (u: unknown): boolean => {
  * Whether a value is a `PermissionUpdate` (the codec's schema), as `Schema.is(PermissionUpdate)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isPermissionUpdate = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -2315,7 +2315,7 @@ export const isPermissionUpdate = (u: unknown): boolean => {
  * The CLI frames but `system` and `control_request`, by `type`.
  *
  * @category frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const frames: ReadonlyMap<string, Check> = new Map([
   ["control_response", { schema: "ControlResponseFrame", is: isControlResponseFrame }],
@@ -2339,7 +2339,7 @@ export const frames: ReadonlyMap<string, Check> = new Map([
  * The `system` frames, by `subtype`.
  *
  * @category frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const systemFrames: ReadonlyMap<string, Check> = new Map([
   ["init", { schema: "SystemInitFrame", is: isSystemInitFrame }],
@@ -2365,7 +2365,7 @@ export const systemFrames: ReadonlyMap<string, Check> = new Map([
  * The `control_request` frames, by `request.subtype` (any other subtype is {@link otherControlRequest}).
  *
  * @category frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const controlRequests: ReadonlyMap<string, Check> = new Map([
   ["can_use_tool", { schema: "CanUseToolRequest", is: isCanUseToolRequest }],
@@ -2379,6 +2379,6 @@ export const controlRequests: ReadonlyMap<string, Check> = new Map([
  * A `control_request` of any other `request.subtype`.
  *
  * @category frames
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const otherControlRequest: Check = { schema: "OtherControlRequest", is: isOtherControlRequest }

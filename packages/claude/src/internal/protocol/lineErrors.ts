@@ -16,7 +16,7 @@ const detailLength = 2000
  * (kept in the event ring) must not keep alive.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const prefixOf = (line: string): string => detachedPrefix(line, linePrefixLength)
 
@@ -24,7 +24,7 @@ export const prefixOf = (line: string): string => detachedPrefix(line, linePrefi
  * An error's detail, cut to a bounded length.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const truncate = (text: string): string => text.length > detailLength ? `${text.slice(0, detailLength)}…` : text
 
@@ -32,7 +32,7 @@ export const truncate = (text: string): string => text.length > detailLength ? `
  * A line that is JSON but not a valid frame.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const malformed = (line: string, detail: string): Result.Result<never, ProtocolError> =>
   Result.fail(malformedError(line, detail))
@@ -41,7 +41,7 @@ export const malformed = (line: string, detail: string): Result.Result<never, Pr
  * {@link malformed}'s error itself.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const malformedError = (line: string, detail: string): ProtocolError =>
   new ProtocolError({ reason: "malformed", detail: truncate(detail), linePrefix: prefixOf(line) })
@@ -51,7 +51,7 @@ export const malformedError = (line: string, detail: string): ProtocolError =>
  * (Node 20's) quote it as a slice: the detail is a copy too.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const notJson = (line: string, error: unknown): ProtocolError =>
   new ProtocolError({
@@ -64,7 +64,7 @@ export const notJson = (line: string, error: unknown): ProtocolError =>
  * Parses a line, failing with {@link notJson}.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const parseJson = (line: string): Result.Result<unknown, ProtocolError> => {
   try {
@@ -78,7 +78,7 @@ export const parseJson = (line: string): Result.Result<unknown, ProtocolError> =
  * A line longer than the limit, refused before it is parsed.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const tooLong = (line: string, limit: number): Result.Result<never, ProtocolError> =>
   Result.fail(tooLongError(line, limit))
@@ -87,7 +87,7 @@ export const tooLong = (line: string, limit: number): Result.Result<never, Proto
  * {@link tooLong}'s error itself.
  *
  * @category errors
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const tooLongError = (line: string, limit: number): ProtocolError =>
   new ProtocolError({

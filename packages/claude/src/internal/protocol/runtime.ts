@@ -467,21 +467,21 @@ export const decodeContextUsageResponse: (payload: unknown) => Result.Result<Con
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeRewindFilesResponse: (payload: unknown) => Result.Result<RewindFilesResponse, ProtocolError> =
   payloadDecoder("RewindFilesResponse", Guards.isRewindFilesResponse)
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeMcpSetServersResponse: (payload: unknown) => Result.Result<McpSetServersResponse, ProtocolError> =
   payloadDecoder("McpSetServersResponse", Guards.isMcpSetServersResponse)
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeMcpReadResourceResponse: (
   payload: unknown
@@ -492,7 +492,7 @@ export const decodeMcpReadResourceResponse: (
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeMcpPermissionModeOverrideResponse: (
   payload: unknown
@@ -503,7 +503,7 @@ export const decodeMcpPermissionModeOverrideResponse: (
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeBackgroundTasksResponse: (
   payload: unknown
@@ -514,21 +514,21 @@ export const decodeBackgroundTasksResponse: (
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeReloadPluginsResponse: (payload: unknown) => Result.Result<ReloadPluginsResponse, ProtocolError> =
   payloadDecoder("ReloadPluginsResponse", Guards.isReloadPluginsResponse)
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeReloadSkillsResponse: (payload: unknown) => Result.Result<ReloadSkillsResponse, ProtocolError> =
   payloadDecoder("ReloadSkillsResponse", Guards.isReloadSkillsResponse)
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeReloadOutputStylesResponse: (
   payload: unknown
@@ -539,14 +539,14 @@ export const decodeReloadOutputStylesResponse: (
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeReadFileResponse: (payload: unknown) => Result.Result<ReadFileResponse, ProtocolError> =
   payloadDecoder("ReadFileResponse", Guards.isReadFileResponse)
 
 /**
  * @category responses
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeOpenResponse: (payload: unknown) => Result.Result<OpenResponse, ProtocolError> = payloadDecoder(
   "OpenResponse",
@@ -562,7 +562,7 @@ export const decodeOpenResponse: (payload: unknown) => Result.Result<OpenRespons
  * the CLI's suggestions.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isPermissionUpdate: (u: unknown) => u is PermissionUpdate = Guards.isPermissionUpdate as (
   u: unknown

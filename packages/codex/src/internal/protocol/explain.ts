@@ -15,7 +15,7 @@ import * as CodexProtocol from "../../CodexProtocol.ts"
  * The name of a schema of the codec: its export from CodexProtocol.ts.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type SchemaName = {
   readonly [K in keyof typeof CodexProtocol]: (typeof CodexProtocol)[K] extends Schema.Top ? K : never
@@ -25,7 +25,7 @@ export type SchemaName = {
  * What Effect's decoder made of a value: its decoded value, or the message of its issue.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type Decoded = Explainer.Decoded
 
@@ -34,7 +34,7 @@ export type Decoded = Explainer.Decoded
  * message is what a `ProtocolError`'s detail says after the method.
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decode: (schema: string, input: unknown) => Decoded = ExplainSchemas.decoder(
   CodexProtocol,

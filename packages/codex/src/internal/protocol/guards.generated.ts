@@ -27,7 +27,7 @@ const isThreadResultSandbox = (u: unknown): boolean => {
  * Whether a value is a `ThreadResult` (CodexProtocol's schema), as `Schema.is(ThreadResult)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isThreadResult = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -63,7 +63,7 @@ const isTurn = (u: unknown): boolean => {
  * Whether a value is a `TurnStartResult` (CodexProtocol's schema), as `Schema.is(TurnStartResult)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isTurnStartResult = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -75,7 +75,7 @@ export const isTurnStartResult = (u: unknown): boolean => {
  * Whether a value is a `TurnNotification` (CodexProtocol's schema), as `Schema.is(TurnNotification)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isTurnNotification = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -111,7 +111,7 @@ const isItem = (u: unknown): boolean => {
  * Whether a value is a `ItemNotification` (CodexProtocol's schema), as `Schema.is(ItemNotification)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isItemNotification = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -125,7 +125,7 @@ export const isItemNotification = (u: unknown): boolean => {
  * Whether a value is a `AgentMessageDelta` (CodexProtocol's schema), as `Schema.is(AgentMessageDelta)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isAgentMessageDelta = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -157,7 +157,7 @@ const isTokenUsageUpdatedTokenUsage = (u: unknown): boolean => {
  * Whether a value is a `TokenUsageUpdated` (CodexProtocol's schema), as `Schema.is(TokenUsageUpdated)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isTokenUsageUpdated = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -176,7 +176,7 @@ const isErrorNotificationError = (u: unknown): boolean => {
  * Whether a value is a `ErrorNotification` (CodexProtocol's schema), as `Schema.is(ErrorNotification)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isErrorNotification = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -190,7 +190,7 @@ export const isErrorNotification = (u: unknown): boolean => {
  * Whether a value is a `CommandApprovalParams` (CodexProtocol's schema), as `Schema.is(CommandApprovalParams)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isCommandApprovalParams = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -215,7 +215,7 @@ export const isCommandApprovalParams = (u: unknown): boolean => {
  * Whether a value is a `FileChangeApprovalParams` (CodexProtocol's schema), as `Schema.is(FileChangeApprovalParams)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isFileChangeApprovalParams = (u: unknown): boolean => {
   if (!isRecord(u)) return false
@@ -236,7 +236,7 @@ export const isFileChangeApprovalParams = (u: unknown): boolean => {
  * Whether a value is a `ServerRequestResolved` (CodexProtocol's schema), as `Schema.is(ServerRequestResolved)` says.
  *
  * @category guards
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const isServerRequestResolved = (u: unknown): boolean => {
   if (!isRecord(u)) return false

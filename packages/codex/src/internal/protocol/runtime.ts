@@ -37,7 +37,7 @@ const explain: (schema: Explain.SchemaName, input: unknown) => Explainer.Decoded
  * A decoder of params, named by its method in an error: `CodexProtocol.decodeParams(schema)`'s signature.
  *
  * @category models
- * @since 0.3.0
+ * @since 0.1.0
  */
 export type Decoder<A> = (method: string, params: unknown) => Result.Result<A, ProtocolError>
 
@@ -62,7 +62,7 @@ const decoder =
  * Decodes the result of `thread/start` and `thread/resume` (`CodexProtocol.ThreadResult`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeThreadResult: Decoder<CodexProtocol.ThreadResult> = decoder(
   "ThreadResult",
@@ -73,7 +73,7 @@ export const decodeThreadResult: Decoder<CodexProtocol.ThreadResult> = decoder(
  * Decodes the result of `turn/start` (`CodexProtocol.TurnStartResult`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeTurnStartResult: Decoder<typeof CodexProtocol.TurnStartResult.Type> = decoder(
   "TurnStartResult",
@@ -84,7 +84,7 @@ export const decodeTurnStartResult: Decoder<typeof CodexProtocol.TurnStartResult
  * Decodes the params of `turn/started` and `turn/completed` (`CodexProtocol.TurnNotification`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeTurnNotification: Decoder<CodexProtocol.TurnNotification> = decoder(
   "TurnNotification",
@@ -95,7 +95,7 @@ export const decodeTurnNotification: Decoder<CodexProtocol.TurnNotification> = d
  * Decodes the params of `item/started` and `item/completed` (`CodexProtocol.ItemNotification`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeItemNotification: Decoder<typeof CodexProtocol.ItemNotification.Type> = decoder(
   "ItemNotification",
@@ -106,7 +106,7 @@ export const decodeItemNotification: Decoder<typeof CodexProtocol.ItemNotificati
  * Decodes the params of `item/agentMessage/delta` (`CodexProtocol.AgentMessageDelta`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeAgentMessageDelta: Decoder<typeof CodexProtocol.AgentMessageDelta.Type> = decoder(
   "AgentMessageDelta",
@@ -117,7 +117,7 @@ export const decodeAgentMessageDelta: Decoder<typeof CodexProtocol.AgentMessageD
  * Decodes the params of `thread/tokenUsage/updated` (`CodexProtocol.TokenUsageUpdated`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeTokenUsageUpdated: Decoder<typeof CodexProtocol.TokenUsageUpdated.Type> = decoder(
   "TokenUsageUpdated",
@@ -128,7 +128,7 @@ export const decodeTokenUsageUpdated: Decoder<typeof CodexProtocol.TokenUsageUpd
  * Decodes the params of the `error` notification (`CodexProtocol.ErrorNotification`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeErrorNotification: Decoder<typeof CodexProtocol.ErrorNotification.Type> = decoder(
   "ErrorNotification",
@@ -139,7 +139,7 @@ export const decodeErrorNotification: Decoder<typeof CodexProtocol.ErrorNotifica
  * Decodes the params of `item/commandExecution/requestApproval` (`CodexProtocol.CommandApprovalParams`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeCommandApprovalParams: Decoder<CodexProtocol.CommandApprovalParams> = decoder(
   "CommandApprovalParams",
@@ -150,7 +150,7 @@ export const decodeCommandApprovalParams: Decoder<CodexProtocol.CommandApprovalP
  * Decodes the params of `item/fileChange/requestApproval` (`CodexProtocol.FileChangeApprovalParams`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeFileChangeApprovalParams: Decoder<CodexProtocol.FileChangeApprovalParams> = decoder(
   "FileChangeApprovalParams",
@@ -161,7 +161,7 @@ export const decodeFileChangeApprovalParams: Decoder<CodexProtocol.FileChangeApp
  * Decodes the params of `serverRequest/resolved` (`CodexProtocol.ServerRequestResolved`).
  *
  * @category decoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const decodeServerRequestResolved: Decoder<typeof CodexProtocol.ServerRequestResolved.Type> = decoder(
   "ServerRequestResolved",

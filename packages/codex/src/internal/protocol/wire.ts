@@ -14,7 +14,7 @@ import * as Result from "effect/Result"
  * A JSON-RPC id: the client's are integers it counts; the server's are integers of its own.
  *
  * @category envelopes
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Id = number | string
 
@@ -22,7 +22,7 @@ export type Id = number | string
  * A message from the server, classified by its shape.
  *
  * @category envelopes
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type Message =
   | {
@@ -60,7 +60,7 @@ const malformed = (line: string, detail: string): ProtocolError =>
  * is a `ProtocolError`.
  *
  * @category decoding
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const decodeLine = (line: string): Result.Result<Message, ProtocolError> => {
   const decoded = decodeLineOrError(line)
@@ -122,7 +122,7 @@ export const decodeLineOrError = (line: string): Message | ProtocolError => {
  * A client request line.
  *
  * @category encoding
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const encodeRequest = (id: Id, method: string, params: unknown): string =>
   JSON.stringify(params === undefined ? { method, id } : { method, id, params })
@@ -131,7 +131,7 @@ export const encodeRequest = (id: Id, method: string, params: unknown): string =
  * A client notification line (`initialized`).
  *
  * @category encoding
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const encodeNotification = (method: string, params?: unknown): string =>
   JSON.stringify(params === undefined ? { method } : { method, params })
@@ -140,7 +140,7 @@ export const encodeNotification = (method: string, params?: unknown): string =>
  * A response to a server request.
  *
  * @category encoding
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const encodeResponse = (id: Id, result: unknown): string => JSON.stringify({ id, result })
 
@@ -148,7 +148,7 @@ export const encodeResponse = (id: Id, result: unknown): string => JSON.stringif
  * An error response to a server request.
  *
  * @category encoding
- * @since 0.2.0
+ * @since 0.1.0
  */
 export const encodeErrorResponse = (id: Id, code: number, message: string): string =>
   JSON.stringify({ id, error: { code, message } })
@@ -160,7 +160,7 @@ export const encodeErrorResponse = (id: Id, code: number, message: string): stri
  * {@link encodeRequest}, {@link encodeResponse}, {@link encodeErrorResponse}.
  *
  * @category encoding
- * @since 0.3.0
+ * @since 0.1.0
  */
 export const encodeServerNotification = (method: string, params: unknown, emittedAtMs: number): string =>
   JSON.stringify({ method, params, emittedAtMs })
@@ -174,7 +174,7 @@ export const encodeServerNotification = (method: string, params: unknown, emitte
  * is interrupted), or an amendment object.
  *
  * @category approvals
- * @since 0.2.0
+ * @since 0.1.0
  */
 export type ApprovalDecision = "accept" | "acceptForSession" | "decline" | "cancel" | {
   readonly [key: string]: unknown
