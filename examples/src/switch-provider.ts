@@ -52,6 +52,11 @@ const AgentLive = process.env.TETHER_PROVIDER === "codex" ? CodexAgent : ClaudeA
 NodeRuntime.runMain(
   program.pipe(
     Effect.provide(AgentLive.pipe(Layer.provide(NodeTransport.layer()))),
+    // Each provider's own errors by their tag, with their fields, though the host holds the neutral Session.
+    Effect.catchTags({
+      MaxTurnsExceeded: (error) => Console.error(`Claude stopped at its turn limit; resume ${error.sessionId}`),
+      TurnRejected: (error) => Console.error(`Codex refused the turn (${error.code}); it is safe to requeue`)
+    }),
     // The same errors, with the same dispositions, whichever provider failed.
     Effect.catch((error) =>
       Console.error(

@@ -326,6 +326,16 @@ export type TurnError =
   | StructuredOutputInvalid
   | StructuredOutputRetriesExhausted
 
+// Named apart: inside the augmentation, `TurnError` would be core's own.
+type ClaudeTurnError = TurnError
+
+declare module "@tether/core/Turn" {
+  /** Claude's own turn errors, on every neutral `Session` of a program that imports `@tether/claude`. */
+  interface ProviderTurnErrors {
+    readonly claude: ClaudeTurnError
+  }
+}
+
 /**
  * A turn of a Claude session.
  *

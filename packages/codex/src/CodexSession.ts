@@ -94,6 +94,16 @@ export {
  */
 export type TurnError = TurnRejected
 
+// Named apart: inside the augmentation, \`TurnError\` would be core's own.
+type CodexTurnError = TurnError
+
+declare module "@tether/core/Turn" {
+  /** Codex's own turn errors, on every neutral `Session` of a program that imports `@tether/codex`. */
+  interface ProviderTurnErrors {
+    readonly codex: CodexTurnError
+  }
+}
+
 /**
  * A turn of a Codex session.
  *

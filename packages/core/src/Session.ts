@@ -67,7 +67,7 @@ import type {
 } from "./TetherError.ts"
 import type { Timeouts } from "./Timeouts.ts"
 import type * as Transport from "./Transport.ts"
-import type { Prompt, ProviderTurnError, Turn, TurnError, TurnResult } from "./Turn.ts"
+import type { KnownProviderTurnError, Prompt, ProviderTurnError, Turn, TurnError, TurnResult } from "./Turn.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Public interface
@@ -132,7 +132,7 @@ export type SendError = TurnInFlight | QueueFull | SessionUnavailable | InvalidP
  * @category models
  * @since 0.1.0
  */
-export interface Session<A extends TurnResult = TurnResult, E = ProviderTurnError> {
+export interface Session<A extends TurnResult = TurnResult, E = KnownProviderTurnError> {
   /** The provider's name (`"claude"`, `"codex"`). */
   readonly protocol: string
   readonly pid: Option.Option<number>

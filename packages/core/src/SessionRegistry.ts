@@ -101,7 +101,7 @@ import type { SessionEvent, Status } from "./SessionEvent.ts"
 import type { InvalidConfig, SessionUnavailable } from "./TetherError.ts"
 import type * as TetherError from "./TetherError.ts"
 import type * as Transport from "./Transport.ts"
-import type { Prompt, ProviderTurnError, Turn, TurnError, TurnResult } from "./Turn.ts"
+import type { KnownProviderTurnError, Prompt, Turn, TurnError, TurnResult } from "./Turn.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors
@@ -251,7 +251,7 @@ export type AdmissionError = SessionConflict | CapacityExceeded | SessionUnavail
  * @category models
  * @since 0.1.0
  */
-export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError> {
+export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
   readonly acquire: (id: string, config: C) => Effect.Effect<Session.Session<A, TE>, E, Scope.Scope | R>
   readonly fingerprint: (config: C) => string
 }
@@ -366,7 +366,7 @@ export interface Settings {
  * @category models
  * @since 0.1.0
  */
-export interface Options<C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>
+export interface Options<C, E, R, A extends TurnResult = TurnResult, TE = KnownProviderTurnError>
   extends Kind<C, E, R, A, TE>, Settings
 {}
 
@@ -473,7 +473,7 @@ export interface Snapshot {
  * @category models
  * @since 0.1.0
  */
-export interface Handle<A extends TurnResult = TurnResult, TE = ProviderTurnError> {
+export interface Handle<A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
   readonly id: string
   readonly generation: number
   /**
@@ -516,7 +516,7 @@ export interface Handle<A extends TurnResult = TurnResult, TE = ProviderTurnErro
  * @category models
  * @since 0.1.0
  */
-export interface Registry<C, E, A extends TurnResult = TurnResult, TE = ProviderTurnError> {
+export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
   /**
    * Returns a handle on the id's live session, starting one (a new generation) if there is none. The handle pins
    * the session until the current scope closes. The same id with a different configuration is a
@@ -673,7 +673,7 @@ export const fingerprint: (config: unknown) => string = fingerprints.fingerprint
  * @category constructors
  * @since 0.1.0
  */
-export const make: <C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>(
+export const make: <C, E, R, A extends TurnResult = TurnResult, TE = KnownProviderTurnError>(
   options: Options<C, E, R, A, TE>
 ) => Effect.Effect<Registry<C, E, A, TE>, InvalidConfig, Scope.Scope | R> = internal.make
 
@@ -768,7 +768,7 @@ export interface ServiceClass<
   E,
   R,
   A extends TurnResult = TurnResult,
-  TE = ProviderTurnError
+  TE = KnownProviderTurnError
 > extends Context.ServiceClass<Self, Id, Registry<C, E, A, TE>> {
   readonly kind: Kind<C, E, R, A, TE>
   /** The registry, built from the settings. Releasing the layer closes every session. */
@@ -806,7 +806,7 @@ export interface ServiceClass<
  */
 export const Service =
   <Self>() =>
-  <const Id extends string, C, E, R, A extends TurnResult = TurnResult, TE = ProviderTurnError>(
+  <const Id extends string, C, E, R, A extends TurnResult = TurnResult, TE = KnownProviderTurnError>(
     id: Id,
     kind: Kind<C, E, R, A, TE>
   ): ServiceClass<Self, Id, C, E, R, A, TE> => {

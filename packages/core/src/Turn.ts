@@ -152,6 +152,47 @@ export interface ProviderTurnError extends TetherError.Disposition {
 }
 
 /**
+ * The turn errors of each provider package in the program, by provider: a provider package adds its own union of
+ * tagged error classes here (`@tether/claude` adds `claude: ClaudeSession.TurnError`, `@tether/codex` adds
+ * `codex: CodexSession.TurnError`), by module augmentation of `@tether/core/Turn`. A provider a host never imports
+ * adds nothing.
+ *
+ * @example
+ * ```ts
+ * import type { TetherError } from "@tether/core"
+ *
+ * // A provider package's own errors, known to every neutral Session once the package is imported.
+ * export interface QuotaExhausted extends TetherError.Disposition {
+ *   readonly _tag: "QuotaExhausted"
+ *   readonly message: string
+ *   readonly turnId: string
+ * }
+ *
+ * declare module "@tether/core/Turn" {
+ *   interface ProviderTurnErrors {
+ *     readonly quota: QuotaExhausted
+ *   }
+ * }
+ * ```
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export interface ProviderTurnErrors {}
+
+/**
+ * The turn errors a neutral `Session.Session`, `Turn` or registry handle fails with by default: the union of every
+ * provider's own errors that {@link ProviderTurnErrors} lists (each a tagged class, so a host holding a neutral
+ * session catches them with `Effect.catchTag` and reads their fields), or {@link ProviderTurnError} when the program
+ * imports no provider package.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export type KnownProviderTurnError = [keyof ProviderTurnErrors] extends [never] ? ProviderTurnError
+  : ProviderTurnErrors[keyof ProviderTurnErrors]
+
+/**
  * Where a queued or running turn is in its life.
  *
  * @category models
@@ -175,7 +216,7 @@ export type Phase = "queued" | "started" | "acknowledged" | "completed" | "faile
  * @category models
  * @since 0.1.0
  */
-export interface Turn<A extends TurnResult = TurnResult, E = ProviderTurnError> {
+export interface Turn<A extends TurnResult = TurnResult, E = KnownProviderTurnError> {
   /** The host's id for the turn (Claude writes it as the user message's uuid; Codex maps its own turn id to it). */
   readonly id: string
   readonly result: Effect.Effect<A, TurnError | E>
