@@ -58,14 +58,6 @@ import * as Requests from "./internal/requests.ts"
 import * as Store from "./internal/store.ts"
 
 /**
- * A hook callback (the former, untyped form of `ClaudeHooks.HookMatcher`: every event's matcher is one).
- *
- * @category models
- * @since 0.1.0
- */
-export type HookCallback = ClaudeHooks.HookMatcher
-
-/**
  * An MCP server the CLI runs asks the user for input (an `elicitation`): a form (`requestedSchema`) or a URL.
  *
  * @category models
@@ -373,29 +365,6 @@ const initializeFields = (options: Options<unknown>): { readonly [key: string]: 
   ...(options.userDialogs !== undefined ? { supportedDialogKinds: [...options.userDialogs.kinds] } : {}),
   ...options.initialize
 })
-
-/**
- * The Claude stream-json provider: the protocol machine factory for the given hooks and initialize fields.
- *
- * @category protocol
- * @since 0.1.0
- */
-export const provider = (options: {
-  readonly hooks?: Options["hooks"]
-  readonly initialize?: Options["initialize"]
-  readonly maxLineLength?: number | undefined
-} = {}): Provider.Provider => {
-  const { config } = Requests.hookRegistry(options.hooks)
-  return {
-    name: "claude",
-    machine: () =>
-      internal.make({
-        hooks: config,
-        initialize: options.initialize,
-        maxLineLength: options.maxLineLength ?? ClaudeProtocol.defaultMaxLineLength
-      })
-  }
-}
 
 /** What a session's options add to the command line: the output's JSON Schema, the transcript mirror. */
 const extraArgs = (options: Options<unknown>, output: StructuredOutput | undefined): ReadonlyArray<string> => [

@@ -138,17 +138,6 @@ const machineOptions = (options: Options): internal.MachineOptions => ({
   turnParams: options.turnParams ?? {}
 })
 
-/**
- * The Codex app-server provider: the protocol machine factory for the given options.
- *
- * @category protocol
- * @since 0.1.0
- */
-export const provider = (options: Options = {}): Provider.Provider => ({
-  name: "codex",
-  machine: () => internal.make(machineOptions(options))
-})
-
 const handler = (requests: Options["requests"]) => (request: unknown): Effect.Effect<Provider.Reply> => {
   const r = request as internal.HostRequest
   if (requests === undefined) {

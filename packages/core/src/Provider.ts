@@ -11,8 +11,8 @@
  * by small integer refs, and the provider maps them to what its wire uses (Claude's user-message uuid and
  * `request_id`; Codex's JSON-RPC ids, thread id and server-assigned turn ids).
  *
- * `ClaudeSession.provider` (stream-json) and `CodexSession.provider` (app-server JSON-RPC) implement it; a third CLI
- * implements it the same way and gets every guarantee of the session for free.
+ * `@tether/claude` (stream-json) and `@tether/codex` (app-server JSON-RPC) implement it; a third CLI implements it the
+ * same way, in a package of its own, and gets every guarantee of the session for free.
  *
  * @since 0.1.0
  */
@@ -208,31 +208,4 @@ export interface ProtocolMachine {
   readonly reply: (requestId: string, reply: Reply) => Items
   /** What the provider can do; may change once the handshake tells it which CLI runs. */
   readonly capabilities: () => Capabilities
-}
-
-/**
- * A provider: its name, its static capabilities and a factory of protocol machines.
- *
- * @category models
- * @since 0.1.0
- */
-export interface Provider {
-  readonly name: string
-  readonly machine: () => ProtocolMachine
-}
-
-/**
- * Reads {@link Items} as an array without allocating for the common single-item case' callers: a helper for
- * provider and session code.
- *
- * @category utils
- * @since 0.1.0
- */
-export const forEachItem = (items: Items, f: (item: Item) => void): void => {
-  if (items === undefined) return
-  if (Array.isArray(items)) {
-    for (let i = 0; i < items.length; i++) f((items as ReadonlyArray<Item>)[i])
-  } else {
-    f(items as Item)
-  }
 }

@@ -33,8 +33,8 @@ import * as Stream from "effect/Stream"
 import * as EventLog from "../../EventLog.ts"
 import type * as Permission from "../../Permission.ts"
 import type * as Provider from "../../Provider.ts"
-import type { SendError } from "../../Session.ts"
-import { isTerminal, type SessionEvent, type Status } from "../../SessionEvent.ts"
+import type { ControlError, InterruptOutcome, SendError, Session } from "../../Session.ts"
+import { isTerminal, type SessionEvent } from "../../SessionEvent.ts"
 import {
   HandshakeFailed,
   type InterruptReason,
@@ -69,7 +69,7 @@ export interface Options {
 
 /** The driver's state for one turn (its handle reads it); its telemetry is the trace it extends. */
 interface TurnState extends Telemetry.TurnTrace {
-  readonly turn: Machine.Turn
+  readonly turn: Machine.Turn<TurnState>
   readonly done: Deferred.Deferred<TurnResult, AnyTurnError>
   written: Deferred.Deferred<void> | undefined
   isWritten: boolean
@@ -81,44 +81,12 @@ interface TurnState extends Telemetry.TurnTrace {
 
 /** A control request waiting for its answer. */
 interface PendingControl {
-  readonly deferred: Deferred.Deferred<unknown, Machine.ControlError>
+  readonly deferred: Deferred.Deferred<unknown, ControlError>
   readonly trace: Telemetry.ControlTrace
 }
 
-/** The session as the public `Session` module exposes it. */
-export interface Driven {
-  readonly protocol: string
-  readonly pid: Option.Option<number>
-  readonly handshake: unknown
-  readonly capabilities: Effect.Effect<Provider.Capabilities>
-  readonly status: Effect.Effect<Status>
-  readonly sessionId: Effect.Effect<Option.Option<string>>
-  readonly send: (
-    prompt: Prompt,
-    options?: { readonly queue?: boolean | undefined; readonly interruptOnCancel?: boolean | undefined }
-  ) => Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError>
-  readonly run: (
-    prompt: Prompt,
-    options?: { readonly queue?: boolean | undefined; readonly interruptOnCancel?: boolean | undefined }
-  ) => Effect.Effect<TurnResult, SendError | AnyTurnError>
-  readonly interrupt: Effect.Effect<Machine.InterruptOutcome>
-  readonly answerPermission: (
-    requestId: string,
-    decision: Permission.Verdict
-  ) => Effect.Effect<void, Permission.PermissionNotFound | Permission.PermissionAlreadyResolved>
-  readonly pendingPermissions: Effect.Effect<ReadonlyArray<Permission.PermissionRequest>>
-  readonly control: (request: unknown) => Effect.Effect<unknown, Machine.ControlError>
-  readonly subscribe: (
-    from?: EventLog.From
-  ) => Effect.Effect<Stream.Stream<EventLog.Delivery<SessionEvent>>, EventLog.ReplayUnavailable, Scope.Scope>
-  readonly latestSeq: Effect.Effect<number>
-  readonly process: Effect.Effect<Machine.ProcessState>
-  readonly isAlive: Effect.Effect<boolean>
-  readonly awaitExit: Effect.Effect<Transport.ExitStatus>
-  readonly stderrTail: Effect.Effect<string>
-  readonly retire: (reason: string) => Effect.Effect<void>
-  readonly close: (reason?: InterruptReason) => Effect.Effect<void>
-}
+/** The session as the public `Session` module exposes it, its provider's turn errors as the neutral shape. */
+export type Driven = Session<TurnResult, ProviderTurnError>
 
 const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
 
@@ -158,7 +126,7 @@ class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
 }
 
 class Driver {
-  readonly machine: Machine.Machine
+  readonly machine: Machine.Machine<TurnState>
   private draining = false
   /** A line is being written (the machine holds it in flight until its write ends). */
   private writing = false
@@ -174,7 +142,7 @@ class Driver {
   private timer: Fiber.Fiber<void> | undefined = undefined
   private armedAt = Number.POSITIVE_INFINITY
   private readonly controls = new Map<number, PendingControl>()
-  private readonly interrupts = new Map<number, Deferred.Deferred<Machine.InterruptOutcome>>()
+  private readonly interrupts = new Map<number, Deferred.Deferred<InterruptOutcome>>()
   private readonly running = new Map<string, Fiber.Fiber<unknown, unknown>>()
   readonly ready = Deferred.makeUnsafe<unknown, HandshakeFailed | StartupTimeout>()
   private ended = false
@@ -220,7 +188,7 @@ class Driver {
           )
         ))
     const t = options.timeouts
-    this.machine = new Machine.Machine(options.provider, {
+    this.machine = new Machine.Machine<TurnState>(options.provider, {
       deadlines: {
         startup: millis(t.startup),
         control: millis(t.control),
@@ -234,8 +202,7 @@ class Driver {
       queue: options.queue,
       queueCapacity: options.queueCapacity,
       makeId: options.makeId,
-      logBurst: 5,
-      logWindow: 10_000
+      ...Machine.logLimits
     })
   }
 
@@ -293,7 +260,7 @@ class Driver {
     }
   }
 
-  private perform(output: Machine.Output): void {
+  private perform(output: Machine.Output<TurnState>): void {
     switch (output._tag) {
       case "Flush": {
         // A write is in flight, or lines are being taken: the next is taken when it ends.
@@ -308,12 +275,12 @@ class Driver {
         return
       }
       case "Settle": {
-        const state = output.turn.handle as TurnState
+        const state = output.turn.handle!
         state.terminal.seq = this.latest()
         if (this.awaitingOutput === state || this.awaitingOutput === undefined) {
           // The turn that starts when one settles is the queue's next (a queued turn dropped meanwhile leaves the
           // running one, which may have had its first output already).
-          const next = this.machine.active?.handle as TurnState | undefined
+          const next = this.machine.active?.handle
           this.awaitingOutput = next !== undefined && next !== state && next.firstOutputMillis === undefined
             ? next
             : undefined
@@ -323,7 +290,7 @@ class Driver {
         return
       }
       case "Written": {
-        const state = output.turn.handle as TurnState
+        const state = output.turn.handle!
         state.isWritten = true
         if (state.written !== undefined) Deferred.doneUnsafe(state.written, Exit.void)
         return
@@ -349,7 +316,7 @@ class Driver {
         const active = this.machine.active
         this.telemetry.permissionRequested(
           output.request,
-          active !== undefined && active.id === output.request.turnId ? (active.handle as TurnState).span : undefined
+          active !== undefined && active.id === output.request.turnId ? active.handle!.span : undefined
         )
         return this.decide(output.request)
       }
@@ -650,7 +617,7 @@ class Driver {
     interruptOnCancel: boolean,
     sender: Fiber.Fiber<unknown, unknown>
   ): Effect.Effect<Turn<TurnResult, ProviderTurnError>, SendError> {
-    let started: Machine.Turn | undefined
+    let started: Machine.Turn<TurnState> | undefined
     // The sender stopped waiting before the CLI took the prompt: nobody holds the turn. It is interrupted (which
     // retires the session when the CLI has not acknowledged it: delivery is uncertain).
     return this.interruptingOnCancel(
@@ -678,7 +645,7 @@ class Driver {
     interruptOnCancel: boolean,
     sender: Fiber.Fiber<unknown, unknown>
   ): Effect.Effect<TurnResult, SendError | AnyTurnError> {
-    let started: Machine.Turn | undefined
+    let started: Machine.Turn<TurnState> | undefined
     return this.interruptingOnCancel(
       () => started,
       Effect.suspend((): Effect.Effect<TurnResult, SendError | AnyTurnError> => {
@@ -700,7 +667,7 @@ class Driver {
    * sent to outlive it.
    */
   private interruptingOnCancel<A, E>(
-    turnOf: () => Machine.Turn | undefined,
+    turnOf: () => Machine.Turn<TurnState> | undefined,
     wait: Effect.Effect<A, E>
   ): Effect.Effect<A, E> {
     return Effect.onInterrupt(wait, () =>
@@ -710,30 +677,30 @@ class Driver {
       }))
   }
 
-  private interruptTurnUnsafe(turn: Machine.Turn, reason: InterruptReason): void {
+  private interruptTurnUnsafe(turn: Machine.Turn<TurnState>, reason: InterruptReason): void {
     this.machine.interrupt(this.now(), turn, reason)
     this.drain()
   }
 
-  interruptTurn(turn: Machine.Turn, reason: InterruptReason): Effect.Effect<Machine.InterruptOutcome> {
+  interruptTurn(turn: Machine.Turn<TurnState>, reason: InterruptReason): Effect.Effect<InterruptOutcome> {
     return Effect.suspend(() => {
       const outcome = this.machine.interrupt(this.now(), turn, reason)
       return this.awaitInterrupt(outcome)
     })
   }
 
-  readonly interruptActive: Effect.Effect<Machine.InterruptOutcome> = Effect.suspend(() =>
+  readonly interruptActive: Effect.Effect<InterruptOutcome> = Effect.suspend(() =>
     this.awaitInterrupt(this.machine.interruptActive(this.now(), "host"))
   )
 
   private awaitInterrupt(
-    outcome: Machine.InterruptOutcome | { readonly waiter: number }
-  ): Effect.Effect<Machine.InterruptOutcome> {
+    outcome: InterruptOutcome | { readonly waiter: number }
+  ): Effect.Effect<InterruptOutcome> {
     if (typeof outcome === "string") {
       this.drain()
       return Effect.succeed(outcome)
     }
-    const deferred = Deferred.makeUnsafe<Machine.InterruptOutcome>()
+    const deferred = Deferred.makeUnsafe<InterruptOutcome>()
     this.interrupts.set(outcome.waiter, deferred)
     this.drain()
     // The settlement is the machine's: it completes even if this caller stops waiting.
@@ -741,7 +708,7 @@ class Driver {
   }
 
   /** Sends a control request for the fiber `sender` (whose span, if any, parents the control's). */
-  control(request: unknown, sender: Fiber.Fiber<unknown, unknown>): Effect.Effect<unknown, Machine.ControlError> {
+  control(request: unknown, sender: Fiber.Fiber<unknown, unknown>): Effect.Effect<unknown, ControlError> {
     const now = this.now()
     const trace = this.telemetry.controlSent(request, now, sender.cache.span)
     const ref = this.machine.control(now, request)
@@ -750,7 +717,7 @@ class Driver {
       this.drain()
       return Effect.fail(ref)
     }
-    const deferred = Deferred.makeUnsafe<unknown, Machine.ControlError>()
+    const deferred = Deferred.makeUnsafe<unknown, ControlError>()
     this.controls.set(ref, { deferred, trace })
     this.drain()
     return Deferred.await(deferred)
@@ -796,7 +763,7 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
   const transport = yield* Transport.Transport
   const clock = yield* Clock.Clock
   const telemetry = yield* Telemetry.make(clock, options.provider.capabilities().provider, options.model)
-  let started: Machine.Machine | undefined = undefined
+  let started: Machine.Machine<TurnState> | undefined = undefined
   // The first finalizer, so the last to run: the session's span ends once its process is gone (or never started).
   yield* Scope.addFinalizerExit(sessionScope, (exit) => Effect.sync(() => telemetry.ended(exit, started)))
   // Background fibers and the connection live in child scopes so that release can order them: graceful close

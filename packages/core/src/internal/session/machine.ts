@@ -18,6 +18,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Permission from "../../Permission.ts"
 import type * as Provider from "../../Provider.ts"
+import type { ControlError, InterruptOutcome, ProcessState } from "../../Session.ts"
 import type { SessionEvent, Status } from "../../SessionEvent.ts"
 import {
   CliExited,
@@ -74,25 +75,19 @@ export interface Settings {
   readonly queue: boolean
   readonly queueCapacity: number
   readonly makeId: () => string
-  /** Protocol errors logged verbatim per `logWindow` milliseconds; the rest are counted in one summary line. */
+  /**
+   * Protocol errors logged verbatim per `logWindow` milliseconds; the rest are counted in one summary line. A
+   * session uses {@link logLimits}; tests set their own.
+   */
   readonly logBurst: number
   readonly logWindow: number
 }
 
-/** What an interrupt did. */
-export type InterruptOutcome = "no-active-turn" | "interrupted" | "completed-first" | "retired"
+/** How many protocol errors a session logs verbatim (5 per 10 s), before it counts the rest in one summary line. */
+export const logLimits = { logBurst: 5, logWindow: 10_000 } as const
 
-/** The errors a control request can fail with. */
-export type ControlError = ControlFailed | ControlTimeout | CliExited | SessionRetired
-
-/** How the process ended, or that it is still running. */
-export type ProcessState =
-  | { readonly _tag: "Running" }
-  | { readonly _tag: "Completed"; readonly status: Transport.ExitStatus; readonly stderrTail: string }
-  | { readonly _tag: "Failed"; readonly status: Transport.ExitStatus; readonly stderrTail: string }
-
-/** A queued or running turn. `handle` is the driver's: the machine never reads it. */
-export class Turn {
+/** A queued or running turn. `handle` is the driver's (its type `H`): the machine never reads it. */
+export class Turn<H = unknown> {
   phase: Phase = "queued"
   acknowledged = false
   finished = false
@@ -105,7 +100,8 @@ export class Turn {
   /** Set once an interrupt was sent to the CLI: the interrupt deadline runs. */
   interruptAt: number | undefined = undefined
   waiters: Array<number> | undefined = undefined
-  handle: unknown = undefined
+  /** Set by the driver as soon as `send` returns the turn, before any output about it. */
+  handle: H | undefined = undefined
   readonly id: string
   /** The provider's lines for the prompt, encoded when it was sent. */
   readonly prompt: Provider.Items
@@ -118,7 +114,7 @@ export class Turn {
 }
 
 /** What the machine asks the driver to do, in order with the events (`at`: events emitted before it). */
-export type Output =
+export type Output<H = unknown> =
   /**
    * Lines wait in the outbox: the writer should take them (see `take`). `deferred`: the line may be dropped if
    * what it is about ends meanwhile (an interrupt racing a result), so the writer may take it a tick later.
@@ -127,11 +123,11 @@ export type Output =
   | {
     readonly _tag: "Settle"
     readonly at: number
-    readonly turn: Turn
+    readonly turn: Turn<H>
     readonly exit: Exit.Exit<TurnResult, AnyTurnError>
   }
   /** The sender of `turn` may return: its prompt was written, or never will be. */
-  | { readonly _tag: "Written"; readonly at: number; readonly turn: Turn }
+  | { readonly _tag: "Written"; readonly at: number; readonly turn: Turn<H> }
   | {
     readonly _tag: "ControlDone"
     readonly at: number
@@ -173,21 +169,21 @@ interface PendingPermission {
   deadline: number
 }
 
-interface Outgoing {
+interface Outgoing<H> {
   readonly line: string
   /** The turn whose prompt this is: its sender waits until it is written. */
-  readonly owner: Turn | undefined
+  readonly owner: Turn<H> | undefined
   /** Dropped, unwritten, if this turn has ended by the time the writer takes it (an interrupt racing a result). */
-  readonly unless: Turn | undefined
+  readonly unless: Turn<H> | undefined
   /** The control this line sends (an interrupt): forgotten with the line if it is dropped. */
   readonly ref?: number | undefined
 }
 
 /** A request of the CLI the host's handler is answering. */
-interface PendingHostRequest {
+interface PendingHostRequest<H> {
   readonly deadline: number
   /** The turn it is bound to (`bound: "turn"`): it lives as long as that turn, which does not stall meanwhile. */
-  readonly turn: Turn | undefined
+  readonly turn: Turn<H> | undefined
 }
 
 interface PendingControl {
@@ -221,16 +217,16 @@ const forEach = (items: Provider.Items, f: (item: Provider.Item) => void): void 
 
 const reasonOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
 
-export class Machine {
+export class Machine<H = unknown> {
   // --- outputs (drained by the driver) ---------------------------------------------------------------------
   events: Array<SessionEvent> = []
-  outputs: Array<Output> = []
+  outputs: Array<Output<H>> = []
 
   // --- state -----------------------------------------------------------------------------------------------
   status: Status = "starting"
   sessionId: string | undefined = undefined
-  active: Turn | undefined = undefined
-  readonly queue: Array<Turn> = []
+  active: Turn<H> | undefined = undefined
+  readonly queue: Array<Turn<H>> = []
   process: ProcessState = { _tag: "Running" }
   /** Why the session was retired; undefined while it is not. */
   retiredBecause: string | undefined = undefined
@@ -245,11 +241,11 @@ export class Machine {
   private waiterIds = 0
   private readonly controls = new Map<number, PendingControl>()
   private readonly permissions = new Map<string, PendingPermission>()
-  private readonly hostRequests = new Map<string, PendingHostRequest>()
+  private readonly hostRequests = new Map<string, PendingHostRequest<H>>()
   /** Lines waiting for the writer, oldest first. */
-  private readonly outbox: Array<Outgoing> = []
+  private readonly outbox: Array<Outgoing<H>> = []
   /** The line being written: its owner (a turn for a prompt's line), or null for another line. */
-  private inFlight: Turn | null | undefined = undefined
+  private inFlight: Turn<H> | null | undefined = undefined
   private writeAt = never
   private logWindowEnd = 0
   private logCount = 0
@@ -336,7 +332,7 @@ export class Machine {
     prompt: Prompt,
     queue: boolean | undefined,
     interruptOnCancel: boolean
-  ): Turn | TurnInFlight | QueueFull | SessionUnavailable | InvalidPrompt {
+  ): Turn<H> | TurnInFlight | QueueFull | SessionUnavailable | InvalidPrompt {
     if (this.status === "closed" || this.status === "failed" || this.closing || this.retiredBecause !== undefined) {
       return new SessionUnavailable({ status: this.status, reason: "the session no longer accepts prompts" })
     }
@@ -354,7 +350,7 @@ export class Machine {
     } catch (cause) {
       return new InvalidPrompt({ reason: reasonOf(cause) })
     }
-    const turn = new Turn(id, lines, interruptOnCancel)
+    const turn = new Turn<H>(id, lines, interruptOnCancel)
     if (busy) {
       this.queue.push(turn)
       this.emit({ _tag: "TurnQueued", turnId: id, raw: undefined })
@@ -371,7 +367,7 @@ export class Machine {
    */
   interrupt(
     now: number,
-    turn: Turn,
+    turn: Turn<H>,
     reason: InterruptReason
   ): InterruptOutcome | { readonly waiter: number } {
     if (turn.finished) return "completed-first"
@@ -835,12 +831,12 @@ export class Machine {
     this.events.push(item as SessionEvent)
   }
 
-  private progress(now: number, turn: Turn): void {
+  private progress(now: number, turn: Turn<H>): void {
     turn.lastProgress = now
     if (!turn.acknowledged) this.acknowledge(now, turn)
   }
 
-  private acknowledge(now: number, turn: Turn): void {
+  private acknowledge(now: number, turn: Turn<H>): void {
     if (turn.acknowledged) return
     turn.acknowledged = true
     turn.lastProgress = now
@@ -1004,7 +1000,7 @@ export class Machine {
 
   // --- turns -------------------------------------------------------------------------------------------------
 
-  private startTurn(now: number, turn: Turn): void {
+  private startTurn(now: number, turn: Turn<H>): void {
     this.active = turn
     turn.phase = "started"
     turn.startedAt = now
@@ -1014,12 +1010,12 @@ export class Machine {
     forEach(turn.prompt, (item) => this.promptItem(now, turn, item))
   }
 
-  private promptItem(now: number, turn: Turn, item: Provider.Item): void {
+  private promptItem(now: number, turn: Turn<H>, item: Provider.Item): void {
     if (item._tag === "Write") this.write(item.line, turn, undefined)
     else this.item(now, item)
   }
 
-  private finish(now: number, turn: Turn, exit: Exit.Exit<TurnResult, AnyTurnError>): void {
+  private finish(now: number, turn: Turn<H>, exit: Exit.Exit<TurnResult, AnyTurnError>): void {
     if (turn.finished) return
     turn.finished = true
     turn.phase = Exit.isSuccess(exit) ? "completed" : turn.phase === "queued" ? "cancelled" : "failed"
@@ -1070,7 +1066,7 @@ export class Machine {
   }
 
   /** Stops the handlers of the CLI's requests (those bound to `turn` only, when given): nothing is answered. */
-  private stopHostRequests(turn?: Turn): void {
+  private stopHostRequests(turn?: Turn<H>): void {
     if (this.hostRequests.size === 0) return
     for (const [requestId, pending] of this.hostRequests) {
       if (turn !== undefined && pending.turn !== turn) continue
@@ -1085,7 +1081,7 @@ export class Machine {
   }
 
   /** The turn waits on the host's handler of one of the CLI's requests. */
-  private hostWorking(turn: Turn): boolean {
+  private hostWorking(turn: Turn<H>): boolean {
     if (this.hostRequests.size === 0) return false
     for (const pending of this.hostRequests.values()) if (pending.turn === turn) return true
     return false
@@ -1102,7 +1098,7 @@ export class Machine {
     this.apply(now, lines)
   }
 
-  private write(line: string, owner: Turn | undefined, unless: Turn | undefined, ref?: number): void {
+  private write(line: string, owner: Turn<H> | undefined, unless: Turn<H> | undefined, ref?: number): void {
     if (this.retiredBecause !== undefined || this.exit !== undefined) {
       if (owner !== undefined) this.output({ _tag: "Written", at: 0, turn: owner })
       return
@@ -1114,7 +1110,7 @@ export class Machine {
   }
 
   /** Takes a turn's prompt out of the outbox, unwritten, and releases its sender. */
-  private dropPrompt(turn: Turn): void {
+  private dropPrompt(turn: Turn<H>): void {
     for (let i = this.outbox.length - 1; i >= 0; i--) {
       if (this.outbox[i].owner === turn) this.outbox.splice(i, 1)
     }
@@ -1190,7 +1186,7 @@ export class Machine {
     this.events.push(event)
   }
 
-  private output(output: Output): void {
+  private output(output: Output<H>): void {
     ;(output as { at: number }).at = this.events.length
     this.outputs.push(output)
   }
