@@ -169,6 +169,9 @@ interface PendingPermission {
   deadline: number
 }
 
+/** A permission request not resolved by then is denied (deciding) or expires (deferred). */
+const permissionDue = (pending: PendingPermission): number => pending.state === "resolved" ? never : pending.deadline
+
 interface Outgoing<H> {
   readonly line: string
   /** The turn whose prompt this is: its sender waits until it is written. */
@@ -642,7 +645,7 @@ export class Machine<H = unknown> {
     const turn = this.active
     // A tick that comes late (a busy event loop) can find both an interrupt's deadline and its request's passed: the
     // earlier decides, as it would have on time.
-    const interruptDue = turn?.interruptAt !== undefined && now >= turn.interruptAt ? turn.interruptAt : never
+    const interruptDue = turn !== undefined && now >= this.interruptDue(turn) ? this.interruptDue(turn) : never
     for (const [ref, control] of this.controls) {
       if (now < control.deadline || interruptDue <= control.deadline) break
       this.controls.delete(ref)
@@ -652,31 +655,28 @@ export class Machine<H = unknown> {
       return
     }
     if (turn !== undefined) {
-      if (turn.interruptAt !== undefined) {
-        if (now >= turn.interruptAt) {
-          const error = new InterruptTimeout({
-            turnId: turn.id,
-            reason: turn.interruptReason ?? "host",
-            timeoutMillis: d.interrupt,
-            acknowledged: turn.acknowledged
-          })
-          this.retire(now, error.message, error, "interrupt-timeout")
-          return
-        }
-      } else if (now >= turn.startedAt + d.turn) {
+      if (now >= this.interruptDue(turn)) {
+        const error = new InterruptTimeout({
+          turnId: turn.id,
+          reason: turn.interruptReason ?? "host",
+          timeoutMillis: d.interrupt,
+          acknowledged: turn.acknowledged
+        })
+        this.retire(now, error.message, error, "interrupt-timeout")
+        return
+      }
+      if (now >= this.turnDue(turn)) {
         this.interrupt(now, turn, "turn-timeout")
-      } else if (
-        this.status !== "awaiting-permission" && now >= turn.lastProgress + d.stall && !this.hostWorking(turn)
-      ) {
+      } else if (now >= this.stallDue(turn)) {
         this.interrupt(now, turn, "stall")
       }
-      if (this.active === turn && !turn.ackWarned && !turn.acknowledged && now >= turn.startedAt + d.ack) {
+      if (this.active === turn && now >= this.ackDue(turn)) {
         turn.ackWarned = true
         this.log("Warning", `turn ${turn.id} was not acknowledged by the CLI within ${d.ack} ms`)
       }
     }
     for (const pending of this.permissions.values()) {
-      if (pending.state === "resolved" || now < pending.deadline) continue
+      if (now < permissionDue(pending)) continue
       if (pending.state === "deciding") {
         const decision = Permission.deny("the host's permission policy did not decide in time")
         this.resolve(now, pending, { _tag: "Decided", by: "policy", decision }, decision)
@@ -695,44 +695,68 @@ export class Machine<H = unknown> {
       this.output({ _tag: "StopHandling", at: 0, requestId })
       this.reply(now, requestId, { _tag: "Error", message: "the host did not answer in time" })
     }
-    if (this.logSuppressed > 0 && now >= this.logWindowEnd) this.flushLogSummary(now)
+    if (now >= this.logDue()) this.flushLogSummary(now)
   }
 
   /** When the machine next wants `tick`, in clock milliseconds (`Infinity`: no deadline). */
   nextDeadline(): number {
     let next = this.startupAt < this.writeAt ? this.startupAt : this.writeAt
-    for (const control of this.controls.values()) {
-      if (control.deadline < next) next = control.deadline
-      break
-    }
+    const control = this.controlDue()
+    if (control < next) next = control
     const turn = this.active
     if (turn !== undefined) {
-      const d = this.settings.deadlines
-      if (turn.interruptAt !== undefined) {
-        if (turn.interruptAt < next) next = turn.interruptAt
-      } else {
-        const turnAt = turn.startedAt + d.turn
-        if (turnAt < next) next = turnAt
-        if (this.status !== "awaiting-permission" && !this.hostWorking(turn)) {
-          const stallAt = turn.lastProgress + d.stall
-          if (stallAt < next) next = stallAt
-        }
-      }
-      if (!turn.ackWarned && !turn.acknowledged) {
-        const ackAt = turn.startedAt + d.ack
-        if (ackAt < next) next = ackAt
-      }
+      next = Math.min(next, this.interruptDue(turn), this.turnDue(turn), this.stallDue(turn), this.ackDue(turn))
     }
-    if (this.permissions.size > 0) {
-      for (const pending of this.permissions.values()) {
-        if (pending.state !== "resolved" && pending.deadline < next) next = pending.deadline
-      }
+    for (const pending of this.permissions.values()) {
+      const due = permissionDue(pending)
+      if (due < next) next = due
     }
     for (const pending of this.hostRequests.values()) {
       if (pending.deadline < next) next = pending.deadline
     }
-    if (this.logSuppressed > 0 && this.logWindowEnd < next) next = this.logWindowEnd
-    return next
+    const log = this.logDue()
+    return log < next ? log : next
+  }
+
+  // --- the deadline table: each kind of deadline is written once, here, and read both by `tick` (is it due?) and
+  // by `nextDeadline` (when is the next?), as quinn-proto keeps one timer table and takes its minimum. `never`: not
+  // running. The startup and write deadlines are fields of their own (`startupAt`, `writeAt`), as are the host
+  // requests' (one each).
+
+  /** The first control request's (the map keeps them in the order they were sent, so in deadline order). */
+  private controlDue(): number {
+    for (const control of this.controls.values()) return control.deadline
+    return never
+  }
+
+  /** An interrupt sent to the CLI must have settled the turn by then. */
+  private interruptDue(turn: Turn<H>): number {
+    return turn.interruptAt ?? never
+  }
+
+  /** The whole turn's deadline, while no interrupt runs. */
+  private turnDue(turn: Turn<H>): number {
+    return turn.interruptAt === undefined ? turn.startedAt + this.settings.deadlines.turn : never
+  }
+
+  /**
+   * No progress since then is a stall, while no interrupt runs and the turn waits on nobody: not on a permission,
+   * not on the host's answer to one of the CLI's requests bound to it (its stall clock is paused meanwhile).
+   */
+  private stallDue(turn: Turn<H>): number {
+    return turn.interruptAt === undefined && this.status !== "awaiting-permission" && !this.hostWorking(turn)
+      ? turn.lastProgress + this.settings.deadlines.stall
+      : never
+  }
+
+  /** A turn not acknowledged by then is logged once (a diagnostic: nothing fails). */
+  private ackDue(turn: Turn<H>): number {
+    return !turn.ackWarned && !turn.acknowledged ? turn.startedAt + this.settings.deadlines.ack : never
+  }
+
+  /** The summary of the protocol errors counted and not logged in this window. */
+  private logDue(): number {
+    return this.logSuppressed > 0 ? this.logWindowEnd : never
   }
 
   /** Drops the outputs collected so far (the driver has taken them). */
