@@ -85,16 +85,21 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
-import { fixDisposition } from "./internal/disposition.ts"
+import type {
+  CapacityExceeded,
+  GenerationChanged,
+  RegistryClosed,
+  SessionConflict,
+  SessionNotFound
+} from "./internal/registry/errors.ts"
 import * as fingerprints from "./internal/registry/fingerprint.ts"
 import * as internalKinds from "./internal/registry/kinds.ts"
+import * as internalMetrics from "./internal/registry/metrics.ts"
 import * as internal from "./internal/registry/registry.ts"
-import { TaggedError } from "./internal/taggedError.ts"
 import type * as Permission from "./Permission.ts"
 import type * as Session from "./Session.ts"
 import type { SessionEvent, Status } from "./SessionEvent.ts"
@@ -107,116 +112,19 @@ import type { KnownProviderTurnError, Prompt, Turn, TurnError, TurnResult } from
 // Errors
 // ---------------------------------------------------------------------------------------------------------------
 
-// The disposition flags of SessionConflict, set once on its prototype.
-export interface SessionConflict extends TetherError.Disposition {}
-
-/**
- * The id has a live session started with a different configuration. Nothing was started and nothing was sent:
- * the request can be requeued (for example once the live session is evicted), or sent with `onConflict:
- * "replace"`.
- *
- * @category errors
- * @since 0.1.0
- */
-export class SessionConflict extends TaggedError("SessionConflict")<{
-  readonly id: string
-  readonly generation: number
-  readonly liveFingerprint: string
-  readonly requestedFingerprint: string
-}> {
-  static {
-    fixDisposition(this, true, true, false)
-  }
-  override get message() {
-    return `session ${this.id} (generation ${this.generation}) is live with a different configuration`
-  }
-}
-
-// The disposition flags of CapacityExceeded, set once on its prototype.
-export interface CapacityExceeded extends TetherError.Disposition {}
-
-/**
- * The registry is at capacity and no session could be evicted (every one is pinned or running a turn), or a
- * slot did not free up within the admission timeout. Nothing was started: requeue later.
- *
- * @category errors
- * @since 0.1.0
- */
-export class CapacityExceeded extends TaggedError("CapacityExceeded")<{
-  readonly id: string
-  readonly capacity: number
-  readonly waitedMillis: number
-}> {
-  static {
-    fixDisposition(this, true, true, false)
-  }
-  override get message() {
-    return `no room for session ${this.id}: all ${this.capacity} sessions are pinned or busy` +
-      (this.waitedMillis > 0 ? ` (waited ${this.waitedMillis} ms)` : "")
-  }
-}
-
-// The disposition flags of GenerationChanged, set once on its prototype.
-export interface GenerationChanged extends TetherError.Disposition {}
-
-/**
- * A handle (or a call that named a generation) refers to an incarnation of the id that is gone. Nothing was sent
- * to the session that replaced it, if any (`current` is its generation, `null` when the id has none).
- *
- * @category errors
- * @since 0.1.0
- */
-export class GenerationChanged extends TaggedError("GenerationChanged")<{
-  readonly id: string
-  readonly expected: number
-  readonly current: number | null
-}> {
-  static {
-    fixDisposition(this, true, true, false)
-  }
-  override get message() {
-    return `session ${this.id} is no longer generation ${this.expected}` +
-      (this.current === null ? " (it has no live session)" : ` (it is generation ${this.current})`)
-  }
-}
-
-// The disposition flags of SessionNotFound, set once on its prototype.
-export interface SessionNotFound extends TetherError.Disposition {}
-
-/**
- * No session is registered under the id. Nothing was sent.
- *
- * @category errors
- * @since 0.1.0
- */
-export class SessionNotFound extends TaggedError("SessionNotFound")<{
-  readonly id: string
-}> {
-  static {
-    fixDisposition(this, true, true, false)
-  }
-  override get message() {
-    return `no session ${this.id}`
-  }
-}
-
-// The disposition flags of RegistryClosed, set once on its prototype.
-export interface RegistryClosed extends TetherError.Disposition {}
-
-/**
- * The registry is shutting down (its layer is being released). Nothing was started or sent.
- *
- * @category errors
- * @since 0.1.0
- */
-export class RegistryClosed extends TaggedError("RegistryClosed") {
-  static {
-    fixDisposition(this, true, true, false)
-  }
-  override get message() {
-    return "the session registry is closed"
-  }
-}
+// Defined in a leaf module, which the registry's implementation imports without importing this one.
+export {
+  /** @since 0.1.0 */
+  CapacityExceeded,
+  /** @since 0.1.0 */
+  GenerationChanged,
+  /** @since 0.1.0 */
+  RegistryClosed,
+  /** @since 0.1.0 */
+  SessionConflict,
+  /** @since 0.1.0 */
+  SessionNotFound
+} from "./internal/registry/errors.ts"
 
 /**
  * What finding a session by id (or by handle) can fail with. A session that is being evicted, or that failed, is
@@ -621,19 +529,7 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownPro
  * @category metrics
  * @since 0.1.0
  */
-export const metrics = {
-  sessions: Metric.gauge("tether_registry_sessions", { description: "Sessions live in session registries" }),
-  turnsInFlight: Metric.gauge("tether_registry_turns_in_flight", {
-    description: "Turns sent through session registries that have not ended"
-  }),
-  sessionStart: Metric.timer("tether_registry_session_start", { description: "Session start, spawn to handshake" }),
-  turnDuration: Metric.timer("tether_registry_turn_duration", { description: "Turn duration, send to end" }),
-  evictions: Metric.counter("tether_registry_evictions", {
-    description: "Sessions that left a registry, by reason",
-    incremental: true
-  }),
-  teardownDuration: Metric.timer("tether_registry_teardown_duration", { description: "Closing one session" })
-} as const
+export const metrics: typeof internalMetrics.metrics = internalMetrics.metrics
 
 // ---------------------------------------------------------------------------------------------------------------
 // Constructors

@@ -10,8 +10,7 @@
  * captures: a turn, its result) alive until the next full GC. For the same reason the closures Effect stores per
  * turn (an `ensuring`) close over the entry, never the turn.
  *
- * This module uses the public module's errors and metrics inside its functions only: `SessionRegistry.ts` imports
- * the shell, and the shell imports it back.
+ * The metrics it records come from a leaf module (`metrics.ts`): it imports only types from `SessionRegistry.ts`.
  *
  * @internal
  */
@@ -24,9 +23,10 @@ import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Scope from "effect/Scope"
 import type * as Session from "../../Session.ts"
-import { type EvictionReason, metrics } from "../../SessionRegistry.ts"
+import type { EvictionReason } from "../../SessionRegistry.ts"
 import { SessionUnavailable } from "../../TetherError.ts"
 import type { Turn, TurnResult } from "../../Turn.ts"
+import { metrics } from "./metrics.ts"
 import * as State from "./state.ts"
 
 /** An entry: the core's bookkeeping, and what the shell needs to start, watch and close its session. */

@@ -3,8 +3,8 @@
  * calls by id and by handle, eviction, snapshots. Each is a short function over the registry's record
  * (`entries.ts`) that asks the pure core (`state.ts`) what to do.
  *
- * `SessionRegistry.ts` delegates to this module and this module builds the public module's errors: load it
- * through `SessionRegistry.ts` (the core, `state.ts`, imports only types from it and loads on its own).
+ * `SessionRegistry.ts` delegates to this module; the errors and metrics it shares with the public module live in
+ * leaf modules (`errors.ts`, `metrics.ts`), so that this module imports only types from `SessionRegistry.ts`.
  *
  * @internal
  */
@@ -18,27 +18,23 @@ import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import type * as EventLog from "../../EventLog.ts"
 import type * as Permission from "../../Permission.ts"
-import {
-  CapacityExceeded,
-  type EvictOptions,
-  GenerationChanged,
-  type GetOptions,
-  type Handle,
-  type LookupError,
-  metrics,
-  type Options,
-  type Registry as PublicRegistry,
-  RegistryClosed,
-  type SendOptions,
-  SessionConflict,
-  SessionNotFound,
-  type Snapshot,
-  type Target
+import type {
+  EvictOptions,
+  GetOptions,
+  Handle,
+  LookupError,
+  Options,
+  Registry as PublicRegistry,
+  SendOptions,
+  Snapshot,
+  Target
 } from "../../SessionRegistry.ts"
 import { InvalidConfig, SessionUnavailable } from "../../TetherError.ts"
 import type { Prompt, TurnResult } from "../../Turn.ts"
 import * as Entries from "./entries.ts"
 import type { Entry, Registry } from "./entries.ts"
+import { CapacityExceeded, GenerationChanged, RegistryClosed, SessionConflict, SessionNotFound } from "./errors.ts"
+import { metrics } from "./metrics.ts"
 import * as State from "./state.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
