@@ -33,7 +33,6 @@ import * as Provider from "@tether/core/Provider"
 import * as Session from "@tether/core/Session"
 import type * as SessionRegistry from "@tether/core/SessionRegistry"
 import { ControlFailed, InvalidConfig, type ProtocolError } from "@tether/core/TetherError"
-import type * as Timeouts from "@tether/core/Timeouts"
 import type * as Transport from "@tether/core/Transport"
 import type * as Turn_ from "@tether/core/Turn"
 import * as Effect from "effect/Effect"
@@ -93,8 +92,7 @@ export type SessionStore = Store.SessionStore
  * @category models
  * @since 0.1.0
  */
-export interface Options<Out = unknown> extends ClaudeOptions.Options {
-  readonly timeouts?: Timeouts.Timeouts | undefined
+export interface Options<Out = unknown> extends ClaudeOptions.Options, Session.HostOptions {
   /** Decides tool-use permissions. Default: deny everything. */
   readonly policy?: Permission.Policy | undefined
   /** Hook callbacks by event (`PreToolUse`, `UserPromptSubmit`, `Stop`, …), typed per event: see `ClaudeHooks`. */
@@ -139,11 +137,6 @@ export interface Options<Out = unknown> extends ClaudeOptions.Options {
   readonly sessionStore?: SessionStore | undefined
   /** Extra fields for the `initialize` request, over the typed ones. */
   readonly initialize?: { readonly [key: string]: unknown } | undefined
-  readonly queue?: boolean | undefined
-  readonly queueCapacity?: number | undefined
-  readonly eventRing?: number | undefined
-  readonly subscriberBuffer?: number | undefined
-  readonly makeId?: (() => string) | undefined
 }
 
 /**
@@ -405,7 +398,6 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
   const output = options.outputSchema === undefined ? undefined : yield* structuredOutputOf(options.outputSchema)
   const problems = yield* sessionProblems(options, output)
   if (problems.length > 0) return yield* new InvalidConfig({ problems })
-  const timeouts = options.timeouts ?? Provider.defaultTimeouts
   const spec = yield* ClaudeOptions.toLaunchSpec(options)
   const launch: Transport.LaunchSpec = { ...spec, args: [...spec.args, ...extraArgs(options, output)] }
   const hooks = Requests.hookRegistry(options.hooks)
@@ -429,14 +421,9 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
       questions: { onElicitation: options.onElicitation, userDialogs: options.userDialogs }
     }),
     launch,
-    timeouts,
-    policy: options.policy,
-    queue: options.queue,
-    queueCapacity: options.queueCapacity,
-    eventRing: options.eventRing,
-    subscriberBuffer: options.subscriberBuffer,
-    makeId: options.makeId,
-    model: options.model
+    model: options.model,
+    // The host's options every session takes (timeouts, policy, queue, rings, ids), as they are.
+    ...Session.hostOptions(options)
   }) as Effect.Effect<
     Session.Session<TurnResult, TurnError>,
     Session.StartError,

@@ -35,7 +35,6 @@ import * as Provider from "@tether/core/Provider"
 import * as Session from "@tether/core/Session"
 import type * as SessionRegistry from "@tether/core/SessionRegistry"
 import type { InvalidConfig } from "@tether/core/TetherError"
-import type * as Timeouts from "@tether/core/Timeouts"
 import type * as Transport from "@tether/core/Transport"
 import type * as Turn_ from "@tether/core/Turn"
 import * as Effect from "effect/Effect"
@@ -50,8 +49,7 @@ import * as internal from "./internal/machine.ts"
  * @category models
  * @since 0.1.0
  */
-export interface Options extends CodexOptions.Options {
-  readonly timeouts?: Timeouts.Timeouts | undefined
+export interface Options extends CodexOptions.Options, Session.HostOptions {
   /** Decides command and file-change approvals. Default: deny everything. */
   readonly policy?: Permission.Policy | undefined
   /**
@@ -60,11 +58,6 @@ export interface Options extends CodexOptions.Options {
   readonly requests?: ((method: string, params: unknown) => Effect.Effect<unknown, Permission.PolicyError>) | undefined
   /** Extra `turn/start` params for every turn (e.g. `{ effort: "high" }`). */
   readonly turnParams?: { readonly [key: string]: unknown } | undefined
-  readonly queue?: boolean | undefined
-  readonly queueCapacity?: number | undefined
-  readonly eventRing?: number | undefined
-  readonly subscriberBuffer?: number | undefined
-  readonly makeId?: (() => string) | undefined
 }
 
 /**
@@ -173,14 +166,9 @@ export const make = Effect.fn("CodexSession.make")(function*(given: Options = {}
     provider: internal.make(machineOptions(options)),
     handle: handler(options.requests),
     launch,
-    timeouts: options.timeouts ?? Provider.defaultTimeouts,
-    policy: options.policy,
-    queue: options.queue,
-    queueCapacity: options.queueCapacity,
-    eventRing: options.eventRing,
-    subscriberBuffer: options.subscriberBuffer,
-    makeId: options.makeId,
-    model: options.model
+    model: options.model,
+    // The host's options every session takes (timeouts, policy, queue, rings, ids), as they are.
+    ...Session.hostOptions(options)
   }) as Effect.Effect<Session.Session<TurnResult, TurnError>, Session.StartError, Transport.Transport | Scope.Scope>)
   const info = session.handshake as { readonly thread: { readonly thread: { readonly id: string } } }
   const codex: CodexSession = { ...session, threadId: info.thread.thread.id }

@@ -17,22 +17,10 @@
  * @since 0.1.0
  */
 import * as fingerprints from "./internal/registry/fingerprint.ts"
-import * as timeouts from "./internal/timeouts.ts"
 import type { PermissionRequest, Verdict } from "./Permission.ts"
 import type { SessionEvent } from "./SessionEvent.ts"
 import type { ProtocolError } from "./TetherError.ts"
-import type { Timeouts } from "./Timeouts.ts"
 import type { AnyTurnError, Prompt, TurnResult } from "./Turn.ts"
-
-/**
- * The timeouts a provider's session uses when its options give none: `Timeouts.defaults`, from a module that does
- * not load `effect/Config` (which `Timeouts` does, for `Timeouts.config`), so that starting a session loads no schema
- * machinery.
- *
- * @category provider packages
- * @since 0.1.0
- */
-export const defaultTimeouts: Timeouts = timeouts.defaults
 
 /**
  * `SessionRegistry.fingerprint`, for a provider's registry kind: from a module that does not load `effect/Config`,

@@ -47,6 +47,7 @@ import type * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
 import * as driver from "./internal/session/driver.ts"
 import * as telemetry from "./internal/session/telemetry.ts"
+import { defaults as defaultTimeouts } from "./internal/timeouts.ts"
 import * as Permission from "./Permission.ts"
 import type * as Provider from "./Provider.ts"
 import type { SessionEvent, Status } from "./SessionEvent.ts"
@@ -184,28 +185,60 @@ export interface Session<A extends TurnResult = TurnResult, E = KnownProviderTur
  * @category models
  * @since 0.1.0
  */
-export interface Options {
+export interface Options extends HostOptions {
   /** The provider's protocol machine for this session. */
   readonly provider: Provider.ProtocolMachine
   readonly launch: Transport.LaunchSpec
-  readonly timeouts: Timeouts
-  readonly policy?: Permission.Policy | undefined
   /**
    * Answers the CLI's requests other than permissions (the provider's `HostRequest` items: hook callbacks, MCP
    * messages). Bounded by the control timeout, or by the running turn for the requests the provider binds to it
    * (a tool call the turn waits on: see `Provider.Item`). Default: an error answer.
    */
   readonly handle?: ((request: unknown) => Effect.Effect<Provider.Reply>) | undefined
-  /** Queue sends behind a running turn by default (else `TurnInFlight`). */
-  readonly queue?: boolean | undefined
-  readonly queueCapacity?: number | undefined
-  readonly eventRing?: number | undefined
-  readonly subscriberBuffer?: number | undefined
-  /** Generates turn ids (by default UUIDs, unique across sessions, that count up within one). */
-  readonly makeId?: (() => string) | undefined
   /** The model the host asked for, as the session's spans report it (`tether.model`). */
   readonly model?: string | undefined
 }
+
+/**
+ * The options every provider's session takes from the host, whatever its CLI: a provider's options extend these
+ * (`ClaudeSession.Options`, `CodexSession.Options`) and hand them to {@link make} as they are.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface HostOptions {
+  /** The session's deadlines. Default: `Timeouts.defaults`. */
+  readonly timeouts?: Timeouts | undefined
+  /** Decides the CLI's permission requests. Default: deny everything. */
+  readonly policy?: Permission.Policy | undefined
+  /** Queue sends behind a running turn by default (else `TurnInFlight`). Default: false. */
+  readonly queue?: boolean | undefined
+  /** How many sends may wait behind the running turn (`QueueFull` past it). Default: 64. */
+  readonly queueCapacity?: number | undefined
+  /** How many events the session keeps for subscribers that start behind the latest. Default: 512. */
+  readonly eventRing?: number | undefined
+  /** How many events a subscriber may fall behind before it sees a lag marker. Default: 512. */
+  readonly subscriberBuffer?: number | undefined
+  /** Generates turn ids (by default UUIDs, unique across sessions, that count up within one). */
+  readonly makeId?: (() => string) | undefined
+}
+
+/**
+ * The {@link HostOptions} of a provider's options, and nothing else: what a provider hands {@link make} besides its
+ * own protocol machine, launch and handler.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const hostOptions = (options: HostOptions): HostOptions => ({
+  timeouts: options.timeouts,
+  policy: options.policy,
+  queue: options.queue,
+  queueCapacity: options.queueCapacity,
+  eventRing: options.eventRing,
+  subscriberBuffer: options.subscriberBuffer,
+  makeId: options.makeId
+})
 
 /**
  * Where a session's CLI keeps its own conversation state, and which conversation it resumes. See
@@ -342,7 +375,7 @@ export const make: (options: Options) => Effect.Effect<
   const driven = yield* driver.make({
     provider: options.provider,
     launch: options.launch,
-    timeouts: options.timeouts,
+    timeouts: options.timeouts ?? defaultTimeouts,
     policy: options.policy ?? Permission.denyAll,
     handle: options.handle ?? unsupported,
     queue: options.queue ?? false,
