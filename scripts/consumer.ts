@@ -7,7 +7,9 @@
  * 2. Makes an application in a temporary directory (removed at the end, whatever happens) with `effect` at the floor
  *    of Tether's peer range, a different version than the repository's, and `npm install`s the tarballs into it
  *    with `--strict-peer-deps`: a peer range that excludes the application's `effect` fails here. Then checks
- *    that the application has one `effect` and one `@tether/core`.
+ *    that the application has one `effect` and one `@tether/core`. `@tether/cluster`, whose floor is higher, gets
+ *    a second application at its own floors (effect, `@effect/platform-node`, `@effect/sql-pg`), installed, listed
+ *    with no invalid peer, type-checked (its README's example) and loaded.
  * 3. Type-checks the application's host and its test (`scripts/consumer/`) with the registry's `tsc`, `strict`,
  *    declaration files included: a missing export or a wrong type fails here.
  * 4. Runs the host (`node src/main.ts`) against the fake `claude` of the installed `@tether/testing`, as real
@@ -22,7 +24,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 
 const root = Path.resolve(import.meta.dirname, "..")
-const packages = ["core", "claude", "codex", "transport-node", "testing"] as const
+const packages = ["core", "claude", "codex", "transport-node", "testing", "cluster"] as const
 const started = Date.now()
 
 const log = (message: string) => console.log(`consumer: ${message}`)
@@ -122,7 +124,11 @@ try {
   log(`packed ${manifests.map((m) => m.name).join(", ")} with pnpm (${seconds(packedAt)})`)
 
   // --- 2. install ----------------------------------------------------------------------------------------------
-  const ranges = new Set(manifests.map((manifest) => manifest.peerDependencies?.effect))
+  const ranges = new Set(
+    manifests.filter((manifest) => manifest.name !== "@tether/cluster").map((manifest) =>
+      manifest.peerDependencies?.effect
+    )
+  )
   check(ranges.size === 1 && !ranges.has(undefined), `the packages disagree on their effect peer range: ${[...ranges]}`)
   const [range] = ranges as Set<string>
   const effect = floorOf(range)
@@ -264,6 +270,64 @@ try {
     `the host's test ran with vitest ${pinned("vitest")} and @effect/vitest ${pinned("@effect/vitest")}: ${summary} (${
       seconds(testedAt)
     })`
+  )
+  // --- 5. the cluster's application, at its own floors --------------------------------------------------------
+  const clusterAt = Date.now()
+  const clusterPeers = manifests[packages.indexOf("cluster")].peerDependencies as Record<string, string>
+  const clusterFloor = (name: string) => floorOf(clusterPeers[name] ?? fail(`@tether/cluster has no peer ${name}`))
+  const clusterEffect = clusterFloor("effect")
+  const clusterApp = Path.join(work, "cluster-app")
+  Fs.cpSync(Path.join(root, "scripts", "consumer-cluster"), clusterApp, { recursive: true })
+  const tarball = (name: string) => `file:${tarballOf.get(name) ?? fail(`no tarball of ${name}`)}`
+  Fs.writeFileSync(
+    Path.join(clusterApp, "package.json"),
+    JSON.stringify(
+      {
+        name: "tether-cluster-consumer",
+        private: true,
+        type: "module",
+        dependencies: {
+          "@tether/core": tarball("@tether/core"),
+          "@tether/claude": tarball("@tether/claude"),
+          "@tether/codex": tarball("@tether/codex"),
+          "@tether/transport-node": tarball("@tether/transport-node"),
+          "@tether/cluster": tarball("@tether/cluster"),
+          effect: clusterEffect,
+          "@effect/platform-node": clusterFloor("@effect/platform-node"),
+          // As above: pinned with platform-node, whose caret range would take the latest, which wants the latest effect.
+          "@effect/platform-node-shared": clusterFloor("@effect/platform-node"),
+          "@effect/sql-pg": clusterFloor("@effect/sql-pg")
+        },
+        devDependencies: {
+          typescript: rootManifest.devDependencies.typescript,
+          "@types/node": rootManifest.devDependencies["@types/node"]
+        }
+      },
+      null,
+      2
+    )
+  )
+  run("npm", ["install", "--strict-peer-deps", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"], {
+    cwd: clusterApp
+  })
+  run("npm", ["ls", "--all"], { cwd: clusterApp })
+  for (const name of ["effect", "@tether/core"]) {
+    const copies = run("npm", ["ls", name, "--all", "--parseable"], { cwd: clusterApp }).split("\n").filter((l) =>
+      l !== ""
+    )
+    check(copies.length === 1, `the cluster application has ${copies.length} copies of ${name}:\n${copies.join("\n")}`)
+  }
+  run(Path.join(clusterApp, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.json"], { cwd: clusterApp })
+  const loaded = spawnSync(process.execPath, [
+    "--input-type=module",
+    "-e",
+    `const { ClusterRegistry, NodeCluster } = await import("@tether/cluster")
+if (typeof ClusterRegistry.make !== "function" || typeof NodeCluster.layer !== "function") process.exit(3)`
+  ], { cwd: clusterApp, encoding: "utf8" })
+  check(loaded.status === 0, `@tether/cluster does not load (exit ${loaded.status}): ${loaded.stderr.slice(-500)}`)
+  log(
+    `npm installed @tether/cluster with effect ${clusterEffect} (its floor), no unmet peer; its README's example ` +
+      `type-checks and the package loads (${seconds(clusterAt)})`
   )
   log(`ok (${seconds(started)})`)
 } catch (error) {

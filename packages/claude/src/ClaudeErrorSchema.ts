@@ -20,7 +20,7 @@
  */
 import * as TetherErrorSchema from "@tether/core/TetherErrorSchema"
 import * as Schema from "effect/Schema"
-import * as ClaudeErrors from "./internal/errors.ts"
+import * as ClaudeErrors from "./ClaudeError.ts"
 
 /**
  * The schema of `ClaudeSession.MaxTurnsExceeded`.

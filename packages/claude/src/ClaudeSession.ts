@@ -40,16 +40,16 @@ import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
-import type * as ClaudeHooks from "./ClaudeHooks.ts"
-import type * as ClaudeMcp from "./ClaudeMcp.ts"
-import * as ClaudeOptions from "./ClaudeOptions.ts"
 import type {
   BudgetExceeded,
   MaxTurnsExceeded,
   StructuredOutputInvalid,
   StructuredOutputMissing,
   StructuredOutputRetriesExhausted
-} from "./internal/errors.ts"
+} from "./ClaudeError.ts"
+import type * as ClaudeHooks from "./ClaudeHooks.ts"
+import type * as ClaudeMcp from "./ClaudeMcp.ts"
+import * as ClaudeOptions from "./ClaudeOptions.ts"
 import * as internal from "./internal/machine.ts"
 import * as Mcp from "./internal/mcp.ts"
 import * as ClaudeProtocol from "./internal/protocol/runtime.ts"
@@ -296,7 +296,7 @@ export {
    * @since 0.1.0
    */
   StructuredOutputRetriesExhausted
-} from "./internal/errors.ts"
+} from "./ClaudeError.ts"
 
 /**
  * Claude's own turn errors, besides the neutral `Turn.TurnError`s.

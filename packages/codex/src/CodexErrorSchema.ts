@@ -9,7 +9,7 @@
  */
 import * as TetherErrorSchema from "@tether/core/TetherErrorSchema"
 import * as Schema from "effect/Schema"
-import * as CodexErrors from "./internal/errors.ts"
+import * as CodexErrors from "./CodexError.ts"
 
 /**
  * The schema of `CodexSession.TurnRejected`.

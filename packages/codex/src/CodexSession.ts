@@ -39,8 +39,8 @@ import type * as Transport from "@tether/core/Transport"
 import type * as Turn_ from "@tether/core/Turn"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import type { TurnRejected } from "./CodexError.ts"
 import * as CodexOptions from "./CodexOptions.ts"
-import type { TurnRejected } from "./internal/errors.ts"
 import * as internal from "./internal/machine.ts"
 
 /**
@@ -77,7 +77,7 @@ export {
    * @since 0.1.0
    */
   TurnRejected
-} from "./internal/errors.ts"
+} from "./CodexError.ts"
 
 /**
  * Codex's own turn errors, besides the neutral `Turn.TurnError`s.

@@ -22,7 +22,7 @@ import {
   StructuredOutputInvalid,
   StructuredOutputMissing,
   StructuredOutputRetriesExhausted
-} from "./errors.ts"
+} from "../ClaudeError.ts"
 import * as ClaudeProtocol from "./protocol/runtime.ts"
 
 /**

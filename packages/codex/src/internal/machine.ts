@@ -17,7 +17,7 @@ import type * as Provider from "@tether/core/Provider"
 import type { ProtocolError } from "@tether/core/TetherError"
 import type { Usage } from "@tether/core/Turn"
 import * as Result from "effect/Result"
-import { TurnRejected } from "./errors.ts"
+import { TurnRejected } from "../CodexError.ts"
 import * as Params from "./protocol/runtime.ts"
 import * as Wire from "./protocol/wire.ts"
 

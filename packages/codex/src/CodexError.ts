@@ -1,7 +1,8 @@
 /**
- * Codex's own turn errors.
+ * Codex's own turn errors. `CodexSession` re-exports them (`CodexSession.TurnRejected`); this module is where they are
+ * declared, so that the declarations of other packages (`@tether/cluster`'s, which carry them) can name them.
  *
- * @internal
+ * @since 0.1.0
  */
 import { fixDisposition, TaggedError } from "@tether/core/TetherError"
 import type * as TetherError from "@tether/core/TetherError"

@@ -1,7 +1,9 @@
 /**
- * Claude's own turn errors: the CLI's limits, which the neutral session has no word for.
+ * Claude's own turn errors: the CLI's limits, which the neutral session has no word for. `ClaudeSession` re-exports
+ * them (`ClaudeSession.MaxTurnsExceeded`); this module is where they are declared, so that the declarations of other
+ * packages (`@tether/cluster`'s, which carry them) can name them.
  *
- * @internal
+ * @since 0.1.0
  */
 import { fixDisposition, TaggedError } from "@tether/core/TetherError"
 import type * as TetherError from "@tether/core/TetherError"
