@@ -114,393 +114,418 @@ const httpStatusOf = (info: unknown): number | null => {
   return null
 }
 
-/**
- * The protocol machine of one Codex session.
- */
-export const make = (options: MachineOptions): Provider.ProtocolMachine => {
-  let nextId = 0
-  const pending = new Map<Wire.Id, Pending>()
-  let threadId: string | undefined
-  let initializeResult: unknown
-  let sandbox: string | undefined
+/** The machine's state: what one Codex session's protocol has seen and is waiting for. */
+interface State {
+  readonly options: MachineOptions
+  nextId: number
+  readonly pending: Map<Wire.Id, Pending>
+  threadId: string | undefined
+  initializeResult: unknown
+  sandbox: string | undefined
   /** Server turn id → the host's turn. */
-  const turns = new Map<string, TurnTrack>()
+  readonly turns: Map<string, TurnTrack>
   /** The host's turn id → the server's, once `turn/start` answered. */
-  const serverIds = new Map<string, string>()
+  readonly serverIds: Map<string, string>
   /**
    * Interrupts asked for before the server named the turn (its `turn/start` response): `turn/interrupt` needs that
    * id, so the request goes out with the receipt. A rejected turn ends without it.
    */
-  const heldInterrupts = new Map<string, number>()
+  readonly heldInterrupts: Map<string, number>
   /** Host turns whose `turn/start` has no response yet. */
-  const starting = new Set<string>()
+  readonly starting: Set<string>
   /** Approvals waiting for the host, by the string form of the server's request id. */
-  const approvals = new Map<string, Wire.Id>()
+  readonly approvals: Map<string, Wire.Id>
   /** Other server requests waiting for the host. */
-  const requests = new Map<string, Wire.Id>()
+  readonly requests: Map<string, Wire.Id>
   /** File changes by item id: an approval request names the item, not its changes. */
-  const fileChanges = new Map<string, ReadonlyArray<unknown>>()
+  readonly fileChanges: Map<string, ReadonlyArray<unknown>>
+}
 
-  const request = (method: string, params: unknown, what: Pending): Provider.Item => {
-    const id = nextId++
-    pending.set(id, what)
-    return { _tag: "Write", line: Wire.encodeRequest(id, method, params) }
-  }
+// --- decoding: each frame of the server, by kind, over the state ---------------------------------------------
 
-  const interruptRequest = (serverTurnId: string, ref: number): Provider.Item =>
-    request("turn/interrupt", { threadId, turnId: serverTurnId }, { _tag: "Control", ref })
+const request = (s: State, method: string, params: unknown, what: Pending): Provider.Item => {
+  const id = s.nextId++
+  s.pending.set(id, what)
+  return { _tag: "Write", line: Wire.encodeRequest(id, method, params) }
+}
 
-  const hostTurn = (serverTurnId: string | undefined): TurnTrack | undefined =>
-    serverTurnId === undefined ? undefined : turns.get(serverTurnId)
+const interruptRequest = (s: State, serverTurnId: string, ref: number): Provider.Item =>
+  request(s, "turn/interrupt", { threadId: s.threadId, turnId: serverTurnId }, { _tag: "Control", ref })
 
-  const malformed = (error: Wire.Message, failure: ProtocolError) =>
-    ({ _tag: "Malformed", error: failure, raw: error.raw }) as Provider.Item
+const hostTurn = (s: State, serverTurnId: string | undefined): TurnTrack | undefined =>
+  serverTurnId === undefined ? undefined : s.turns.get(serverTurnId)
 
-  const response = (
-    message: Extract<Wire.Message, { readonly _tag: "Response" | "ErrorResponse" }>
-  ): Provider.Items => {
-    const id = message.id
-    const what = id === null ? undefined : pending.get(id)
-    const event = frame(message._tag === "Response" ? "response" : "error", message.raw, undefined, "session")
-    if (what === undefined || id === null) return event
-    pending.delete(id)
-    switch (what._tag) {
-      case "Initialize": {
-        if (message._tag === "ErrorResponse") return [event, { _tag: "Refused", reason: message.error.message }]
-        initializeResult = message.result
-        const thread = options.thread
-        return [
-          event,
-          { _tag: "Write", line: Wire.encodeNotification("initialized") },
-          thread._tag === "Start"
-            ? request("thread/start", thread.params, { _tag: "Thread" })
-            : request(
-              "thread/resume",
-              // Tether reads none of the thread's past turns: without `excludeTurns` the server sends the whole
-              // history in the response (one line that grows with the thread, toward the transport's line limit),
-              // and 0.171 answers with a deprecationNotice saying full-history hydration is deprecated.
-              { ...thread.params, threadId: thread.threadId, excludeTurns: true },
-              { _tag: "Thread" }
-            )
-        ]
-      }
-      case "Thread": {
-        if (message._tag === "ErrorResponse") return [event, { _tag: "Refused", reason: message.error.message }]
-        const decoded = Params.decodeThreadResult(
-          options.thread._tag === "Start" ? "thread/start" : "thread/resume",
-          message.result
-        )
-        if (Result.isFailure(decoded)) return [event, { _tag: "Refused", reason: decoded.failure.message }]
-        threadId = decoded.success.thread.id
-        sandbox = decoded.success.sandbox?.type
-        return [
-          event,
-          { _tag: "SessionId", sessionId: threadId },
-          { _tag: "Ready", info: { initialize: initializeResult, thread: decoded.success } }
-        ]
-      }
-      case "TurnStart": {
-        starting.delete(what.turnId)
-        if (message._tag === "ErrorResponse") {
-          heldInterrupts.delete(what.turnId)
-          const { code, message: reason } = message.error
-          return [event, {
-            _tag: "TurnEnd",
-            turnId: what.turnId,
-            outcome: { _tag: "Failed", error: (turnId) => new TurnRejected({ turnId, code, reason }) },
-            result: emptyResult(undefined, message.raw, "rejected")
-          }]
-        }
-        const decoded = Params.decodeTurnStartResult("turn/start", message.result)
-        if (Result.isFailure(decoded)) return [event, malformed(message, decoded.failure)]
-        const serverTurnId = decoded.success.turn.id
-        turns.set(serverTurnId, {
-          hostId: what.turnId,
-          text: "",
-          usage: { input: 0, cached: 0, cacheWrite: 0, output: 0, reasoning: 0 }
-        })
-        serverIds.set(what.turnId, serverTurnId)
-        const receipt: Array<Provider.Item> = [
-          { _tag: "Receipt", turnId: what.turnId },
-          frame("turn/start", message.raw, what.turnId)
-        ]
-        const held = heldInterrupts.get(what.turnId)
-        if (held === undefined) return receipt
-        heldInterrupts.delete(what.turnId)
-        return [...receipt, interruptRequest(serverTurnId, held)]
-      }
-      case "Control":
+const malformed = (error: Wire.Message, failure: ProtocolError) =>
+  ({ _tag: "Malformed", error: failure, raw: error.raw }) as Provider.Item
+
+const response = (
+  s: State,
+  message: Extract<Wire.Message, { readonly _tag: "Response" | "ErrorResponse" }>
+): Provider.Items => {
+  const id = message.id
+  const what = id === null ? undefined : s.pending.get(id)
+  const event = frame(message._tag === "Response" ? "response" : "error", message.raw, undefined, "session")
+  if (what === undefined || id === null) return event
+  s.pending.delete(id)
+  switch (what._tag) {
+    case "Initialize": {
+      if (message._tag === "ErrorResponse") return [event, { _tag: "Refused", reason: message.error.message }]
+      s.initializeResult = message.result
+      const thread = s.options.thread
+      return [
+        event,
+        { _tag: "Write", line: Wire.encodeNotification("initialized") },
+        thread._tag === "Start"
+          ? request(s, "thread/start", thread.params, { _tag: "Thread" })
+          : request(
+            s,
+            "thread/resume",
+            // Tether reads none of the thread's past turns: without `excludeTurns` the server sends the whole
+            // history in the response (one line that grows with the thread, toward the transport's line limit),
+            // and 0.171 answers with a deprecationNotice saying full-history hydration is deprecated.
+            { ...thread.params, threadId: thread.threadId, excludeTurns: true },
+            { _tag: "Thread" }
+          )
+      ]
+    }
+    case "Thread": {
+      if (message._tag === "ErrorResponse") return [event, { _tag: "Refused", reason: message.error.message }]
+      const decoded = Params.decodeThreadResult(
+        s.options.thread._tag === "Start" ? "thread/start" : "thread/resume",
+        message.result
+      )
+      if (Result.isFailure(decoded)) return [event, { _tag: "Refused", reason: decoded.failure.message }]
+      s.threadId = decoded.success.thread.id
+      s.sandbox = decoded.success.sandbox?.type
+      return [
+        event,
+        { _tag: "SessionId", sessionId: s.threadId },
+        { _tag: "Ready", info: { initialize: s.initializeResult, thread: decoded.success } }
+      ]
+    }
+    case "TurnStart": {
+      s.starting.delete(what.turnId)
+      if (message._tag === "ErrorResponse") {
+        s.heldInterrupts.delete(what.turnId)
+        const { code, message: reason } = message.error
         return [event, {
-          _tag: "ControlAnswer",
-          ref: what.ref,
-          answer: message._tag === "Response"
-            ? { _tag: "Success", payload: message.result }
-            : { _tag: "Error", message: message.error.message, code: String(message.error.code) }
+          _tag: "TurnEnd",
+          turnId: what.turnId,
+          outcome: { _tag: "Failed", error: (turnId) => new TurnRejected({ turnId, code, reason }) },
+          result: emptyResult(s, undefined, message.raw, "rejected")
         }]
-    }
-  }
-
-  const emptyResult = (
-    track: TurnTrack | undefined,
-    raw: unknown,
-    status: string,
-    serverTurnId = "",
-    durationMs?: number | null
-  ): Omit<TurnResult, "turnId"> => ({
-    sessionId: threadId,
-    text: track?.text ?? "",
-    usage: {
-      inputTokens: track?.usage.input ?? 0,
-      outputTokens: track?.usage.output ?? 0,
-      cacheCreationInputTokens: track?.usage.cacheWrite ?? 0,
-      cacheReadInputTokens: track?.usage.cached ?? 0
-    },
-    durationMs: durationMs ?? undefined,
-    raw,
-    serverTurnId,
-    status,
-    reasoningOutputTokens: track?.usage.reasoning ?? 0
-  })
-
-  const turnCompleted = (message: Wire.Message, params: unknown): Provider.Items => {
-    const decoded = Params.decodeTurnNotification("turn/completed", params)
-    if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-    const turn = decoded.success.turn
-    const track = turns.get(turn.id)
-    if (track === undefined) return frame("turn/completed", message.raw, undefined)
-    turns.delete(turn.id)
-    serverIds.delete(track.hostId)
-    const status = turn.status ?? "completed"
-    const outcome: Provider.TurnOutcome = status === "completed"
-      ? { _tag: "Success" }
-      : status === "interrupted"
-      ? { _tag: "Interrupted" }
-      : {
-        _tag: "Api",
-        status: httpStatusOf(turn.error?.codexErrorInfo),
-        // 0.171's TurnError has `codexErrorInfo: CodexErrorInfo | null`: null says no more than an absent one.
-        detail: `${turn.error?.message ?? `the turn ended ${status}`}${
-          turn.error?.codexErrorInfo === undefined || turn.error.codexErrorInfo === null
-            ? ""
-            : ` (${errorInfo(turn.error.codexErrorInfo)})`
-        }`
       }
-    return {
-      _tag: "TurnEnd",
-      turnId: track.hostId,
-      outcome,
-      result: emptyResult(track, message.raw, status, turn.id, turn.durationMs)
+      const decoded = Params.decodeTurnStartResult("turn/start", message.result)
+      if (Result.isFailure(decoded)) return [event, malformed(message, decoded.failure)]
+      const serverTurnId = decoded.success.turn.id
+      s.turns.set(serverTurnId, {
+        hostId: what.turnId,
+        text: "",
+        usage: { input: 0, cached: 0, cacheWrite: 0, output: 0, reasoning: 0 }
+      })
+      s.serverIds.set(what.turnId, serverTurnId)
+      const receipt: Array<Provider.Item> = [
+        { _tag: "Receipt", turnId: what.turnId },
+        frame("turn/start", message.raw, what.turnId)
+      ]
+      const held = s.heldInterrupts.get(what.turnId)
+      if (held === undefined) return receipt
+      s.heldInterrupts.delete(what.turnId)
+      return [...receipt, interruptRequest(s, serverTurnId, held)]
     }
+    case "Control":
+      return [event, {
+        _tag: "ControlAnswer",
+        ref: what.ref,
+        answer: message._tag === "Response"
+          ? { _tag: "Success", payload: message.result }
+          : { _tag: "Error", message: message.error.message, code: String(message.error.code) }
+      }]
   }
+}
 
-  const item = (message: Wire.Message, params: unknown, completed: boolean): Provider.Items => {
-    const method = completed ? "item/completed" : "item/started"
-    const decoded = Params.decodeItemNotification(method, params)
-    if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-    const { item } = decoded.success
-    const track = hostTurn(decoded.success.turnId)
-    const turnId = track?.hostId
-    const scope = track === undefined ? "session" : undefined
-    const raw = message.raw
-    switch (item.type) {
-      case "agentMessage":
-        if (!completed) return frame(method, raw, turnId, scope)
-        if (track !== undefined) track.text = item.text ?? ""
-        return { _tag: "AssistantMessage", turnId, raw, text: item.text ?? "", scope }
-      case "commandExecution":
-        return completed
-          ? {
-            _tag: "ToolResult",
-            turnId,
-            raw,
-            toolUseId: item.id,
-            isError: item.status !== "completed" || (item.exitCode ?? 0) !== 0,
-            content: item.aggregatedOutput ?? "",
-            scope
-          }
-          : {
-            _tag: "ToolUse",
-            turnId,
-            raw,
-            toolUseId: item.id,
-            name: "command",
-            input: { command: item.command, cwd: item.cwd },
-            scope
-          }
-      case "fileChange":
-        if (!completed) {
-          fileChanges.set(item.id, item.changes ?? [])
-          return {
-            _tag: "ToolUse",
-            turnId,
-            raw,
-            toolUseId: item.id,
-            name: "apply_patch",
-            input: { changes: item.changes ?? [] },
-            scope
-          }
-        }
-        fileChanges.delete(item.id)
-        return {
+const emptyResult = (
+  s: State,
+  track: TurnTrack | undefined,
+  raw: unknown,
+  status: string,
+  serverTurnId = "",
+  durationMs?: number | null
+): Omit<TurnResult, "turnId"> => ({
+  sessionId: s.threadId,
+  text: track?.text ?? "",
+  usage: {
+    inputTokens: track?.usage.input ?? 0,
+    outputTokens: track?.usage.output ?? 0,
+    cacheCreationInputTokens: track?.usage.cacheWrite ?? 0,
+    cacheReadInputTokens: track?.usage.cached ?? 0
+  },
+  durationMs: durationMs ?? undefined,
+  raw,
+  serverTurnId,
+  status,
+  reasoningOutputTokens: track?.usage.reasoning ?? 0
+})
+
+const turnCompleted = (s: State, message: Wire.Message, params: unknown): Provider.Items => {
+  const decoded = Params.decodeTurnNotification("turn/completed", params)
+  if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+  const turn = decoded.success.turn
+  const track = s.turns.get(turn.id)
+  if (track === undefined) return frame("turn/completed", message.raw, undefined)
+  s.turns.delete(turn.id)
+  s.serverIds.delete(track.hostId)
+  const status = turn.status ?? "completed"
+  const outcome: Provider.TurnOutcome = status === "completed"
+    ? { _tag: "Success" }
+    : status === "interrupted"
+    ? { _tag: "Interrupted" }
+    : {
+      _tag: "Api",
+      status: httpStatusOf(turn.error?.codexErrorInfo),
+      // 0.171's TurnError has `codexErrorInfo: CodexErrorInfo | null`: null says no more than an absent one.
+      detail: `${turn.error?.message ?? `the turn ended ${status}`}${
+        turn.error?.codexErrorInfo === undefined || turn.error.codexErrorInfo === null
+          ? ""
+          : ` (${errorInfo(turn.error.codexErrorInfo)})`
+      }`
+    }
+  return {
+    _tag: "TurnEnd",
+    turnId: track.hostId,
+    outcome,
+    result: emptyResult(s, track, message.raw, status, turn.id, turn.durationMs)
+  }
+}
+
+const item = (s: State, message: Wire.Message, params: unknown, completed: boolean): Provider.Items => {
+  const method = completed ? "item/completed" : "item/started"
+  const decoded = Params.decodeItemNotification(method, params)
+  if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+  const { item } = decoded.success
+  const track = hostTurn(s, decoded.success.turnId)
+  const turnId = track?.hostId
+  const scope = track === undefined ? "session" : undefined
+  const raw = message.raw
+  switch (item.type) {
+    case "agentMessage":
+      if (!completed) return frame(method, raw, turnId, scope)
+      if (track !== undefined) track.text = item.text ?? ""
+      return { _tag: "AssistantMessage", turnId, raw, text: item.text ?? "", scope }
+    case "commandExecution":
+      return completed
+        ? {
           _tag: "ToolResult",
           turnId,
           raw,
           toolUseId: item.id,
-          isError: item.status !== "completed",
-          content: item.changes ?? [],
+          isError: item.status !== "completed" || (item.exitCode ?? 0) !== 0,
+          content: item.aggregatedOutput ?? "",
           scope
         }
-      default:
-        return frame(method, raw, turnId, scope)
-    }
-  }
-
-  const notification = (message: Extract<Wire.Message, { readonly _tag: "Notification" }>): Provider.Items => {
-    const { method, params, raw } = message
-    switch (method) {
-      case "item/agentMessage/delta": {
-        const decoded = Params.decodeAgentMessageDelta(method, params)
-        if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-        const track = hostTurn(decoded.success.turnId)
-        return {
-          _tag: "TextDelta",
-          turnId: track?.hostId,
+        : {
+          _tag: "ToolUse",
+          turnId,
           raw,
-          text: decoded.success.delta,
-          scope: track === undefined ? "session" : undefined
+          toolUseId: item.id,
+          name: "command",
+          input: { command: item.command, cwd: item.cwd },
+          scope
         }
-      }
-      case "item/started":
-        return item(message, params, false)
-      case "item/completed":
-        return item(message, params, true)
-      case "turn/completed":
-        return turnCompleted(message, params)
-      case "turn/started": {
-        const decoded = Params.decodeTurnNotification(method, params)
-        if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-        const track = hostTurn(decoded.success.turn.id)
-        return frame(method, raw, track?.hostId, track === undefined ? "session" : undefined)
-      }
-      case "thread/tokenUsage/updated": {
-        const decoded = Params.decodeTokenUsageUpdated(method, params)
-        if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-        const track = hostTurn(decoded.success.turnId)
-        const last = decoded.success.tokenUsage.last
-        if (track !== undefined && last !== undefined) {
-          track.usage.input += last.inputTokens ?? 0
-          track.usage.cached += last.cachedInputTokens ?? 0
-          track.usage.cacheWrite += last.cacheWriteInputTokens ?? 0
-          track.usage.output += last.outputTokens ?? 0
-          track.usage.reasoning += last.reasoningOutputTokens ?? 0
-        }
-        return frame(method, raw, track?.hostId, track === undefined ? "session" : undefined)
-      }
-      case "error": {
-        const decoded = Params.decodeErrorNotification(method, params)
-        if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-        const track = hostTurn(decoded.success.turnId)
-        const scope = track === undefined ? "session" : undefined
-        if (decoded.success.willRetry !== true) return frame(method, raw, track?.hostId, scope)
+    case "fileChange":
+      if (!completed) {
+        s.fileChanges.set(item.id, item.changes ?? [])
         return {
-          _tag: "Retry",
-          turnId: track?.hostId,
+          _tag: "ToolUse",
+          turnId,
           raw,
-          attempt: undefined,
-          maxRetries: undefined,
-          delayMs: undefined,
-          errorStatus: undefined,
-          message: decoded.success.error.message,
+          toolUseId: item.id,
+          name: "apply_patch",
+          input: { changes: item.changes ?? [] },
           scope
         }
       }
-      case "serverRequest/resolved": {
-        const decoded = Params.decodeServerRequestResolved(method, params)
-        if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-        const key = String(decoded.success.requestId)
-        const event = frame(method, raw, undefined, "session")
-        // Answered by this host, or withdrawn by the server (the turn ended): either way it is no longer pending.
-        if (approvals.delete(key) || requests.delete(key)) return [{ _tag: "Cancel", requestId: key }, event]
-        return event
+      s.fileChanges.delete(item.id)
+      return {
+        _tag: "ToolResult",
+        turnId,
+        raw,
+        toolUseId: item.id,
+        isError: item.status !== "completed",
+        content: item.changes ?? [],
+        scope
       }
-      default: {
-        const turnId = typeof params === "object" && params !== null && "turnId" in params
-          ? hostTurn(String((params as { readonly turnId: unknown }).turnId))?.hostId
-          : undefined
-        return frame(method, raw, turnId, turnId === undefined || sessionMethods.has(method) ? "session" : undefined)
+    default:
+      return frame(method, raw, turnId, scope)
+  }
+}
+
+const notification = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notification" }>): Provider.Items => {
+  const { method, params, raw } = message
+  switch (method) {
+    case "item/agentMessage/delta": {
+      const decoded = Params.decodeAgentMessageDelta(method, params)
+      if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+      const track = hostTurn(s, decoded.success.turnId)
+      return {
+        _tag: "TextDelta",
+        turnId: track?.hostId,
+        raw,
+        text: decoded.success.delta,
+        scope: track === undefined ? "session" : undefined
       }
     }
+    case "item/started":
+      return item(s, message, params, false)
+    case "item/completed":
+      return item(s, message, params, true)
+    case "turn/completed":
+      return turnCompleted(s, message, params)
+    case "turn/started": {
+      const decoded = Params.decodeTurnNotification(method, params)
+      if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+      const track = hostTurn(s, decoded.success.turn.id)
+      return frame(method, raw, track?.hostId, track === undefined ? "session" : undefined)
+    }
+    case "thread/tokenUsage/updated": {
+      const decoded = Params.decodeTokenUsageUpdated(method, params)
+      if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+      const track = hostTurn(s, decoded.success.turnId)
+      const last = decoded.success.tokenUsage.last
+      if (track !== undefined && last !== undefined) {
+        track.usage.input += last.inputTokens ?? 0
+        track.usage.cached += last.cachedInputTokens ?? 0
+        track.usage.cacheWrite += last.cacheWriteInputTokens ?? 0
+        track.usage.output += last.outputTokens ?? 0
+        track.usage.reasoning += last.reasoningOutputTokens ?? 0
+      }
+      return frame(method, raw, track?.hostId, track === undefined ? "session" : undefined)
+    }
+    case "error": {
+      const decoded = Params.decodeErrorNotification(method, params)
+      if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+      const track = hostTurn(s, decoded.success.turnId)
+      const scope = track === undefined ? "session" : undefined
+      if (decoded.success.willRetry !== true) return frame(method, raw, track?.hostId, scope)
+      return {
+        _tag: "Retry",
+        turnId: track?.hostId,
+        raw,
+        attempt: undefined,
+        maxRetries: undefined,
+        delayMs: undefined,
+        errorStatus: undefined,
+        message: decoded.success.error.message,
+        scope
+      }
+    }
+    case "serverRequest/resolved": {
+      const decoded = Params.decodeServerRequestResolved(method, params)
+      if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+      const key = String(decoded.success.requestId)
+      const event = frame(method, raw, undefined, "session")
+      // Answered by this host, or withdrawn by the server (the turn ended): either way it is no longer pending.
+      if (s.approvals.delete(key) || s.requests.delete(key)) return [{ _tag: "Cancel", requestId: key }, event]
+      return event
+    }
+    default: {
+      const turnId = typeof params === "object" && params !== null && "turnId" in params
+        ? hostTurn(s, String((params as { readonly turnId: unknown }).turnId))?.hostId
+        : undefined
+      return frame(method, raw, turnId, turnId === undefined || sessionMethods.has(method) ? "session" : undefined)
+    }
   }
+}
 
-  const serverRequest = (message: Extract<Wire.Message, { readonly _tag: "Request" }>): Provider.Items => {
-    const { id, method, params, raw } = message
-    const key = String(id)
-    // Only v2's approvals are approvals here. The legacy v1 requests (`execCommandApproval`, `applyPatchApproval`,
-    // still in the schema) take other params (`command` as an argv array) and other decisions (`approved`,
-    // `denied`); v2 threads never send them, so they are "other requests": an error answer unless the host's
-    // `requests` handler answers them.
-    switch (method) {
-      case "item/commandExecution/requestApproval": {
-        const decoded = Params.decodeCommandApprovalParams(method, params)
-        if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-        approvals.set(key, id)
-        const p = decoded.success
-        return {
-          _tag: "PermissionRequest",
-          request: {
-            requestId: key,
-            kind: "command",
-            toolName: "command",
-            toolUseId: p.itemId,
-            input: { command: p.command ?? undefined, cwd: p.cwd ?? undefined, reason: p.reason ?? undefined },
-            description: p.reason ?? undefined,
-            raw
-          }
-        }
-      }
-      case "item/fileChange/requestApproval": {
-        const decoded = Params.decodeFileChangeApprovalParams(method, params)
-        if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
-        approvals.set(key, id)
-        const p = decoded.success
-        return {
-          _tag: "PermissionRequest",
-          request: {
-            requestId: key,
-            kind: "file-change",
-            toolName: "apply_patch",
-            toolUseId: p.itemId,
-            input: {
-              changes: p.itemId === undefined ? [] : fileChanges.get(p.itemId) ?? [],
-              reason: p.reason ?? undefined,
-              grantRoot: p.grantRoot ?? undefined
-            },
-            description: p.reason ?? undefined,
-            raw
-          }
-        }
-      }
-      default:
-        requests.set(key, id)
-        return [frame(method, raw, undefined), {
-          _tag: "HostRequest",
+const serverRequest = (s: State, message: Extract<Wire.Message, { readonly _tag: "Request" }>): Provider.Items => {
+  const { id, method, params, raw } = message
+  const key = String(id)
+  // Only v2's approvals are approvals here. The legacy v1 requests (`execCommandApproval`, `applyPatchApproval`,
+  // still in the schema) take other params (`command` as an argv array) and other decisions (`approved`,
+  // `denied`); v2 threads never send them, so they are "other requests": an error answer unless the host's
+  // `requests` handler answers them.
+  switch (method) {
+    case "item/commandExecution/requestApproval": {
+      const decoded = Params.decodeCommandApprovalParams(method, params)
+      if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+      s.approvals.set(key, id)
+      const p = decoded.success
+      return {
+        _tag: "PermissionRequest",
+        request: {
           requestId: key,
-          request: { _tag: "ServerRequest", method, params } satisfies HostRequest
-        }]
+          kind: "command",
+          toolName: "command",
+          toolUseId: p.itemId,
+          input: { command: p.command ?? undefined, cwd: p.cwd ?? undefined, reason: p.reason ?? undefined },
+          description: p.reason ?? undefined,
+          raw
+        }
+      }
     }
+    case "item/fileChange/requestApproval": {
+      const decoded = Params.decodeFileChangeApprovalParams(method, params)
+      if (Result.isFailure(decoded)) return malformed(message, decoded.failure)
+      s.approvals.set(key, id)
+      const p = decoded.success
+      return {
+        _tag: "PermissionRequest",
+        request: {
+          requestId: key,
+          kind: "file-change",
+          toolName: "apply_patch",
+          toolUseId: p.itemId,
+          input: {
+            changes: p.itemId === undefined ? [] : s.fileChanges.get(p.itemId) ?? [],
+            reason: p.reason ?? undefined,
+            grantRoot: p.grantRoot ?? undefined
+          },
+          description: p.reason ?? undefined,
+          raw
+        }
+      }
+    }
+    default:
+      s.requests.set(key, id)
+      return [frame(method, raw, undefined), {
+        _tag: "HostRequest",
+        requestId: key,
+        request: { _tag: "ServerRequest", method, params } satisfies HostRequest
+      }]
   }
+}
 
-  const answer = (requestId: string, result: unknown): Provider.Items => {
-    const id = approvals.get(requestId) ?? requests.get(requestId)
-    if (id === undefined) return undefined
-    approvals.delete(requestId)
-    requests.delete(requestId)
-    return { _tag: "Write", line: Wire.encodeResponse(id, result) }
+const answer = (s: State, requestId: string, result: unknown): Provider.Items => {
+  const id = s.approvals.get(requestId) ?? s.requests.get(requestId)
+  if (id === undefined) return undefined
+  s.approvals.delete(requestId)
+  s.requests.delete(requestId)
+  return { _tag: "Write", line: Wire.encodeResponse(id, result) }
+}
+
+/**
+ * The protocol machine of one Codex session: its state, and the provider's operations over it (decoding the
+ * server's lines above, encoding the host's commands here).
+ */
+export const make = (options: MachineOptions): Provider.ProtocolMachine => {
+  const s: State = {
+    options,
+    nextId: 0,
+    pending: new Map(),
+    threadId: undefined,
+    initializeResult: undefined,
+    sandbox: undefined,
+    turns: new Map(),
+    serverIds: new Map(),
+    heldInterrupts: new Map(),
+    starting: new Set(),
+    approvals: new Map(),
+    requests: new Map(),
+    fileChanges: new Map()
   }
-
   return {
     start: () =>
-      request("initialize", { clientInfo: options.clientInfo, capabilities: options.capabilities }, {
+      request(s, "initialize", { clientInfo: options.clientInfo, capabilities: options.capabilities }, {
         _tag: "Initialize"
       }),
     receive: (line) => {
@@ -510,34 +535,33 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
           return { _tag: "Malformed", error: message, raw: detachedPrefix(line, 4096) }
         case "Response":
         case "ErrorResponse":
-          return response(message)
+          return response(s, message)
         case "Notification":
-          return notification(message)
+          return notification(s, message)
         case "Request":
-          return serverRequest(message)
+          return serverRequest(s, message)
       }
     },
     prompt: (turnId, prompt) => {
-      const line = request(
-        "turn/start",
-        { ...options.turnParams, threadId, input: toInput(prompt) },
-        { _tag: "TurnStart", turnId }
-      )
-      starting.add(turnId)
+      const line = request(s, "turn/start", { ...options.turnParams, threadId: s.threadId, input: toInput(prompt) }, {
+        _tag: "TurnStart",
+        turnId
+      })
+      s.starting.add(turnId)
       return line
     },
     interrupt: (turnId, ref) => {
-      const serverTurnId = serverIds.get(turnId)
-      if (serverTurnId !== undefined) return interruptRequest(serverTurnId, ref)
-      if (!starting.has(turnId)) throw new Error(`turn ${turnId} is not a running turn of the server`)
+      const serverTurnId = s.serverIds.get(turnId)
+      if (serverTurnId !== undefined) return interruptRequest(s, serverTurnId, ref)
+      if (!s.starting.has(turnId)) throw new Error(`turn ${turnId} is not a running turn of the server`)
       // Not named by the server yet (output of the turn may come before its `turn/start` response).
-      heldInterrupts.set(turnId, ref)
+      s.heldInterrupts.set(turnId, ref)
       return undefined
     },
     control: (ref, input) => {
       const { method, params } = input as { readonly method?: unknown; readonly params?: unknown }
       if (typeof method !== "string") throw new Error("a Codex control is { method, params }")
-      return request(method, params ?? {}, { _tag: "Control", ref })
+      return request(s, method, params ?? {}, { _tag: "Control", ref })
     },
     answerPermission: (request: Permission.PermissionRequest, verdict: Permission.Verdict) => {
       if (verdict._tag === "Allow" && verdict.updatedInput !== undefined) {
@@ -549,16 +573,16 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         : verdict.interrupt === true
         ? "cancel"
         : "decline"
-      return answer(request.requestId, { decision })
+      return answer(s, request.requestId, { decision })
     },
     reply: (requestId, reply) => {
-      if (approvals.has(requestId)) {
+      if (s.approvals.has(requestId)) {
         // An approval the host could not answer (its answer was invalid, it timed out): declined.
-        return answer(requestId, { decision: "decline" })
+        return answer(s, requestId, { decision: "decline" })
       }
-      const id = requests.get(requestId)
+      const id = s.requests.get(requestId)
       if (id === undefined) return undefined
-      requests.delete(requestId)
+      s.requests.delete(requestId)
       return reply._tag === "Success"
         ? { _tag: "Write", line: Wire.encodeResponse(id, reply.payload) }
         : { _tag: "Write", line: Wire.encodeErrorResponse(id, -32000, reply.message) }
@@ -569,7 +593,7 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       interrupt: true,
       permissionKinds: ["command", "file-change"],
       resume: true,
-      sandbox,
+      sandbox: s.sandbox,
       notes: ["interrupting a turn does not stop commands it started; teardown reaps them"]
     })
   }
