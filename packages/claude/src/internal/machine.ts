@@ -237,267 +237,332 @@ const atLeast = (version: string, floor: ReadonlyArray<number>): boolean => {
   return true
 }
 
-/**
- * The protocol machine of one Claude session.
- */
-export const make = (options: MachineOptions): Provider.ProtocolMachine => {
-  const decodeOptions = { maxLineLength: options.maxLineLength }
-  let handshaking = false
+/** The machine's state: what one Claude session's protocol has seen and is waiting for. */
+interface State {
+  readonly options: MachineOptions
+  readonly decodeOptions: { readonly maxLineLength: number }
+  handshaking: boolean
   /** A `command_lifecycle` frame came: the CLI sends receipts. */
-  let lifecycle = false
+  lifecycle: boolean
   /** What the last `system/init` said of receipts (`msg_lifecycle_v1`); undefined before the first one. */
-  let initLifecycle: boolean | undefined
+  initLifecycle: boolean | undefined
   /** The CLI's version, from the handshake (2.1.3xx) or from `system/init` (2.1.197 says it only there). */
-  let version: string | undefined
+  version: string | undefined
   /**
    * The uuids of the prompts this machine wrote, until their replay: only those replays are receipts and a turn's.
    * The CLI also replays output of its own under a uuid it mints (`set_model`'s `<local-command-stdout>`, seen while
    * idle on 2.1.197 and 2.1.332): that is the session's, whatever turn runs when it comes.
    */
-  const prompts = new Set<string>()
+  readonly prompts: Set<string>
+  /**
+   * The in-process tool calls the host is running, by server and JSON-RPC id, and the other way round: the CLI
+   * cancels one with a JSON-RPC `notifications/cancelled` of its own, never with a control_cancel_request.
+   */
+  readonly calls: Map<string, string>
+  readonly callKeys: Map<string, string>
+}
 
-  const route = (value: ClaudeProtocol.Frame): Provider.Items => {
-    switch (value.type) {
-      case "stream_event": {
-        const event = value.event
-        if (event.type === "content_block_delta" && "delta" in event && event.delta.type === "text_delta") {
-          return { _tag: "TextDelta", turnId: value.user_message_uuid, raw: value, text: event.delta.text }
-        }
-        return frame("stream_event", String(event.type), value, value.user_message_uuid)
-      }
-      case "assistant": {
-        const turnId = value.user_message_uuid
-        const out: Array<Provider.Item> = []
-        let text = ""
-        for (const block of value.message.content) {
-          if (isBlock(block, "tool_use")) {
-            out.push({ _tag: "ToolUse", turnId, raw: value, toolUseId: block.id, name: block.name, input: block.input })
-          } else if (isBlock(block, "text")) {
-            text += block.text
-          }
-        }
-        if (out.length === 0 || text.length > 0) out.push({ _tag: "AssistantMessage", turnId, raw: value, text })
-        return out
-      }
-      case "user": {
-        if (value.isReplay === true) {
-          return typeof value.uuid === "string" && prompts.delete(value.uuid)
-            ? [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
-            : frame("user", "replay", value, undefined, "session")
-        }
-        const content = value.message.content
-        const out: Array<Provider.Item> = []
-        if (typeof content !== "string") {
-          for (const block of content) {
-            if (isBlock(block, "tool_result")) {
-              out.push({
-                _tag: "ToolResult",
-                turnId: undefined,
-                raw: value,
-                toolUseId: block.tool_use_id,
-                isError: block.is_error === true,
-                content: block.content
-              })
-            }
-          }
-        }
-        if (out.length === 0) out.push(frame("user", undefined, value, undefined))
-        return out
-      }
-      case "result": {
-        // The session stops the tool calls of the turn that ends, unanswered: forget them.
-        if (calls.size > 0) {
-          calls.clear()
-          callKeys.clear()
-        }
-        const ended = endOf(value, options.structuredOutput)
-        return [
-          { _tag: "SessionId", sessionId: value.session_id },
-          { _tag: "TurnEnd", turnId: value.user_message_uuid, outcome: ended.outcome, result: ended.result }
-        ]
-      }
-      case "command_lifecycle":
-        lifecycle = true
-        return value.state === "queued"
-          ? [
-            { _tag: "Receipt", turnId: value.command_uuid },
-            frame("command_lifecycle", "queued", value, value.command_uuid)
-          ]
-          : frame("command_lifecycle", value.state, value, value.command_uuid)
-      case "system": {
-        switch (value.subtype) {
-          case "init":
-            initLifecycle = value.capabilities?.includes("msg_lifecycle_v1") === true
-            if (value.claude_code_version !== undefined) version = value.claude_code_version
-            return [{ _tag: "SessionId", sessionId: value.session_id }, frame("system", "init", value, undefined)]
-          case "api_retry":
-            return {
-              _tag: "Retry",
-              turnId: undefined,
-              raw: value,
-              attempt: value.attempt,
-              maxRetries: value.max_retries,
-              delayMs: value.retry_delay_ms,
-              errorStatus: value.error_status ?? undefined,
-              message: value.error
-            }
-          case "session_state_changed":
-            // `idle` comes after the turn's result (and may come after the next prompt was written).
-            return frame("system", value.subtype, value, undefined, value.state === "idle" ? "session" : undefined)
-          case "status":
-            // `status: null` answers a permission-mode change, not the turn.
-            return frame("system", value.subtype, value, undefined, value.status === null ? "session" : undefined)
-          default:
-            return frame(
-              "system",
-              value.subtype,
-              value,
-              undefined,
-              sessionSystemSubtypes.has(value.subtype) ? "session" : undefined
-            )
-        }
-      }
-      case "control_response":
-        return controlResponse(value)
-      case "control_request": {
-        const request = value.request
-        switch (request.subtype) {
-          case "can_use_tool":
-            return {
-              _tag: "PermissionRequest",
-              request: {
-                requestId: value.request_id,
-                kind: "tool",
-                toolName: request.tool_name,
-                toolUseId: request.tool_use_id,
-                input: request.input,
-                description: request.description,
-                raw: value,
-                suggestions: request.permission_suggestions as ReadonlyArray<Permission.PermissionUpdate> | undefined
-              }
-            }
-          case "hook_callback":
-            // A hook is the turn's work (its own timeout bounds it in the host): bound by the turn.
-            return [frame("control_request", "hook_callback", value, undefined), {
-              _tag: "HostRequest",
-              requestId: value.request_id,
-              request: {
-                _tag: "HookCallback",
-                callbackId: request.callback_id,
-                input: request.input,
-                toolUseId: request.tool_use_id ?? undefined
-              } satisfies HostRequest,
-              bound: "turn"
-            }]
-          case "mcp_message":
-            return [frame("control_request", "mcp_message", value, undefined), ...mcpMessage(value.request_id, request)]
-          default: {
-            const subtype = String(request.subtype)
-            return [frame("control_request", subtype, value, undefined), {
-              _tag: "HostRequest",
-              requestId: value.request_id,
-              request: { _tag: "Other", subtype, request } satisfies HostRequest,
-              // A question to the user (a form an MCP server needs, a dialog) waits as long as the turn does.
-              bound: subtype === "elicitation" || subtype === "request_user_dialog" ? "turn" : "control"
-            }]
-          }
-        }
-      }
-      case "control_cancel_request":
-        return [
-          { _tag: "Cancel", requestId: value.request_id },
-          frame("control_cancel_request", undefined, value, undefined)
-        ]
-      case "keep_alive":
-        return frame("keep_alive", undefined, value, undefined, "session")
-      default:
-        return frame(value.type, str((value as { readonly subtype?: unknown }).subtype), value, undefined)
+type FrameOf<T extends ClaudeProtocol.Frame["type"]> = Extract<ClaudeProtocol.Frame, { readonly type: T }>
+
+// --- decoding: each frame of the CLI, by type, over the state -------------------------------------------------
+
+/** A decoded frame, to the neutral items it means. */
+const route = (s: State, value: ClaudeProtocol.Frame): Provider.Items => {
+  switch (value.type) {
+    case "stream_event":
+      return streamEvent(value)
+    case "assistant":
+      return assistant(value)
+    case "user":
+      return user(s, value)
+    case "result":
+      return result(s, value)
+    case "command_lifecycle":
+      return commandLifecycle(s, value)
+    case "system":
+      return system(s, value)
+    case "control_response":
+      return controlResponse(s, value)
+    case "control_request":
+      return controlRequest(s, value)
+    case "control_cancel_request":
+      return [
+        { _tag: "Cancel", requestId: value.request_id },
+        frame("control_cancel_request", undefined, value, undefined)
+      ]
+    case "keep_alive":
+      return frame("keep_alive", undefined, value, undefined, "session")
+    default:
+      return frame(value.type, str((value as { readonly subtype?: unknown }).subtype), value, undefined)
+  }
+}
+
+const streamEvent = (value: FrameOf<"stream_event">): Provider.Items => {
+  const event = value.event
+  if (event.type === "content_block_delta" && "delta" in event && event.delta.type === "text_delta") {
+    return { _tag: "TextDelta", turnId: value.user_message_uuid, raw: value, text: event.delta.text }
+  }
+  return frame("stream_event", String(event.type), value, value.user_message_uuid)
+}
+
+const assistant = (value: FrameOf<"assistant">): Provider.Items => {
+  const turnId = value.user_message_uuid
+  const out: Array<Provider.Item> = []
+  let text = ""
+  for (const block of value.message.content) {
+    if (isBlock(block, "tool_use")) {
+      out.push({ _tag: "ToolUse", turnId, raw: value, toolUseId: block.id, name: block.name, input: block.input })
+    } else if (isBlock(block, "text")) {
+      text += block.text
     }
   }
+  if (out.length === 0 || text.length > 0) out.push({ _tag: "AssistantMessage", turnId, raw: value, text })
+  return out
+}
 
-  // The in-process tool calls the host is running, by server and JSON-RPC id, and the other way round: the CLI
-  // cancels one with a JSON-RPC `notifications/cancelled` of its own, never with a control_cancel_request.
-  const calls = new Map<string, string>()
-  const callKeys = new Map<string, string>()
-  const callKey = (server: string, id: unknown): string | undefined =>
-    typeof id === "string" || typeof id === "number" ? `${server}\u0000${typeof id}:${id}` : undefined
+const user = (s: State, value: FrameOf<"user">): Provider.Items => {
+  if (value.isReplay === true) {
+    return typeof value.uuid === "string" && s.prompts.delete(value.uuid)
+      ? [{ _tag: "Receipt", turnId: value.uuid }, frame("user", "replay", value, value.uuid)]
+      : frame("user", "replay", value, undefined, "session")
+  }
+  const content = value.message.content
+  const out: Array<Provider.Item> = []
+  if (typeof content !== "string") {
+    for (const block of content) {
+      if (isBlock(block, "tool_result")) {
+        out.push({
+          _tag: "ToolResult",
+          turnId: undefined,
+          raw: value,
+          toolUseId: block.tool_use_id,
+          isError: block.is_error === true,
+          content: block.content
+        })
+      }
+    }
+  }
+  if (out.length === 0) out.push(frame("user", undefined, value, undefined))
+  return out
+}
 
-  const mcpMessage = (
-    requestId: string,
-    request: ClaudeProtocol.McpMessageParams
-  ): ReadonlyArray<Provider.Item> => {
-    const message = request.message
-    const hostRequest: Provider.Item = {
-      _tag: "HostRequest",
-      requestId,
-      request: { _tag: "McpMessage", serverName: request.server_name, message } satisfies HostRequest,
-      // A tool call is the turn's work: it may take as long as the turn (and its own timeout) allows.
-      bound: message.method === "tools/call" ? "turn" : "control"
-    }
-    if (message.method === "tools/call") {
-      const key = callKey(request.server_name, message.id)
-      if (key !== undefined) {
-        calls.set(key, requestId)
-        callKeys.set(requestId, key)
+const result = (s: State, value: FrameOf<"result">): Provider.Items => {
+  // The session stops the tool calls of the turn that ends, unanswered: forget them.
+  if (s.calls.size > 0) {
+    s.calls.clear()
+    s.callKeys.clear()
+  }
+  const ended = endOf(value, s.options.structuredOutput)
+  return [
+    { _tag: "SessionId", sessionId: value.session_id },
+    { _tag: "TurnEnd", turnId: value.user_message_uuid, outcome: ended.outcome, result: ended.result }
+  ]
+}
+
+const commandLifecycle = (s: State, value: FrameOf<"command_lifecycle">): Provider.Items => {
+  s.lifecycle = true
+  return value.state === "queued"
+    ? [
+      { _tag: "Receipt", turnId: value.command_uuid },
+      frame("command_lifecycle", "queued", value, value.command_uuid)
+    ]
+    : frame("command_lifecycle", value.state, value, value.command_uuid)
+}
+
+const system = (s: State, value: FrameOf<"system">): Provider.Items => {
+  switch (value.subtype) {
+    case "init":
+      s.initLifecycle = value.capabilities?.includes("msg_lifecycle_v1") === true
+      if (value.claude_code_version !== undefined) s.version = value.claude_code_version
+      return [{ _tag: "SessionId", sessionId: value.session_id }, frame("system", "init", value, undefined)]
+    case "api_retry":
+      return {
+        _tag: "Retry",
+        turnId: undefined,
+        raw: value,
+        attempt: value.attempt,
+        maxRetries: value.max_retries,
+        delayMs: value.retry_delay_ms,
+        errorStatus: value.error_status ?? undefined,
+        message: value.error
       }
-      return [hostRequest]
-    }
-    if (message.method === "notifications/cancelled") {
-      const params = message.params as { readonly requestId?: unknown } | undefined
-      const key = callKey(request.server_name, params?.requestId)
-      const call = key === undefined ? undefined : calls.get(key)
-      if (call !== undefined) {
-        forgetCall(call)
-        return [{ _tag: "Cancel", requestId: call }, hostRequest]
+    case "session_state_changed":
+      // `idle` comes after the turn's result (and may come after the next prompt was written).
+      return frame("system", value.subtype, value, undefined, value.state === "idle" ? "session" : undefined)
+    case "status":
+      // `status: null` answers a permission-mode change, not the turn.
+      return frame("system", value.subtype, value, undefined, value.status === null ? "session" : undefined)
+    default:
+      return frame(
+        "system",
+        value.subtype,
+        value,
+        undefined,
+        sessionSystemSubtypes.has(value.subtype) ? "session" : undefined
+      )
+  }
+}
+
+const controlResponse = (s: State, value: ClaudeProtocol.ControlResponseFrame): Provider.Items => {
+  const response = value.response
+  const id = response.request_id
+  const event = frame("control_response", response.subtype, value, undefined, "session")
+  if (id === initializeId && s.handshaking) {
+    s.handshaking = false
+    if (response.subtype !== "success") return [event, { _tag: "Refused", reason: response.error }]
+    const decoded = ClaudeProtocol.decodeInitializeResponse(response.response ?? {})
+    if (Result.isFailure(decoded)) return [event, { _tag: "Refused", reason: decoded.failure.message }]
+    s.version = decoded.success.claude_code_version
+    return [event, { _tag: "Ready", info: decoded.success }]
+  }
+  if (!id.startsWith(refPrefix)) return event
+  const ref = Number(id.slice(refPrefix.length))
+  if (!Number.isSafeInteger(ref)) return event
+  return [event, {
+    _tag: "ControlAnswer",
+    ref,
+    answer: response.subtype === "success"
+      ? { _tag: "Success", payload: response.response ?? {} }
+      : { _tag: "Error", message: response.error, code: response.error_code ?? null }
+  }]
+}
+
+const controlRequest = (s: State, value: FrameOf<"control_request">): Provider.Items => {
+  const request = value.request
+  switch (request.subtype) {
+    case "can_use_tool":
+      return {
+        _tag: "PermissionRequest",
+        request: {
+          requestId: value.request_id,
+          kind: "tool",
+          toolName: request.tool_name,
+          toolUseId: request.tool_use_id,
+          input: request.input,
+          description: request.description,
+          raw: value,
+          suggestions: request.permission_suggestions as ReadonlyArray<Permission.PermissionUpdate> | undefined
+        }
       }
+    case "hook_callback":
+      // A hook is the turn's work (its own timeout bounds it in the host): bound by the turn.
+      return [frame("control_request", "hook_callback", value, undefined), {
+        _tag: "HostRequest",
+        requestId: value.request_id,
+        request: {
+          _tag: "HookCallback",
+          callbackId: request.callback_id,
+          input: request.input,
+          toolUseId: request.tool_use_id ?? undefined
+        } satisfies HostRequest,
+        bound: "turn"
+      }]
+    case "mcp_message":
+      return [frame("control_request", "mcp_message", value, undefined), ...mcpMessage(s, value.request_id, request)]
+    default: {
+      const subtype = String(request.subtype)
+      return [frame("control_request", subtype, value, undefined), {
+        _tag: "HostRequest",
+        requestId: value.request_id,
+        request: { _tag: "Other", subtype, request } satisfies HostRequest,
+        // A question to the user (a form an MCP server needs, a dialog) waits as long as the turn does.
+        bound: subtype === "elicitation" || subtype === "request_user_dialog" ? "turn" : "control"
+      }]
+    }
+  }
+}
+
+const callKey = (server: string, id: unknown): string | undefined =>
+  typeof id === "string" || typeof id === "number" ? `${server}\u0000${typeof id}:${id}` : undefined
+
+const mcpMessage = (
+  s: State,
+  requestId: string,
+  request: ClaudeProtocol.McpMessageParams
+): ReadonlyArray<Provider.Item> => {
+  const message = request.message
+  const hostRequest: Provider.Item = {
+    _tag: "HostRequest",
+    requestId,
+    request: { _tag: "McpMessage", serverName: request.server_name, message } satisfies HostRequest,
+    // A tool call is the turn's work: it may take as long as the turn (and its own timeout) allows.
+    bound: message.method === "tools/call" ? "turn" : "control"
+  }
+  if (message.method === "tools/call") {
+    const key = callKey(request.server_name, message.id)
+    if (key !== undefined) {
+      s.calls.set(key, requestId)
+      s.callKeys.set(requestId, key)
     }
     return [hostRequest]
   }
-
-  const forgetCall = (requestId: string): void => {
-    const key = callKeys.get(requestId)
-    if (key === undefined) return
-    callKeys.delete(requestId)
-    calls.delete(key)
-  }
-
-  const controlResponse = (value: ClaudeProtocol.ControlResponseFrame): Provider.Items => {
-    const response = value.response
-    const id = response.request_id
-    const event = frame("control_response", response.subtype, value, undefined, "session")
-    if (id === initializeId && handshaking) {
-      handshaking = false
-      if (response.subtype !== "success") return [event, { _tag: "Refused", reason: response.error }]
-      const decoded = ClaudeProtocol.decodeInitializeResponse(response.response ?? {})
-      if (Result.isFailure(decoded)) return [event, { _tag: "Refused", reason: decoded.failure.message }]
-      version = decoded.success.claude_code_version
-      return [event, { _tag: "Ready", info: decoded.success }]
+  if (message.method === "notifications/cancelled") {
+    const params = message.params as { readonly requestId?: unknown } | undefined
+    const key = callKey(request.server_name, params?.requestId)
+    const call = key === undefined ? undefined : s.calls.get(key)
+    if (call !== undefined) {
+      forgetCall(s, call)
+      return [{ _tag: "Cancel", requestId: call }, hostRequest]
     }
-    if (!id.startsWith(refPrefix)) return event
-    const ref = Number(id.slice(refPrefix.length))
-    if (!Number.isSafeInteger(ref)) return event
-    return [event, {
-      _tag: "ControlAnswer",
-      ref,
-      answer: response.subtype === "success"
-        ? { _tag: "Success", payload: response.response ?? {} }
-        : { _tag: "Error", message: response.error, code: response.error_code ?? null }
-    }]
   }
+  return [hostRequest]
+}
 
-  const success = (requestId: string, payload: unknown): Provider.Item => ({
-    _tag: "Write",
-    line: ClaudeProtocol.encodeControlSuccess(
-      requestId,
-      (typeof payload === "object" && payload !== null && !Array.isArray(payload) ? payload : {}) as {
-        readonly [key: string]: unknown
-      }
-    )
-  })
+const forgetCall = (s: State, requestId: string): void => {
+  const key = s.callKeys.get(requestId)
+  if (key === undefined) return
+  s.callKeys.delete(requestId)
+  s.calls.delete(key)
+}
 
+// --- encoding: the host's commands, as lines to write -----------------------------------------------------------
+
+const success = (requestId: string, payload: unknown): Provider.Item => ({
+  _tag: "Write",
+  line: ClaudeProtocol.encodeControlSuccess(
+    requestId,
+    (typeof payload === "object" && payload !== null && !Array.isArray(payload) ? payload : {}) as {
+      readonly [key: string]: unknown
+    }
+  )
+})
+
+const verdictPayload = (request: Permission.PermissionRequest, verdict: Permission.Verdict) =>
+  verdict._tag === "Allow"
+    ? {
+      behavior: "allow",
+      updatedInput: verdict.updatedInput ?? request.input,
+      ...(request.toolUseId !== undefined ? { toolUseID: request.toolUseId } : {}),
+      // Allowing with permission updates is an "always allow" (the CLI records it as the user's lasting choice).
+      ...(verdict.updatedPermissions !== undefined
+        ? { updatedPermissions: verdict.updatedPermissions, decisionClassification: "user_permanent" }
+        : {})
+    }
+    : {
+      behavior: "deny",
+      message: verdict.message,
+      ...(verdict.interrupt === true ? { interrupt: true } : {})
+    }
+
+/**
+ * The protocol machine of one Claude session: its state, and the provider's operations over it (the decoders and
+ * encoders above).
+ */
+export const make = (options: MachineOptions): Provider.ProtocolMachine => {
+  const s: State = {
+    options,
+    decodeOptions: { maxLineLength: options.maxLineLength },
+    handshaking: false,
+    lifecycle: false,
+    initLifecycle: undefined,
+    version: undefined,
+    prompts: new Set(),
+    calls: new Map(),
+    callKeys: new Map()
+  }
   return {
     start: () => {
-      handshaking = true
+      s.handshaking = true
       return {
         _tag: "Write",
         line: ClaudeProtocol.encodeControlRequest(
@@ -507,14 +572,14 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       }
     },
     receive: (line) => {
-      const value = ClaudeProtocol.decodeLineOrError(line, decodeOptions)
+      const value = ClaudeProtocol.decodeLineOrError(line, s.decodeOptions)
       if (value._tag === "ProtocolError") return { _tag: "Malformed", error: value, raw: detachedPrefix(line, 4096) }
       if (value._tag === "Unknown") {
         // The codec does not know every session-level system frame (`commands_changed`): they stay session traffic.
         const session = value.type === "system" && sessionSystemSubtypes.has(value.subtype ?? "")
         return frame(value.type, value.subtype, value.raw, undefined, session ? "session" : undefined)
       }
-      return route(value.frame)
+      return route(s, value.frame)
     },
     prompt: (turnId, prompt) => {
       const line = ClaudeProtocol.encodeUserMessage({
@@ -525,8 +590,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
         uuid: turnId,
         ...(options.verbatimPrompts === true ? { client_composed: true } : {})
       })
-      prompts.add(turnId)
-      if (prompts.size > promptMemory) prompts.delete(prompts.values().next().value!)
+      s.prompts.add(turnId)
+      if (s.prompts.size > promptMemory) s.prompts.delete(s.prompts.values().next().value!)
       return { _tag: "Write", line }
     },
     interrupt: (_turnId, ref) => ({
@@ -538,40 +603,23 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
       line: ClaudeProtocol.encodeControlRequest(`${refPrefix}${ref}`, request as ClaudeProtocol.ControlRequestInput)
     }),
     answerPermission: (request: Permission.PermissionRequest, verdict: Permission.Verdict) =>
-      success(
-        request.requestId,
-        verdict._tag === "Allow"
-          ? {
-            behavior: "allow",
-            updatedInput: verdict.updatedInput ?? request.input,
-            ...(request.toolUseId !== undefined ? { toolUseID: request.toolUseId } : {}),
-            // Allowing with permission updates is an "always allow" (the CLI records it as the user's lasting choice).
-            ...(verdict.updatedPermissions !== undefined
-              ? { updatedPermissions: verdict.updatedPermissions, decisionClassification: "user_permanent" }
-              : {})
-          }
-          : {
-            behavior: "deny",
-            message: verdict.message,
-            ...(verdict.interrupt === true ? { interrupt: true } : {})
-          }
-      ),
+      success(request.requestId, verdictPayload(request, verdict)),
     reply: (requestId, reply) => {
-      if (calls.size > 0) forgetCall(requestId)
+      if (s.calls.size > 0) forgetCall(s, requestId)
       return reply._tag === "Success"
         ? success(requestId, reply.payload)
         : { _tag: "Write", line: ClaudeProtocol.encodeControlError(requestId, reply.message) }
     },
     capabilities: () => ({
       provider: "claude",
-      receipts: lifecycle || (initLifecycle ?? (version !== undefined && atLeast(version, receiptsSince)))
+      receipts: s.lifecycle || (s.initLifecycle ?? (s.version !== undefined && atLeast(s.version, receiptsSince)))
         ? "explicit"
         : "first-output",
       interrupt: true,
       permissionKinds: ["tool"],
       resume: true,
       sandbox: undefined,
-      notes: version === undefined ? [] : [`claude ${version}`]
+      notes: s.version === undefined ? [] : [`claude ${s.version}`]
     })
   }
 }
