@@ -147,7 +147,6 @@ class Driver {
   readonly ready = Deferred.makeUnsafe<unknown, HandshakeFailed | StartupTimeout>()
   private ended = false
   /** The running turn, until its first output (text, message or tool use) is published. */
-  private awaitingOutput: TurnState | undefined = undefined
 
   readonly options: Options
   readonly clock: Clock.Clock
@@ -240,24 +239,6 @@ class Driver {
 
   private publish(events: ReadonlyArray<SessionEvent>): void {
     if (!this.ended) this.log.publishAllUnsafe(events)
-    if (this.awaitingOutput !== undefined) this.findFirstOutput(events)
-  }
-
-  /** Looks for the running turn's first output in a batch of events (no more batches are looked at once found). */
-  private findFirstOutput(events: ReadonlyArray<SessionEvent>): void {
-    const state = this.awaitingOutput!
-    const id = state.turn.id
-    for (let i = 0; i < events.length; i++) {
-      const event = events[i]
-      if (
-        event.turnId === id &&
-        (event._tag === "TextDelta" || event._tag === "AssistantMessage" || event._tag === "ToolUse")
-      ) {
-        this.awaitingOutput = undefined
-        this.telemetry.firstOutput(state, this.now() - state.turn.startedAt)
-        return
-      }
-    }
   }
 
   private perform(output: Machine.Output<TurnState>): void {
@@ -277,14 +258,8 @@ class Driver {
       case "Settle": {
         const state = output.turn.handle!
         state.terminal.seq = this.latest()
-        if (this.awaitingOutput === state || this.awaitingOutput === undefined) {
-          // The turn that starts when one settles is the queue's next (a queued turn dropped meanwhile leaves the
-          // running one, which may have had its first output already).
-          const next = this.machine.active?.handle
-          this.awaitingOutput = next !== undefined && next !== state && next.firstOutputMillis === undefined
-            ? next
-            : undefined
-        }
+        const turn = output.turn
+        if (turn.firstOutputAt !== undefined) this.telemetry.firstOutput(state, turn.firstOutputAt - turn.startedAt)
         Deferred.doneUnsafe(state.done, output.exit)
         this.telemetry.turnSettled(state, output.exit, this.now(), this.machine.sessionId)
         return
@@ -601,7 +576,6 @@ class Driver {
       firstOutputMillis: undefined
     }
     turn.handle = state
-    if (turn.phase !== "queued") this.awaitingOutput = state
     this.drain()
     return state
   }

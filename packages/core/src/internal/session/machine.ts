@@ -100,6 +100,8 @@ export class Turn<H = unknown> {
   /** Set once an interrupt was sent to the CLI: the interrupt deadline runs. */
   interruptAt: number | undefined = undefined
   waiters: Array<number> | undefined = undefined
+  /** When the turn's first text, message or tool use came (what the session's first-output metric measures). */
+  firstOutputAt: number | undefined = undefined
   /** Set by the driver as soon as `send` returns the turn, before any output about it. */
   handle: H | undefined = undefined
   readonly id: string
@@ -845,14 +847,23 @@ export class Machine<H = unknown> {
   private event(now: number, item: Provider.EventItem): void {
     const turn = this.active
     if (item.turnId !== undefined) {
-      if (turn !== undefined && turn.id === item.turnId) this.progress(now, turn)
+      if (turn !== undefined && turn.id === item.turnId) this.turnEvent(now, turn, item)
     } else if (turn !== undefined && item.scope !== "session" && turn.taken) {
       // The session never writes a second prompt while a turn runs: what the CLI prints now is this turn's. Before
       // its prompt's write it cannot be (the previous turn's trailing frames).
       ;(item as { turnId: string | undefined }).turnId = turn.id
-      this.progress(now, turn)
+      this.turnEvent(now, turn, item)
     }
     this.events.push(item as SessionEvent)
+  }
+
+  /** An event of the running turn: progress, and the turn's first output when it is text, a message or a tool use. */
+  private turnEvent(now: number, turn: Turn<H>, item: Provider.EventItem): void {
+    this.progress(now, turn)
+    if (
+      turn.firstOutputAt === undefined &&
+      (item._tag === "TextDelta" || item._tag === "AssistantMessage" || item._tag === "ToolUse")
+    ) turn.firstOutputAt = now
   }
 
   private progress(now: number, turn: Turn<H>): void {
