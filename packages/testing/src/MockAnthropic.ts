@@ -477,7 +477,7 @@ export const make: (script?: Script) => Effect.Effect<MockAnthropic, never, Scop
 export const layer = (script?: Script): Layer.Layer<MockAnthropic> => Layer.effect(MockAnthropic, make(script))
 
 /**
- * The environment that runs the real `claude` offline against the mock (protocol reference §2.3, §8.1):
+ * The environment that runs the real `claude` offline against the mock (docs/protocol/claude-stream-json.md §2.3, §8.1):
  * everything lives under `home` (`HOME`, `CLAUDE_CONFIG_DIR`, temp dirs, runtime dir), the API key is a dummy,
  * non-essential traffic (DNS lookups of api.anthropic.com, `/api/hello` probes, title generation) is off, retries
  * are off, and every tool definition is sent (no `ToolSearch` deferral). Pass it as the whole environment (not

@@ -57,7 +57,7 @@ export const latest: Version = versions[0]
 /**
  * The oldest version Tether supports. It differs from the newest in ways the session must handle: no
  * `command_lifecycle` receipts, the replay of a prompt only after the first model response, and some control
- * responses without a payload (`interrupt`, see the protocol reference).
+ * responses without a payload (`interrupt`: docs/protocol/claude-stream-json.md §5.1).
  *
  * @category versions
  * @since 0.1.0

@@ -33,7 +33,7 @@ type JsonObject = Json.JsonObject
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
- * What differs between the CLI versions the simulator speaks (docs/protocol §5, §10, and the recorded 2.1.197
+ * What differs between the CLI versions the simulator speaks (docs/protocol/claude-stream-json.md §5, §10, and the recorded 2.1.197
  * transcripts). 2.1.197:
  *
  * - sends no `command_lifecycle`, no `system/session_state_changed`, no `user_message_uuid(s)` anywhere, no

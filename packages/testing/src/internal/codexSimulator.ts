@@ -456,7 +456,7 @@ class CodexServer extends SimulatedCli<MockCodex.Fault> {
     this.threads.set(threadId, thread)
     if (!thread.ephemeral) this.rollouts.set(threadId, rollout)
     this.respond(id, this.threadResult(thread))
-    // `thread/started` follows the response (docs/protocol §8.6), a moment later.
+    // `thread/started` follows the response (docs/protocol/codex-app-server.md §8.6), a moment later.
     yield* sleep(Math.min(2, this.timing.thread))
     this.notify("thread/started", { thread: this.threadObject(thread) })
   }
@@ -653,7 +653,7 @@ class CodexServer extends SimulatedCli<MockCodex.Fault> {
     return undefined
   }
 
-  /** What an interrupt writes once the turn's body is stopped (docs/protocol §3, turn/interrupt). */
+  /** What an interrupt writes once the turn's body is stopped (docs/protocol/codex-app-server.md §3.7). */
   private *abortTurn(run: TurnRun, abort: Abort): Task {
     yield* sleep(this.timing.interrupt)
     if (run.unreported !== undefined) this.notify("thread/tokenUsage/updated", this.takeUsage(run))
