@@ -2,12 +2,12 @@
  * Claude Code's stream-json protocol as a protocol machine: stdout lines in, neutral items out; host commands in,
  * stream-json lines out. Pure and synchronous (see `Provider.ts`).
  *
- * What it knows of the CLI (docs/protocol/claude-stream-json.md §4.1, §5.1, §5.3, §5.6, §5.8, §5.9): the handshake
- * is one `initialize` control request; a prompt is a user message stamped with the host's turn id as its uuid; `command_lifecycle queued` (2.1.3xx) or the replay of
- * the message is the receipt (2.1.197 sends no lifecycle, and replays only with the first model response);
- * `user_message_uuid` names a frame's turn where the CLI gives it; a `result` ends a turn, and the process stays
- * alive; permission requests and hook callbacks are control requests from the CLI; with `--replay-user-messages`
- * the CLI echoes the host's own answers.
+ * What it knows of the CLI (docs/protocol/claude-stream-json.md §4.1, §5.1, §5.3, §5.6, §5.8, §5.9): the handshake is
+ * one `initialize` control request; a prompt is a user message stamped with the host's turn id as its uuid;
+ * `command_lifecycle queued` (2.1.3xx) or the replay of the message is the receipt (2.1.197 sends no lifecycle, and
+ * replays only with the first model response); `user_message_uuid` names a frame's turn where the CLI gives it; a
+ * `result` ends a turn, and the process stays alive; permission requests and hook callbacks are control requests from
+ * the CLI; with `--replay-user-messages` the CLI echoes the host's own answers.
  *
  * @internal
  */
