@@ -30,6 +30,8 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Entity from "effect/cluster/Entity"
 import type * as RunnerAddress from "effect/cluster/RunnerAddress"
+import type * as ShardId from "effect/cluster/ShardId"
+import * as Sharding from "effect/cluster/Sharding"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -183,7 +185,7 @@ export const layer = <C, CE, E, R, A extends Turn.TurnResult, TE>(
         const id = address.entityId as string
         yield* Effect.forkScoped(runner.keepAliveWhileLive(id))
         yield* Effect.addFinalizer(() => runner.release(id))
-        return runner.handlers(id)
+        return runner.handlers(id, address.shardId)
       }),
       {
         concurrency: "unbounded",
@@ -238,6 +240,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const stateDirectory = settings.stateDirectory ??
     Path.join(Os.tmpdir(), `${Files.stalePrefix}${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
   const runnerScope = yield* Effect.scope
+  const sharding = yield* Sharding.Sharding
   yield* Effect.addFinalizer(() => Effect.ignore(Files.remove(stateDirectory), { log: "Warn" }))
   const store = yield* Store.make({ entityType: options.entity.type, prefix: settings.tablePrefix ?? "tether" })
   // A configuration that does not encode, or a stored one that no longer decodes (its schema changed in a
@@ -893,7 +896,27 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
 
   const wire = <A2, E2, R2>(effect: Effect.Effect<A2, E2, R2>) => Effect.mapError(effect, Wire.toWire)
 
-  const handlers = (id: string) =>
+  /**
+   * Runs the work of a request that waits for a turn in a fiber of the runner, not of the entity's handler. A handler
+   * is interrupted when its caller stops waiting (the client's interrupt) and when its runner tears the entity down
+   * (its shard moves, `Sharding` deems its shard lock storage unhealthy, the runner shuts down). Only the caller's
+   * cancels the work (and so, through the local registry, the turn, as in one process); a teardown leaves it
+   * running, so that the turn finishes within the entity's drain and its outcome reaches the ledger, where the
+   * caller's retry with the same prompt id finds it. Its shard is no longer this runner's in every teardown
+   * (`hasShardId` is false once the locks are in doubt or the runner shuts down), and still is when a caller
+   * interrupts.
+   */
+  const detached = <A2, E2>(shardId: ShardId.ShardId, work: Effect.Effect<A2, E2>) =>
+    Effect.flatMap(
+      Effect.forkIn(work, runnerScope, { startImmediately: true }),
+      (fiber) =>
+        Effect.onInterrupt(
+          Fiber.join(fiber),
+          () => sharding.hasShardId(shardId) ? Fiber.interrupt(fiber) : Effect.void
+        )
+    )
+
+  const handlers = (id: string, shardId: ShardId.ShardId) =>
     options.entity.of({
       Open: (request) =>
         Stream.unwrap(Effect.gen(function*() {
@@ -911,8 +934,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           const fingerprint = request.payload.config === undefined ? "" : kind.fingerprint(request.payload.config)
           return Stream.concat(Stream.succeed({ generation: inc.generation, fingerprint }), Stream.never)
         })).pipe(Stream.mapError(Wire.toWire)),
-      Send: (request) => wire(send(id, request.payload as Parameters<typeof send>[1])),
-      Await: (request) => wire(awaitTurn(id, request.payload)),
+      Send: (request) => wire(detached(shardId, send(id, request.payload as Parameters<typeof send>[1]))),
+      Await: (request) => wire(detached(shardId, awaitTurn(id, request.payload))),
       TurnEvents: (request) => turnEvents(id, request.payload),
       TurnPhase: (request) =>
         wire(Effect.suspend(() => {
