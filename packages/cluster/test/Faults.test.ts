@@ -14,6 +14,7 @@ import { ClaudeSession, Permission, SessionRegistry, Timeouts } from "@tether/co
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
 import { Cause, Context, Effect, Exit, Fiber, Layer, Schedule, Schema } from "effect"
 import { MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "effect/cluster"
+import * as SqlClient from "effect/sql/SqlClient"
 
 const ChatConfig = Schema.Struct({ model: Schema.optional(Schema.String) })
 type ChatConfig = typeof ChatConfig.Type
@@ -36,7 +37,11 @@ const script = MockClaude.make([
   MockClaude.when(/^slow/, MockClaude.text(["a ", "b ", "c"], { delay: "400 millis" }))
 ])
 
-/** Shard lock storage that hangs while `down` (as a database that does not answer the lock refresh in time). */
+/**
+ * Shard lock storage of one runner that hangs while `down` (as a database that does not answer the lock refresh in
+ * time). It keeps the set of locks held, as a database does (Effect's in-memory storage remembers only the last
+ * `acquire`, so after a partial re-acquisition its refresh would report every other shard lost).
+ */
 class LockStorage extends Context.Service<LockStorage, {
   readonly fail: Effect.Effect<void>
   readonly heal: Effect.Effect<void>
@@ -44,12 +49,20 @@ class LockStorage extends Context.Service<LockStorage, {
 
 const FaultyLocks = Layer.effectContext(Effect.gen(function*() {
   const memory = yield* RunnerStorage.makeMemory
+  const held = new Set<string>()
   let down = false
-  const hangWhileDown = <A, E>(effect: Effect.Effect<A, E>) => Effect.suspend(() => down ? Effect.never : effect)
+  const whileUp = <A>(f: () => A) => Effect.suspend(() => down ? Effect.never : Effect.sync(f))
   const storage = RunnerStorage.RunnerStorage.of({
     ...memory,
-    acquire: (address, shardIds) => hangWhileDown(memory.acquire(address, shardIds)),
-    refresh: (address, shardIds) => hangWhileDown(memory.refresh(address, shardIds))
+    acquire: (_address, shardIds) =>
+      whileUp(() => {
+        const acquired = Array.from(shardIds)
+        for (const shardId of acquired) held.add(shardId.toString())
+        return acquired
+      }),
+    refresh: (_address, shardIds) => whileUp(() => Array.from(shardIds).filter((id) => held.has(id.toString()))),
+    release: (_address, shardId) => whileUp(() => void held.delete(shardId.toString())),
+    releaseAll: () => whileUp(() => held.clear())
   })
   return Context.make(RunnerStorage.RunnerStorage, storage).pipe(
     Context.add(LockStorage, {
@@ -155,19 +168,53 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       if (exit !== undefined) {
         assert.isTrue(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause), String(exit))
       }
-      // As in one process, a caller that stops waiting interrupts its turn in the CLI.
+      // As in one process, a caller that stops waiting interrupts its turn: the CLI is asked to interrupt it, or,
+      // when it had not acknowledged the prompt yet, the session is retired (its CLI goes).
       const cli = yield* (yield* MockTransport.MockTransport).latest
-      yield* cli.written.pipe(
-        Effect.filterOrFail(
-          (frames) =>
-            frames.some((frame) =>
-              (frame as { readonly request?: { readonly subtype?: unknown } }).request?.subtype === "interrupt"
-            ),
-          () => "no interrupt yet"
-        ),
+      const interrupted = Effect.map(
+        cli.written,
+        (frames) =>
+          frames.some((frame) =>
+            (frame as { readonly request?: { readonly subtype?: unknown } }).request?.subtype === "interrupt"
+          )
+      )
+      yield* Effect.all([interrupted, cli.isAlive]).pipe(
+        Effect.filterOrFail(([asked, alive]) => asked || !alive, () => "the turn goes on"),
         Effect.retry(Schedule.spaced("20 millis")),
         Effect.timeout("10 seconds"),
         Effect.orDie
       )
+    }))
+
+  it.effect("a runner whose save is fenced (another runner owns the session) stops serving it: its CLI goes", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const sql = yield* SqlClient.SqlClient
+      const transport = yield* MockTransport.MockTransport
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const cli = yield* transport.latest
+      const before = yield* promptsWritten
+      const running = yield* Effect.forkChild(chats.run(id, "slow, three chunks"))
+      yield* awaitPrompts(before + 1)
+      // Another runner begins the session's next generation while this one runs a turn (as after a partition).
+      yield* sql`UPDATE tether_sessions SET generation = generation + 1
+        WHERE entity_type = ${ChatsCluster.entityType} AND id = ${id}`
+      // The turn ends in the CLI; saving it is fenced, and this generation must not go on.
+      yield* Fiber.join(running).pipe(Effect.timeout("10 seconds"), Effect.ignore)
+      yield* cli.isAlive.pipe(
+        Effect.filterOrFail((alive) => !alive, () => "still alive"),
+        Effect.retry(Schedule.spaced("50 millis")),
+        Effect.timeout("10 seconds"),
+        Effect.orDie
+      )
+      // The next message starts a generation above the other runner's, in a CLI of its own.
+      const after = yield* chats.run(id, "after the fence").pipe(Effect.timeout("10 seconds"))
+      assert.strictEqual(after.text, "after the fence")
+      const fencedPrompts = (yield* cli.written).filter((frame) =>
+        (frame as { readonly type?: unknown }).type === "user"
+      )
+      assert.strictEqual(fencedPrompts.length, 1, "the fenced CLI got no prompt after its fence")
+      assert.notStrictEqual((yield* transport.latest).index, cli.index)
     }))
 })

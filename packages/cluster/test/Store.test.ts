@@ -101,6 +101,24 @@ layer(Database, { timeout: 60_000, excludeTestServices: true })("Store", (it) =>
       assert.strictEqual((yield* s.turn(id, "p1"))?.state, "completed", "a claim of another generation stays")
     }))
 
+  it.effect("the ledger claims only for a live generation: not for one that ended or was evicted", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      const id = freshId()
+      yield* s.begin(id, begin)
+      assert.strictEqual((yield* s.claim(id, "live", 1))._tag, "Claimed")
+      // Generation 1 ends cleanly (its last save): it is still the record's generation, but no longer live.
+      yield* s.save(id, 1, { ...empty, seq: 0, final: true })
+      assert.strictEqual((yield* s.read(id))?.generation, 1)
+      assert.strictEqual((yield* s.claim(id, "after-end", 1))._tag, "Fenced")
+      assert.isUndefined(yield* s.turn(id, "after-end"), "nothing was recorded")
+      yield* s.begin(id, begin)
+      assert.strictEqual((yield* s.claim(id, "next", 2))._tag, "Claimed")
+      assert.isTrue(yield* s.evict(id))
+      assert.strictEqual((yield* s.claim(id, "after-evict", 2))._tag, "Fenced")
+      assert.isUndefined(yield* s.turn(id, "after-evict"))
+    }))
+
   it.effect("conversation files are saved in appended chunks and restored whole; evict forgets them", () =>
     Effect.gen(function*() {
       const s = yield* store
