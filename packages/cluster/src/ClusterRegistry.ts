@@ -82,7 +82,8 @@ import * as Runner from "./internal/runner.ts"
  * | `durableEvents` | `false` | the default for sessions whose opener does not say (see {@link ClientSettings}) |
  * | `tablePrefix` | `"tether"` | the prefix of the cluster registry's tables; the same on every node |
  * | `entityIdleTime` | the cluster's `entityMaxIdleTime` | how long an entity whose session is closed stays resident |
- * | `finalSaveTimeout` | 30 s | how long the last save of a closing session may take (a database that hangs must not hang a release, an eviction or a drain); past it the session closes unsaved, and its next owner restores it as a lost generation from its last saved turn |
+ * | `finalSaveTimeout` | 30 s | how long the last save of a closing session may take (a database that hangs must not hang a release, an eviction or a drain); past it the session closes, and what it did not save is kept (see `unsavedRetention`) |
+ * | `unsavedRetention` | 10 minutes | how long the runner keeps, and tries every second to write, what a session could not save (the database was unreachable): a turn's outcome for the ledger, the last save of a closed session. Written when the database returns, so that a turn that completed is never reported lost to a retry with its prompt id; written before the session's next generation starts on this runner. Past it (or if the runner dies first) the session's next owner restores it as a lost generation from its last saved turn, and its unsaved turns are reported lost (`deliveryUncertain`) |
  *
  * @category models
  * @since 0.1.0
@@ -94,6 +95,7 @@ export interface RunnerSettings extends SessionRegistry.Settings {
   readonly tablePrefix?: string | undefined
   readonly entityIdleTime?: Duration.Input | undefined
   readonly finalSaveTimeout?: Duration.Input | undefined
+  readonly unsavedRetention?: Duration.Input | undefined
 }
 
 /**

@@ -12,9 +12,10 @@ import { assert, layer } from "@effect/vitest"
 import { ClusterRegistry } from "@tether/cluster"
 import { ClaudeSession, Permission, SessionRegistry, Timeouts } from "@tether/core"
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Schedule, Schema } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Metric, Option, Redacted, Schedule, Schema } from "effect"
 import { MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
+import * as Net from "node:net"
 
 const ChatConfig = Schema.Struct({ model: Schema.optional(Schema.String) })
 type ChatConfig = typeof ChatConfig.Type
@@ -90,9 +91,57 @@ const Cluster = Sharding.layer.pipe(
   }))
 )
 
-const Database = Layer.unwrap(Effect.map(Postgres.Postgres, (server) => PgClient.layer({ url: server.url }))).pipe(
-  Layer.provideMerge(Postgres.layer())
-)
+/** The runners' link to the database: `cut` resets every connection and refuses new ones (a database stopped). */
+class DatabaseLink extends Context.Service<DatabaseLink, {
+  readonly cut: Effect.Effect<void>
+  readonly restore: Effect.Effect<void>
+}>()("test/DatabaseLink") {}
+
+/** A TCP proxy on 127.0.0.1 in front of the real PostgreSQL, through which every connection of the test goes. */
+const proxy = (port: number) =>
+  Effect.acquireRelease(
+    Effect.callback<{ readonly server: Net.Server; readonly sockets: Set<Net.Socket>; down: boolean }>((resume) => {
+      const state = { server: Net.createServer(), sockets: new Set<Net.Socket>(), down: false }
+      state.server.on("connection", (client) => {
+        if (state.down) return void client.destroy()
+        const upstream = Net.connect(port, "127.0.0.1")
+        for (const socket of [client, upstream]) {
+          state.sockets.add(socket)
+          socket.on("close", () => state.sockets.delete(socket))
+          socket.on("error", () => undefined)
+        }
+        client.pipe(upstream)
+        upstream.pipe(client)
+        client.on("close", () => upstream.destroy())
+        upstream.on("close", () => client.destroy())
+      })
+      state.server.listen(0, "127.0.0.1", () => resume(Effect.succeed(state)))
+    }),
+    (state) =>
+      Effect.callback<void>((resume) => {
+        for (const socket of state.sockets) socket.destroy()
+        state.server.close(() => resume(Effect.void))
+      })
+  )
+
+const Database = Layer.unwrap(Effect.gen(function*() {
+  const server = yield* Postgres.Postgres
+  const link = yield* proxy(server.port)
+  const port = (link.server.address() as Net.AddressInfo).port
+  const url = Redacted.value(server.url).replace(`@127.0.0.1:${server.port}/`, `@127.0.0.1:${port}/`)
+  return Layer.merge(
+    PgClient.layer({ url: Redacted.make(url) }),
+    Layer.succeed(DatabaseLink, {
+      cut: Effect.sync(() => {
+        link.down = true
+        for (const socket of link.sockets) socket.destroy()
+      }),
+      restore: Effect.sync(() => {
+        link.down = false
+      })
+    })
+  )
+})).pipe(Layer.provideMerge(Postgres.layer()))
 
 const Live = ChatsCluster.layer({ capacity: 4, drainTimeout: "10 seconds", finalSaveTimeout: "5 seconds" }).pipe(
   Layer.provideMerge(Cluster),
@@ -216,5 +265,69 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       )
       assert.strictEqual(fencedPrompts.length, 1, "the fenced CLI got no prompt after its fence")
       assert.notStrictEqual((yield* transport.latest).index, cli.index)
+    }))
+
+  it.effect("a turn that completes while the database is down is saved when it returns: the retry is answered", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const locks = yield* LockStorage
+      const database = yield* DatabaseLink
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const before = yield* promptsWritten
+      const attributes = { runner: "localhost:34431", registry: "test/FaultChats" }
+      const failures = Metric.withAttributes(ClusterRegistry.metrics.saveFailures, attributes)
+      const failed = (yield* Metric.value(failures)).count
+      const options: ClusterRegistry.SendOptions = { promptId: `p-${id}` }
+      const running = yield* Effect.forkChild(Effect.exit(chats.run(id, "slow, three chunks", options)))
+      yield* awaitPrompts(before + 1)
+      // The database stops: the runner's lock refresh times out (its entities are torn down) and its saves fail.
+      yield* database.cut
+      yield* locks.fail
+      const exit = yield* Fiber.join(running).pipe(Effect.timeout("10 seconds"), Effect.orDie)
+      assert.isTrue(Exit.isFailure(exit) && Option.isSome(Cause.findErrorOption(exit.cause)), String(exit))
+      // The turn finished in its CLI during the drain, and the runner let every session go (the lock storage's
+      // outage took all its shards): once none is left, their last saves are over, and they failed.
+      yield* Metric.value(Metric.withAttributes(ClusterRegistry.metrics.sessions, attributes)).pipe(
+        Effect.filterOrFail((gauge) => gauge.value === 0, () => "sessions left"),
+        Effect.retry(Schedule.spaced("50 millis")),
+        Effect.timeout("30 seconds"),
+        Effect.orDie
+      )
+      assert.isAtLeast((yield* Metric.value(failures)).count, failed + 2, "the turn's save and the last one failed")
+      yield* database.restore
+      yield* locks.heal
+      const again = yield* chats.run(id, "slow, three chunks", options).pipe(Effect.timeout("30 seconds"))
+      assert.strictEqual(again.text, "a b c", "the completed turn is answered from the ledger")
+      assert.strictEqual(yield* promptsWritten, before + 1, "the prompt reached a CLI once")
+    }))
+
+  it.effect("a turn's save that failed while the database was down is written when it returns, with no next turn", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const sql = yield* SqlClient.SqlClient
+      const database = yield* DatabaseLink
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const before = yield* promptsWritten
+      const promptId = `p-${id}`
+      const options: ClusterRegistry.SendOptions = { promptId }
+      const running = yield* Effect.forkChild(chats.run(id, "slow, three chunks", options))
+      yield* awaitPrompts(before + 1)
+      yield* database.cut
+      // Only the registry's database is down here, not the cluster's locks: the caller gets its result.
+      const result = yield* Fiber.join(running).pipe(Effect.timeout("30 seconds"))
+      assert.strictEqual(result.text, "a b c")
+      yield* database.restore
+      const state = sql<{ readonly state: string }>`SELECT state FROM tether_turns
+        WHERE entity_type = ${ChatsCluster.entityType} AND id = ${id} AND prompt_id = ${promptId}`
+      const saved = yield* state.pipe(
+        Effect.filterOrFail((rows) => rows[0]?.state === "completed", () => "not in the ledger yet"),
+        Effect.retry(Schedule.spaced("100 millis")),
+        Effect.timeout("10 seconds"),
+        Effect.orDie
+      )
+      assert.strictEqual(saved[0].state, "completed", "the session is still live, and its turn is in the ledger")
+      assert.isTrue((yield* chats.snapshot(id)).generation === 1)
     }))
 })

@@ -101,7 +101,7 @@ layer(Database, { timeout: 60_000, excludeTestServices: true })("Store", (it) =>
       assert.strictEqual((yield* s.turn(id, "p1"))?.state, "completed", "a claim of another generation stays")
     }))
 
-  it.effect("the ledger claims only for a live generation: not for one that ended or was evicted", () =>
+  it.effect("the ledger claims only for a live generation, and an evicted one cannot save", () =>
     Effect.gen(function*() {
       const s = yield* store
       const id = freshId()
@@ -117,6 +117,10 @@ layer(Database, { timeout: 60_000, excludeTestServices: true })("Store", (it) =>
       assert.isTrue(yield* s.evict(id))
       assert.strictEqual((yield* s.claim(id, "after-evict", 2))._tag, "Fenced")
       assert.isUndefined(yield* s.turn(id, "after-evict"))
+      // A save of the evicted generation that comes late (written again once the database answered) is fenced.
+      const late = yield* Effect.flip(s.save(id, 2, { ...empty, seq: 0, final: true }))
+      assert.strictEqual(late._tag, "Fenced")
+      assert.strictEqual((yield* s.read(id))?.state, "evicted")
     }))
 
   it.effect("conversation files are saved in appended chunks and restored whole; evict forgets them", () =>

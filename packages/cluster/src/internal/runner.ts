@@ -65,6 +65,7 @@ export interface Settings extends SessionRegistry.Settings {
   readonly tablePrefix?: string | undefined
   readonly entityIdleTime?: Duration.Input | undefined
   readonly finalSaveTimeout?: Duration.Input | undefined
+  readonly unsavedRetention?: Duration.Input | undefined
 }
 
 /** The cluster registry's metrics; every runner records them with its address as the `runner` attribute. */
@@ -129,12 +130,34 @@ interface Incarnation<A, TE> {
    */
   readonly sending: Map<string, Deferred.Deferred<TrackedTurn<A, TE> | undefined>>
   readonly saving: Semaphore.Semaphore
+  /** The last save has begun: no save after it may mark the generation live again. */
+  ending: boolean
+  /** A save failed: a fiber saves again until one succeeds, or the generation ends. */
+  retrying: boolean
   recorder: Fiber.Fiber<void> | undefined
   readonly closed: Deferred.Deferred<void>
 }
 
 /** How many finished turns an incarnation remembers in memory (older ones are answered from the ledger). */
 const rememberedTurns = 256
+
+/** How long a runner waits between attempts at saves that failed (a database down). */
+const unsavedRetryInterval = Duration.seconds(1)
+
+/**
+ * What a session could not save when it should have: the last save of a generation that closed while the database
+ * was unreachable (`save`), and the outcomes of its turns for the ledger (`completions`). The runner writes it when
+ * the database returns: the save while the generation is still the record's, else (the session moved on) only the
+ * completions, so that a retry with a prompt id that completed is answered from the ledger, not as lost.
+ */
+interface Unsaved {
+  readonly id: string
+  readonly generation: number
+  readonly save: Store.Save | undefined
+  readonly completions: ReadonlyArray<Store.Completion>
+  /** When the runner gives up (`unsavedRetention` after the failure). */
+  readonly until: number
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The runner
@@ -234,6 +257,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   }
   const drainTimeout = duration("drainTimeout", settings.drainTimeout, Duration.seconds(10), "allowed")
   const finalSaveTimeout = duration("finalSaveTimeout", settings.finalSaveTimeout, Duration.seconds(30), "refused")
+  const unsavedRetention = duration("unsavedRetention", settings.unsavedRetention, Duration.minutes(10), "refused")
   if (problems.length > 0) return yield* new TetherError.InvalidConfig({ problems })
   const defaultDurable = settings.durableEvents ?? false
   if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
@@ -271,10 +295,82 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   // Saving
   // ------------------------------------------------------------------------------------------------------------
 
-  /** Saves what the incarnation did since its last save (fenced by its generation), with a few retries. */
+  // ------------------------------------------------------------------------------------------------------------
+  // What could not be saved
+  // ------------------------------------------------------------------------------------------------------------
+
+  /** By id and generation. */
+  const unsaved = new Map<string, Unsaved>()
+
+  const keep = (entry: Omit<Unsaved, "until">) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      unsaved.set(`${entry.id}/${entry.generation}`, { ...entry, until: now + Duration.toMillis(unsavedRetention) })
+    })
+
+  /** Writes one entry: true once it is written (or has nothing left to write). */
+  const writeUnsaved = (entry: Unsaved) =>
+    Effect.gen(function*() {
+      if (entry.save !== undefined) {
+        const saved = yield* Effect.exit(store.save(entry.id, entry.generation, entry.save))
+        if (Exit.isSuccess(saved)) return true
+        const error = Cause.findErrorOption(saved.cause)
+        if (Option.isNone(error) || error.value._tag !== "Fenced") return false
+      }
+      if (entry.completions.length === 0) return true
+      return Exit.isSuccess(yield* Effect.exit(store.complete(entry.id, entry.completions)))
+    })
+
+  /** Writes what is waiting (of one id, or all), once; gives up on what is past its retention. */
+  const flushUnsaved = (id?: string) =>
+    Effect.gen(function*() {
+      for (const [key, entry] of [...unsaved]) {
+        if (id !== undefined && entry.id !== id) continue
+        // A database that hangs rather than refuses must not stall the others: each write is bounded.
+        const written = yield* Effect.timeoutOption(writeUnsaved(entry), finalSaveTimeout)
+        if (Option.getOrElse(written, () => false)) {
+          if (unsaved.get(key) === entry) unsaved.delete(key)
+          yield* Effect.logInfo(
+            `wrote what session ${entry.id} (generation ${entry.generation}) could not save, once the database answered`
+          )
+          continue
+        }
+        if ((yield* Clock.currentTimeMillis) > entry.until) {
+          if (unsaved.get(key) === entry) unsaved.delete(key)
+          yield* Effect.logWarning(
+            `gave up saving session ${entry.id} (generation ${entry.generation}) after ${
+              Duration.format(unsavedRetention)
+            }: its turns in flight will be reported lost`
+          )
+        }
+      }
+    })
+
+  yield* Effect.forkIn(
+    Effect.forever(Effect.andThen(Effect.sleep(unsavedRetryInterval), flushUnsaved())),
+    runnerScope
+  )
+  // Registered before the registry is made: it runs after the registry has closed (and tried to save) every session.
+  yield* Effect.addFinalizer(() =>
+    Effect.suspend(() => unsaved.size === 0 ? Effect.void : Effect.timeoutOption(flushUnsaved(), finalSaveTimeout))
+  )
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Saving
+  // ------------------------------------------------------------------------------------------------------------
+
+  /**
+   * Saves what the incarnation did since its last save (fenced by its generation), with a few retries: `saved`,
+   * `fenced` (another runner owns the session now: this generation must not go on; its turns' outcomes still go to
+   * the ledger) or `failed` (the database is unreachable: saved again later, see {@link retryLater}). What the last
+   * save of a generation could not write, even when it is cut short by `finalSaveTimeout`, is kept (see
+   * {@link Unsaved}) and written when the database returns.
+   */
   const save = (inc: Incarnation<A, TE>, final: boolean) =>
     inc.saving.withPermits(1)(
       Effect.gen(function*() {
+        // A save that waited behind the last one must not mark the generation live again.
+        if (inc.ending && !final) return "saved" as const
         const t0 = yield* Clock.currentTimeMillis
         if (inc.session !== undefined && inc.conversationId === undefined) {
           inc.conversationId = Option.getOrUndefined(yield* inc.session.sessionId)
@@ -288,7 +384,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           const promptId = inc.turns.get(turn.turnId)?.promptId
           return promptId === undefined ? [] : [{ promptId, ...turn }]
         })
-        const exit = yield* store.save(inc.id, inc.generation, {
+        const payload: Store.Save = {
           conversationId: inc.conversationId,
           changes: collected.changes,
           tracked: collected.tracked,
@@ -296,23 +392,45 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           seq: final ? inc.lastSeq : Math.max(inc.base, events.length > 0 ? events[events.length - 1].seq : inc.base),
           turns,
           final
-        }).pipe(
+        }
+        const completions = turns.map((turn) => ({ ...turn, generation: inc.generation }))
+        let written = false
+        const exit = yield* store.save(inc.id, inc.generation, payload).pipe(
           Effect.retry({
             while: (error) => error._tag !== "Fenced",
             times: 4,
             schedule: Schedule.exponential("100 millis")
           }),
-          Effect.exit
+          Effect.tap(() =>
+            Effect.sync(() => {
+              written = true
+            })
+          ),
+          Effect.exit,
+          // The last save, cut short (by `finalSaveTimeout`) or failed: kept, to be written when the database returns.
+          Effect.onExit(() =>
+            final && !written
+              ? keep({ id: inc.id, generation: inc.generation, save: payload, completions })
+              : Effect.void
+          )
         )
         if (Exit.isFailure(exit)) {
           yield* Metric.update(Metric.withAttributes(metrics.saveFailures, attributes), 1)
           yield* Effect.logWarning(`could not save session ${inc.id} (generation ${inc.generation})`, exit.cause)
-          // Another runner owns the session now: this generation must not go on.
-          const fenced = Cause.findErrorOption(exit.cause)
-          if (Option.isSome(fenced) && fenced.value._tag === "Fenced" && inc.session !== undefined && !final) {
+          const error = Cause.findErrorOption(exit.cause)
+          if (Option.isNone(error) || error.value._tag !== "Fenced") return "failed" as const
+          // Another runner owns the session now: this generation must not go on. What its turns did is still true.
+          if (!final && completions.length > 0) {
+            const completed = yield* Effect.exit(store.complete(inc.id, completions))
+            if (Exit.isFailure(completed)) {
+              yield* keep({ id: inc.id, generation: inc.generation, save: undefined, completions })
+            }
+            inc.ended = inc.ended.slice(ended.length)
+          }
+          if (inc.session !== undefined && !final) {
             yield* inc.session.retire("another runner owns this session now")
           }
-          return
+          return "fenced" as const
         }
         inc.tracked = collected.tracked
         inc.pending = inc.pending.slice(events.length)
@@ -320,7 +438,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         const t1 = yield* Clock.currentTimeMillis
         yield* Metric.update(Metric.withAttributes(metrics.saveDuration, attributes), Duration.millis(t1 - t0))
         const bytes = collected.changes.reduce((total, change) => total + change.data.length, 0)
-        if (bytes > 0) yield* Metric.update(Metric.withAttributes(metrics.savedBytes, attributes), bytes)
+        if (bytes > 0) {
+          yield* Metric.update(Metric.withAttributes(metrics.savedBytes, attributes), bytes)
+        }
+        return "saved" as const
       })
     ).pipe(
       Effect.withSpan("ClusterRegistry.save", {
@@ -332,6 +453,31 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         }
       })
     )
+
+  /**
+   * Saves the incarnation again, every {@link unsavedRetryInterval}, after a save failed (the database was
+   * unreachable), until one succeeds or its generation ends (whose last save takes over what is unsaved): a turn
+   * that completed reaches the ledger when the database returns, not only with the session's next turn.
+   */
+  const retryLater = (inc: Incarnation<A, TE>) =>
+    Effect.suspend(() => {
+      if (inc.retrying) return Effect.void
+      inc.retrying = true
+      const attempt: Effect.Effect<void> = Effect.gen(function*() {
+        yield* Effect.sleep(unsavedRetryInterval)
+        if (inc.ending) return
+        if ((yield* save(inc, false)) === "failed") return yield* attempt
+      })
+      return Effect.asVoid(Effect.forkIn(
+        Effect.ensuring(
+          attempt,
+          Effect.sync(() => {
+            inc.retrying = false
+          })
+        ),
+        runnerScope
+      ))
+    })
 
   /** Settles the saves of the turns that ended, whatever the save did: their waiters must not wait forever. */
   const settleSaved = (inc: Incarnation<A, TE>, turnIds: ReadonlyArray<string>) =>
@@ -393,7 +539,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
             yield* Effect.ignore(store.extend(inc.id, inc.generation, inc.ceiling))
           }
           if (endedTurns.length > 0) {
-            yield* save(inc, false)
+            if ((yield* save(inc, false)) === "failed") yield* retryLater(inc)
             yield* settleSaved(inc, endedTurns)
           }
         }))
@@ -411,6 +557,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
    */
   const finalize = (inc: Incarnation<A, TE>) =>
     Effect.gen(function*() {
+      inc.ending = true
       if (inc.recorder !== undefined) {
         // The session's log ended with it; the recorder is reading its last events.
         const done = yield* Effect.timeoutOption(Fiber.await(inc.recorder), Duration.seconds(5))
@@ -445,6 +592,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       const scope = yield* Scope.Scope
       const start = starts.get(id) ?? { reset: false, durable: defaultDurable }
       const encoded = yield* encodeConfig(config)
+      // What an earlier generation of this id could not save goes first: its last save (or its turns' outcomes).
+      if (unsaved.size > 0) yield* Effect.timeoutOption(flushUnsaved(id), finalSaveTimeout)
       const begun = yield* store.begin(id, {
         runner: address,
         fingerprint: kind.fingerprint(config),
@@ -475,6 +624,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         prompts: new Map(),
         sending: new Map(),
         saving: Semaphore.makeUnsafe(1),
+        ending: false,
+        retrying: false,
         recorder: undefined,
         closed: Deferred.makeUnsafe()
       }
