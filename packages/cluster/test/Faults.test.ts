@@ -249,6 +249,10 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       // Another runner begins the session's next generation while this one runs a turn (as after a partition).
       yield* sql`UPDATE tether_sessions SET generation = generation + 1
         WHERE entity_type = ${ChatsCluster.entityType} AND id = ${id}`
+      // A send meanwhile is refused by the ledger, naming the generation that is live now (not this runner's).
+      const stale = yield* Effect.flip(chats.run(id, "while fenced off"))
+      assert.strictEqual(stale._tag, "GenerationChanged")
+      assert.strictEqual(stale.message, `session ${id} is no longer generation 1 (it is generation 2)`)
       // The turn ends in the CLI; saving it is fenced, and this generation must not go on.
       yield* Fiber.join(running).pipe(Effect.timeout("10 seconds"), Effect.ignore)
       yield* cli.isAlive.pipe(

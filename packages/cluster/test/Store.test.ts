@@ -96,7 +96,7 @@ layer(Database, { timeout: 60_000, excludeTestServices: true })("Store", (it) =>
         outcome: { ok: true, result: { text: "hi" } }
       })
       yield* s.begin(id, begin) // generation 2 elsewhere
-      assert.strictEqual((yield* s.claim(id, "p2", 1))._tag, "Fenced")
+      assert.deepStrictEqual(yield* s.claim(id, "p2", 1), { _tag: "Fenced", current: 2 }, "names the live generation")
       yield* s.unclaim(id, "p1", 2)
       assert.strictEqual((yield* s.turn(id, "p1"))?.state, "completed", "a claim of another generation stays")
     }))
@@ -110,7 +110,7 @@ layer(Database, { timeout: 60_000, excludeTestServices: true })("Store", (it) =>
       // Generation 1 ends cleanly (its last save): it is still the record's generation, but no longer live.
       yield* s.save(id, 1, { ...empty, seq: 0, final: true })
       assert.strictEqual((yield* s.read(id))?.generation, 1)
-      assert.strictEqual((yield* s.claim(id, "after-end", 1))._tag, "Fenced")
+      assert.deepStrictEqual(yield* s.claim(id, "after-end", 1), { _tag: "Fenced", current: null }, "none is live")
       assert.isUndefined(yield* s.turn(id, "after-end"), "nothing was recorded")
       yield* s.begin(id, begin)
       assert.strictEqual((yield* s.claim(id, "next", 2))._tag, "Claimed")

@@ -659,14 +659,19 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   // Finding the live incarnation
   // ------------------------------------------------------------------------------------------------------------
 
-  /** A local registry's error with its local generations replaced by the cluster's. */
+  /**
+   * A local registry's error with its local generations replaced by the cluster's. A local session replaced under
+   * the same cluster generation (the incarnation that replaces it is not recorded yet) has no live generation to
+   * name: it is not reported as the generation it is no longer.
+   */
   const translate = (inc: Incarnation<A, TE> | undefined, expected: number | undefined) => <X>(error: X): X => {
     if (error instanceof SessionRegistry.GenerationChanged) {
-      const current = incarnations.get(error.id)
+      const was = expected ?? inc?.generation ?? error.expected
+      const current = incarnations.get(error.id)?.generation
       return new SessionRegistry.GenerationChanged({
         id: error.id,
-        expected: expected ?? inc?.generation ?? error.expected,
-        current: current?.generation ?? null
+        expected: was,
+        current: current === undefined || current === was ? null : current
       }) as X
     }
     if (error instanceof SessionRegistry.SessionConflict) {
@@ -675,8 +680,14 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     return error
   }
 
-  const moved = (id: string, expected: number) =>
-    new SessionRegistry.GenerationChanged({ id, expected, current: incarnations.get(id)?.generation ?? null })
+  const moved = (id: string, expected: number) => {
+    const current = incarnations.get(id)?.generation
+    return new SessionRegistry.GenerationChanged({
+      id,
+      expected,
+      current: current === undefined || current === expected ? null : current
+    })
+  }
 
   /**
    * The live incarnation of an id, restoring it (with the configuration given, or the one the database has) when
@@ -812,7 +823,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       const claim = yield* store.claim(id, payload.promptId, inc.generation).pipe(
         Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
       )
-      if (claim._tag === "Fenced") return yield* moved(id, inc.generation)
+      // The database's live generation, not this runner's (which is the one fenced off).
+      if (claim._tag === "Fenced") {
+        return yield* new SessionRegistry.GenerationChanged({ id, expected: inc.generation, current: claim.current })
+      }
       let tracked: TrackedTurn<A, TE> | undefined
       if (claim._tag === "Existing") {
         const inFlight = inc.sending.get(payload.promptId)

@@ -319,11 +319,13 @@ export const make = Effect.fnUntraced(function*(options: {
   /**
    * Records a prompt in the ledger for `generation`, before it is written to the CLI. `claimed` when it is new;
    * else the turn the ledger already has for that prompt id (a send the cluster delivered again, after the runner
-   * that had it died). `fenced` when the session's generation is no longer `generation`.
+   * that had it died). `fenced` when `generation` is no longer the session's live one, with the live generation
+   * (`current`: another runner's), or `null` when none is live (it ended, or the host evicted the session).
    */
   const claim = (id: string, promptId: string, generation: number): Effect.Effect<
     { readonly _tag: "Claimed" } | { readonly _tag: "Existing"; readonly turn: LedgerTurn } | {
       readonly _tag: "Fenced"
+      readonly current: number | null
     },
     SqlError
   > =>
@@ -339,7 +341,12 @@ export const make = Effect.fnUntraced(function*(options: {
         RETURNING prompt_id`
       if (inserted.length === 1) return { _tag: "Claimed" } as const
       const existing = yield* turn(id, promptId)
-      return existing === undefined ? { _tag: "Fenced" } as const : { _tag: "Existing", turn: existing } as const
+      if (existing !== undefined) return { _tag: "Existing", turn: existing } as const
+      const record = yield* read(id)
+      const current = record !== undefined && record.state === "live" && record.generation !== generation
+        ? record.generation
+        : null
+      return { _tag: "Fenced", current } as const
     })
 
   /** Takes a claim back: the prompt was refused before anything was written to the CLI. */
