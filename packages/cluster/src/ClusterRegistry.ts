@@ -77,7 +77,7 @@ import * as Runner from "./internal/runner.ts"
  *
  * | setting | default | meaning |
  * | --- | --- | --- |
- * | `stateDirectory` | a new directory under the system's temporary directory | where the runner keeps the conversation directories of its live sessions (removed when a session closes, and at release) |
+ * | `stateDirectory` | the system's temporary directory | where the runner keeps the conversation directories of its live sessions, in a directory of its own (`tether-cluster-<pid>-<random>`; each session's is removed when it closes, the runner's at release). What a runner killed without its finalizers left there is removed by the next runner that starts with the same `stateDirectory` (a directory whose process is gone); nothing else in it is touched |
  * | `drainTimeout` | 10 s | how long a session whose entity stops (the runner drains, its shard moves) may finish its running turn before it is closed anyway |
  * | `durableEvents` | `false` | the default for sessions whose opener does not say (see {@link ClientSettings}) |
  * | `tablePrefix` | `"tether"` | the prefix of the cluster registry's tables; the same on every node |

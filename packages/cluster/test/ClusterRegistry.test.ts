@@ -37,6 +37,10 @@ import {
 } from "effect"
 import { TestRunner } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import * as Client from "../src/internal/client.ts"
 
 const ChatConfig = Schema.Struct({
@@ -382,6 +386,29 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
         return [yield* Effect.flip(chats.list), yield* Effect.flip(chats.size)]
       }))
       assert.deepStrictEqual(unavailable.map((error) => error._tag), ["SessionUnavailable", "SessionUnavailable"])
+    }))
+
+  it.effect("a runner with a state directory sweeps what a runner killed there left, and nothing else", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-state-test-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true })))
+      // What a runner SIGKILLed with sessions left: its directory, named after its pid, which no process has now.
+      const gone = ChildProcess.spawnSync(process.execPath, ["-e", "process.pid"]).pid!
+      const left = Path.join(root, `tether-cluster-${gone}-0123abcd`, "chat-1-g1", "projects")
+      Fs.mkdirSync(left, { recursive: true })
+      Fs.writeFileSync(Path.join(root, "keep.txt"), "the host's own file")
+      const swept = yield* Effect.scoped(Effect.gen(function*() {
+        yield* Layer.build(
+          ChatsCluster.layerRunner({ stateDirectory: root, tablePrefix: "tether_state" }).pipe(
+            Layer.provide(TestRunner.layer),
+            Layer.provide(MockTransport.layer(script)),
+            Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
+          )
+        )
+        return Fs.readdirSync(root)
+      }))
+      assert.deepStrictEqual(swept, ["keep.txt"], "the dead runner's directory is gone, the host's file is not")
     }))
 
   it.effect("infinite admission and eviction timeouts mean what they mean locally: wait as long as it takes", () =>

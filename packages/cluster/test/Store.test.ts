@@ -7,6 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Postgres } from "@tether/testing"
 import { Effect, Layer } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -167,6 +168,27 @@ describe("Files", () => {
         const dir = yield* tempDir
         yield* Files.restore(Path.join(dir, "conv"), [{ path: "../escaped", data: new Uint8Array([1]) }])
         assert.isFalse(Fs.existsSync(Path.join(dir, "escaped")))
+      }).pipe(Effect.scoped))
+
+    it.effect("a sweep removes the directories of runners that are gone, and nothing else", () =>
+      Effect.gen(function*() {
+        const root = yield* tempDir
+        // A process that has exited: its pid names no process (until the kernel hands it out again).
+        const gone = ChildProcess.spawnSync(process.execPath, ["-e", "process.pid"]).pid!
+        const dead = Path.join(root, `${Files.stalePrefix}${gone}-0123abcd`)
+        const alive = Path.join(root, `${Files.stalePrefix}1-0123abcd`) // init never goes
+        const restarted = Path.join(root, `${Files.stalePrefix}${process.pid}-0123abcd`) // this pid, no runner's
+        const mine = Files.own(root)
+        const unrelated = Path.join(root, "the-host-s-own")
+        for (const dir of [dead, alive, restarted, mine, unrelated]) {
+          Fs.mkdirSync(Path.join(dir, "s"), { recursive: true })
+        }
+        yield* Files.sweepStale(root)
+        Files.disown(mine)
+        assert.deepStrictEqual(
+          [dead, alive, restarted, mine, unrelated].map((dir) => Fs.existsSync(dir)),
+          [false, true, false, true, true]
+        )
       }).pipe(Effect.scoped))
 
     it.effect("a disk that refuses the directory is a typed failure, not a defect", () =>

@@ -260,12 +260,18 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   const unsavedRetention = duration("unsavedRetention", settings.unsavedRetention, Duration.minutes(10), "refused")
   if (problems.length > 0) return yield* new TetherError.InvalidConfig({ problems })
   const defaultDurable = settings.durableEvents ?? false
-  if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
-  const stateDirectory = settings.stateDirectory ??
-    Path.join(Os.tmpdir(), `${Files.stalePrefix}${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
+  // The runner's own directory under the configured one (or the system's temporary directory), named after this
+  // process: what a runner killed without its finalizers left there is swept by the next runner that starts there.
+  const stateRoot = settings.stateDirectory ?? Os.tmpdir()
+  yield* Files.sweepStale(stateRoot)
+  const stateDirectory = Files.own(stateRoot)
   const runnerScope = yield* Effect.scope
   const sharding = yield* Sharding.Sharding
-  yield* Effect.addFinalizer(() => Effect.ignore(Files.remove(stateDirectory), { log: "Warn" }))
+  yield* Effect.addFinalizer(() =>
+    Effect.ignore(Files.remove(stateDirectory), { log: "Warn" }).pipe(
+      Effect.ensuring(Effect.sync(() => Files.disown(stateDirectory)))
+    )
+  )
   const store = yield* Store.make({ entityType: options.entity.type, prefix: settings.tablePrefix ?? "tether" })
   // A configuration that does not encode, or a stored one that no longer decodes (its schema changed in a
   // deploy), fails the start with a typed error, not a defect.
