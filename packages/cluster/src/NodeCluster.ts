@@ -37,15 +37,18 @@
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Cause from "effect/Cause"
 import type * as MessageStorage from "effect/cluster/MessageStorage"
 import * as RunnerAddress from "effect/cluster/RunnerAddress"
 import type * as Runners from "effect/cluster/Runners"
 import type * as Sharding from "effect/cluster/Sharding"
 import type * as ShardingConfig from "effect/cluster/ShardingConfig"
 import type * as Config from "effect/Config"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Runtime from "effect/Runtime"
 import type * as SocketServer from "effect/socket/SocketServer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
@@ -106,3 +109,27 @@ export const layer = (options: Options): Layer.Layer<
     })
   return cluster.pipe(Layer.provideMerge(database))
 }
+
+/**
+ * The teardown of a runner process's main program: a runner stopped by SIGTERM or SIGINT (its main fiber
+ * interrupted, then its layers released: each session's running turn finished within the drain, the session saved
+ * and released, the shards handed off) exits 0, as a server that shut down cleanly does. Effect's default teardown
+ * exits 130 for any interruption, which an orchestrator reads as a failed stop. Anything else exits as the default
+ * says: a failure, or a defect while draining, exits non-zero.
+ *
+ * @example
+ * ```ts
+ * import { NodeRuntime } from "@effect/platform-node"
+ * import { NodeCluster } from "@tether/cluster"
+ * import { Effect } from "effect"
+ *
+ * declare const program: Effect.Effect<never> // Effect.never, provided with the runner's layers
+ *
+ * NodeRuntime.runMain(program, { teardown: NodeCluster.teardown })
+ * ```
+ *
+ * @category running
+ * @since 0.1.0
+ */
+export const teardown: Runtime.Teardown = (exit, onExit) =>
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
