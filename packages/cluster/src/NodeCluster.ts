@@ -48,6 +48,7 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
 import * as Runtime from "effect/Runtime"
 import type * as SocketServer from "effect/socket/SocketServer"
 import type * as SqlClient from "effect/sql/SqlClient"
@@ -107,7 +108,13 @@ export const layer = (options: Options): Layer.Layer<
           : Option.some(RunnerAddress.make(runner.listenHost, runner.port))
       }
     })
-  return cluster.pipe(Layer.provideMerge(database))
+  return cluster.pipe(
+    // A peer's socket that breaks (a runner frozen or cut off, then back; a node killed) fails the server's handler
+    // of that connection with a SocketError that no caller receives: an expected fault of a cluster, whose calls
+    // fail typed where they were made, not an error of this process. Reported as a warning.
+    Layer.provide(Layer.succeed(References.UnhandledLogLevel, "Warn")),
+    Layer.provideMerge(database)
+  )
 }
 
 /**
