@@ -334,4 +334,40 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       assert.strictEqual(saved[0].state, "completed", "the session is still live, and its turn is in the ledger")
       assert.isTrue((yield* chats.snapshot(id)).generation === 1)
     }))
+
+  it.effect("with a callTimeout, calls that no runner can serve fail typed at the deadline instead of waiting", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const locks = yield* LockStorage
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const cluster = yield* Effect.context<Sharding.Sharding | SqlClient.SqlClient>()
+      const context = yield* Layer.build(
+        ChatsCluster.layerClient({ callTimeout: "1 second" }).pipe(Layer.provide(Layer.succeedContext(cluster)))
+      )
+      const bounded = Context.get(context, Chats)
+      // Every shard lock in doubt: the runner holds no shard until its lock storage answers again.
+      yield* locks.fail
+      yield* Effect.sleep("500 millis")
+      const [snapshot, opened, sent] = yield* Effect.all([
+        Effect.flip(bounded.snapshot(id)),
+        Effect.flip(Effect.scoped(bounded.getOrCreate(freshId(), {}))),
+        Effect.flip(bounded.send(id, "during the outage", { promptId: `p-${id}` } as ClusterRegistry.SendOptions))
+      ], { concurrency: "unbounded" }).pipe(Effect.timeout("10 seconds"), Effect.ensuring(locks.heal))
+      assert.strictEqual(snapshot._tag, "SessionUnavailable")
+      assert.isTrue(snapshot.safeToRequeue)
+      assert.strictEqual(opened._tag, "SessionUnavailable")
+      assert.isTrue(ClusterRegistry.isRunnerLost(sent), "a send's prompt may have reached a runner")
+      assert.include(sent.message, "no answer within 1s")
+    }))
+
+  it.effect("a callTimeout that is not a positive duration is InvalidConfig", () =>
+    Effect.gen(function*() {
+      const cluster = yield* Effect.context<Sharding.Sharding | SqlClient.SqlClient>()
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(
+        ChatsCluster.layerClient({ callTimeout: 0 }).pipe(Layer.provide(Layer.succeedContext(cluster)))
+      )))
+      assert.strictEqual(error._tag, "InvalidConfig")
+      assert.deepStrictEqual(error.problems, ["callTimeout must be a positive duration, got 0"])
+    }))
 })

@@ -146,6 +146,8 @@ export interface Options<C, CE> {
   readonly entity: Protocol.SessionEntity<C, CE>
   readonly tablePrefix?: string | undefined
   readonly durableEvents?: boolean | undefined
+  /** How long a call that answers without waiting for a turn may go unanswered; none: as long as it takes. */
+  readonly callTimeout?: Duration.Duration | undefined
 }
 
 /** The registry contract over the cluster. */
@@ -162,7 +164,25 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       id: string,
       effect: Effect.Effect<X, EX, RX>,
       delivery?: { readonly promptId: string }
-    ): Effect.Effect<X, Wire.Known, RX> => typedCall<Wire.Known>(id, delivery)(effect)
+    ): Effect.Effect<X, Wire.Known, RX> => bounded(id, delivery)(typedCall<Wire.Known>(id, delivery)(effect))
+
+    /**
+     * A call that answers without waiting for a turn, bounded by `callTimeout` when the host set one: while no
+     * runner can serve the session (a database outage keeps every runner from its shard locks, the session moves)
+     * the cluster holds the call until one can; past the deadline it fails typed, as the cluster's failures do
+     * (a send's prompt may have reached the runner meanwhile: runner lost, delivery uncertain).
+     */
+    const bounded = (id: string, delivery?: { readonly promptId: string }) =>
+    <X, EX, RX>(
+      effect: Effect.Effect<X, EX, RX>
+    ): Effect.Effect<X, EX | TetherError.SessionUnavailable | TetherError.SessionRetired, RX> => {
+      const deadline = options.callTimeout
+      if (deadline === undefined) return effect
+      return Effect.timeoutOrElse(effect, {
+        duration: deadline,
+        orElse: () => Effect.fail(cutOff(id, delivery, `no answer within ${Duration.format(deadline)}`))
+      })
+    }
 
     // ------------------------------------------------------------------------------------------------------------
     // Turns
@@ -245,7 +265,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
           wait: false
         }).pipe(
           // The runner fails a send with the local registry's errors; the cluster, with the loss of its runner.
-          typedCall<Session.SendError | SessionRegistry.LookupError>(id, { promptId })
+          typedCall<Session.SendError | SessionRegistry.LookupError>(id, { promptId }),
+          bounded(id, { promptId })
         )
         return makeTurn(id, { promptId, turnId: sent.turnId, generation: sent.generation })
       }).pipe(Effect.withSpan("ClusterRegistry.client.send", { attributes: { "tether.session.id": id } }))
@@ -377,7 +398,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
           )
         )
         yield* Effect.forkIn(Effect.andThen(pin, Effect.never), scope)
-        const first = yield* Deferred.await(opened)
+        // Bounded as any call (an admission that waits for a slot counts); the pin goes with the caller's scope.
+        const first = yield* bounded(id)(Deferred.await(opened))
         return handle(id, first.generation)
       })
 
@@ -412,6 +434,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
     const snapshot = (id: string) =>
       entity(id).Snapshot().pipe(
         typedCall(id),
+        bounded(id),
         Effect.map((snapshot) => snapshot as SessionRegistry.Snapshot)
       ) as Effect.Effect<SessionRegistry.Snapshot, SessionRegistry.SessionNotFound | TetherError.SessionUnavailable>
 
@@ -421,13 +444,13 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         reason: `the cluster's database failed: ${error.message}`
       })
 
-    const evict = (id: string, options?: SessionRegistry.EvictOptions) =>
-      call(
-        id,
+    // Not bounded by `callTimeout`: a graceful eviction waits for the running turn, as long as its own timeout says.
+    const evict = (id: string, evictOptions?: SessionRegistry.EvictOptions) =>
+      typedCall(id)(
         entity(id).Evict({
           force: false,
-          generation: options?.generation,
-          timeoutMillis: wireMillis(options?.timeout, undefined)
+          generation: evictOptions?.generation,
+          timeoutMillis: wireMillis(evictOptions?.timeout, undefined)
         })
       )
 
