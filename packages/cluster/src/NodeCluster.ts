@@ -15,6 +15,20 @@
  * a runner that is frozen or cut off) and it is known to be gone (its runner record expires after
  * `shardLockExpiration`; a runner that does not answer pings is marked unhealthy after `runnerHealthCheckInterval`).
  *
+ * What a database outage costs (effect 4.1.0). A runner refreshes its shard locks every
+ * `min(shardLockRefreshInterval, shardLockExpiration / 3)` (the lock interval), each refresh bounded by that
+ * interval; the first refresh that fails or times out (five quick retries aside) makes `Sharding` deem its lock
+ * storage unhealthy, and it then force-interrupts the entities of every shard it held and takes none until a probe
+ * of the database succeeds (`Sharding.ts`: `refreshShardLocks`, `markShardLocksUnhealthy`). A database that refuses
+ * connections is noticed at the next refresh whatever the settings; one that hangs, after one lock interval. No
+ * setting makes the sessions of a runner outlive an outage longer than that: with the default advisory locks the
+ * locks are the lock connection's and are gone with it, so keeping the entities would let a session run on two
+ * runners. What the registry does about it: running turns go on through the drain (`drainTimeout`) and their
+ * outcomes reach the ledger when the database returns (`unsavedRetention`), callers get typed errors (a send, a
+ * runner-lost `SessionRetired` to retry with the same prompt id, which the ledger then answers), new calls wait
+ * for a runner to hold the shard again or fail at a client's `callTimeout`, and each session comes back as a new
+ * generation (its CLI restarted, its conversation resumed) with its next message.
+ *
  * @example
  * ```ts
  * import { NodeCluster } from "@tether/cluster"
