@@ -51,6 +51,7 @@ import * as Path from "node:path"
 import * as Files from "./files.ts"
 import type * as Protocol from "./protocol.ts"
 import * as Store from "./store.ts"
+import * as Unsaved from "./unsaved.ts"
 import * as Wire from "./wire.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -140,24 +141,6 @@ interface Incarnation<A, TE> {
 
 /** How many finished turns an incarnation remembers in memory (older ones are answered from the ledger). */
 const rememberedTurns = 256
-
-/** How long a runner waits between attempts at saves that failed (a database down). */
-const unsavedRetryInterval = Duration.seconds(1)
-
-/**
- * What a session could not save when it should have: the last save of a generation that closed while the database
- * was unreachable (`save`), and the outcomes of its turns for the ledger (`completions`). The runner writes it when
- * the database returns: the save while the generation is still the record's, else (the session moved on) only the
- * completions, so that a retry with a prompt id that completed is answered from the ledger, not as lost.
- */
-interface Unsaved {
-  readonly id: string
-  readonly generation: number
-  readonly save: Store.Save | undefined
-  readonly completions: ReadonlyArray<Store.Completion>
-  /** When the runner gives up (`unsavedRetention` after the failure). */
-  readonly until: number
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The runner
@@ -301,65 +284,14 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   // Saving
   // ------------------------------------------------------------------------------------------------------------
 
-  // ------------------------------------------------------------------------------------------------------------
-  // What could not be saved
-  // ------------------------------------------------------------------------------------------------------------
-
-  /** By id and generation. */
-  const unsaved = new Map<string, Unsaved>()
-
-  const keep = (entry: Omit<Unsaved, "until">) =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      unsaved.set(`${entry.id}/${entry.generation}`, { ...entry, until: now + Duration.toMillis(unsavedRetention) })
-    })
-
-  /** Writes one entry: true once it is written (or has nothing left to write). */
-  const writeUnsaved = (entry: Unsaved) =>
-    Effect.gen(function*() {
-      if (entry.save !== undefined) {
-        const saved = yield* Effect.exit(store.save(entry.id, entry.generation, entry.save))
-        if (Exit.isSuccess(saved)) return true
-        const error = Cause.findErrorOption(saved.cause)
-        if (Option.isNone(error) || error.value._tag !== "Fenced") return false
-      }
-      if (entry.completions.length === 0) return true
-      return Exit.isSuccess(yield* Effect.exit(store.complete(entry.id, entry.completions)))
-    })
-
-  /** Writes what is waiting (of one id, or all), once; gives up on what is past its retention. */
-  const flushUnsaved = (id?: string) =>
-    Effect.gen(function*() {
-      for (const [key, entry] of [...unsaved]) {
-        if (id !== undefined && entry.id !== id) continue
-        // A database that hangs rather than refuses must not stall the others: each write is bounded.
-        const written = yield* Effect.timeoutOption(writeUnsaved(entry), finalSaveTimeout)
-        if (Option.getOrElse(written, () => false)) {
-          if (unsaved.get(key) === entry) unsaved.delete(key)
-          yield* Effect.logInfo(
-            `wrote what session ${entry.id} (generation ${entry.generation}) could not save, once the database answered`
-          )
-          continue
-        }
-        if ((yield* Clock.currentTimeMillis) > entry.until) {
-          if (unsaved.get(key) === entry) unsaved.delete(key)
-          yield* Effect.logWarning(
-            `gave up saving session ${entry.id} (generation ${entry.generation}) after ${
-              Duration.format(unsavedRetention)
-            }: its turns in flight will be reported lost`
-          )
-        }
-      }
-    })
-
-  yield* Effect.forkIn(
-    Effect.forever(Effect.andThen(Effect.sleep(unsavedRetryInterval), flushUnsaved())),
-    runnerScope
-  )
-  // Registered before the registry is made: it runs after the registry has closed (and tried to save) every session.
-  yield* Effect.addFinalizer(() =>
-    Effect.suspend(() => unsaved.size === 0 ? Effect.void : Effect.timeoutOption(flushUnsaved(), finalSaveTimeout))
-  )
+  // What could not be saved: kept, and written when the database answers. Made before the registry, so that its
+  // last attempt (at release) runs after the registry has closed, and tried to save, every session.
+  const unsaved = yield* Unsaved.make({
+    store,
+    retention: unsavedRetention,
+    writeTimeout: finalSaveTimeout,
+    scope: runnerScope
+  })
 
   // ------------------------------------------------------------------------------------------------------------
   // Saving
@@ -369,8 +301,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
    * Saves what the incarnation did since its last save (fenced by its generation), with a few retries: `saved`,
    * `fenced` (another runner owns the session now: this generation must not go on; its turns' outcomes still go to
    * the ledger) or `failed` (the database is unreachable: saved again later, see {@link retryLater}). What the last
-   * save of a generation could not write, even when it is cut short by `finalSaveTimeout`, is kept (see
-   * {@link Unsaved}) and written when the database returns.
+   * save of a generation could not write, even when it is cut short by `finalSaveTimeout`, is kept (`unsaved.ts`)
+   * and written when the database returns.
    */
   const save = (inc: Incarnation<A, TE>, final: boolean) =>
     inc.saving.withPermits(1)(
@@ -416,7 +348,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           // The last save, cut short (by `finalSaveTimeout`) or failed: kept, to be written when the database returns.
           Effect.onExit(() =>
             final && !written
-              ? keep({ id: inc.id, generation: inc.generation, save: payload, completions })
+              ? unsaved.keep({ id: inc.id, generation: inc.generation, save: payload, completions })
               : Effect.void
           )
         )
@@ -429,7 +361,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           if (!final && completions.length > 0) {
             const completed = yield* Effect.exit(store.complete(inc.id, completions))
             if (Exit.isFailure(completed)) {
-              yield* keep({ id: inc.id, generation: inc.generation, save: undefined, completions })
+              yield* unsaved.keep({ id: inc.id, generation: inc.generation, save: undefined, completions })
             }
             inc.ended = inc.ended.slice(ended.length)
           }
@@ -461,7 +393,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     )
 
   /**
-   * Saves the incarnation again, every {@link unsavedRetryInterval}, after a save failed (the database was
+   * Saves the incarnation again, every second, after a save failed (the database was
    * unreachable), until one succeeds or its generation ends (whose last save takes over what is unsaved): a turn
    * that completed reaches the ledger when the database returns, not only with the session's next turn.
    */
@@ -470,7 +402,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       if (inc.retrying) return Effect.void
       inc.retrying = true
       const attempt: Effect.Effect<void> = Effect.gen(function*() {
-        yield* Effect.sleep(unsavedRetryInterval)
+        yield* Effect.sleep(Unsaved.retryInterval)
         if (inc.ending) return
         if ((yield* save(inc, false)) === "failed") return yield* attempt
       })
@@ -599,7 +531,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       const start = starts.get(id) ?? { reset: false, durable: defaultDurable }
       const encoded = yield* encodeConfig(config)
       // What an earlier generation of this id could not save goes first: its last save (or its turns' outcomes).
-      if (unsaved.size > 0) yield* Effect.timeoutOption(flushUnsaved(id), finalSaveTimeout)
+      yield* unsaved.flush(id)
       const begun = yield* store.begin(id, {
         runner: address,
         fingerprint: kind.fingerprint(config),
