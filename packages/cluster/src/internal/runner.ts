@@ -281,11 +281,11 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   }
 
   // ------------------------------------------------------------------------------------------------------------
-  // Saving
+  // What could not be saved
   // ------------------------------------------------------------------------------------------------------------
 
-  // What could not be saved: kept, and written when the database answers. Made before the registry, so that its
-  // last attempt (at release) runs after the registry has closed, and tried to save, every session.
+  // Kept, and written when the database answers. Made before the registry, so that its last attempt (at release)
+  // runs after the registry has closed, and tried to save, every session.
   const unsaved = yield* Unsaved.make({
     store,
     retention: unsavedRetention,
@@ -393,9 +393,9 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     )
 
   /**
-   * Saves the incarnation again, every second, after a save failed (the database was
-   * unreachable), until one succeeds or its generation ends (whose last save takes over what is unsaved): a turn
-   * that completed reaches the ledger when the database returns, not only with the session's next turn.
+   * Saves the incarnation again, every second, after a save failed (the database was unreachable), until one
+   * succeeds or its generation ends (whose last save takes over what is unsaved): a turn that completed reaches the
+   * ledger when the database returns, not only with the session's next turn.
    */
   const retryLater = (inc: Incarnation<A, TE>) =>
     Effect.suspend(() => {
