@@ -94,7 +94,8 @@ if (process.argv[2] === "runner") {
   Effect.logInfo(`runner ready on 127.0.0.1:${port}`).pipe(
     Effect.andThen(Effect.never),
     Effect.provide(runner(port)),
-    NodeRuntime.runMain
+    // A runner stopped by SIGTERM drains, then exits 0 (not the 130 of Effect's default teardown).
+    NodeRuntime.runMain({ teardown: NodeCluster.teardown })
   )
 } else {
   NodeRuntime.runMain(main)

@@ -60,10 +60,12 @@
  *
  * @since 0.1.0
  */
-import type { EventLog, SessionRegistry, TetherError, Turn } from "@tether/core"
+import { type EventLog, type SessionRegistry, TetherError, type Turn } from "@tether/core"
 import type * as Sharding from "effect/cluster/Sharding"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type * as Schema from "effect/Schema"
 import type * as Migrator from "effect/sql/Migrator"
 import type * as SqlClient from "effect/sql/SqlClient"
@@ -78,12 +80,13 @@ import * as Runner from "./internal/runner.ts"
  *
  * | setting | default | meaning |
  * | --- | --- | --- |
- * | `stateDirectory` | a new directory under the system's temporary directory | where the runner keeps the conversation directories of its live sessions (removed when a session closes, and at release) |
+ * | `stateDirectory` | the system's temporary directory | where the runner keeps the conversation directories of its live sessions, in a directory of its own (`tether-cluster-<pid>-<random>`; each session's is removed when it closes, the runner's at release). What a runner killed without its finalizers left there is removed by the next runner that starts with the same `stateDirectory` (a directory whose process is gone); nothing else in it is touched |
  * | `drainTimeout` | 10 s | how long a session whose entity stops (the runner drains, its shard moves) may finish its running turn before it is closed anyway |
  * | `durableEvents` | `false` | the default for sessions whose opener does not say (see {@link ClientSettings}) |
  * | `tablePrefix` | `"tether"` | the prefix of the cluster registry's tables; the same on every node |
  * | `entityIdleTime` | the cluster's `entityMaxIdleTime` | how long an entity whose session is closed stays resident |
- * | `finalSaveTimeout` | 30 s | how long the last save of a closing session may take (a database that hangs must not hang a release, an eviction or a drain); past it the session closes unsaved, and its next owner restores it as a lost generation from its last saved turn |
+ * | `finalSaveTimeout` | 30 s | how long the last save of a closing session may take (a database that hangs must not hang a release, an eviction or a drain); past it the session closes, and what it did not save is kept (see `unsavedRetention`) |
+ * | `unsavedRetention` | 10 minutes | how long the runner keeps, and tries every second to write, what a session could not save (the database was unreachable): a turn's outcome for the ledger, the last save of a closed session. Written when the database returns, so that a turn that completed is never reported lost to a retry with its prompt id; written before the session's next generation starts on this runner. Past it (or if the runner dies first) the session's next owner restores it as a lost generation from its last saved turn, and its unsaved turns are reported lost (`deliveryUncertain`) |
  *
  * @category models
  * @since 0.1.0
@@ -95,12 +98,23 @@ export interface RunnerSettings extends SessionRegistry.Settings {
   readonly tablePrefix?: string | undefined
   readonly entityIdleTime?: Duration.Input | undefined
   readonly finalSaveTimeout?: Duration.Input | undefined
+  readonly unsavedRetention?: Duration.Input | undefined
 }
 
 /**
- * A client's settings. `durableEvents`: sessions this client opens save their events (with each turn) so that a
- * subscription can resume from any seq after their runner is lost; without it (the runner's default, `false`),
- * events of earlier generations are reported as a gap (`reason: "not-durable"`).
+ * A client's settings.
+ *
+ * - `durableEvents`: sessions this client opens save their events (with each turn) so that a subscription can
+ *   resume from any seq after their runner is lost; without it (the runner's default, `false`), events of earlier
+ *   generations are reported as a gap (`reason: "not-durable"`).
+ * - `callTimeout` (default: none): how long a call that answers without waiting for a turn (`getOrCreate`, `get`,
+ *   `send`, `snapshot`, `interrupt`, `answerPermission`, `pendingPermissions`, `control`, `forceEvict`) may wait
+ *   for an answer. While no runner can serve the session (a database outage keeps every runner from its shard
+ *   locks; the session moves after its runner died) the cluster holds a call until one can: with `callTimeout`, the
+ *   call fails typed at the deadline instead (`SessionUnavailable`, safe to requeue; for a `send`, whose prompt may
+ *   have reached a runner meanwhile, a runner-lost `SessionRetired`, to retry with the same `promptId`). `run`, a
+ *   turn's `result` and a graceful `evict` wait for a turn and are not bounded by it: bound them with the session's
+ *   turn timeout, or the host's own.
  *
  * @category models
  * @since 0.1.0
@@ -108,6 +122,7 @@ export interface RunnerSettings extends SessionRegistry.Settings {
 export interface ClientSettings {
   readonly durableEvents?: boolean | undefined
   readonly tablePrefix?: string | undefined
+  readonly callTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -144,11 +159,31 @@ export interface ClusterBinding<Self, R> {
    * `SessionUnavailable`, or, for a send and the wait for its turn, with a runner-lost `SessionRetired` (see
    * {@link isRunnerLost}).
    */
-  readonly layerClient: (settings?: ClientSettings) => Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient>
+  readonly layerClient: (
+    settings?: ClientSettings
+  ) => Layer.Layer<Self, TetherError.InvalidConfig, Sharding.Sharding | SqlClient.SqlClient>
   /** Both: this process runs sessions and calls them. */
   readonly layer: (
     settings?: RunnerSettings & ClientSettings
   ) => Layer.Layer<Self, StartError, Sharding.Sharding | SqlClient.SqlClient | R>
+}
+
+/** A client's `callTimeout`, checked: a duration that does not read, or is not positive, is `InvalidConfig`. */
+const callTimeoutOf = (input: Duration.Input | undefined) => {
+  if (input === undefined) return Effect.succeedNone
+  const decoded = Duration.fromInput(input)
+  if (Option.isSome(decoded) && Duration.isPositive(decoded.value) && !Number.isNaN(input)) {
+    return Effect.succeedSome(decoded.value)
+  }
+  return Effect.fail(
+    new TetherError.InvalidConfig({
+      problems: [
+        `callTimeout must be a positive duration, got ${
+          typeof input === "object" ? JSON.stringify(input) : String(input)
+        }`
+      ]
+    })
+  )
 }
 
 /**
@@ -171,12 +206,14 @@ export const make = <Self, Id extends string, C, E, R, A extends Turn.TurnResult
     >
   const layerClient = (settings: ClientSettings = {}) =>
     Layer.effect(service)(
-      Client.make<C, CE, E, A, TE>({
-        entity,
-        tablePrefix: settings.tablePrefix,
-        durableEvents: settings.durableEvents
-      })
-    ) as Layer.Layer<Self, never, Sharding.Sharding | SqlClient.SqlClient>
+      Effect.flatMap(callTimeoutOf(settings.callTimeout), (callTimeout) =>
+        Client.make<C, CE, E, A, TE>({
+          entity,
+          tablePrefix: settings.tablePrefix,
+          durableEvents: settings.durableEvents,
+          callTimeout: Option.getOrUndefined(callTimeout)
+        }))
+    ) as Layer.Layer<Self, TetherError.InvalidConfig, Sharding.Sharding | SqlClient.SqlClient>
   return {
     entityType: entity.type,
     layerRunner,

@@ -15,6 +15,20 @@
  * a runner that is frozen or cut off) and it is known to be gone (its runner record expires after
  * `shardLockExpiration`; a runner that does not answer pings is marked unhealthy after `runnerHealthCheckInterval`).
  *
+ * What a database outage costs (effect 4.1.0). A runner refreshes its shard locks every
+ * `min(shardLockRefreshInterval, shardLockExpiration / 3)` (the lock interval), each refresh bounded by that
+ * interval; the first refresh that fails or times out (five quick retries aside) makes `Sharding` deem its lock
+ * storage unhealthy, and it then force-interrupts the entities of every shard it held and takes none until a probe
+ * of the database succeeds (`Sharding.ts`: `refreshShardLocks`, `markShardLocksUnhealthy`). A database that refuses
+ * connections is noticed at the next refresh whatever the settings; one that hangs, after one lock interval. No
+ * setting makes the sessions of a runner outlive an outage longer than that: with the default advisory locks the
+ * locks are the lock connection's and are gone with it, so keeping the entities would let a session run on two
+ * runners. What the registry does about it: running turns go on through the drain (`drainTimeout`) and their
+ * outcomes reach the ledger when the database returns (`unsavedRetention`), callers get typed errors (a send, a
+ * runner-lost `SessionRetired` to retry with the same prompt id, which the ledger then answers), new calls wait
+ * for a runner to hold the shard again or fail at a client's `callTimeout`, and each session comes back as a new
+ * generation (its CLI restarted, its conversation resumed) with its next message.
+ *
  * @example
  * ```ts
  * import { NodeCluster } from "@tether/cluster"
@@ -37,15 +51,19 @@
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Cause from "effect/Cause"
 import type * as MessageStorage from "effect/cluster/MessageStorage"
 import * as RunnerAddress from "effect/cluster/RunnerAddress"
 import type * as Runners from "effect/cluster/Runners"
 import type * as Sharding from "effect/cluster/Sharding"
 import type * as ShardingConfig from "effect/cluster/ShardingConfig"
 import type * as Config from "effect/Config"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
+import * as Runtime from "effect/Runtime"
 import type * as SocketServer from "effect/socket/SocketServer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
@@ -104,5 +122,35 @@ export const layer = (options: Options): Layer.Layer<
           : Option.some(RunnerAddress.make(runner.listenHost, runner.port))
       }
     })
-  return cluster.pipe(Layer.provideMerge(database))
+  return cluster.pipe(
+    // A peer's socket that breaks (a runner frozen or cut off, then back; a node killed) fails the server's handler
+    // of that connection with a SocketError that no caller receives: an expected fault of a cluster, whose calls
+    // fail typed where they were made, not an error of this process. Reported as a warning.
+    Layer.provide(Layer.succeed(References.UnhandledLogLevel, "Warn")),
+    Layer.provideMerge(database)
+  )
 }
+
+/**
+ * The teardown of a runner process's main program: a runner stopped by SIGTERM or SIGINT (its main fiber
+ * interrupted, then its layers released: each session's running turn finished within the drain, the session saved
+ * and released, the shards handed off) exits 0, as a server that shut down cleanly does. Effect's default teardown
+ * exits 130 for any interruption, which an orchestrator reads as a failed stop. Anything else exits as the default
+ * says: a failure, or a defect while draining, exits non-zero.
+ *
+ * @example
+ * ```ts
+ * import { NodeRuntime } from "@effect/platform-node"
+ * import { NodeCluster } from "@tether/cluster"
+ * import { Effect } from "effect"
+ *
+ * declare const program: Effect.Effect<never> // Effect.never, provided with the runner's layers
+ *
+ * NodeRuntime.runMain(program, { teardown: NodeCluster.teardown })
+ * ```
+ *
+ * @category running
+ * @since 0.1.0
+ */
+export const teardown: Runtime.Teardown = (exit, onExit) =>
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)

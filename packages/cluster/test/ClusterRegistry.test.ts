@@ -37,6 +37,10 @@ import {
 } from "effect"
 import { TestRunner } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import * as Client from "../src/internal/client.ts"
 
 const ChatConfig = Schema.Struct({
@@ -384,6 +388,29 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
       assert.deepStrictEqual(unavailable.map((error) => error._tag), ["SessionUnavailable", "SessionUnavailable"])
     }))
 
+  it.effect("a runner with a state directory sweeps what a runner killed there left, and nothing else", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-state-test-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true })))
+      // What a runner SIGKILLed with sessions left: its directory, named after its pid, which no process has now.
+      const gone = ChildProcess.spawnSync(process.execPath, ["-e", "process.pid"]).pid!
+      const left = Path.join(root, `tether-cluster-${gone}-0123abcd`, "chat-1-g1", "projects")
+      Fs.mkdirSync(left, { recursive: true })
+      Fs.writeFileSync(Path.join(root, "keep.txt"), "the host's own file")
+      const swept = yield* Effect.scoped(Effect.gen(function*() {
+        yield* Layer.build(
+          ChatsCluster.layerRunner({ stateDirectory: root, tablePrefix: "tether_state" }).pipe(
+            Layer.provide(TestRunner.layer),
+            Layer.provide(MockTransport.layer(script)),
+            Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
+          )
+        )
+        return Fs.readdirSync(root)
+      }))
+      assert.deepStrictEqual(swept, ["keep.txt"], "the dead runner's directory is gone, the host's file is not")
+    }))
+
   it.effect("infinite admission and eviction timeouts mean what they mean locally: wait as long as it takes", () =>
     Effect.gen(function*() {
       const chats = yield* Chats
@@ -428,7 +455,16 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry (f
 })
 
 describe("ClusterRegistry client errors", () => {
-  const transport = ["MailboxFull", "AlreadyProcessingMessage", "EntityNotAssignedToRunner", "RunnerUnavailable"]
+  // Every failure of the cluster's own, RpcClientError above all: the socket to the runner broke after the request
+  // was written, so the runner may have it.
+  const transport = [
+    "MailboxFull",
+    "AlreadyProcessingMessage",
+    "PersistenceError",
+    "EntityNotAssignedToRunner",
+    "RunnerUnavailable",
+    "RpcClientError"
+  ]
 
   it("a send (or the wait for its turn) that the cluster fails may have been delivered: runner lost", () => {
     for (const _tag of transport) {
@@ -447,6 +483,32 @@ describe("ClusterRegistry client errors", () => {
       assert.strictEqual(error._tag, "SessionUnavailable", _tag)
       assert.isTrue(error.safeToRequeue, _tag)
     }
+  })
+})
+
+describe("ClusterRegistry client outcomes", () => {
+  it("an interrupt that reaches a call is its runner's: runner lost for a send, unavailable for the rest", () => {
+    const interrupted = Cause.interrupt(42)
+    const lost = Cause.findErrorOption(Client.causeOfCall("chat-1", { promptId: "p-1" })(interrupted))
+    assert.isTrue(Option.isSome(lost) && ClusterRegistry.isRunnerLost(lost.value), String(lost))
+    assert.isTrue(Option.isSome(lost) && (lost.value as TetherError.SessionRetired).deliveryUncertain)
+    const unavailable = Cause.findErrorOption(Client.causeOfCall("chat-1")(interrupted))
+    assert.isTrue(Option.isSome(unavailable) && unavailable.value._tag === "SessionUnavailable", String(unavailable))
+  })
+
+  it("a defect that is the cluster's own error is typed; any other defect stays a defect", () => {
+    const undelivered = Cause.die({ _tag: "RunnerUnavailable", address: "10.0.0.1:1" })
+    const lost = Cause.findErrorOption(Client.causeOfCall("chat-1", { promptId: "p-1" })(undelivered))
+    assert.isTrue(Option.isSome(lost) && ClusterRegistry.isRunnerLost(lost.value), String(lost))
+    const bug = Cause.die(new Error("a bug"))
+    const kept = Client.causeOfCall("chat-1")(bug)
+    assert.isTrue(Cause.hasDies(kept) && !Cause.hasFails(kept))
+  })
+
+  it("a typed error of the session is the session's, whatever else the cause holds", () => {
+    const cause = Cause.combine(Cause.fail(new SessionRegistry.SessionNotFound({ id: "chat-1" })), Cause.interrupt(1))
+    const error = Cause.findErrorOption(Client.causeOfCall("chat-1", { promptId: "p-1" })(cause))
+    assert.isTrue(Option.isSome(error) && error.value._tag === "SessionNotFound", String(error))
   })
 })
 

@@ -7,6 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Postgres } from "@tether/testing"
 import { Effect, Layer } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -96,9 +97,31 @@ layer(Database, { timeout: 60_000, excludeTestServices: true })("Store", (it) =>
         outcome: { ok: true, result: { text: "hi" } }
       })
       yield* s.begin(id, begin) // generation 2 elsewhere
-      assert.strictEqual((yield* s.claim(id, "p2", 1))._tag, "Fenced")
+      assert.deepStrictEqual(yield* s.claim(id, "p2", 1), { _tag: "Fenced", current: 2 }, "names the live generation")
       yield* s.unclaim(id, "p1", 2)
       assert.strictEqual((yield* s.turn(id, "p1"))?.state, "completed", "a claim of another generation stays")
+    }))
+
+  it.effect("the ledger claims only for a live generation, and an evicted one cannot save", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      const id = freshId()
+      yield* s.begin(id, begin)
+      assert.strictEqual((yield* s.claim(id, "live", 1))._tag, "Claimed")
+      // Generation 1 ends cleanly (its last save): it is still the record's generation, but no longer live.
+      yield* s.save(id, 1, { ...empty, seq: 0, final: true })
+      assert.strictEqual((yield* s.read(id))?.generation, 1)
+      assert.deepStrictEqual(yield* s.claim(id, "after-end", 1), { _tag: "Fenced", current: null }, "none is live")
+      assert.isUndefined(yield* s.turn(id, "after-end"), "nothing was recorded")
+      yield* s.begin(id, begin)
+      assert.strictEqual((yield* s.claim(id, "next", 2))._tag, "Claimed")
+      assert.isTrue(yield* s.evict(id))
+      assert.strictEqual((yield* s.claim(id, "after-evict", 2))._tag, "Fenced")
+      assert.isUndefined(yield* s.turn(id, "after-evict"))
+      // A save of the evicted generation that comes late (written again once the database answered) is fenced.
+      const late = yield* Effect.flip(s.save(id, 2, { ...empty, seq: 0, final: true }))
+      assert.strictEqual(late._tag, "Fenced")
+      assert.strictEqual((yield* s.read(id))?.state, "evicted")
     }))
 
   it.effect("conversation files are saved in appended chunks and restored whole; evict forgets them", () =>
@@ -145,6 +168,27 @@ describe("Files", () => {
         const dir = yield* tempDir
         yield* Files.restore(Path.join(dir, "conv"), [{ path: "../escaped", data: new Uint8Array([1]) }])
         assert.isFalse(Fs.existsSync(Path.join(dir, "escaped")))
+      }).pipe(Effect.scoped))
+
+    it.effect("a sweep removes the directories of runners that are gone, and nothing else", () =>
+      Effect.gen(function*() {
+        const root = yield* tempDir
+        // A process that has exited: its pid names no process (until the kernel hands it out again).
+        const gone = ChildProcess.spawnSync(process.execPath, ["-e", "process.pid"]).pid!
+        const dead = Path.join(root, `${Files.stalePrefix}${gone}-0123abcd`)
+        const alive = Path.join(root, `${Files.stalePrefix}1-0123abcd`) // init never goes
+        const restarted = Path.join(root, `${Files.stalePrefix}${process.pid}-0123abcd`) // this pid, no runner's
+        const mine = Files.own(root)
+        const unrelated = Path.join(root, "the-host-s-own")
+        for (const dir of [dead, alive, restarted, mine, unrelated]) {
+          Fs.mkdirSync(Path.join(dir, "s"), { recursive: true })
+        }
+        yield* Files.sweepStale(root)
+        Files.disown(mine)
+        assert.deepStrictEqual(
+          [dead, alive, restarted, mine, unrelated].map((dir) => Fs.existsSync(dir)),
+          [false, true, false, true, true]
+        )
       }).pipe(Effect.scoped))
 
     it.effect("a disk that refuses the directory is a typed failure, not a defect", () =>

@@ -19,6 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
@@ -47,12 +48,29 @@ const isTransport = (error: unknown): boolean =>
   typeof error === "object" && error !== null && transportTags.has((error as { readonly _tag?: string })._tag ?? "")
 
 /**
+ * The failure of a call that the cluster cut off (`why`: the cluster's error, or how the call was cut off), as the
+ * host's: `SessionUnavailable` for a call that delivers nothing (nothing was delivered), or, for a call that may
+ * have delivered a prompt (`delivery`: a send, or the wait for its turn), the loss of its runner: a
+ * `SessionRetired` whose delivery is uncertain (`ClusterRegistry.isRunnerLost`). A host retries that with the same
+ * `promptId`: the session's ledger answers it with the turn instead of running the prompt again.
+ */
+const cutOff = (
+  id: string,
+  delivery: { readonly promptId: string } | undefined,
+  why: string
+): TetherError.SessionUnavailable | TetherError.SessionRetired =>
+  delivery === undefined
+    ? new TetherError.SessionUnavailable({ status: "unknown", reason: `session ${id} could not be reached (${why})` })
+    : new TetherError.SessionRetired({
+      reason:
+        `runner lost: the call for prompt ${delivery.promptId} of session ${id} failed (${why}) after the cluster may have delivered it, and whether its CLI ran the prompt is unknown`,
+      acknowledged: false
+    })
+
+/**
  * A wire error as the host's error (typed as `E`, the errors of the calling method's local signature, which the
  * runner fails it with; as a known class by default: an error of a host's own provider keeps its own tag);
- * the cluster's own failures as `SessionUnavailable` (nothing was delivered), or, for a call that may have
- * delivered a prompt (`delivery`: a send, or the wait for its turn), as the loss of its runner: a `SessionRetired`
- * whose delivery is uncertain (`ClusterRegistry.isRunnerLost`). A host retries that with the same `promptId`: the
- * session's ledger answers it with the turn instead of running the prompt again.
+ * the cluster's own failures as the call's {@link cutOff}.
  *
  * @internal
  */
@@ -61,15 +79,49 @@ export const fromCall = <E = Wire.Known>(id: string, delivery?: { readonly promp
   error: unknown
 ): E | TetherError.SessionUnavailable | TetherError.SessionRetired => {
   if (!isTransport(error)) return Wire.fromWire<E>(error as Wire.Failure)
-  const tag = (error as { readonly _tag: string })._tag
-  return delivery === undefined
-    ? new TetherError.SessionUnavailable({ status: "unknown", reason: `session ${id} could not be reached (${tag})` })
-    : new TetherError.SessionRetired({
-      reason:
-        `runner lost: the call for prompt ${delivery.promptId} of session ${id} failed (${tag}) after the cluster may have delivered it, and whether its CLI ran the prompt is unknown`,
-      acknowledged: false
-    })
+  return cutOff(id, delivery, (error as { readonly _tag: string })._tag)
 }
+
+/**
+ * A call's whole cause as the host's: its error mapped by {@link fromCall}; an interrupt, or a defect that is one of
+ * the cluster's own errors, as the call's {@link cutOff}. An interrupt that reaches a call is never its caller's own
+ * (a fiber interrupted from outside runs no handler: it stays interrupted): it is the runner's, whose `Sharding`
+ * force-interrupts the entities of its shards when their lock storage is unhealthy (a lock refresh that failed or
+ * timed out: a database down or slow, a loaded machine) and when it shuts down, and the reply carries the interrupt
+ * to the caller. A volatile request whose reply the cluster could not deliver is answered with a defect. Any other
+ * defect stays a defect.
+ *
+ * @internal
+ */
+export const causeOfCall = <E = Wire.Known>(id: string, delivery?: { readonly promptId: string }) =>
+(
+  cause: Cause.Cause<unknown>
+): Cause.Cause<E | TetherError.SessionUnavailable | TetherError.SessionRetired> => {
+  const error = Cause.findErrorOption(cause)
+  if (Option.isSome(error)) return Cause.fail(fromCall<E>(id, delivery)(error.value))
+  const defect = Cause.findDefect(cause)
+  if (Result.isSuccess(defect)) {
+    return isTransport(defect.success)
+      ? Cause.fail(cutOff(id, delivery, (defect.success as { readonly _tag: string })._tag))
+      : cause as Cause.Cause<never>
+  }
+  return Cause.hasInterrupts(cause)
+    ? Cause.fail(cutOff(id, delivery, "interrupted by its runner"))
+    : cause as Cause.Cause<never>
+}
+
+/** An effect of the cluster with every outcome typed by {@link causeOfCall} (the caller's own interruption aside). */
+const typedCall = <E = Wire.Known>(id: string, delivery?: { readonly promptId: string }) =>
+<X, EX, RX>(
+  effect: Effect.Effect<X, EX, RX>
+): Effect.Effect<X, E | TetherError.SessionUnavailable | TetherError.SessionRetired, RX> =>
+  Effect.catchCause(effect, (cause) => Effect.failCause(causeOfCall<E>(id, delivery)(cause)))
+
+/** A stream of the cluster with every outcome typed by {@link causeOfCall} (the caller's own interruption aside). */
+const typedStream = <X, EX, RX>(
+  id: string,
+  stream: Stream.Stream<X, EX, RX>
+): Stream.Stream<X, Wire.Known, RX> => Stream.catchCause(stream, (cause) => Stream.failCause(causeOfCall(id)(cause)))
 
 /**
  * A caller's timeout as the wire carries it (its numbers are finite), read as the local registry reads it: none when
@@ -94,6 +146,8 @@ export interface Options<C, CE> {
   readonly entity: Protocol.SessionEntity<C, CE>
   readonly tablePrefix?: string | undefined
   readonly durableEvents?: boolean | undefined
+  /** How long a call that answers without waiting for a turn may go unanswered; none: as long as it takes. */
+  readonly callTimeout?: Duration.Duration | undefined
 }
 
 /** The registry contract over the cluster. */
@@ -110,7 +164,25 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       id: string,
       effect: Effect.Effect<X, EX, RX>,
       delivery?: { readonly promptId: string }
-    ): Effect.Effect<X, Wire.Known, RX> => Effect.mapError(effect, fromCall(id, delivery))
+    ): Effect.Effect<X, Wire.Known, RX> => bounded(id, delivery)(typedCall<Wire.Known>(id, delivery)(effect))
+
+    /**
+     * A call that answers without waiting for a turn, bounded by `callTimeout` when the host set one: while no
+     * runner can serve the session (a database outage keeps every runner from its shard locks, the session moves)
+     * the cluster holds the call until one can; past the deadline it fails typed, as the cluster's failures do
+     * (a send's prompt may have reached the runner meanwhile: runner lost, delivery uncertain).
+     */
+    const bounded = (id: string, delivery?: { readonly promptId: string }) =>
+    <X, EX, RX>(
+      effect: Effect.Effect<X, EX, RX>
+    ): Effect.Effect<X, EX | TetherError.SessionUnavailable | TetherError.SessionRetired, RX> => {
+      const deadline = options.callTimeout
+      if (deadline === undefined) return effect
+      return Effect.timeoutOrElse(effect, {
+        duration: deadline,
+        orElse: () => Effect.fail(cutOff(id, delivery, `no answer within ${Duration.format(deadline)}`))
+      })
+    }
 
     // ------------------------------------------------------------------------------------------------------------
     // Turns
@@ -142,7 +214,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
             }
             return Stream.empty
           }),
-          Stream.mapError(fromCall(id))
+          (stream) => typedStream(id, stream)
         )
       })
 
@@ -169,8 +241,9 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         return call(id, entity(id).TurnPhase(ref)) as Effect.Effect<Turn.Phase, TetherError.SessionUnavailable>
       },
       get interrupt() {
-        // The turn's session may have moved: then there is nothing left of the turn to interrupt.
-        return Effect.ignore(entity(id).Interrupt({ generation: ref.generation, turnId: ref.turnId }))
+        // The turn's session may have moved (or its runner cut the call off): then there is nothing left of the
+        // turn to interrupt.
+        return Effect.ignoreCause(entity(id).Interrupt({ generation: ref.generation, turnId: ref.turnId }))
       }
     })
 
@@ -192,7 +265,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
           wait: false
         }).pipe(
           // The runner fails a send with the local registry's errors; the cluster, with the loss of its runner.
-          Effect.mapError(fromCall<Session.SendError | SessionRegistry.LookupError>(id, { promptId }))
+          typedCall<Session.SendError | SessionRegistry.LookupError>(id, { promptId }),
+          bounded(id, { promptId })
         )
         return makeTurn(id, { promptId, turnId: sent.turnId, generation: sent.generation })
       }).pipe(Effect.withSpan("ClusterRegistry.client.send", { attributes: { "tether.session.id": id } }))
@@ -210,9 +284,7 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         generation: options?.generation,
         wait: true
       }).pipe(
-        Effect.mapError(
-          fromCall<Session.SendError | Turn.TurnError | TE | SessionRegistry.LookupError>(id, { promptId })
-        ),
+        typedCall<Session.SendError | Turn.TurnError | TE | SessionRegistry.LookupError>(id, { promptId }),
         Effect.map((sent) => sent.result as A),
         Effect.withSpan("ClusterRegistry.client.run", { attributes: { "tether.session.id": id } })
       )
@@ -283,15 +355,11 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
               const error = Cause.findErrorOption(exit.cause)
               const typed = Option.isSome(error) && !isTransport(error.value)
               if (typed || !(yield* Deferred.isDone(ready))) {
-                if (Option.isNone(error)) {
-                  // A defect (or an interruption) before the subscription even started: it is the caller's.
-                  yield* Deferred.failCause(ready, exit.cause as Cause.Cause<never>)
-                  yield* Queue.failCause(queue, exit.cause as Cause.Cause<never>)
-                  return
-                }
-                const failure = fromCall(id)(error.value)
-                yield* Deferred.fail(ready, failure)
-                yield* Queue.fail(queue, failure)
+                // The session's own failure, or any failure before the subscription started: the caller's, typed (an
+                // interrupt that gets here is the runner's: the caller's own interrupts this loop as a whole).
+                const failure = causeOfCall(id)(exit.cause)
+                yield* Deferred.failCause(ready, failure)
+                yield* Queue.failCause(queue, failure)
                 return
               }
               // The runner went away mid-stream (shut down, or the stream was cut): subscribe again, by seq.
@@ -326,11 +394,12 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
           Stream.takeWhile(() => !Deferred.isDoneUnsafe(opened)),
           Stream.runForEach((first) => Deferred.succeed(opened, first)),
           Effect.onExit((exit) =>
-            Exit.isFailure(exit) ? Deferred.failCause(opened, Cause.map(exit.cause, fromCall(id))) : Effect.void
+            Exit.isFailure(exit) ? Deferred.failCause(opened, causeOfCall(id)(exit.cause)) : Effect.void
           )
         )
         yield* Effect.forkIn(Effect.andThen(pin, Effect.never), scope)
-        const first = yield* Deferred.await(opened)
+        // Bounded as any call (an admission that waits for a slot counts); the pin goes with the caller's scope.
+        const first = yield* bounded(id)(Deferred.await(opened))
         return handle(id, first.generation)
       })
 
@@ -364,7 +433,8 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
     /** The runner's snapshot; its failures are `SessionNotFound` or `SessionUnavailable` (the runner answers no other). */
     const snapshot = (id: string) =>
       entity(id).Snapshot().pipe(
-        Effect.mapError(fromCall(id)),
+        typedCall(id),
+        bounded(id),
         Effect.map((snapshot) => snapshot as SessionRegistry.Snapshot)
       ) as Effect.Effect<SessionRegistry.Snapshot, SessionRegistry.SessionNotFound | TetherError.SessionUnavailable>
 
@@ -374,13 +444,13 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         reason: `the cluster's database failed: ${error.message}`
       })
 
-    const evict = (id: string, options?: SessionRegistry.EvictOptions) =>
-      call(
-        id,
+    // Not bounded by `callTimeout`: a graceful eviction waits for the running turn, as long as its own timeout says.
+    const evict = (id: string, evictOptions?: SessionRegistry.EvictOptions) =>
+      typedCall(id)(
         entity(id).Evict({
           force: false,
-          generation: options?.generation,
-          timeoutMillis: wireMillis(options?.timeout, undefined)
+          generation: evictOptions?.generation,
+          timeoutMillis: wireMillis(evictOptions?.timeout, undefined)
         })
       )
 

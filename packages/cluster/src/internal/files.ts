@@ -99,12 +99,31 @@ export const remove = (dir: string): Effect.Effect<void, FilesError> =>
     catch: (cause) => new FilesError({ dir, cause })
   })
 
-/** The name of a runner's default state directory under the system's temporary directory: the prefix, its pid. */
+/** The name of a runner's own state directory (under the system's temporary directory or its `stateDirectory`). */
 export const stalePrefix = "tether-cluster-"
 
+/** The state directories of the runners of this process: never stale, whatever a sweep finds. */
+const owned = new Set<string>()
+
 /**
- * Removes the default state directories of runners that are gone (killed without running their finalizers): a
- * directory named after a pid that no longer exists.
+ * A new state directory for a runner of this process under `root`, named after the process (`tether-cluster-<pid>-
+ * <random>`), so that a later sweep knows whose it was. Owned until {@link disown}.
+ */
+export const own = (root: string): string => {
+  const dir = Path.join(root, `${stalePrefix}${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
+  owned.add(dir)
+  return dir
+}
+
+/** The runner that owned `dir` is done with it (it has removed it, or is about to). */
+export const disown = (dir: string): void => {
+  owned.delete(dir)
+}
+
+/**
+ * Removes the state directories under `root` of runners that are gone (killed without running their finalizers): a
+ * directory named after a pid that no longer exists, or after this process's own pid but owned by none of its
+ * runners (a container restarted with the same pid). Anything else under `root` is left alone.
  */
 export const sweepStale = (root: string): Effect.Effect<void> =>
   Effect.promise(async () => {
@@ -112,13 +131,18 @@ export const sweepStale = (root: string): Effect.Effect<void> =>
     for (const entry of entries) {
       const match = /^tether-cluster-(\d+)-[0-9a-f]{8}$/.exec(entry)
       if (match === null) continue
-      try {
-        process.kill(Number(match[1]), 0)
-        continue
-      } catch (error) {
-        // EPERM: the process exists (another user's).
-        if ((error as { readonly code?: string }).code !== "ESRCH") continue
+      const dir = Path.join(root, entry)
+      const pid = Number(match[1])
+      if (owned.has(dir)) continue
+      if (pid !== process.pid) {
+        try {
+          process.kill(pid, 0)
+          continue
+        } catch (error) {
+          // EPERM: the process exists (another user's).
+          if ((error as { readonly code?: string }).code !== "ESRCH") continue
+        }
       }
-      await Fs.rm(Path.join(root, entry), { recursive: true, force: true }).catch(() => undefined)
+      await Fs.rm(dir, { recursive: true, force: true }).catch(() => undefined)
     }
   })

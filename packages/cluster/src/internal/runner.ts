@@ -30,6 +30,8 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Entity from "effect/cluster/Entity"
 import type * as RunnerAddress from "effect/cluster/RunnerAddress"
+import type * as ShardId from "effect/cluster/ShardId"
+import * as Sharding from "effect/cluster/Sharding"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -49,6 +51,7 @@ import * as Path from "node:path"
 import * as Files from "./files.ts"
 import type * as Protocol from "./protocol.ts"
 import * as Store from "./store.ts"
+import * as Unsaved from "./unsaved.ts"
 import * as Wire from "./wire.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -63,6 +66,7 @@ export interface Settings extends SessionRegistry.Settings {
   readonly tablePrefix?: string | undefined
   readonly entityIdleTime?: Duration.Input | undefined
   readonly finalSaveTimeout?: Duration.Input | undefined
+  readonly unsavedRetention?: Duration.Input | undefined
 }
 
 /** The cluster registry's metrics; every runner records them with its address as the `runner` attribute. */
@@ -127,6 +131,10 @@ interface Incarnation<A, TE> {
    */
   readonly sending: Map<string, Deferred.Deferred<TrackedTurn<A, TE> | undefined>>
   readonly saving: Semaphore.Semaphore
+  /** The last save has begun: no save after it may mark the generation live again. */
+  ending: boolean
+  /** A save failed: a fiber saves again until one succeeds, or the generation ends. */
+  retrying: boolean
   recorder: Fiber.Fiber<void> | undefined
   readonly closed: Deferred.Deferred<void>
 }
@@ -183,7 +191,7 @@ export const layer = <C, CE, E, R, A extends Turn.TurnResult, TE>(
         const id = address.entityId as string
         yield* Effect.forkScoped(runner.keepAliveWhileLive(id))
         yield* Effect.addFinalizer(() => runner.release(id))
-        return runner.handlers(id)
+        return runner.handlers(id, address.shardId)
       }),
       {
         concurrency: "unbounded",
@@ -232,13 +240,21 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   }
   const drainTimeout = duration("drainTimeout", settings.drainTimeout, Duration.seconds(10), "allowed")
   const finalSaveTimeout = duration("finalSaveTimeout", settings.finalSaveTimeout, Duration.seconds(30), "refused")
+  const unsavedRetention = duration("unsavedRetention", settings.unsavedRetention, Duration.minutes(10), "refused")
   if (problems.length > 0) return yield* new TetherError.InvalidConfig({ problems })
   const defaultDurable = settings.durableEvents ?? false
-  if (settings.stateDirectory === undefined) yield* Files.sweepStale(Os.tmpdir())
-  const stateDirectory = settings.stateDirectory ??
-    Path.join(Os.tmpdir(), `${Files.stalePrefix}${process.pid}-${Crypto.randomBytes(4).toString("hex")}`)
+  // The runner's own directory under the configured one (or the system's temporary directory), named after this
+  // process: what a runner killed without its finalizers left there is swept by the next runner that starts there.
+  const stateRoot = settings.stateDirectory ?? Os.tmpdir()
+  yield* Files.sweepStale(stateRoot)
+  const stateDirectory = Files.own(stateRoot)
   const runnerScope = yield* Effect.scope
-  yield* Effect.addFinalizer(() => Effect.ignore(Files.remove(stateDirectory), { log: "Warn" }))
+  const sharding = yield* Sharding.Sharding
+  yield* Effect.addFinalizer(() =>
+    Effect.ignore(Files.remove(stateDirectory), { log: "Warn" }).pipe(
+      Effect.ensuring(Effect.sync(() => Files.disown(stateDirectory)))
+    )
+  )
   const store = yield* Store.make({ entityType: options.entity.type, prefix: settings.tablePrefix ?? "tether" })
   // A configuration that does not encode, or a stored one that no longer decodes (its schema changed in a
   // deploy), fails the start with a typed error, not a defect.
@@ -265,13 +281,34 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   }
 
   // ------------------------------------------------------------------------------------------------------------
+  // What could not be saved
+  // ------------------------------------------------------------------------------------------------------------
+
+  // Kept, and written when the database answers. Made before the registry, so that its last attempt (at release)
+  // runs after the registry has closed, and tried to save, every session.
+  const unsaved = yield* Unsaved.make({
+    store,
+    retention: unsavedRetention,
+    writeTimeout: finalSaveTimeout,
+    scope: runnerScope
+  })
+
+  // ------------------------------------------------------------------------------------------------------------
   // Saving
   // ------------------------------------------------------------------------------------------------------------
 
-  /** Saves what the incarnation did since its last save (fenced by its generation), with a few retries. */
+  /**
+   * Saves what the incarnation did since its last save (fenced by its generation), with a few retries: `saved`,
+   * `fenced` (another runner owns the session now: this generation must not go on; its turns' outcomes still go to
+   * the ledger) or `failed` (the database is unreachable: saved again later, see {@link retryLater}). What the last
+   * save of a generation could not write, even when it is cut short by `finalSaveTimeout`, is kept (`unsaved.ts`)
+   * and written when the database returns.
+   */
   const save = (inc: Incarnation<A, TE>, final: boolean) =>
     inc.saving.withPermits(1)(
       Effect.gen(function*() {
+        // A save that waited behind the last one must not mark the generation live again.
+        if (inc.ending && !final) return "saved" as const
         const t0 = yield* Clock.currentTimeMillis
         if (inc.session !== undefined && inc.conversationId === undefined) {
           inc.conversationId = Option.getOrUndefined(yield* inc.session.sessionId)
@@ -285,7 +322,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           const promptId = inc.turns.get(turn.turnId)?.promptId
           return promptId === undefined ? [] : [{ promptId, ...turn }]
         })
-        const exit = yield* store.save(inc.id, inc.generation, {
+        const payload: Store.Save = {
           conversationId: inc.conversationId,
           changes: collected.changes,
           tracked: collected.tracked,
@@ -293,23 +330,45 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           seq: final ? inc.lastSeq : Math.max(inc.base, events.length > 0 ? events[events.length - 1].seq : inc.base),
           turns,
           final
-        }).pipe(
+        }
+        const completions = turns.map((turn) => ({ ...turn, generation: inc.generation }))
+        let written = false
+        const exit = yield* store.save(inc.id, inc.generation, payload).pipe(
           Effect.retry({
             while: (error) => error._tag !== "Fenced",
             times: 4,
             schedule: Schedule.exponential("100 millis")
           }),
-          Effect.exit
+          Effect.tap(() =>
+            Effect.sync(() => {
+              written = true
+            })
+          ),
+          Effect.exit,
+          // The last save, cut short (by `finalSaveTimeout`) or failed: kept, to be written when the database returns.
+          Effect.onExit(() =>
+            final && !written
+              ? unsaved.keep({ id: inc.id, generation: inc.generation, save: payload, completions })
+              : Effect.void
+          )
         )
         if (Exit.isFailure(exit)) {
           yield* Metric.update(Metric.withAttributes(metrics.saveFailures, attributes), 1)
           yield* Effect.logWarning(`could not save session ${inc.id} (generation ${inc.generation})`, exit.cause)
-          // Another runner owns the session now: this generation must not go on.
-          const fenced = Cause.findErrorOption(exit.cause)
-          if (Option.isSome(fenced) && fenced.value._tag === "Fenced" && inc.session !== undefined && !final) {
+          const error = Cause.findErrorOption(exit.cause)
+          if (Option.isNone(error) || error.value._tag !== "Fenced") return "failed" as const
+          // Another runner owns the session now: this generation must not go on. What its turns did is still true.
+          if (!final && completions.length > 0) {
+            const completed = yield* Effect.exit(store.complete(inc.id, completions))
+            if (Exit.isFailure(completed)) {
+              yield* unsaved.keep({ id: inc.id, generation: inc.generation, save: undefined, completions })
+            }
+            inc.ended = inc.ended.slice(ended.length)
+          }
+          if (inc.session !== undefined && !final) {
             yield* inc.session.retire("another runner owns this session now")
           }
-          return
+          return "fenced" as const
         }
         inc.tracked = collected.tracked
         inc.pending = inc.pending.slice(events.length)
@@ -317,7 +376,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         const t1 = yield* Clock.currentTimeMillis
         yield* Metric.update(Metric.withAttributes(metrics.saveDuration, attributes), Duration.millis(t1 - t0))
         const bytes = collected.changes.reduce((total, change) => total + change.data.length, 0)
-        if (bytes > 0) yield* Metric.update(Metric.withAttributes(metrics.savedBytes, attributes), bytes)
+        if (bytes > 0) {
+          yield* Metric.update(Metric.withAttributes(metrics.savedBytes, attributes), bytes)
+        }
+        return "saved" as const
       })
     ).pipe(
       Effect.withSpan("ClusterRegistry.save", {
@@ -329,6 +391,31 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         }
       })
     )
+
+  /**
+   * Saves the incarnation again, every second, after a save failed (the database was unreachable), until one
+   * succeeds or its generation ends (whose last save takes over what is unsaved): a turn that completed reaches the
+   * ledger when the database returns, not only with the session's next turn.
+   */
+  const retryLater = (inc: Incarnation<A, TE>) =>
+    Effect.suspend(() => {
+      if (inc.retrying) return Effect.void
+      inc.retrying = true
+      const attempt: Effect.Effect<void> = Effect.gen(function*() {
+        yield* Effect.sleep(Unsaved.retryInterval)
+        if (inc.ending) return
+        if ((yield* save(inc, false)) === "failed") return yield* attempt
+      })
+      return Effect.asVoid(Effect.forkIn(
+        Effect.ensuring(
+          attempt,
+          Effect.sync(() => {
+            inc.retrying = false
+          })
+        ),
+        runnerScope
+      ))
+    })
 
   /** Settles the saves of the turns that ended, whatever the save did: their waiters must not wait forever. */
   const settleSaved = (inc: Incarnation<A, TE>, turnIds: ReadonlyArray<string>) =>
@@ -390,7 +477,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
             yield* Effect.ignore(store.extend(inc.id, inc.generation, inc.ceiling))
           }
           if (endedTurns.length > 0) {
-            yield* save(inc, false)
+            if ((yield* save(inc, false)) === "failed") yield* retryLater(inc)
             yield* settleSaved(inc, endedTurns)
           }
         }))
@@ -408,6 +495,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
    */
   const finalize = (inc: Incarnation<A, TE>) =>
     Effect.gen(function*() {
+      inc.ending = true
       if (inc.recorder !== undefined) {
         // The session's log ended with it; the recorder is reading its last events.
         const done = yield* Effect.timeoutOption(Fiber.await(inc.recorder), Duration.seconds(5))
@@ -442,6 +530,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       const scope = yield* Scope.Scope
       const start = starts.get(id) ?? { reset: false, durable: defaultDurable }
       const encoded = yield* encodeConfig(config)
+      // What an earlier generation of this id could not save goes first: its last save (or its turns' outcomes).
+      yield* unsaved.flush(id)
       const begun = yield* store.begin(id, {
         runner: address,
         fingerprint: kind.fingerprint(config),
@@ -472,6 +562,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         prompts: new Map(),
         sending: new Map(),
         saving: Semaphore.makeUnsafe(1),
+        ending: false,
+        retrying: false,
         recorder: undefined,
         closed: Deferred.makeUnsafe()
       }
@@ -505,14 +597,19 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   // Finding the live incarnation
   // ------------------------------------------------------------------------------------------------------------
 
-  /** A local registry's error with its local generations replaced by the cluster's. */
+  /**
+   * A local registry's error with its local generations replaced by the cluster's. A local session replaced under
+   * the same cluster generation (the incarnation that replaces it is not recorded yet) has no live generation to
+   * name: it is not reported as the generation it is no longer.
+   */
   const translate = (inc: Incarnation<A, TE> | undefined, expected: number | undefined) => <X>(error: X): X => {
     if (error instanceof SessionRegistry.GenerationChanged) {
-      const current = incarnations.get(error.id)
+      const was = expected ?? inc?.generation ?? error.expected
+      const current = incarnations.get(error.id)?.generation
       return new SessionRegistry.GenerationChanged({
         id: error.id,
-        expected: expected ?? inc?.generation ?? error.expected,
-        current: current?.generation ?? null
+        expected: was,
+        current: current === undefined || current === was ? null : current
       }) as X
     }
     if (error instanceof SessionRegistry.SessionConflict) {
@@ -521,8 +618,14 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     return error
   }
 
-  const moved = (id: string, expected: number) =>
-    new SessionRegistry.GenerationChanged({ id, expected, current: incarnations.get(id)?.generation ?? null })
+  const moved = (id: string, expected: number) => {
+    const current = incarnations.get(id)?.generation
+    return new SessionRegistry.GenerationChanged({
+      id,
+      expected,
+      current: current === undefined || current === expected ? null : current
+    })
+  }
 
   /**
    * The live incarnation of an id, restoring it (with the configuration given, or the one the database has) when
@@ -658,7 +761,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       const claim = yield* store.claim(id, payload.promptId, inc.generation).pipe(
         Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
       )
-      if (claim._tag === "Fenced") return yield* moved(id, inc.generation)
+      // The database's live generation, not this runner's (which is the one fenced off).
+      if (claim._tag === "Fenced") {
+        return yield* new SessionRegistry.GenerationChanged({ id, expected: inc.generation, current: claim.current })
+      }
       let tracked: TrackedTurn<A, TE> | undefined
       if (claim._tag === "Existing") {
         const inFlight = inc.sending.get(payload.promptId)
@@ -893,7 +999,27 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
 
   const wire = <A2, E2, R2>(effect: Effect.Effect<A2, E2, R2>) => Effect.mapError(effect, Wire.toWire)
 
-  const handlers = (id: string) =>
+  /**
+   * Runs the work of a request that waits for a turn in a fiber of the runner, not of the entity's handler. A handler
+   * is interrupted when its caller stops waiting (the client's interrupt) and when its runner tears the entity down
+   * (its shard moves, `Sharding` deems its shard lock storage unhealthy, the runner shuts down). Only the caller's
+   * cancels the work (and so, through the local registry, the turn, as in one process); a teardown leaves it
+   * running, so that the turn finishes within the entity's drain and its outcome reaches the ledger, where the
+   * caller's retry with the same prompt id finds it. Its shard is no longer this runner's in every teardown
+   * (`hasShardId` is false once the locks are in doubt or the runner shuts down), and still is when a caller
+   * interrupts.
+   */
+  const detached = <A2, E2>(shardId: ShardId.ShardId, work: Effect.Effect<A2, E2>) =>
+    Effect.flatMap(
+      Effect.forkIn(work, runnerScope, { startImmediately: true }),
+      (fiber) =>
+        Effect.onInterrupt(
+          Fiber.join(fiber),
+          () => sharding.hasShardId(shardId) ? Fiber.interrupt(fiber) : Effect.void
+        )
+    )
+
+  const handlers = (id: string, shardId: ShardId.ShardId) =>
     options.entity.of({
       Open: (request) =>
         Stream.unwrap(Effect.gen(function*() {
@@ -911,8 +1037,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           const fingerprint = request.payload.config === undefined ? "" : kind.fingerprint(request.payload.config)
           return Stream.concat(Stream.succeed({ generation: inc.generation, fingerprint }), Stream.never)
         })).pipe(Stream.mapError(Wire.toWire)),
-      Send: (request) => wire(send(id, request.payload as Parameters<typeof send>[1])),
-      Await: (request) => wire(awaitTurn(id, request.payload)),
+      Send: (request) => wire(detached(shardId, send(id, request.payload as Parameters<typeof send>[1]))),
+      Await: (request) => wire(detached(shardId, awaitTurn(id, request.payload))),
       TurnEvents: (request) => turnEvents(id, request.payload),
       TurnPhase: (request) =>
         wire(Effect.suspend(() => {

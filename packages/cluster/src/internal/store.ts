@@ -85,6 +85,15 @@ export interface Save {
   readonly final: boolean
 }
 
+/** A turn's outcome for the ledger, with the generation that ran it. */
+export interface Completion {
+  readonly promptId: string
+  readonly generation: number
+  readonly turnId: string
+  readonly state: "completed" | "failed"
+  readonly outcome: unknown
+}
+
 /** A saved event, or a gap (`gapTo`: the seqs up to it are lost). */
 export interface StoredEvent {
   readonly seq: number
@@ -201,12 +210,16 @@ export const make = Effect.fnUntraced(function*(options: {
   const lock = (id: string): Effect.Effect<Record | undefined, SqlError> =>
     Effect.map(sql`SELECT * FROM ${sessions} WHERE entity_type = ${type} AND id = ${id} FOR UPDATE`, firstRecord)
 
-  /** The record's generation, locked for the transaction; fails with `Fenced` unless it is `generation`. */
+  /**
+   * The record's generation, locked for the transaction; fails with `Fenced` unless it is `generation` and the host
+   * has not evicted the session since (an eviction keeps the generation: a save that comes late, written again after
+   * the database returned, must not bring an evicted session back).
+   */
   const fence = (id: string, generation: number) =>
     Effect.flatMap(
-      sql`SELECT generation FROM ${sessions} WHERE entity_type = ${type} AND id = ${id} FOR UPDATE`,
+      sql`SELECT generation, state FROM ${sessions} WHERE entity_type = ${type} AND id = ${id} FOR UPDATE`,
       (rows) =>
-        rows.length === 1 && num(rows[0].generation) === generation
+        rows.length === 1 && num(rows[0].generation) === generation && rows[0].state !== "evicted"
           ? Effect.void
           : Effect.fail(new Fenced({ id, generation }))
     )
@@ -306,11 +319,13 @@ export const make = Effect.fnUntraced(function*(options: {
   /**
    * Records a prompt in the ledger for `generation`, before it is written to the CLI. `claimed` when it is new;
    * else the turn the ledger already has for that prompt id (a send the cluster delivered again, after the runner
-   * that had it died). `fenced` when the session's generation is no longer `generation`.
+   * that had it died). `fenced` when `generation` is no longer the session's live one, with the live generation
+   * (`current`: another runner's), or `null` when none is live (it ended, or the host evicted the session).
    */
   const claim = (id: string, promptId: string, generation: number): Effect.Effect<
     { readonly _tag: "Claimed" } | { readonly _tag: "Existing"; readonly turn: LedgerTurn } | {
       readonly _tag: "Fenced"
+      readonly current: number | null
     },
     SqlError
   > =>
@@ -326,7 +341,12 @@ export const make = Effect.fnUntraced(function*(options: {
         RETURNING prompt_id`
       if (inserted.length === 1) return { _tag: "Claimed" } as const
       const existing = yield* turn(id, promptId)
-      return existing === undefined ? { _tag: "Fenced" } as const : { _tag: "Existing", turn: existing } as const
+      if (existing !== undefined) return { _tag: "Existing", turn: existing } as const
+      const record = yield* read(id)
+      const current = record !== undefined && record.state === "live" && record.generation !== generation
+        ? record.generation
+        : null
+      return { _tag: "Fenced", current } as const
     })
 
   /** Takes a claim back: the prompt was refused before anything was written to the CLI. */
@@ -392,6 +412,20 @@ export const make = Effect.fnUntraced(function*(options: {
         WHERE entity_type = ${type} AND id = ${id}`
     }))
 
+  /**
+   * Writes the outcomes of turns into the ledger, each only while its row is still the `dispatched` claim of the
+   * generation that ran it. Not fenced by the session's generation: a turn's outcome is a fact about that turn, and
+   * it must reach the ledger even after its session moved (a save that failed while the database was down, or that
+   * was fenced), so that a retry with its prompt id is answered with it instead of as lost.
+   */
+  const complete = (id: string, completions: ReadonlyArray<Completion>): Effect.Effect<void, SqlError> =>
+    sql.withTransaction(Effect.forEach(completions, (turn) =>
+      sql`
+        UPDATE ${turns} SET turn_id = ${turn.turnId}, state = ${turn.state},
+          outcome = ${JSON.stringify(turn.outcome ?? null)}::jsonb
+        WHERE entity_type = ${type} AND id = ${id} AND prompt_id = ${turn.promptId}
+          AND generation = ${turn.generation} AND state = 'dispatched'`, { discard: true }))
+
   /** Moves the generation's ceiling up, before it hands out seqs past the current one. */
   const extend = (id: string, generation: number, ceiling: number) =>
     sql`
@@ -450,7 +484,7 @@ export const make = Effect.fnUntraced(function*(options: {
     (rows) => rows.map((row) => ({ id: row.id as string, record: toRecord(row) }))
   )
 
-  return { read, begin, claim, unclaim, turn, save, extend, evict, eventsAfter, turnEvents, list } as const
+  return { read, begin, claim, unclaim, turn, save, complete, extend, evict, eventsAfter, turnEvents, list } as const
 })
 
 /** The store of one registry. */

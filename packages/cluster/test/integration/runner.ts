@@ -1,7 +1,7 @@
 /**
  * One runner process of the suite: `node runner.ts` with its world in the environment (TETHER_IT_*). It holds
  * shards of the cluster at 127.0.0.1:<TETHER_IT_PORT> and owns the CLI processes of their sessions. SIGTERM drains
- * it (NodeRuntime runs the finalizers); SIGKILL is what the suite does to it to play a lost machine.
+ * it (NodeRuntime runs the finalizers) and it exits 0; SIGKILL is what the suite does to it to play a lost machine.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { NodeCluster } from "@tether/cluster"
@@ -39,5 +39,6 @@ const Runner = ChatsCluster.layerRunner({
 Effect.logInfo(`runner ready on 127.0.0.1:${port} (pid ${process.pid})`).pipe(
   Effect.andThen(Effect.never),
   Effect.provide(Runner),
-  NodeRuntime.runMain
+  // SIGTERM drains it and exits 0; Effect's default teardown would exit 130 for the interruption.
+  NodeRuntime.runMain({ teardown: NodeCluster.teardown })
 )
