@@ -9,8 +9,9 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
+import { ClaudeSession } from "@tether/claude"
 import { ClusterRegistry } from "@tether/cluster"
-import { ClaudeSession, Permission, SessionRegistry, Timeouts } from "@tether/core"
+import { Permission, SessionRegistry, Timeouts } from "@tether/core"
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
 import { Cause, Context, Effect, Exit, Fiber, Layer, Metric, Option, Redacted, Schedule, Schema, Stream } from "effect"
 import { MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "effect/cluster"
