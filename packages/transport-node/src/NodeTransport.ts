@@ -244,7 +244,10 @@ export const capabilitiesFor = (options: {
         notes: [
           "each session has a cgroup v2 of its own; the CLI is placed in it before it can fork, and the kernel keeps " +
           "every descendant in it (setsid, double forks, a cleared environment, a rewritten process title included)",
-          "teardown: SIGTERM to every member, termGrace, cgroup.kill, a wait for cgroup.procs to empty, rmdir",
+          "teardown: SIGTERM to every member of the session's cgroup and of the cgroups a tool nested in it, " +
+          "termGrace, cgroup.kill (recursive), a wait for cgroup.events to say populated 0, rmdir deepest first",
+          "never signalled: the host, its ancestors, PID 1 and the watchdog; a tool that writes one of them into its " +
+          "cgroup.procs (root can) has it moved back out to the host's cgroup before the kill, named in a warning",
           bounded,
           watchdog
             ? `dies with host: ${watchdogProcess} and ends each session's cgroup the same way`
@@ -764,6 +767,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     })
   )
 
+  // What teardown never signals, whatever a tool wrote into its session's cgroup.procs: the host, its ancestors,
+  // PID 1, the watchdog's keepers. Read at each look: a parent may exit, a keeper may be replaced meanwhile.
+  const guarded = (): ReadonlySet<number> => {
+    const pids = new Set(ProcessTree.ancestry(process.pid))
+    for (const pid of watchdog?.pids() ?? []) pids.add(pid)
+    return pids
+  }
+
   // Periodic scans of the process-tree containment: one table read for every open tree of the layer.
   const watched = new Set<ProcessTree.Tree>()
   let scanner: ReturnType<typeof setInterval> | undefined
@@ -878,7 +889,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       let container: Teardown.Container
       let unwatch = () => {}
       if (session !== undefined) {
-        container = Teardown.cgroupContainer(session)
+        container = Teardown.cgroupContainer(session, guarded)
       } else if (backend === undefined) {
         container = Teardown.windowsContainer(pid, rootOnly)
       } else {

@@ -422,7 +422,8 @@ describe("teardown's report", () => {
         alive: () => [stuck],
         terminate: () => signals.push("TERM"),
         kill: () => signals.push("KILL"),
-        release: () => false
+        release: () => false,
+        spared: () => []
       }
       const child = NodeChildProcess.spawn("true", [], { stdio: "pipe" })
       yield* Effect.callback<void>((resume) => {

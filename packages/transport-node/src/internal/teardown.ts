@@ -5,6 +5,9 @@
  * `termGrace`, kills what is left (`cgroup.kill`, SIGKILL), waits for the CLI to be reaped within `killGrace`,
  * then looks again: whatever is still alive is a survivor, named in the report. Runs on native timers, not the
  * `Clock`: teardown is real time even when a host runs on a `TestClock`. Zombies never count as alive.
+ *
+ * Never signalled, whatever the container holds: the host, its ancestors and PID 1 (and the watchdog). A cgroup
+ * moves them out before anything is signalled; the report names them ({@link Report.spared}).
  */
 import type * as Transport from "@tether/core/Transport"
 import * as Effect from "effect/Effect"
@@ -25,6 +28,18 @@ export interface Container {
   readonly kill: (processes: ReadonlyArray<ProcessTree.ProcessInfo>) => void
   /** Frees what the container holds (a cgroup's directory): false when it could not. */
   readonly release: () => boolean
+  /** The processes it must never signal that it found among its members so far. */
+  readonly spared: () => ReadonlyArray<Spared>
+}
+
+/**
+ * A process teardown must never signal (the host, one of its ancestors, PID 1, the watchdog) found in a
+ * container: a tool as root can write any pid into its cgroup's `cgroup.procs`. @internal
+ */
+export interface Spared {
+  readonly pid: number
+  /** Moved out of the container (to the host's own cgroup) before anything was signalled. */
+  readonly movedOut: boolean
 }
 
 /** A process left alive by teardown. @internal */
@@ -44,30 +59,66 @@ export interface Report {
   readonly killed: number
   /** Processes still alive when teardown looked again after the kill (unkillable, or out of its reach). */
   readonly survivors: ReadonlyArray<Survivor>
+  /**
+   * Processes found in the container that teardown never signals (the host, its ancestors, PID 1, the watchdog):
+   * moved out first where the container is a cgroup. Not counted in `terminated` and `killed`. Their command lines
+   * are scrubbed like the survivors'.
+   */
+  readonly spared: ReadonlyArray<Survivor & { readonly movedOut: boolean }>
 }
 
 const firstPolls = 10
 const fastPollMillis = 5
 const slowPollMillis = 20
 
-/** A cgroup's processes, read from its `cgroup.procs`. @internal */
-export const cgroupContainer = (session: Cgroup.Session): Container => ({
-  mechanism: "cgroup",
-  alive: () => {
-    const alive: Array<ProcessTree.ProcessInfo> = []
-    for (const pid of session.pids()) {
-      const info = ProcessTree.readStat(pid)
-      if (info !== undefined && !info.zombie) alive.push(info)
+/**
+ * A cgroup subtree's processes: those of the session's cgroup and of every cgroup a tool nested in it. `guarded`
+ * are the pids never to signal: any of them found in the subtree is moved out first, at every look and again just
+ * before `cgroup.kill` (which would kill it too). Empty as soon as `cgroup.events` says `populated 0`. The kill is
+ * the kernel's `cgroup.kill` alone; only when it cannot be written, or a guarded process could not be moved out
+ * (so the whole subtree must not be killed), are the members SIGKILLed one by one.
+ *
+ * @internal
+ */
+export const cgroupContainer = (session: Cgroup.Session, guarded: () => ReadonlySet<number>): Container => {
+  const spared = new Map<number, boolean>()
+  /** The members but the guarded, moved out; `stuck` when one of those is still in. */
+  const sort = (): { readonly others: ReadonlyArray<number>; readonly stuck: boolean } => {
+    const pids = session.pids()
+    if (pids.length === 0) return { others: pids, stuck: false }
+    const guard = guarded()
+    const others: Array<number> = []
+    let stuck = false
+    for (const pid of pids) {
+      if (!guard.has(pid)) {
+        others.push(pid)
+        continue
+      }
+      const moved = session.moveOut(pid)
+      spared.set(pid, moved || spared.get(pid) === true)
+      if (!moved) stuck = true
     }
-    return alive
-  },
-  terminate: (processes) => ProcessTree.signalAll(processes, "SIGTERM"),
-  kill: (processes) => {
-    session.kill()
-    ProcessTree.signalAll(processes, "SIGKILL")
-  },
-  release: session.remove
-})
+    return { others, stuck }
+  }
+  return {
+    mechanism: "cgroup",
+    alive: () => {
+      if (!session.populated()) return []
+      const alive: Array<ProcessTree.ProcessInfo> = []
+      for (const pid of sort().others) {
+        const info = ProcessTree.readStat(pid)
+        if (info !== undefined && !info.zombie) alive.push(info)
+      }
+      return alive
+    },
+    terminate: (processes) => ProcessTree.signalAll(processes, "SIGTERM"),
+    kill: (processes) => {
+      if (sort().stuck || !session.kill()) ProcessTree.signalAll(processes, "SIGKILL")
+    },
+    release: session.remove,
+    spared: () => [...spared].map(([pid, movedOut]) => ({ pid, movedOut }))
+  }
+}
 
 /**
  * A tree read from the process table. `spare` is not sent SIGTERM (a launcher whose death would kill the rest
@@ -93,7 +144,8 @@ export const treeContainer = (
   terminate: (processes) =>
     ProcessTree.signalAll(spare === undefined ? processes : processes.filter((info) => info.pid !== spare), "SIGTERM"),
   kill: (processes) => ProcessTree.signalAll(processes, "SIGKILL"),
-  release: () => true
+  release: () => true,
+  spared: () => []
 })
 
 /** Windows: the CLI and what `taskkill /T` reaches from it while it runs. @internal */
@@ -112,7 +164,8 @@ export const windowsContainer = (pid: number, rootOnly: () => ReadonlyArray<Proc
     kill: (processes) => {
       if (processes.length > 0) taskkill(true)
     },
-    release: () => true
+    release: () => true,
+    spared: () => []
   }
 }
 
@@ -161,7 +214,8 @@ export const run = (options: {
       containment: container.mechanism,
       terminated: terminated.size,
       killed: killed.size,
-      survivors: left.map((info) => ({ pid: info.pid, command: options.describe(info.pid) }))
+      survivors: left.map((info) => ({ pid: info.pid, command: options.describe(info.pid) })),
+      spared: container.spared().map((spared) => ({ ...spared, command: options.describe(spared.pid) }))
     })
   }
 
@@ -210,16 +264,29 @@ export const run = (options: {
 
 /**
  * Logs a teardown: a warning naming every survivor (pid and command line) and their count added to `metric`
- * (attribute `containment`) when there are any, a debug line otherwise.
+ * (attribute `containment`) when there are any; a warning naming every spared process (the host, an ancestor, PID 1
+ * found in the session's container) when there are any; a debug line otherwise.
  *
  * @internal
  */
-export const logReport = (report: Report, metric: Metric.Counter<number>): Effect.Effect<void> =>
-  report.survivors.length === 0 ? Effect.logDebug("teardown", report) : Effect.andThen(
-    Effect.logWarning(
-      `teardown left ${report.survivors.length} process(es) alive after the kill: ` +
-        report.survivors.map((survivor) => `${survivor.pid} (${survivor.command ?? "gone"})`).join(", "),
-      report
-    ),
-    Metric.update(Metric.withAttributes(metric, { containment: report.containment }), report.survivors.length)
+export const logReport = (report: Report, metric: Metric.Counter<number>): Effect.Effect<void> => {
+  const spared = report.spared.length === 0 ? Effect.void : Effect.logWarning(
+    `teardown found ${report.spared.length} process(es) it never signals (the host, an ancestor of it, PID 1) ` +
+      `in the session's ${report.containment}, and spared them: ` +
+      report.spared.map((each) =>
+        `${each.pid} (${each.command ?? "gone"}${each.movedOut ? ", moved out" : ", could not be moved out"})`
+      ).join(", "),
+    report
   )
+  const survivors = report.survivors.length === 0
+    ? report.spared.length === 0 ? Effect.logDebug("teardown", report) : Effect.void
+    : Effect.andThen(
+      Effect.logWarning(
+        `teardown left ${report.survivors.length} process(es) alive after the kill: ` +
+          report.survivors.map((survivor) => `${survivor.pid} (${survivor.command ?? "gone"})`).join(", "),
+        report
+      ),
+      Metric.update(Metric.withAttributes(metric, { containment: report.containment }), report.survivors.length)
+    )
+  return Effect.andThen(spared, survivors)
+}

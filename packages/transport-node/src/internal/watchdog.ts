@@ -106,6 +106,8 @@ export interface Watchdog {
   readonly unregister: (marker: string) => void
   /** A layer's cgroup, to remove once its sessions' are gone (or to forget, when the layer removed it itself). */
   readonly layer: (dir: string, registered: boolean) => void
+  /** The pids of its running keepers (a teardown must not kill them, whatever cgroup a tool moved them to). */
+  readonly pids: () => ReadonlyArray<number>
   readonly close: () => void
 }
 
@@ -303,6 +305,11 @@ export const make = (
       } else if (layers.delete(encoded)) {
         send(`l ${encoded}`)
       }
+    },
+    pids: () => {
+      const pids: Array<number> = []
+      for (const keeper of [current, retiring]) if (keeper?.process.pid !== undefined) pids.push(keeper.process.pid)
+      return pids
     },
     close: () => {
       closed = true

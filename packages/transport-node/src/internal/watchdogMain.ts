@@ -3,8 +3,10 @@
  * host has died): reads the registrations the keeper kept from stdin and, when they end, does what teardown does,
  * without the host.
  *
- * A connection contained in a cgroup is ended through its cgroup: its members are the pids in `cgroup.procs`, the
- * kill is `cgroup.kill`, and the emptied cgroup is removed (then the layer's, once empty). Otherwise, with /proc
+ * A connection contained in a cgroup is ended through its cgroup: its members are the pids of its subtree (the
+ * cgroups a tool nested in it too), the kill is `cgroup.kill` (recursive), and the emptied cgroups are removed,
+ * deepest first (then the layer's, once empty). PID 1, the watchdog and its ancestors are never signalled: found in
+ * a session's cgroup, they are moved out to the watchdog's own cgroup before the kill. Otherwise, with /proc
  * (Linux), its tree is the one teardown finds: `ProcessTree` from the CLI's pid and start time and the
  * connection's marker variable. Without /proc (macOS, the BSDs), only each registered CLI's process group is
  * signalled: descendants that left the group (`setsid`) survive the host.
@@ -16,8 +18,7 @@
  * @internal
  */
 import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { removeDir } from "./cgroup.ts"
+import * as Cgroup from "./cgroup.ts"
 import * as ProcessTree from "./processTree.ts"
 import { title } from "./watchdog.ts"
 
@@ -67,17 +68,37 @@ process.stdin.on("data", (chunk: string) => {
   }
 })
 
-const cgroupMembers = (dir: string): ReadonlyArray<ProcessTree.ProcessInfo> => {
-  let text: string
+/** What is never signalled: PID 1, this process and its ancestors (the keeper, and whatever started it). */
+const guarded = ProcessTree.ancestry(process.pid)
+
+/** Where a guarded process found in a session's cgroup is moved to: this process's own cgroup, when it has one. */
+const ownCgroup = ((): string | undefined => {
   try {
-    text = Fs.readFileSync(Path.join(dir, "cgroup.procs"), "latin1")
+    const location = Cgroup.locate(
+      Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+      Fs.readFileSync("/proc/self/cgroup", "utf8")
+    )
+    return location._tag === "Found" ? location.own : undefined
   } catch {
-    return []
+    return undefined
   }
+})()
+
+/** Moves the guarded processes out of a session's cgroup; true when none is left in it. */
+const moveOutGuarded = (dir: string): boolean => {
+  let clear = true
+  for (const pid of Cgroup.members(dir)) {
+    if (guarded.has(pid) && (ownCgroup === undefined || !Cgroup.move(pid, ownCgroup))) clear = false
+  }
+  return clear
+}
+
+const cgroupMembers = (dir: string): ReadonlyArray<ProcessTree.ProcessInfo> => {
+  if (!Cgroup.populated(dir)) return []
   const members: Array<ProcessTree.ProcessInfo> = []
-  for (const line of text.split("\n")) {
-    if (line.length === 0) continue
-    const info = ProcessTree.readStat(Number(line))
+  for (const pid of Cgroup.members(dir)) {
+    if (guarded.has(pid)) continue
+    const info = ProcessTree.readStat(pid)
     if (info !== undefined && !info.zombie) members.push(info)
   }
   return members
@@ -129,12 +150,9 @@ const signalGroups = (signal: NodeJS.Signals | 0): boolean => {
 
 const killCgroups = () => {
   for (const entry of entries.values()) {
-    if (entry.cgroup === undefined) continue
-    try {
-      Fs.writeFileSync(Path.join(entry.cgroup, "cgroup.kill"), "1")
-    } catch {
-      // Gone already.
-    }
+    // A guarded process that could not be moved out keeps the subtree from being killed whole: its other members
+    // are SIGKILLed one by one (`members` leaves the guarded out).
+    if (entry.cgroup !== undefined && moveOutGuarded(entry.cgroup)) Cgroup.kill(entry.cgroup)
   }
 }
 
@@ -144,8 +162,8 @@ let exitTries = 0
 const exitTriesMax = 100
 const exit = () => {
   let left = false
-  for (const entry of entries.values()) if (entry.cgroup !== undefined && !removeDir(entry.cgroup)) left = true
-  for (const layer of layers) if (!removeDir(layer)) left = true
+  for (const entry of entries.values()) if (entry.cgroup !== undefined && !Cgroup.removeTree(entry.cgroup)) left = true
+  for (const layer of layers) if (!Cgroup.removeDir(layer)) left = true
   if (left && ++exitTries < exitTriesMax) {
     killCgroups()
     setTimeout(exit, 50)
