@@ -914,10 +914,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           container: handle.container,
           termGraceMillis,
           killGraceMillis,
-          describe: (pid) => {
-            const command = ProcessTree.describeProcess(pid)
-            return command === undefined ? undefined : handle.scrub(command)
-          },
+          describe: (pid) => ProcessTree.describeProcess(pid, handle.scrub),
           done: (report) => resume(Effect.succeed(report))
         })
       )

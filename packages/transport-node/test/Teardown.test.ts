@@ -7,8 +7,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { TetherError, Transport } from "@tether/core"
 import type { FakeClaude } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
-import { Deferred, Duration, Effect, Exit, Fiber, Logger, Metric, Option, Scope, Stream } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Logger, Metric, Option, Redacted, Scope, Stream } from "effect"
 import * as NodeChildProcess from "node:child_process"
+import { randomUUID } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Cgroup from "../src/internal/cgroup.ts"
 import * as Teardown from "../src/internal/teardown.ts"
 import {
   fakeClaudePath,
@@ -38,6 +41,15 @@ type Mechanism = "cgroup" | "pid-namespace" | "process-tree"
  * the scenarios wait for are the CLI's tree. Survivors are checked with every marked process (the launcher too).
  */
 const marked = (mark: string) => markedAll(mark).filter((proc) => !proc.args.startsWith("unshare "))
+
+/** The cgroup (v2) directory a process is in now, undefined when it cannot be read. */
+const cgroupOf = (pid: number): string | undefined => {
+  const location = Cgroup.locate(
+    Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+    Fs.readFileSync(`/proc/${pid}/cgroup`, "utf8")
+  )
+  return location._tag === "Found" ? location.own : undefined
+}
 
 /** Every test runs under each containment: what teardown must do does not depend on the mechanism. */
 const mechanisms: ReadonlyArray<Mechanism> = ["cgroup", "pid-namespace", "process-tree"]
@@ -463,4 +475,88 @@ describe("teardown's report", () => {
       assert.deepStrictEqual(logged, ["Warn: teardown left 1 process(es) alive after the kill: 2 ([kthreadd])"])
       assert.strictEqual((yield* Metric.value(counter)).count - before, 1)
     }))
+
+  // A process teardown sees and cannot end: one frozen by the cgroup v1 freezer (mounted on this machine) takes a
+  // SIGKILL only once thawed. The test freezes a process of the session's tree whose command line carries the
+  // session's secret (the tool's shell expanded it from the environment the transport gave it).
+  const freezer = "/sys/fs/cgroup/freezer"
+  const freezes = process.platform === "linux" && process.getuid?.() === 0 &&
+    Fs.existsSync(`${freezer}/cgroup.procs`)
+  for (const containment of ["cgroup", "process-tree"] as const) {
+    it.live.runIf(freezes)(
+      `through the transport (${containment}): a survivor is named by pid, its command line scrubbed, and counted`,
+      () =>
+        Effect.gen(function*() {
+          const secret = `sk-test-${randomUUID()}`
+          const mark = yield* scopedMark
+          const withSecret = (pid: number) => {
+            try {
+              return Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(secret)
+            } catch {
+              return false
+            }
+          }
+          const carrier = () =>
+            Fs.readdirSync("/proc").filter((name) => /^[0-9]+$/.test(name)).map(Number).find(withSecret)
+          const frozen = `${freezer}/tether-test-${mark}`
+          Fs.mkdirSync(frozen)
+          let session: string | undefined
+          yield* Effect.addFinalizer(() =>
+            Effect.gen(function*() {
+              Fs.writeFileSync(`${frozen}/freezer.state`, "THAWED")
+              const pid = carrier()
+              if (pid !== undefined) process.kill(pid, "SIGKILL")
+              yield* waitUntil("the thawed process to die", () => carrier() === undefined).pipe(Effect.ignore)
+              yield* waitUntil("the freezer cgroup to be removed", () => Cgroup.removeDir(frozen)).pipe(Effect.ignore)
+              // Teardown could not remove the session's cgroup while its process lived.
+              if (session !== undefined) {
+                const dir = session
+                yield* waitUntil("the session's cgroup to be removed", () => Cgroup.removeTree(dir)).pipe(Effect.ignore)
+              }
+            })
+          )
+          const logged: Array<string> = []
+          const logger = Logger.make(({ logLevel, message }) => {
+            logged.push(`${logLevel}: ${JSON.stringify(message)}`)
+          })
+          const counter = Metric.withAttributes(NodeTransport.survivorsMetric, { containment })
+          const before = (yield* Metric.value(counter)).count
+          const transport = yield* Transport.Transport
+          const scope = yield* Scope.make()
+          yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+          const connection = yield* transport.open(
+            fakeSpec(mark, { tool: `perl -e 'sleep 300' "$TETHER_TEST_KEY"` }, {
+              set: { TETHER_TEST_KEY: Redacted.make(secret) }
+            }),
+            { termGrace: Duration.millis(termGraceMillis) }
+          ).pipe(Scope.provide(scope))
+          if (containment === "cgroup") session = cgroupOf(Option.getOrThrow(connection.pid))
+          yield* waitUntil("the tool's process", () => carrier() !== undefined)
+          const pid = carrier()!
+          Fs.writeFileSync(`${frozen}/cgroup.procs`, `${pid}\n`)
+          Fs.writeFileSync(`${frozen}/freezer.state`, "FROZEN")
+          yield* waitUntil("the freeze", () => Fs.readFileSync(`${frozen}/freezer.state`, "latin1").trim() === "FROZEN")
+
+          yield* Scope.close(scope, Exit.void).pipe(Effect.provide(Logger.layer([logger])))
+
+          const warnings = logged.filter((line) => line.startsWith("Warn: "))
+          assert.strictEqual(warnings.length, 1, logged.join("\n"))
+          assert.include(
+            warnings[0],
+            `teardown left 1 process(es) alive after the kill: ${pid} (perl -e sleep 300 [redacted TETHER_TEST_KEY])`
+          )
+          for (const line of logged) assert.notInclude(line, secret)
+          assert.strictEqual((yield* Metric.value(counter)).count - before, 1)
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(NodeTransport.layer({
+            executables: { claude: fakeClaudePath },
+            killGrace: Duration.millis(300),
+            watchdog: false,
+            containment,
+            scanInterval: 0
+          }))
+        )
+    )
+  }
 })

@@ -149,10 +149,16 @@ export const ancestry = (pid: number): ReadonlySet<number> => {
 /** The whole process table, by pid. @internal */
 export const readTable = (backend: Backend): Map<number, ProcessInfo> => backend === "proc" ? readProc() : readPs()
 
-/** A process's command line for a message (`comm` when it has none, as for kernel threads), or undefined. @internal */
-export const describeProcess = (pid: number): string | undefined => {
+/**
+ * A process's command line for a message (`comm` when it has none, as for kernel threads), or undefined; cut to 200
+ * characters after `scrub` has replaced the secrets in the whole of it (cut first, a secret across the cut would be
+ * left in part).
+ *
+ * @internal
+ */
+export const describeProcess = (pid: number, scrub: (text: string) => string = (text) => text): string | undefined => {
   try {
-    const cmdline = Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").join(" ").trim()
+    const cmdline = scrub(Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").join(" ").trim())
     if (cmdline.length > 0) return cmdline.length > 200 ? cmdline.slice(0, 200) + "…" : cmdline
     return `[${Fs.readFileSync(`/proc/${pid}/comm`, "latin1").trim()}]`
   } catch {
