@@ -334,7 +334,11 @@ const reveal = (value: string | Redacted.Redacted<string>): string =>
 const buildEnvironment = (environment: Transport.Environment): Record<string, string> => {
   const env: Record<string, string> = {}
   if (environment.mode === "inherit") {
-    for (const [key, value] of Object.entries(process.env)) if (value !== undefined) env[key] = value
+    const passed = new Set(environment.inheritCredentials ?? [])
+    for (const [key, value] of Object.entries(process.env)) {
+      // A credential of the host's own reaches the CLI, and every tool it runs, only when the host named it.
+      if (value !== undefined && (!Transport.isCredentialVariable(key) || passed.has(key))) env[key] = value
+    }
   } else {
     for (const key of ["PATH", "HOME"]) {
       const value = process.env[key]
@@ -346,11 +350,22 @@ const buildEnvironment = (environment: Transport.Environment): Record<string, st
   return env
 }
 
-/** The secrets of a launch spec, by the name they are reported under. */
+/**
+ * The secrets of a launch spec, by the name they are reported under: its `Redacted` values, and the values of its
+ * credential variables however they came (a plain string in `set`, which the typed options refuse but a spec built
+ * by hand may hold; the host's own, inherited by name).
+ */
 const secretsOf = (spec: Transport.LaunchSpec): ReadonlyArray<Secrets.Secret> => {
   const secrets: Array<Secrets.Secret> = []
   for (const [name, value] of Object.entries(spec.env.set)) {
     if (Redacted.isRedacted(value)) secrets.push({ name, value: Redacted.value(value) })
+    else if (Transport.isCredentialVariable(name)) secrets.push({ name, value })
+  }
+  if (spec.env.mode === "inherit") {
+    for (const name of spec.env.inheritCredentials ?? []) {
+      const value = process.env[name]
+      if (value !== undefined && !Object.hasOwn(spec.env.set, name)) secrets.push({ name, value })
+    }
   }
   for (const pipe of spec.secretPipes ?? []) secrets.push({ name: pipe.variable, value: Redacted.value(pipe.value) })
   return secrets

@@ -307,6 +307,58 @@ describe("NodeTransport", () => {
       assert.deepStrictEqual([...clean.keys()].sort(), expected.sort())
     }).pipe(Effect.provide(TransportLive)))
 
+  it.live("credentials: the host's are not inherited unless named, and every credential value is scrubbed", () =>
+    Effect.gen(function*() {
+      const readEnv = (environment: Transport.Environment) =>
+        Effect.gen(function*() {
+          const connection = yield* openAsIs({ program: "env", args: [], cwd: Option.none(), env: environment })
+          const lines = yield* Stream.runCollect(connection.stdout)
+          return new Map(lines.map((line) => {
+            const text = line._tag === "Text" ? line.text : ""
+            const at = text.indexOf("=")
+            return [text.slice(0, at), text.slice(at + 1)] as const
+          }))
+        }).pipe(Effect.scoped)
+      const hostKey = "sk-ant-host-0123456789"
+      const hostToken = "ghp_host0123456789"
+      // The host's own environment, as a deployment would have it (this test file's process only).
+      const saved = { key: process.env.ANTHROPIC_API_KEY, token: process.env.GITHUB_TOKEN }
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          for (const [name, value] of [["ANTHROPIC_API_KEY", saved.key], ["GITHUB_TOKEN", saved.token]] as const) {
+            if (value === undefined) delete process.env[name]
+            else process.env[name] = value
+          }
+        })
+      )
+      process.env.ANTHROPIC_API_KEY = hostKey
+      process.env.GITHUB_TOKEN = hostToken
+
+      const inherited = yield* readEnv(inheritEnv)
+      assert.isFalse(inherited.has("ANTHROPIC_API_KEY"), "the host's key was inherited")
+      assert.isFalse(inherited.has("GITHUB_TOKEN"), "the host's token was inherited")
+      assert.isTrue(inherited.has("PATH"), "the rest of the host's environment is")
+
+      // Named: handed over, and scrubbed like a Redacted value (`env` printed it).
+      const named = yield* readEnv({ ...inheritEnv, inheritCredentials: ["ANTHROPIC_API_KEY"] })
+      assert.strictEqual(named.get("ANTHROPIC_API_KEY"), "[redacted ANTHROPIC_API_KEY]")
+      assert.isFalse(named.has("GITHUB_TOKEN"))
+      const received = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* openAsIs({
+          program: "sh",
+          args: ["-c", `echo "\${#ANTHROPIC_API_KEY}"`],
+          cwd: Option.none(),
+          env: { ...inheritEnv, inheritCredentials: ["ANTHROPIC_API_KEY"] }
+        })
+        return yield* Stream.runCollect(connection.stdout)
+      }))
+      assert.deepStrictEqual(received, [Transport.Line.Text({ text: String(hostKey.length) })])
+
+      // A plain string for a credential in a spec built by hand (the typed options refuse it): still scrubbed.
+      const plain = yield* readEnv({ mode: "clean", set: { OPENAI_API_KEY: "sk-plain-0123456789" }, unset: [] })
+      assert.strictEqual(plain.get("OPENAI_API_KEY"), "[redacted OPENAI_API_KEY]")
+    }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
   it.live("a missing executable is ExecutableNotFound, naming the places searched, safe to fall back", () =>
     Effect.gen(function*() {
       const error = yield* spawnErrorOf(open({
