@@ -343,7 +343,11 @@ export interface Capabilities {
    * `pid-namespace`).
    */
   readonly killsEveryDescendant: boolean
-  /** The CLI dies with its host if the host is killed without running finalizers. */
+  /**
+   * The CLI and everything it started die with their host if the host is killed without running finalizers,
+   * whatever the session's own tools do: a watchdog process they could kill (they run as the host's user) does not
+   * make this true; `notes` says what there is instead.
+   */
   readonly diesWithHost: boolean
   readonly notes: ReadonlyArray<string>
 }

@@ -25,7 +25,10 @@
  * the EOF of a pipe and tears down what the host registered, through each session's cgroup, or its tree as teardown
  * finds it (with /proc; elsewhere only each CLI's process group). While the host lives it is a `/bin/sh` that keeps
  * the registrations (a shell's start and memory); it starts Node to do the teardown only when the host has died.
- * `watchdog: false` turns it off, and then children outlive a host that dies without finalizers.
+ * `watchdog: false` turns it off, and then children outlive a host that dies without finalizers. The watchdog runs
+ * as the host's user, as the session's tools do, so a tool can kill it: `capabilities.diesWithHost` is true only
+ * where the kernel itself ends the session with its host (the `pid-namespace` containment's launcher under
+ * `setpriv --pdeathsig`).
  *
  * @example
  * ```ts
@@ -116,7 +119,9 @@ export interface Options {
    *   else the process tree.
    * - `cgroup`: a cgroup or nothing: where none can be created, every `open` fails with `SpawnFailed`.
    * - `pid-namespace`: each CLI runs as the first process of a PID namespace of its own (Linux, through
-   *   `unshare`; without root, inside a user namespace mapped to the host's uid). Gotchas: `connection.pid` is the
+   *   `unshare`; without root, inside a user namespace mapped to the host's uid), started through
+   *   `setpriv --pdeathsig KILL` where there is one, so that the kernel ends the namespace when the host dies
+   *   (`capabilities.diesWithHost`, whatever the tools do). Gotchas: `connection.pid` is the
    *   launcher's (`unshare`), not the CLI's; inside a user namespace the CLI sees files of other users as owned by
    *   `nobody`, and cannot `sudo`. Where it cannot work, every `open` fails with `SpawnFailed`.
    * - `process-tree`: the tree read from the process table (what the other mechanisms do not need).
@@ -206,8 +211,17 @@ export const capabilitiesFor = (options: {
   readonly watchdog?: boolean | undefined
   /** Why `auto` fell back to the process tree, or why the requested mechanism is unavailable. */
   readonly note?: string | undefined
+  /**
+   * Under `pid-namespace`: the launcher is started with a parent-death signal (`setpriv --pdeathsig`), so the
+   * kernel ends the namespace when the host dies (default false).
+   */
+  readonly parentDeathSignal?: boolean | undefined
 }): Transport.Capabilities => {
   const watchdog = watchdogEnabled(options)
+  // The session's tools run as the host's user (root, when the host is): they can kill the watchdog, and after that
+  // a host killed without finalizers leaves the session running. `diesWithHost` is only what they cannot undo.
+  const killable = "the session's tools run as the host's user (or as root) and can kill the watchdog: a host " +
+    "killed without finalizers after that leaves the session running, so diesWithHost is false"
   const extra = options.note === undefined ? [] : [options.note]
   const noWatchdog = "no watchdog: a host killed without running finalizers (SIGKILL, crash, a signal under " +
     "Effect.runPromise) leaves the CLI running (and its session's cgroup, if any); Node has no " +
@@ -240,7 +254,7 @@ export const capabilitiesFor = (options: {
         killsDetachedDescendants: true,
         killsOrphanedDescendants: true,
         killsEveryDescendant: true,
-        diesWithHost: watchdog,
+        diesWithHost: false,
         notes: [
           "each session has a cgroup v2 of its own; the CLI is placed in it before it can fork, and the kernel keeps " +
           "every descendant in it (setsid, double forks, a cleared environment, a rewritten process title included)",
@@ -250,21 +264,26 @@ export const capabilitiesFor = (options: {
           "cgroup.procs (root can) has it moved back out to the host's cgroup before the kill, named in a warning",
           bounded,
           watchdog
-            ? `dies with host: ${watchdogProcess} and ends each session's cgroup the same way`
+            ? `dies with host, unless a tool kills the watchdog: ${watchdogProcess} and ends each session's cgroup ` +
+              `the same way; ${killable}`
             : noWatchdog,
           "not contained: a process that another cgroup's owner moves out (root only), and what the CLI asks other " +
           "services to start (systemd-run, a container runtime, ssh to another machine)",
           ...extra
         ]
       }
-    case "pid-namespace":
+    case "pid-namespace": {
+      // Without root, a tool is in a user namespace of its own: it can neither see the watchdog's pid nor enter
+      // the host's PID namespace to kill it. As root it can (nsenter -t 1 -p).
+      const unreachable = process.getuid?.() !== 0
+      const parentDeathSignal = options.parentDeathSignal === true
       return {
         name,
         containment: "pid-namespace",
         killsDetachedDescendants: true,
         killsOrphanedDescendants: true,
         killsEveryDescendant: true,
-        diesWithHost: watchdog,
+        diesWithHost: parentDeathSignal || (watchdog && unreachable),
         notes: [
           "each CLI runs as the first process of a PID namespace of its own (unshare; a user namespace too when not " +
           "root): every descendant stays in it and orphans are re-parented to the CLI; when the CLI dies, the " +
@@ -272,10 +291,18 @@ export const capabilitiesFor = (options: {
           "connection.pid is the launcher's (unshare); inside a user namespace the CLI sees files of other users " +
           "as nobody's",
           bounded,
-          watchdog ? `dies with host: ${watchdogProcess} and kills each namespace's tree` : noWatchdog,
+          parentDeathSignal
+            ? "dies with host: the launcher runs under setpriv --pdeathsig KILL, so the kernel kills it when the " +
+              "host dies, however it dies, and its --kill-child kills the namespace; no process a tool could kill " +
+              "stands in between" + (watchdog ? ` (the watchdog is a second line: ${watchdogProcess})` : "")
+            : watchdog
+            ? `dies with host: ${watchdogProcess} and kills each namespace's tree` +
+              (unreachable ? "; the session's tools cannot reach it from their namespaces" : `; ${killable}`)
+            : noWatchdog,
           ...extra
         ]
       }
+    }
     default:
       break
   }
@@ -286,7 +313,7 @@ export const capabilitiesFor = (options: {
       killsDetachedDescendants: true,
       killsOrphanedDescendants: true,
       killsEveryDescendant: false,
-      diesWithHost: watchdog,
+      diesWithHost: false,
       notes: [
         "the tree is read from /proc during the session (every scanInterval) and at teardown: descendants by " +
         "parent link, members of the sessions and process groups of every member seen alive during the session " +
@@ -297,7 +324,8 @@ export const capabilitiesFor = (options: {
         "contains that one",
         bounded,
         watchdog
-          ? `dies with host: ${watchdogProcess} and kills each connection's tree, found as teardown finds it`
+          ? `dies with host, unless a tool kills the watchdog: ${watchdogProcess} and kills each connection's ` +
+            `tree, found as teardown finds it; ${killable}`
           : noWatchdog,
         ...extra
       ]
@@ -309,14 +337,15 @@ export const capabilitiesFor = (options: {
     killsDetachedDescendants: true,
     killsOrphanedDescendants: false,
     killsEveryDescendant: false,
-    diesWithHost: watchdog,
+    diesWithHost: false,
     notes: [
       "the tree is read with ps at teardown: descendants by parent link (found while their parents live) and the " +
       "members of every member's process group; there is no /proc to find orphans by their environment",
       bounded,
       watchdog
         ? `dies with host, partly: ${watchdogProcess} and signals each CLI's process group only (SIGTERM, then ` +
-          "SIGKILL after termGrace): descendants that left the group (setsid, as the Bash tool does) keep running"
+          "SIGKILL after termGrace): descendants that left the group (setsid, as the Bash tool does) keep running; " +
+          killable
         : noWatchdog,
       ...extra
     ]
@@ -969,7 +998,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     : undefined
   return Transport.Transport.of({
     open: openConnection,
-    capabilities: capabilitiesFor({ containment: Containment.mechanismOf(resolved), watchdog: useWatchdog, note })
+    capabilities: capabilitiesFor({
+      containment: Containment.mechanismOf(resolved),
+      watchdog: useWatchdog,
+      note,
+      parentDeathSignal: resolved._tag === "PidNamespace" && resolved.parentDeathSignal
+    })
   })
 })
 

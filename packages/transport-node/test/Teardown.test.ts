@@ -37,10 +37,11 @@ const boundMillis = (termGrace: number) => termGrace + killGraceMillis + slackMi
 type Mechanism = "cgroup" | "pid-namespace" | "process-tree"
 
 /**
- * The session's processes but the PID namespace's launcher (`unshare`, which inherits the marker too): the shapes
+ * The session's processes but the PID namespace's launcher (`setpriv`, which execs `unshare`; it inherits the marker too): the shapes
  * the scenarios wait for are the CLI's tree. Survivors are checked with every marked process (the launcher too).
  */
-const marked = (mark: string) => markedAll(mark).filter((proc) => !proc.args.startsWith("unshare "))
+const marked = (mark: string) =>
+  markedAll(mark).filter((proc) => !proc.args.startsWith("unshare ") && !proc.args.startsWith("setpriv "))
 
 /** The cgroup (v2) directory a process is in now, undefined when it cannot be read. */
 const cgroupOf = (pid: number): string | undefined => {
