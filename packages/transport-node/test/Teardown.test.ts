@@ -12,6 +12,7 @@ import * as NodeChildProcess from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Cgroup from "../src/internal/cgroup.ts"
+import * as ProcessTree from "../src/internal/processTree.ts"
 import * as Teardown from "../src/internal/teardown.ts"
 import {
   fakeClaudePath,
@@ -476,6 +477,65 @@ describe("teardown's report", () => {
       assert.deepStrictEqual(logged, ["Warn: teardown left 1 process(es) alive after the kill: 2 ([kthreadd])"])
       assert.strictEqual((yield* Metric.value(counter)).count - before, 1)
     }))
+
+  it.live("a guarded process that cannot be moved out: never signalled, no cgroup.kill, the rest killed one by one", () =>
+    Effect.gen(function*() {
+      // A cgroup as a tool left it: a process playing the host (guarded) that the kernel refuses to move out, and a
+      // member that ignores SIGTERM. Writing cgroup.kill would kill the "host" too.
+      const spawnOwned = (script: string) =>
+        Effect.acquireRelease(
+          Effect.sync(() => NodeChildProcess.spawn("perl", ["-e", script], { stdio: "ignore" })),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+      const host = yield* spawnOwned("sleep 300")
+      const member = yield* spawnOwned("$SIG{TERM} = 'IGNORE'; sleep 300")
+      const memberSignals: Array<string> = []
+      member.once("exit", (_, signal) => memberSignals.push(String(signal)))
+      const hostSignals: Array<string> = []
+      host.once("exit", (_, signal) => hostSignals.push(String(signal)))
+      yield* waitUntil(
+        "both to run",
+        () => [host.pid!, member.pid!].every((pid) => (ProcessTree.describeProcess(pid) ?? "").startsWith("perl"))
+      )
+      const writes: Array<string> = []
+      const session: Cgroup.Session = {
+        path: "/nonexistent",
+        place: () => {},
+        pids: () => [host.pid!, member.pid!].filter((pid) => ProcessTree.readStat(pid)?.zombie === false),
+        populated: () => true,
+        kill: () => {
+          writes.push("cgroup.kill")
+          return true
+        },
+        moveOut: () => false,
+        remove: () => false
+      }
+      const container = Teardown.cgroupContainer(session, () => new Set([host.pid!]))
+      const child = NodeChildProcess.spawn("true", [], { stdio: "pipe" })
+      yield* Effect.callback<void>((resume) => {
+        child.once("exit", () => resume(Effect.void))
+      })
+      const report = yield* Effect.callback<Teardown.Report>((resume) => {
+        Teardown.run({
+          child,
+          exited: () => true,
+          container,
+          termGraceMillis: 50,
+          killGraceMillis: 1_000,
+          describe: (pid) => ProcessTree.describeProcess(pid),
+          done: (report) => resume(Effect.succeed(report))
+        })
+      })
+      assert.deepStrictEqual(writes, [], "cgroup.kill was written with the host inside")
+      yield* waitUntil("the member's exit to be reported", () => memberSignals.length > 0, 2_000)
+      assert.deepStrictEqual(memberSignals, ["SIGKILL"])
+      assert.isTrue(ProcessTree.readStat(host.pid!)?.zombie === false, "the guarded process was ended")
+      assert.deepStrictEqual(hostSignals, [])
+      assert.deepStrictEqual(report.spared, [{ pid: host.pid!, movedOut: false, command: "perl -e sleep 300" }])
+      assert.strictEqual(report.terminated, 1)
+      assert.strictEqual(report.killed, 1)
+      assert.deepStrictEqual(report.survivors, [])
+    }).pipe(Effect.scoped))
 
   // A process teardown sees and cannot end: one frozen by the cgroup v1 freezer (mounted on this machine) takes a
   // SIGKILL only once thawed. The test freezes a process of the session's tree whose command line carries the

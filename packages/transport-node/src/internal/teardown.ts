@@ -95,6 +95,8 @@ export const cgroupContainer = (session: Cgroup.Session, guarded: () => Readonly
         continue
       }
       const moved = session.moveOut(pid)
+      // Refused for a process that has exited meanwhile: nothing is in the way of the kill.
+      if (!moved && ProcessTree.readStat(pid) === undefined) continue
       spared.set(pid, moved || spared.get(pid) === true)
       if (!moved) stuck = true
     }
