@@ -933,7 +933,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       let container: Teardown.Container
       let unwatch = () => {}
       if (session !== undefined) {
-        container = Teardown.cgroupContainer(session, guarded)
+        container = Teardown.cgroupContainer(session, guarded, () => exited() ? undefined : pid)
       } else if (backend === undefined) {
         container = Teardown.windowsContainer(pid, rootOnly)
       } else {

@@ -508,6 +508,7 @@ describe("teardown's report", () => {
           return true
         },
         moveOut: () => false,
+        moveIn: () => false,
         remove: () => false
       }
       const container = Teardown.cgroupContainer(session, () => new Set([host.pid!]))

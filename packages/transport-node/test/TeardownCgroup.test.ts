@@ -16,7 +16,7 @@ import { fileURLToPath } from "node:url"
 import * as Cgroup from "../src/internal/cgroup.ts"
 import type * as Teardown from "../src/internal/teardown.ts"
 import { awaitEscaped, type Escape, isAlive, makeReport } from "./escapes.ts"
-import { fakeClaudePath, fakeSpec, killOnExit, newMark, userMessage, waitUntil } from "./utils.ts"
+import { fakeClaudePath, fakeSpec, initialize, killOnExit, newMark, userMessage, waitUntil } from "./utils.ts"
 
 const termGraceMillis = 300
 const killGraceMillis = 1_000
@@ -27,6 +27,8 @@ const location = process.platform === "linux"
   ? Cgroup.locate(Fs.readFileSync("/proc/self/mountinfo", "utf8"), Fs.readFileSync("/proc/self/cgroup", "utf8"))
   : undefined
 const mount = location?._tag === "Found" ? location.mount : undefined
+/** This process's own cgroup (where the tests make cgroups of their own). */
+const own = location?._tag === "Found" ? location.own : undefined
 const runs = mount !== undefined && process.getuid?.() === 0
 
 /** The cgroup directory a process is in now (cgroup2), undefined when it is gone. */
@@ -165,6 +167,99 @@ describe.runIf(runs)("teardown of a session cgroup a tool nested cgroups in", { 
       yield* waitUntil("the watchdog to remove the session's cgroups", () => !Fs.existsSync(session), 3_000)
     }).pipe(Effect.scoped))
 })
+
+describe.runIf(runs)("a CLI moved out of its session's cgroup", { timeout: 20_000 }, () => {
+  it.live("into another session's (a root tool can): its own teardown brings it back and ends it, at once", () => {
+    const capture = captureReports()
+    return Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      // The answer to initialize proves the CLI is up, its SIGTERM handler installed.
+      const open = (mark: string, scope: Scope.Closeable) =>
+        Effect.gen(function*() {
+          const connection = yield* transport.open(fakeSpec(mark, { modes: ["ignore-sigterm"] }), {
+            termGrace: Duration.millis(termGraceMillis)
+          }).pipe(Scope.provide(scope))
+          yield* connection.write(initialize)
+          yield* Stream.runHead(connection.stdout)
+          return connection
+        })
+      const [markA, markB] = [newMark(), newMark()]
+      yield* killOnExit(markA)
+      yield* killOnExit(markB)
+      const [scopeA, scopeB] = [yield* Scope.make(), yield* Scope.make()]
+      yield* Effect.addFinalizer(() => Effect.andThen(Scope.close(scopeB, Exit.void), Scope.close(scopeA, Exit.void)))
+      const a = Option.getOrThrow((yield* open(markA, scopeA)).pid)
+      const b = Option.getOrThrow((yield* open(markB, scopeB)).pid)
+      const [cgroupA, cgroupB] = [cgroupOf(a)!, cgroupOf(b)!]
+      const cliB = { name: "B", pid: b, start: startOf(b) }
+      // What a root tool of A can do: B's CLI into A's cgroup.
+      Fs.writeFileSync(`${cgroupA}/cgroup.procs`, `${b}\n`)
+      assert.strictEqual(cgroupOf(b), cgroupA)
+
+      const started = Date.now()
+      yield* Scope.close(scopeB, Exit.void)
+      const millis = Date.now() - started
+      assert.isFalse(isAlive(cliB), "B's CLI outlived B's teardown")
+      assert.isFalse(Fs.existsSync(cgroupB), "B's cgroup is left")
+      // It ignores SIGTERM: killed once termGrace was over, not after the whole kill grace.
+      assert.isBelow(millis, termGraceMillis + 500, `B's teardown took ${millis} ms`)
+      const [report] = capture.reports
+      assert.strictEqual(report.terminated, 1)
+      assert.strictEqual(report.killed, 1)
+      assert.deepStrictEqual(report.survivors, [])
+      // A is untouched.
+      assert.strictEqual(cgroupOf(a), cgroupA)
+    }).pipe(Effect.scoped, Effect.provide(layer), capture.provide)
+  })
+})
+
+describe.runIf(runs)("a CLI moved out of its session's cgroup, then the host SIGKILLed", { timeout: 20_000 }, () => {
+  it.live("the watchdog brings it back and ends it", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      // A cgroup outside the session's (as a root tool could make), removed once the test is done: after the
+      // processes are killed (finalizers run last to first).
+      const elsewhere = `${own}/tether-test-elsewhere-${mark}`
+      Fs.mkdirSync(elsewhere)
+      yield* Effect.addFinalizer(() =>
+        waitUntil("the test's cgroup to be removed", () => Cgroup.removeDir(elsewhere), 2_000).pipe(Effect.ignore)
+      )
+      yield* killOnExit(mark)
+      const host = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          ChildProcess.spawn(
+            process.execPath,
+            [hostScript, "runPromise", "watchdog", mark, fakeClaudePath, "cgroup"],
+            {
+              stdio: ["ignore", "pipe", "inherit"],
+              // It ignores SIGTERM and the EOF its host's death makes: only a kill ends it.
+              env: { ...process.env, TETHER_TEST_MODES: "ignore-sigterm" }
+            }
+          )
+        ),
+        (host) => Effect.sync(() => host.kill("SIGKILL"))
+      )
+      const cliPid = Number((yield* readLine(host, "ready")).split(" ")[1])
+      const session = cgroupOf(cliPid)!
+      const cli = { name: "cli", pid: cliPid, start: startOf(cliPid) }
+      Fs.writeFileSync(`${elsewhere}/cgroup.procs`, `${cliPid}\n`)
+      assert.strictEqual(cgroupOf(cliPid), elsewhere)
+      host.kill("SIGKILL")
+      // The watchdog waits termGrace (300 ms) after the host's pipe closes, then kills.
+      yield* waitUntil("the watchdog to end the moved CLI", () => !isAlive(cli), 3_000)
+      yield* waitUntil("the watchdog to remove the session's cgroup", () => !Fs.existsSync(session), 3_000)
+    }).pipe(Effect.scoped))
+})
+
+/** A process's start time (clock ticks since boot), "" when it is gone. */
+const startOf = (pid: number): string => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+  } catch {
+    return ""
+  }
+}
 
 const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
 const guardedHostScript = fileURLToPath(new URL("./fixtures/guardedHost.ts", import.meta.url))

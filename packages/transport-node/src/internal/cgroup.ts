@@ -95,6 +95,8 @@ export interface Session {
   readonly kill: () => boolean
   /** Moves a process out of the subtree, to the host's own cgroup; false when the kernel refused. */
   readonly moveOut: (pid: number) => boolean
+  /** Moves a process (back) into the session's cgroup; false when the kernel refused. */
+  readonly moveIn: (pid: number) => boolean
   /**
    * Removes the nested cgroups, deepest first, then the session's; false while processes are in any of them (EBUSY)
    * or when one cannot be removed.
@@ -179,6 +181,7 @@ const makeSession = (path: string, own: string): Session => {
     populated: () => populated(path),
     kill: () => kill(path),
     moveOut: (pid) => move(pid, own),
+    moveIn: (pid) => move(pid, path),
     remove: () => removeTree(path)
   }
 }

@@ -78,16 +78,31 @@ const slowPollMillis = 20
  * the kernel's `cgroup.kill` alone; only when it cannot be written, or a guarded process could not be moved out
  * (so the whole subtree must not be killed), are the members SIGKILLed one by one.
  *
+ * `cli` is the CLI's pid while the host has not reaped it (so that the pid still names it): a CLI that was moved out
+ * of its cgroup (a root tool of another session can move it into its own) is moved back in, or, where the kernel
+ * refuses, signalled by pid with the members. Its teardown does not wait on a process it no longer contains.
+ *
  * @internal
  */
-export const cgroupContainer = (session: Cgroup.Session, guarded: () => ReadonlySet<number>): Container => {
+export const cgroupContainer = (
+  session: Cgroup.Session,
+  guarded: () => ReadonlySet<number>,
+  cli: () => number | undefined = () => undefined
+): Container => {
   const spared = new Map<number, boolean>()
   /** The members but the guarded, moved out; `stuck` when one of those is still in. */
   const sort = (): { readonly others: ReadonlyArray<number>; readonly stuck: boolean } => {
     const pids = session.pids()
-    if (pids.length === 0) return { others: pids, stuck: false }
-    const guard = guarded()
+    const root = cli()
     const others: Array<number> = []
+    // Moved back in, it is a member again (and cgroup.kill reaches it); where the kernel refuses, it is still
+    // signalled by pid with the members.
+    if (root !== undefined && !pids.includes(root)) {
+      session.moveIn(root)
+      others.push(root)
+    }
+    if (pids.length === 0) return { others, stuck: false }
+    const guard = guarded()
     let stuck = false
     for (const pid of pids) {
       if (!guard.has(pid)) {
@@ -105,7 +120,7 @@ export const cgroupContainer = (session: Cgroup.Session, guarded: () => Readonly
   return {
     mechanism: "cgroup",
     alive: () => {
-      if (!session.populated()) return []
+      if (!session.populated() && cli() === undefined) return []
       const alive: Array<ProcessTree.ProcessInfo> = []
       for (const pid of sort().others) {
         const info = ProcessTree.readStat(pid)

@@ -124,7 +124,15 @@ const makeTrees = (): ReadonlyArray<ProcessTree.Tree> =>
 const members = (trees: ReadonlyArray<ProcessTree.Tree>): ReadonlyArray<ProcessTree.ProcessInfo> => {
   const found = new Map<number, ProcessTree.ProcessInfo>()
   for (const entry of entries.values()) {
-    if (entry.cgroup !== undefined) { for (const info of cgroupMembers(entry.cgroup)) found.set(info.pid, info) }
+    if (entry.cgroup === undefined) continue
+    for (const info of cgroupMembers(entry.cgroup)) found.set(info.pid, info)
+    // A CLI that a root tool moved out of its cgroup (into another session's): back in, and ended with the rest.
+    // Only while its pid still names the process spawned (same start time): the host that would reap it is gone.
+    const root = entry.root === undefined ? undefined : ProcessTree.readStat(entry.root)
+    if (root !== undefined && !root.zombie && entry.rootStart !== undefined && root.start === entry.rootStart) {
+      if (!found.has(root.pid)) Cgroup.move(root.pid, entry.cgroup)
+      found.set(root.pid, root)
+    }
   }
   if (trees.length > 0) {
     const table = ProcessTree.readTable("proc")
