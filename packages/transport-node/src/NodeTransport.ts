@@ -267,8 +267,12 @@ export const capabilitiesFor = (options: {
             ? `dies with host, unless a tool kills the watchdog: ${watchdogProcess} and ends each session's cgroup ` +
               `the same way; ${killable}`
             : noWatchdog,
-          "not contained: a process that another cgroup's owner moves out (root only), and what the CLI asks other " +
-          "services to start (systemd-run, a container runtime, ssh to another machine)",
+          "a process moved out of the cgroup (root can) is looked for at teardown by the process tree's rules too " +
+          `(parent links, sessions, ${markerVariable} in its environment): found, it is moved back and ended, and ` +
+          "named in a warning",
+          "not contained: a process moved out of the cgroup that also cleared its environment and lost its parent " +
+          "(a cgroup namespace would keep it in), and what the CLI asks other services to start (systemd-run, a " +
+          "container runtime, ssh to another machine)",
           ...extra
         ]
       }
@@ -933,7 +937,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       let container: Teardown.Container
       let unwatch = () => {}
       if (session !== undefined) {
-        container = Teardown.cgroupContainer(session, guarded, () => exited() ? undefined : pid)
+        // The process tree too, read by teardown twice: what it finds outside the cgroup left it (a root tool can).
+        const tree = ProcessTree.make({ backend: "proc", rootPid: pid, rootStart: start, rootReaped: exited, marker })
+        container = Teardown.cgroupContainer(
+          session,
+          guarded,
+          () => exited() ? undefined : pid,
+          () => tree.scan().map((info) => info.pid)
+        )
       } else if (backend === undefined) {
         container = Teardown.windowsContainer(pid, rootOnly)
       } else {

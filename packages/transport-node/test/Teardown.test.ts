@@ -437,7 +437,8 @@ describe("teardown's report", () => {
         terminate: () => signals.push("TERM"),
         kill: () => signals.push("KILL"),
         release: () => false,
-        spared: () => []
+        spared: () => [],
+        escaped: () => []
       }
       const child = NodeChildProcess.spawn("true", [], { stdio: "pipe" })
       yield* Effect.callback<void>((resume) => {

@@ -15,7 +15,7 @@ import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import * as Cgroup from "../src/internal/cgroup.ts"
 import type * as Teardown from "../src/internal/teardown.ts"
-import { awaitEscaped, type Escape, isAlive, makeReport } from "./escapes.ts"
+import { awaitEscaped, type Escape, isAlive, makeReport, survivors } from "./escapes.ts"
 import { fakeClaudePath, fakeSpec, initialize, killOnExit, newMark, userMessage, waitUntil } from "./utils.ts"
 
 const termGraceMillis = 300
@@ -165,6 +165,84 @@ describe.runIf(runs)("teardown of a session cgroup a tool nested cgroups in", { 
       // The watchdog waits termGrace (300 ms) after the host's pipe closes, then kills.
       yield* waitUntil("the watchdog to kill the nested cgroup", () => !isAlive(escaped), 3_000)
       yield* waitUntil("the watchdog to remove the session's cgroups", () => !Fs.existsSync(session), 3_000)
+    }).pipe(Effect.scoped))
+})
+
+/** A detached process that ignores SIGTERM, moved to the root cgroup, its environment cleared or not. */
+const leaver = (name: string, clear: boolean): Escape => ({
+  name,
+  shape: `${clear ? "`env -i setsid -f`" : "`setsid -f`"} into the root cgroup`,
+  where: "tool",
+  command: (report) =>
+    `${clear ? "env -i " : ""}setsid -f sh -c 'echo 0 > ${mount}/cgroup.procs && trap "" TERM && ` +
+    `read -r p x < /proc/self/stat && echo ${name} $p >> ${report} && exec sleep 300'`,
+  clearsEnvironment: clear,
+  leavesSession: true,
+  orphaned: true
+})
+const rootLeaver = leaver("root-cgroup", false)
+
+describe.runIf(runs)("a tool that moves itself out of its session's cgroup (root can)", { timeout: 20_000 }, () => {
+  const kept = rootLeaver
+  const cleared = leaver("root-cgroup-env-i", true)
+
+  it.live("found by the process tree (its marker): brought back, ended and named; one that cleared it is not", () => {
+    const capture = captureReports()
+    return Effect.gen(function*() {
+      const mark = newMark()
+      yield* killOnExit(mark)
+      const report = yield* makeReport
+      const transport = yield* Transport.Transport
+      const scope = yield* Scope.make()
+      yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+      yield* transport.open(
+        fakeSpec(mark, { tool: `${kept.command(report)}\n${cleared.command(report)}` }),
+        { termGrace: Duration.millis(termGraceMillis) }
+      ).pipe(Scope.provide(scope))
+      const escaped = yield* awaitEscaped([kept, cleared], report)
+      for (const each of escaped) assert.strictEqual(cgroupOf(each.pid), mount, `${each.name} left its cgroup`)
+
+      yield* Scope.close(scope, Exit.void)
+
+      const [keptOne] = escaped.filter((each) => each.name === kept.name)
+      assert.isFalse(isAlive(keptOne), "the process that kept its environment survived")
+      // The documented limit: no marker, no parent, its own session, outside the cgroup (a cgroup namespace and a
+      // user namespace would keep it in; see issue 30).
+      assert.deepStrictEqual(survivors(escaped), [cleared.name])
+      const [teardown] = capture.reports
+      assert.deepStrictEqual(teardown.escaped.map((each) => each.pid), [keptOne.pid])
+      assert.strictEqual(teardown.killed, 1)
+      assert.deepStrictEqual(teardown.survivors, [])
+    }).pipe(Effect.scoped, Effect.provide(layer), capture.provide)
+  })
+})
+
+describe.runIf(runs)("a tool that moved itself out of its session's cgroup, then the host SIGKILLed", {
+  timeout: 20_000
+}, () => {
+  it.live("the watchdog finds it by the process tree, brings it back and ends it", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      yield* killOnExit(mark)
+      const report = yield* makeReport
+      const host = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          ChildProcess.spawn(
+            process.execPath,
+            [hostScript, "runPromise", "watchdog", mark, fakeClaudePath, "cgroup"],
+            {
+              stdio: ["ignore", "pipe", "inherit"],
+              env: { ...process.env, TETHER_TEST_TOOL: rootLeaver.command(report) }
+            }
+          )
+        ),
+        (host) => Effect.sync(() => host.kill("SIGKILL"))
+      )
+      yield* readLine(host, "ready")
+      const [escaped] = yield* awaitEscaped([rootLeaver], report)
+      assert.strictEqual(cgroupOf(escaped.pid), mount)
+      host.kill("SIGKILL")
+      yield* waitUntil("the watchdog to end the process that left its cgroup", () => !isAlive(escaped), 3_000)
     }).pipe(Effect.scoped))
 })
 

@@ -30,6 +30,8 @@ export interface Container {
   readonly release: () => boolean
   /** The processes it must never signal that it found among its members so far. */
   readonly spared: () => ReadonlyArray<Spared>
+  /** The session's processes it found outside it (and brought back) so far. */
+  readonly escaped: () => ReadonlyArray<number>
 }
 
 /**
@@ -65,6 +67,12 @@ export interface Report {
    * are scrubbed like the survivors'.
    */
   readonly spared: ReadonlyArray<Survivor & { readonly movedOut: boolean }>
+  /**
+   * Processes of the session found outside its cgroup (a root tool can move itself out), by the process tree's
+   * rules (parent links, sessions, the marker in the environment): moved back in and ended with the rest (counted
+   * in `terminated` and `killed`). One that also cleared its environment and lost its parent is not found.
+   */
+  readonly escaped: ReadonlyArray<Survivor>
 }
 
 const firstPolls = 10
@@ -82,14 +90,32 @@ const slowPollMillis = 20
  * of its cgroup (a root tool of another session can move it into its own) is moved back in, or, where the kernel
  * refuses, signalled by pid with the members. Its teardown does not wait on a process it no longer contains.
  *
+ * `tree` finds the session's processes by the process tree's rules (parent links, sessions, the marker): read at
+ * the first look and at the first kill (it reads the process table), what it finds outside the subtree escaped the
+ * cgroup (a root tool can move itself to the root cgroup, or a sibling): moved back in, signalled with the members,
+ * and named in the report.
+ *
  * @internal
  */
 export const cgroupContainer = (
   session: Cgroup.Session,
   guarded: () => ReadonlySet<number>,
-  cli: () => number | undefined = () => undefined
+  cli: () => number | undefined = () => undefined,
+  tree: () => ReadonlyArray<number> = () => []
 ): Container => {
   const spared = new Map<number, boolean>()
+  const escaped = new Set<number>()
+  /** The session's processes outside the subtree, by the tree: moved back in. */
+  const recall = (members: ReadonlyArray<number>, guard: ReadonlySet<number>) => {
+    const inside = new Set(members)
+    for (const pid of tree()) {
+      if (inside.has(pid) || guard.has(pid)) continue
+      escaped.add(pid)
+      session.moveIn(pid)
+    }
+  }
+  let looked = false
+  let killed = false
   /** The members but the guarded, moved out; `stuck` when one of those is still in. */
   const sort = (): { readonly others: ReadonlyArray<number>; readonly stuck: boolean } => {
     const pids = session.pids()
@@ -101,6 +127,9 @@ export const cgroupContainer = (
       session.moveIn(root)
       others.push(root)
     }
+    // Escaped processes are signalled by pid this time (whether or not the move back worked), with the members
+    // from the next look on.
+    for (const pid of escaped) if (!pids.includes(pid) && pid !== root) others.push(pid)
     if (pids.length === 0) return { others, stuck: false }
     const guard = guarded()
     let stuck = false
@@ -120,7 +149,11 @@ export const cgroupContainer = (
   return {
     mechanism: "cgroup",
     alive: () => {
-      if (!session.populated() && cli() === undefined) return []
+      if (!looked) {
+        looked = true
+        recall(session.pids(), guarded())
+      }
+      if (!session.populated() && cli() === undefined && escaped.size === 0) return []
       const alive: Array<ProcessTree.ProcessInfo> = []
       for (const pid of sort().others) {
         const info = ProcessTree.readStat(pid)
@@ -130,10 +163,19 @@ export const cgroupContainer = (
     },
     terminate: (processes) => ProcessTree.signalAll(processes, "SIGTERM"),
     kill: (processes) => {
-      if (sort().stuck || !session.kill()) ProcessTree.signalAll(processes, "SIGKILL")
+      if (!killed) {
+        // Looked for again: one that escaped during termGrace.
+        killed = true
+        recall(session.pids(), guarded())
+      }
+      if (sort().stuck || !session.kill()) return ProcessTree.signalAll(processes, "SIGKILL")
+      // cgroup.kill does not reach one the kernel did not let back in (the CLI, an escaped process): by pid.
+      const inside = new Set(session.pids())
+      ProcessTree.signalAll(processes.filter((info) => !inside.has(info.pid)), "SIGKILL")
     },
     release: session.remove,
-    spared: () => [...spared].map(([pid, movedOut]) => ({ pid, movedOut }))
+    spared: () => [...spared].map(([pid, movedOut]) => ({ pid, movedOut })),
+    escaped: () => [...escaped]
   }
 }
 
@@ -162,7 +204,8 @@ export const treeContainer = (
     ProcessTree.signalAll(spare === undefined ? processes : processes.filter((info) => info.pid !== spare), "SIGTERM"),
   kill: (processes) => ProcessTree.signalAll(processes, "SIGKILL"),
   release: () => true,
-  spared: () => []
+  spared: () => [],
+  escaped: () => []
 })
 
 /** Windows: the CLI and what `taskkill /T` reaches from it while it runs. @internal */
@@ -182,7 +225,8 @@ export const windowsContainer = (pid: number, rootOnly: () => ReadonlyArray<Proc
       if (processes.length > 0) taskkill(true)
     },
     release: () => true,
-    spared: () => []
+    spared: () => [],
+    escaped: () => []
   }
 }
 
@@ -232,7 +276,8 @@ export const run = (options: {
       terminated: terminated.size,
       killed: killed.size,
       survivors: left.map((info) => ({ pid: info.pid, command: options.describe(info.pid) })),
-      spared: container.spared().map((spared) => ({ ...spared, command: options.describe(spared.pid) }))
+      spared: container.spared().map((spared) => ({ ...spared, command: options.describe(spared.pid) })),
+      escaped: container.escaped().map((pid) => ({ pid, command: options.describe(pid) }))
     })
   }
 
@@ -282,7 +327,8 @@ export const run = (options: {
 /**
  * Logs a teardown: a warning naming every survivor (pid and command line) and their count added to `metric`
  * (attribute `containment`) when there are any; a warning naming every spared process (the host, an ancestor, PID 1
- * found in the session's container) when there are any; a debug line otherwise.
+ * found in the session's container), and one naming every process found outside it, when there are any; a debug
+ * line otherwise.
  *
  * @internal
  */
@@ -296,7 +342,7 @@ export const logReport = (report: Report, metric: Metric.Counter<number>): Effec
     report
   )
   const survivors = report.survivors.length === 0
-    ? report.spared.length === 0 ? Effect.logDebug("teardown", report) : Effect.void
+    ? report.spared.length === 0 && report.escaped.length === 0 ? Effect.logDebug("teardown", report) : Effect.void
     : Effect.andThen(
       Effect.logWarning(
         `teardown left ${report.survivors.length} process(es) alive after the kill: ` +
@@ -305,5 +351,11 @@ export const logReport = (report: Report, metric: Metric.Counter<number>): Effec
       ),
       Metric.update(Metric.withAttributes(metric, { containment: report.containment }), report.survivors.length)
     )
-  return Effect.andThen(spared, survivors)
+  const escaped = report.escaped.length === 0 ? Effect.void : Effect.logWarning(
+    `teardown found ${report.escaped.length} process(es) of the session outside its ${report.containment}, and ` +
+      `brought them back to end them: ` +
+      report.escaped.map((each) => `${each.pid} (${each.command ?? "gone"})`).join(", "),
+    report
+  )
+  return Effect.andThen(Effect.andThen(spared, escaped), survivors)
 }

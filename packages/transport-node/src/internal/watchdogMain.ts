@@ -6,7 +6,9 @@
  * A connection contained in a cgroup is ended through its cgroup: its members are the pids of its subtree (the
  * cgroups a tool nested in it too), the kill is `cgroup.kill` (recursive), and the emptied cgroups are removed,
  * deepest first (then the layer's, once empty). PID 1, the watchdog and its ancestors are never signalled: found in
- * a session's cgroup, they are moved out to the watchdog's own cgroup before the kill. Otherwise, with /proc
+ * a session's cgroup, they are moved out to the watchdog's own cgroup before the kill. The connection's tree (below)
+ * is read too: what it finds outside the cgroup (a root tool can move itself out) is moved back in. Otherwise, with
+ * /proc
  * (Linux), its tree is the one teardown finds: `ProcessTree` from the CLI's pid and start time and the
  * connection's marker variable. Without /proc (macOS, the BSDs), only each registered CLI's process group is
  * signalled: descendants that left the group (`setsid`) survive the host.
@@ -104,10 +106,14 @@ const cgroupMembers = (dir: string): ReadonlyArray<ProcessTree.ProcessInfo> => {
   return members
 }
 
-/** The trees of the registered connections that are not in a cgroup (with /proc), made once. */
-const makeTrees = (): ReadonlyArray<ProcessTree.Tree> =>
-  [...entries].filter(([, entry]) => entry.cgroup === undefined).map(([marker, entry]) =>
-    ProcessTree.make({
+/**
+ * The trees of the registered connections (with /proc), made once, with the cgroup of each that has one: what the
+ * tree of a cgroup's connection finds outside the cgroup left it (a root tool can), and is moved back in.
+ */
+const makeTrees = (): ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly cgroup: string | undefined }> =>
+  [...entries].map(([marker, entry]) => ({
+    cgroup: entry.cgroup,
+    tree: ProcessTree.make({
       backend: "proc",
       rootPid: entry.root,
       rootStart: entry.rootStart,
@@ -118,10 +124,12 @@ const makeTrees = (): ReadonlyArray<ProcessTree.Tree> =>
       },
       marker
     })
-  )
+  }))
 
 /** Every live member of every registered connection now. */
-const members = (trees: ReadonlyArray<ProcessTree.Tree>): ReadonlyArray<ProcessTree.ProcessInfo> => {
+const members = (
+  trees: ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly cgroup: string | undefined }>
+): ReadonlyArray<ProcessTree.ProcessInfo> => {
   const found = new Map<number, ProcessTree.ProcessInfo>()
   for (const entry of entries.values()) {
     if (entry.cgroup === undefined) continue
@@ -136,7 +144,13 @@ const members = (trees: ReadonlyArray<ProcessTree.Tree>): ReadonlyArray<ProcessT
   }
   if (trees.length > 0) {
     const table = ProcessTree.readTable("proc")
-    for (const tree of trees) for (const info of tree.scan(table)) found.set(info.pid, info)
+    for (const { cgroup, tree } of trees) {
+      for (const info of tree.scan(table)) {
+        if (guarded.has(info.pid)) continue
+        if (cgroup !== undefined && !found.has(info.pid)) Cgroup.move(info.pid, cgroup)
+        found.set(info.pid, info)
+      }
+    }
   }
   return [...found.values()]
 }
