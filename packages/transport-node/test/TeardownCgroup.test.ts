@@ -15,7 +15,7 @@ import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import * as Cgroup from "../src/internal/cgroup.ts"
 import type * as Teardown from "../src/internal/teardown.ts"
-import { awaitEscaped, type Escape, isAlive, makeReport, survivors } from "./escapes.ts"
+import { awaitEscaped, type Escape, escapes, isAlive, makeReport, survivors } from "./escapes.ts"
 import { fakeClaudePath, fakeSpec, initialize, killOnExit, newMark, userMessage, waitUntil } from "./utils.ts"
 
 const termGraceMillis = 300
@@ -168,23 +168,13 @@ describe.runIf(runs)("teardown of a session cgroup a tool nested cgroups in", { 
     }).pipe(Effect.scoped))
 })
 
-/** A detached process that ignores SIGTERM, moved to the root cgroup, its environment cleared or not. */
-const leaver = (name: string, clear: boolean): Escape => ({
-  name,
-  shape: `${clear ? "`env -i setsid -f`" : "`setsid -f`"} into the root cgroup`,
-  where: "tool",
-  command: (report) =>
-    `${clear ? "env -i " : ""}setsid -f sh -c 'echo 0 > ${mount}/cgroup.procs && trap "" TERM && ` +
-    `read -r p x < /proc/self/stat && echo ${name} $p >> ${report} && exec sleep 300'`,
-  clearsEnvironment: clear,
-  leavesSession: true,
-  orphaned: true
-})
-const rootLeaver = leaver("root-cgroup", false)
+/** The escapes that move themselves to the root cgroup, their environment kept or cleared. */
+const escapeNamed = (name: string): Escape => escapes.find((escape) => escape.name === name)!
+const rootLeaver = escapeNamed("root-cgroup")
 
 describe.runIf(runs)("a tool that moves itself out of its session's cgroup (root can)", { timeout: 20_000 }, () => {
   const kept = rootLeaver
-  const cleared = leaver("root-cgroup-env-i", true)
+  const cleared = escapeNamed("root-cgroup-env-i")
 
   it.live("found by the process tree (its marker): brought back, ended and named; one that cleared it is not", () => {
     const capture = captureReports()

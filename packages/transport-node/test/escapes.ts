@@ -27,6 +27,8 @@ export interface Escape {
   readonly leavesSession: boolean
   /** Its parent exits at once (`setsid -f`, a double fork, `fork and exit`): it is re-parented to PID 1. */
   readonly orphaned: boolean
+  /** It moves itself out of its cgroup, to the root cgroup (root can). */
+  readonly leavesCgroup?: boolean | undefined
 }
 
 /**
@@ -37,6 +39,22 @@ export interface Escape {
 export const treeFinds = (escape: Escape, options: { readonly toolShellAlive: boolean }): boolean =>
   escape.where === "cli" || !escape.clearsEnvironment ||
   (options.toolShellAlive && (!escape.orphaned || !escape.leavesSession))
+
+/**
+ * Whether an escape outlives the session under a containment: nothing does in a PID namespace; under a cgroup, what
+ * left the cgroup and is not found by the process tree's rules either (teardown looks for those too); under the
+ * process tree, what its rules do not find.
+ */
+export const survives = (
+  escape: Escape,
+  mechanism: "cgroup" | "pid-namespace" | "process-tree",
+  options: { readonly toolShellAlive: boolean }
+): boolean =>
+  mechanism === "pid-namespace"
+    ? false
+    : mechanism === "cgroup"
+    ? escape.leavesCgroup === true && !treeFinds(escape, options)
+    : !treeFinds(escape, options)
 
 /**
  * Appends `<name> <pid>` to the report. The pid is read from /proc/self/stat, not `$$`: inside a PID namespace `$$`
@@ -178,6 +196,30 @@ export const escapes: ReadonlyArray<Escape> = [
     clearsEnvironment: true,
     leavesSession: true,
     orphaned: true
+  },
+  {
+    name: "root-cgroup",
+    shape: "`setsid -f` that moves itself to the root cgroup (root can), ignoring SIGTERM",
+    where: "tool",
+    command: (report) =>
+      `setsid -f sh -c 'echo 0 > ${cgroupMount ?? "/nonexistent"}/cgroup.procs; trap "" TERM; ` +
+      `${reportSelf("root-cgroup", report)}; exec sleep 300'`,
+    clearsEnvironment: false,
+    leavesSession: true,
+    orphaned: true,
+    leavesCgroup: true
+  },
+  {
+    name: "root-cgroup-env-i",
+    shape: "`env -i setsid -f` that moves itself to the root cgroup (root can), ignoring SIGTERM",
+    where: "tool",
+    command: (report) =>
+      `env -i setsid -f sh -c 'echo 0 > ${cgroupMount ?? "/nonexistent"}/cgroup.procs; trap "" TERM; ` +
+      `${reportSelf("root-cgroup-env-i", report)}; exec sleep 300'`,
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: true,
+    leavesCgroup: true
   },
   {
     name: "cli-session-env-i",
