@@ -510,6 +510,7 @@ describe("teardown's report", () => {
         },
         moveOut: () => false,
         moveIn: () => false,
+        foreign: () => [],
         remove: () => false
       }
       const container = Teardown.cgroupContainer(session, () => new Set([host.pid!]))

@@ -27,8 +27,11 @@ export interface Escape {
   readonly leavesSession: boolean
   /** Its parent exits at once (`setsid -f`, a double fork, `fork and exit`): it is re-parented to PID 1. */
   readonly orphaned: boolean
-  /** It moves itself out of its cgroup, to the root cgroup (root can). */
-  readonly leavesCgroup?: boolean | undefined
+  /**
+   * It moves itself out of its cgroup (root can): to the root cgroup, or to a sibling it makes in its layer's
+   * (which teardown looks in).
+   */
+  readonly leavesCgroup?: "root" | "sibling" | undefined
 }
 
 /**
@@ -53,7 +56,7 @@ export const survives = (
   mechanism === "pid-namespace"
     ? false
     : mechanism === "cgroup"
-    ? escape.leavesCgroup === true && !treeFinds(escape, options)
+    ? escape.leavesCgroup === "root" && !treeFinds(escape, options)
     : !treeFinds(escape, options)
 
 /**
@@ -88,6 +91,9 @@ const cgroupMount = ((): string | undefined => {
  * otherwise, where {@link makeReport}'s release removes it): unique to the report.
  */
 const nestName = (report: string) => `nest-${Path.basename(Path.dirname(report))}`
+
+/** The name of the cgroup the sibling-cgroup escape makes beside its session's: unique to the report. */
+const siblingName = (report: string) => `sibling-${Path.basename(Path.dirname(report))}`
 
 /** Every escape, in the order of the table. */
 export const escapes: ReadonlyArray<Escape> = [
@@ -207,7 +213,7 @@ export const escapes: ReadonlyArray<Escape> = [
     clearsEnvironment: false,
     leavesSession: true,
     orphaned: true,
-    leavesCgroup: true
+    leavesCgroup: "root"
   },
   {
     name: "root-cgroup-env-i",
@@ -219,7 +225,23 @@ export const escapes: ReadonlyArray<Escape> = [
     clearsEnvironment: true,
     leavesSession: true,
     orphaned: true,
-    leavesCgroup: true
+    leavesCgroup: "root"
+  },
+  {
+    name: "sibling-cgroup",
+    shape: "`env -i setsid -f` into a cgroup it makes beside its session's (root can), ignoring SIGTERM",
+    where: "tool",
+    // Only from a session's cgroup (`…/tether-…/s<n>`): elsewhere (the host's cgroup, under the other containments)
+    // it makes nothing and is a plain `env -i setsid -f`.
+    command: (report) =>
+      `c=$(sed -n 's/^0:://p' /proc/self/cgroup); d=; case "$c" in */tether-*/s*) ` +
+      `d="${cgroupMount ?? "/nonexistent"}$(dirname "$c")/${siblingName(report)}"; mkdir -p "$d";; esac; ` +
+      `env -i setsid -f sh -c '[ -n "$1" ] && echo 0 > "$1/cgroup.procs"; trap "" TERM; ` +
+      `${reportSelf("sibling-cgroup", report)}; exec sleep 300' sh "$d"`,
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: true,
+    leavesCgroup: "sibling"
   },
   {
     name: "cli-session-env-i",

@@ -98,8 +98,13 @@ export interface Session {
   /** Moves a process (back) into the session's cgroup; false when the kernel refused. */
   readonly moveIn: (pid: number) => boolean
   /**
+   * The cgroups in the layer's that are no session's (`s<n>`): siblings a root tool made to leave its own. Whatever
+   * is in them came from a session of the layer.
+   */
+  readonly foreign: () => ReadonlyArray<string>
+  /**
    * Removes the nested cgroups, deepest first, then the session's; false while processes are in any of them (EBUSY)
-   * or when one cannot be removed.
+   * or when one cannot be removed. Empty {@link foreign} cgroups go too.
    */
   readonly remove: () => boolean
 }
@@ -162,18 +167,14 @@ const sweep = (own: string): void => {
   for (const name of names) {
     const match = /^tether-([0-9]+)-[0-9a-f]+$/.exec(name)
     if (match === null || Number(match[1]) === process.pid || Fs.existsSync(`/proc/${match[1]}`)) continue
-    const dir = Path.join(own, name)
-    try {
-      for (const session of Fs.readdirSync(dir)) if (/^s[0-9]+$/.test(session)) removeTree(Path.join(dir, session))
-    } catch {
-      continue
-    }
-    removeDir(dir)
+    // Every empty cgroup of it, the sessions' and those their tools made in them or beside them.
+    removeTree(Path.join(own, name))
   }
 }
 
 const makeSession = (path: string, own: string): Session => {
   Fs.mkdirSync(path)
+  const layer = Path.dirname(path)
   return {
     path,
     place: (pid) => Fs.writeFileSync(Path.join(path, "cgroup.procs"), `${pid}\n`),
@@ -182,8 +183,29 @@ const makeSession = (path: string, own: string): Session => {
     kill: () => kill(path),
     moveOut: (pid) => move(pid, own),
     moveIn: (pid) => move(pid, path),
-    remove: () => removeTree(path)
+    foreign: () => foreign(layer),
+    remove: () => {
+      const removed = removeTree(path)
+      for (const dir of foreign(layer)) removeTree(dir)
+      return removed
+    }
   }
+}
+
+/**
+ * The child cgroups of a layer's cgroup that are no session's (`s<n>`) nor the layer's probe: made by a tool.
+ *
+ * @internal
+ */
+export const foreign = (layer: string): ReadonlyArray<string> => {
+  let children: Array<Fs.Dirent>
+  try {
+    children = Fs.readdirSync(layer, { withFileTypes: true })
+  } catch {
+    return []
+  }
+  return children.filter((child) => child.isDirectory() && !/^(s[0-9]+|probe)$/.test(child.name))
+    .map((child) => Path.join(layer, child.name))
 }
 
 /**

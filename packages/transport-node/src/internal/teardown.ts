@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import type * as NodeChildProcess from "node:child_process"
 import * as NodeChildProcessRuntime from "node:child_process"
-import type * as Cgroup from "./cgroup.ts"
+import * as Cgroup from "./cgroup.ts"
 import * as ProcessTree from "./processTree.ts"
 
 /** What teardown sees of a connection's processes, and how it ends them. @internal */
@@ -69,8 +69,9 @@ export interface Report {
   readonly spared: ReadonlyArray<Survivor & { readonly movedOut: boolean }>
   /**
    * Processes of the session found outside its cgroup (a root tool can move itself out), by the process tree's
-   * rules (parent links, sessions, the marker in the environment): moved back in and ended with the rest (counted
-   * in `terminated` and `killed`). One that also cleared its environment and lost its parent is not found.
+   * rules (parent links, sessions, the marker in the environment), or in a cgroup a tool made beside the sessions'
+   * in the layer's: moved back in and ended with the rest (counted in `terminated` and `killed`). One that moved
+   * elsewhere and also cleared its environment and lost its parent is not found.
    */
   readonly escaped: ReadonlyArray<Survivor>
 }
@@ -93,7 +94,7 @@ const slowPollMillis = 20
  * `tree` finds the session's processes by the process tree's rules (parent links, sessions, the marker): read at
  * the first look and at the first kill (it reads the process table), what it finds outside the subtree escaped the
  * cgroup (a root tool can move itself to the root cgroup, or a sibling): moved back in, signalled with the members,
- * and named in the report.
+ * and named in the report. So are the processes of cgroups a tool made in the layer's beside the sessions'.
  *
  * @internal
  */
@@ -105,10 +106,15 @@ export const cgroupContainer = (
 ): Container => {
   const spared = new Map<number, boolean>()
   const escaped = new Set<number>()
-  /** The session's processes outside the subtree, by the tree: moved back in. */
+  /**
+   * The session's processes outside the subtree, by the tree, and those in cgroups a tool made beside the sessions'
+   * (in the layer's): moved back in.
+   */
   const recall = (members: ReadonlyArray<number>, guard: ReadonlySet<number>) => {
     const inside = new Set(members)
-    for (const pid of tree()) {
+    const outside = [...tree()]
+    for (const dir of session.foreign()) outside.push(...Cgroup.members(dir))
+    for (const pid of outside) {
       if (inside.has(pid) || guard.has(pid)) continue
       escaped.add(pid)
       session.moveIn(pid)

@@ -142,6 +142,10 @@ const members = (
       found.set(root.pid, root)
     }
   }
+  // Cgroups a tool made in a layer's beside the sessions' (root can): what is in them came from a session.
+  for (const layer of layers) {
+    for (const dir of Cgroup.foreign(layer)) for (const info of cgroupMembers(dir)) found.set(info.pid, info)
+  }
   if (trees.length > 0) {
     const table = ProcessTree.readTable("proc")
     for (const { cgroup, tree } of trees) {
@@ -171,11 +175,12 @@ const signalGroups = (signal: NodeJS.Signals | 0): boolean => {
 }
 
 const killCgroups = () => {
-  for (const entry of entries.values()) {
-    // A guarded process that could not be moved out keeps the subtree from being killed whole: its other members
-    // are SIGKILLed one by one (`members` leaves the guarded out).
-    if (entry.cgroup !== undefined && moveOutGuarded(entry.cgroup)) Cgroup.kill(entry.cgroup)
-  }
+  const dirs: Array<string> = []
+  for (const entry of entries.values()) if (entry.cgroup !== undefined) dirs.push(entry.cgroup)
+  for (const layer of layers) dirs.push(...Cgroup.foreign(layer))
+  // A guarded process that could not be moved out keeps the subtree from being killed whole: its other members are
+  // SIGKILLed one by one (`members` leaves the guarded out).
+  for (const dir of dirs) if (moveOutGuarded(dir)) Cgroup.kill(dir)
 }
 
 // A cgroup is removed once its last process has left it: a process SIGKILLed a moment ago may still be on its way
@@ -185,7 +190,10 @@ const exitTriesMax = 100
 const exit = () => {
   let left = false
   for (const entry of entries.values()) if (entry.cgroup !== undefined && !Cgroup.removeTree(entry.cgroup)) left = true
-  for (const layer of layers) if (!Cgroup.removeDir(layer)) left = true
+  for (const layer of layers) {
+    for (const dir of Cgroup.foreign(layer)) Cgroup.removeTree(dir)
+    if (!Cgroup.removeDir(layer)) left = true
+  }
   if (left && ++exitTries < exitTriesMax) {
     killCgroups()
     setTimeout(exit, 50)
