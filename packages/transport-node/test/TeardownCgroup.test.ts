@@ -269,8 +269,9 @@ describe.runIf(runs)("a CLI moved out of its session's cgroup", { timeout: 20_00
       const millis = Date.now() - started
       assert.isFalse(isAlive(cliB), "B's CLI outlived B's teardown")
       assert.isFalse(Fs.existsSync(cgroupB), "B's cgroup is left")
-      // It ignores SIGTERM: killed once termGrace was over, not after the whole kill grace.
-      assert.isBelow(millis, termGraceMillis + 500, `B's teardown took ${millis} ms`)
+      // It ignores SIGTERM: killed once termGrace was over, not waited for until the kill grace ran out too (what a
+      // teardown that lost its CLI did, with nothing to show for it).
+      assert.isBelow(millis, termGraceMillis + killGraceMillis, `B's teardown took ${millis} ms`)
       const [report] = capture.reports
       assert.strictEqual(report.terminated, 1)
       assert.strictEqual(report.killed, 1)
