@@ -943,7 +943,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           session,
           guarded,
           () => exited() ? undefined : pid,
-          () => tree.scan().map((info) => info.pid)
+          () => tree.scan()
         )
       } else if (backend === undefined) {
         container = Teardown.windowsContainer(pid, rootOnly)

@@ -102,10 +102,11 @@ export const cgroupContainer = (
   session: Cgroup.Session,
   guarded: () => ReadonlySet<number>,
   cli: () => number | undefined = () => undefined,
-  tree: () => ReadonlyArray<number> = () => []
+  tree: () => ReadonlyArray<ProcessTree.ProcessInfo> = () => []
 ): Container => {
   const spared = new Map<number, boolean>()
-  const escaped = new Set<number>()
+  /** By pid, the start time it had when found: a pid that names another process since is not signalled. */
+  const escaped = new Map<number, string>()
   /**
    * The session's processes outside the subtree, by the tree, and those in cgroups a tool made beside the sessions'
    * (in the layer's): moved back in.
@@ -113,12 +114,27 @@ export const cgroupContainer = (
   const recall = (members: ReadonlyArray<number>, guard: ReadonlySet<number>) => {
     const inside = new Set(members)
     const outside = [...tree()]
-    for (const dir of session.foreign()) outside.push(...Cgroup.members(dir))
-    for (const pid of outside) {
-      if (inside.has(pid) || guard.has(pid)) continue
-      escaped.add(pid)
-      session.moveIn(pid)
+    for (const dir of session.foreign()) {
+      for (const pid of Cgroup.members(dir)) {
+        const info = ProcessTree.readStat(pid)
+        if (info !== undefined) outside.push(info)
+      }
     }
+    for (const info of outside) {
+      if (info.zombie || inside.has(info.pid) || guard.has(info.pid) || escaped.has(info.pid)) continue
+      escaped.set(info.pid, info.start)
+      session.moveIn(info.pid)
+    }
+  }
+  /** The escaped processes still alive and still the ones found (same start time), outside the subtree. */
+  const stillOut = (pids: ReadonlyArray<number>, root: number | undefined): ReadonlyArray<number> => {
+    const out: Array<number> = []
+    for (const [pid, start] of escaped) {
+      if (pid === root || pids.includes(pid)) continue
+      const info = ProcessTree.readStat(pid)
+      if (info !== undefined && !info.zombie && info.start === start) out.push(pid)
+    }
+    return out
   }
   let looked = false
   let killed = false
@@ -135,7 +151,7 @@ export const cgroupContainer = (
     }
     // Escaped processes are signalled by pid this time (whether or not the move back worked), with the members
     // from the next look on.
-    for (const pid of escaped) if (!pids.includes(pid) && pid !== root) others.push(pid)
+    others.push(...stillOut(pids, root))
     if (pids.length === 0) return { others, stuck: false }
     const guard = guarded()
     let stuck = false
@@ -159,7 +175,7 @@ export const cgroupContainer = (
         looked = true
         recall(session.pids(), guarded())
       }
-      if (!session.populated() && cli() === undefined && escaped.size === 0) return []
+      if (!session.populated() && cli() === undefined && stillOut([], undefined).length === 0) return []
       const alive: Array<ProcessTree.ProcessInfo> = []
       for (const pid of sort().others) {
         const info = ProcessTree.readStat(pid)
@@ -181,7 +197,7 @@ export const cgroupContainer = (
     },
     release: session.remove,
     spared: () => [...spared].map(([pid, movedOut]) => ({ pid, movedOut })),
-    escaped: () => [...escaped]
+    escaped: () => [...escaped.keys()]
   }
 }
 
