@@ -15,7 +15,8 @@
  * metric. It also runs when the CLI already exited by itself and left descendants behind. It never waits for
  * zombies.
  *
- * Secrets: every `Redacted` value of the launch spec (environment values, secret pipes) is scrubbed from the
+ * Secrets: every `Redacted` value of the launch spec (environment values, secret pipes), and every such value of
+ * the other connections open in the process (a tool can read another session's key), is scrubbed from the
  * stderr tail, from stdout lines and from the transport's own messages before they leave the transport.
  *
  * Host death: under `NodeRuntime.runMain`, SIGINT/SIGTERM interrupt the program and the finalizers run the
@@ -527,7 +528,7 @@ const endSettleMillis = 250
 const readLines = (
   readable: Readable,
   splitter: Framing.LineSplitter,
-  scrub: Secrets.Scrub,
+  scrub: Secrets.ConnectionScrub,
   settled: (then: () => void) => void
 ): Stream.Stream<Transport.Line> => {
   let lines: Array<Transport.Line> = []
@@ -570,7 +571,7 @@ const readLines = (
   readable.on("close", finish)
   readable.on("error", finish)
 
-  const clean = scrub === Secrets.none ? undefined : (line: Transport.Line): Transport.Line => {
+  const clean = (line: Transport.Line): Transport.Line => {
     if (line._tag === "Text") {
       const text = scrub(line.text)
       return text === line.text ? line : Transport.Line.Text({ text })
@@ -579,7 +580,7 @@ const readLines = (
     return prefix === line.prefix ? line : Transport.Line.TooLong({ ...line, prefix })
   }
   const take = (): Arr.NonEmptyReadonlyArray<Transport.Line> => {
-    const out = (clean === undefined ? lines : lines.map(clean)) as unknown as Arr.NonEmptyReadonlyArray<
+    const out = (scrub.idle() ? lines : lines.map(clean)) as unknown as Arr.NonEmptyReadonlyArray<
       Transport.Line
     >
     lines = []
@@ -619,14 +620,20 @@ interface Handle {
   readonly container: Teardown.Container
   readonly exited: () => boolean
   readonly connection: Transport.Connection
-  readonly scrub: Secrets.Scrub
+  readonly scrub: Secrets.ConnectionScrub
+  /** Takes the connection's secrets out of the set every connection is scrubbed of. */
+  readonly unregisterSecrets: () => void
   /** Stops the periodic scans of this connection's tree (process-tree containment). */
   readonly unwatch: () => void
 }
 
 const makeConnection = (
   child: NodeChildProcess.ChildProcess,
-  options: { readonly maxLineBytes: number; readonly stderrTailBytes: number; readonly scrub: Secrets.Scrub }
+  options: {
+    readonly maxLineBytes: number
+    readonly stderrTailBytes: number
+    readonly scrub: Secrets.ConnectionScrub
+  }
 ) => {
   const pid = child.pid!
   const exitDeferred = Deferred.makeUnsafe<Transport.ExitStatus>()
@@ -863,7 +870,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           reason: `${resolved.requested} containment was requested and is unavailable: ${resolved.reason}`
         })
       }
-      const scrub = Secrets.make(secretsOf(spec))
+      const secrets = secretsOf(spec)
+      // Scrubbed of every open connection's secrets too: a tool that reads another session's key hands it on to
+      // this session's host otherwise.
+      const scrub = Secrets.forConnection(Secrets.make(secrets))
       const token = randomUUID()
       const marker = `${markerVariable}=${token}`
       const env = buildEnvironment(spec.env)
@@ -891,9 +901,11 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       for (let i = 0; i < secretPipes.length; i++) stdio.push("pipe")
       // Registered before the spawn: there is no moment where the CLI runs and the watchdog does not know it.
       watchdog?.register(marker, termGraceMillis, session?.path)
+      const unregisterSecrets = Secrets.register(secrets)
       const unregister = Effect.sync(() => {
         watchdog?.unregister(marker)
         session?.remove()
+        unregisterSecrets()
       })
       open++
       const { child, placed: start } = yield* spawnProcess(program, plan.file, plan.args, {
@@ -957,7 +969,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           unwatch = watch(tree)
         }
       }
-      return { child, pid, marker, container, exited, connection, scrub, unwatch }
+      return { child, pid, marker, container, exited, connection, scrub, unregisterSecrets, unwatch }
     })
 
   const release = (handle: Handle, termGraceMillis: number) =>
@@ -977,6 +989,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       Effect.tap((report) => Teardown.logReport(report, survivorsMetric)),
       Effect.ensuring(Effect.sync(() => {
         handle.unwatch()
+        handle.unregisterSecrets()
         watchdog?.unregister(handle.marker)
         open--
         removeLayer()

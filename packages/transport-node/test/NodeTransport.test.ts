@@ -15,6 +15,7 @@ import {
   Scope,
   Stream
 } from "effect"
+import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -26,6 +27,7 @@ import {
   killOnExit,
   marked,
   newMark,
+  stat,
   tempDir,
   userMessage,
   waitUntil,
@@ -358,6 +360,40 @@ describe("NodeTransport", () => {
       const plain = yield* readEnv({ mode: "clean", set: { OPENAI_API_KEY: "sk-plain-0123456789" }, unset: [] })
       assert.strictEqual(plain.get("OPENAI_API_KEY"), "[redacted OPENAI_API_KEY]")
     }).pipe(Effect.scoped, Effect.provide(TransportLive)))
+
+  it.live("a session that reads another's environment hands its host that one's secret scrubbed", () =>
+    Effect.gen(function*() {
+      const keyB = `sk-ant-b-${randomUUID()}`
+      const printed = (args: ReadonlyArray<string>) =>
+        Effect.scoped(Effect.gen(function*() {
+          const connection = yield* openAsIs({
+            program: "sh",
+            args,
+            cwd: Option.none(),
+            env: { mode: "clean", set: {}, unset: [] }
+          })
+          return yield* Stream.runCollect(connection.stdout)
+        }))
+      const fromA = yield* Effect.scoped(Effect.gen(function*() {
+        // B: a session whose key is in its environment.
+        const b = yield* open({
+          program: "sleep",
+          args: ["30"],
+          cwd: Option.none(),
+          env: { mode: "clean", set: { B_KEY: Redacted.make(keyB) }, unset: [] }
+        })
+        const pid = Option.getOrThrow(b.pid)
+        yield* waitUntil("B to run sleep", () => /sleep 30$/.test(stat(pid)?.args ?? ""))
+        // A: a session with no secret of its own, whose tool reads B's environment (root, or the same user, can).
+        return yield* printed(["-c", `tr '\\0' '\\n' < /proc/${pid}/environ`])
+      }))
+      const texts = fromA.map((line) => line._tag === "Text" ? line.text : "")
+      assert.include(texts, "B_KEY=[redacted B_KEY]")
+      for (const text of texts) assert.notInclude(text, keyB)
+      // B is closed: its key is no longer anyone's to scrub (the set does not grow with every session ever opened).
+      const after = yield* printed(["-c", `echo ${keyB}`])
+      assert.deepStrictEqual(after, [Transport.Line.Text({ text: keyB })])
+    }).pipe(Effect.provide(TransportLive)))
 
   it.live("a missing executable is ExecutableNotFound, naming the places searched, safe to fall back", () =>
     Effect.gen(function*() {
