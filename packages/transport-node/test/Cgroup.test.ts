@@ -94,6 +94,14 @@ describe("Cgroup (this machine)", () => {
         if (typeof layer === "string") return assert.fail(layer)
         const session = layer.session()
         const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
+        // However the test ends: the process killed, then (once it has left) the cgroups removed.
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function*() {
+            child.kill("SIGKILL")
+            yield* waitUntil("the session's cgroup to be removed", () => session.remove(), 2_000).pipe(Effect.ignore)
+            layer.remove()
+          })
+        )
         session.place(child.pid!)
         assert.deepStrictEqual(session.pids(), [child.pid!])
         assert.isFalse(session.remove(), "a populated cgroup cannot be removed")
@@ -106,7 +114,7 @@ describe("Cgroup (this machine)", () => {
         assert.isTrue(session.remove())
         layer.remove()
         assert.isTrue(Cgroup.removeDir(layer.path), "already gone")
-      })
+      }).pipe(Effect.scoped)
   )
 
   it.live.runIf(process.platform === "linux" && process.getuid?.() === 0)(
@@ -115,9 +123,16 @@ describe("Cgroup (this machine)", () => {
       Effect.gen(function*() {
         const layer = Cgroup.makeLayer()
         if (typeof layer === "string") return assert.fail(layer)
-        yield* Effect.addFinalizer(() => Effect.sync(() => layer.remove()))
         const session = layer.session()
-        yield* Effect.addFinalizer(() => Effect.sync(() => session.remove()))
+        const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
+        // However the test ends: the process killed, then (once it has left) the cgroups removed.
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function*() {
+            child.kill("SIGKILL")
+            yield* waitUntil("the session's cgroups to be removed", () => session.remove(), 2_000).pipe(Effect.ignore)
+            layer.remove()
+          })
+        )
         const deeper = Path.join(session.path, "nest", "deeper")
         Fs.mkdirSync(deeper, { recursive: true })
         // A sibling a tool made beside the session's, in the layer's.
@@ -127,8 +142,6 @@ describe("Cgroup (this machine)", () => {
         assert.deepStrictEqual(Cgroup.subtree(session.path), [deeper, Path.dirname(deeper), session.path])
         assert.isFalse(session.populated())
 
-        const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
-        yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
         const exited = Effect.callback<NodeJS.Signals | null>((resume) => {
           if (child.signalCode !== null) return resume(Effect.succeed(child.signalCode))
           child.once("exit", (_, signal) => resume(Effect.succeed(signal)))
