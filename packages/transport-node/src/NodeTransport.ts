@@ -110,6 +110,8 @@ export interface Options {
   /**
    * Start the host-death watchdog (default: true everywhere but Windows, where it is unavailable). It ends each
    * connection's cgroup, or its tree as teardown finds it (Linux), or only each CLI's process group (elsewhere).
+   * Gotcha: it runs as the host's user, as the sessions' tools do, and a tool can kill it; `capabilities.diesWithHost`
+   * counts only what a tool cannot undo (see `containment: "pid-namespace"`).
    */
   readonly watchdog?: boolean | undefined
   /**
