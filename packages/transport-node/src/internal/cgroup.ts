@@ -23,6 +23,11 @@
  * `cgroup.procs`) is moved out to the host's own cgroup before anything is signalled; `cgroup.kill` would kill it
  * too. Not closed: a tool that moves such a process in between that move and the `cgroup.kill` write (a few
  * microseconds of synchronous code).
+ *
+ * Leaving the cgroup (root can): the CLI moved elsewhere is moved back (its pid names it until the host reaps it);
+ * a process the session's process tree finds outside (parent links, sessions, the marker) is moved back; so is what
+ * sits in a cgroup a tool made in the layer's beside the sessions' ({@link foreign}). One that moved elsewhere with
+ * its environment cleared and its parent gone is not found: a cgroup namespace would keep it in.
  */
 import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"

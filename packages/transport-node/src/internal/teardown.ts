@@ -7,7 +7,8 @@
  * `Clock`: teardown is real time even when a host runs on a `TestClock`. Zombies never count as alive.
  *
  * Never signalled, whatever the container holds: the host, its ancestors and PID 1 (and the watchdog). A cgroup
- * moves them out before anything is signalled; the report names them ({@link Report.spared}).
+ * moves them out before anything is signalled; the report names them ({@link Report.spared}). A cgroup also brings
+ * back the session's processes it finds outside it, and the report names those ({@link Report.escaped}).
  */
 import type * as Transport from "@tether/core/Transport"
 import * as Effect from "effect/Effect"
