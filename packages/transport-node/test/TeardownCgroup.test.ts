@@ -173,6 +173,43 @@ describe.runIf(runs)("teardown of a session cgroup a tool nested cgroups in", { 
 const escapeNamed = (name: string): Escape => escapes.find((escape) => escape.name === name)!
 const rootLeaver = escapeNamed("root-cgroup")
 
+describe.runIf(runs)("the watchdog never kills the host's ancestors either", { timeout: 20_000 }, () => {
+  it.live("a tool wrote the host's parent into its cgroup, then the host was SIGKILLed: the parent is spared", () =>
+    Effect.gen(function*() {
+      const mark = newMark()
+      yield* killOnExit(mark)
+      // The host's parent outlives it (it execs a sleep when the host is gone, same pid and start time): once the
+      // host is dead it is no ancestor of the watchdog's, which must still not kill it.
+      const ancestor = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          ChildProcess.spawn(
+            "/bin/sh",
+            ["-c", `"$0" "$@"; exec sleep 300`, process.execPath, guardedHostScript, mark, "watchdog"],
+            {
+              stdio: ["pipe", "pipe", "inherit"],
+              env: { ...process.env, TETHER_TEST_CGROUP_MOUNT: mount, TETHER_TEST_FAKE: fakeClaudePath }
+            }
+          )
+        ),
+        (sh) => Effect.sync(() => sh.kill("SIGKILL"))
+      )
+      const ready = yield* readLine(ancestor, "ready")
+      const [, hostPid, cliPid] = ready.split(" ").map(Number)
+      const hostCgroup = cgroupOf(hostPid)!
+      const session = cgroupOf(cliPid)!
+      yield* waitUntil(
+        "the tool to move the host and its parent into the session's cgroup",
+        () => cgroupOf(hostPid) === session && cgroupOf(ancestor.pid!) === session
+      )
+      process.kill(hostPid, "SIGKILL")
+      yield* waitUntil("the watchdog to end the session", () => !Fs.existsSync(session), 5_000)
+      assert.isTrue(isAlive({ name: "parent", pid: ancestor.pid!, start: startOf(ancestor.pid!) }))
+      assert.strictEqual(ancestor.exitCode, null, "the host's parent was killed")
+      assert.strictEqual(ancestor.signalCode, null, "the host's parent was killed")
+      assert.strictEqual(cgroupOf(ancestor.pid!), hostCgroup, "moved out to the watchdog's cgroup (the host's)")
+    }).pipe(Effect.scoped))
+})
+
 describe.runIf(runs)("a tool that moves itself out of its session's cgroup (root can)", { timeout: 20_000 }, () => {
   const kept = rootLeaver
   const cleared = escapeNamed("root-cgroup-env-i")

@@ -30,6 +30,7 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
+import * as ProcessTree from "./processTree.ts"
 
 /**
  * The watchdog's process title (what `ps` shows).
@@ -112,6 +113,22 @@ export interface Watchdog {
 }
 
 /**
+ * The variable that hands the watchdog the host's ancestry (`pid:start` pairs, space separated): once the host is
+ * dead they are no longer the watchdog's ancestors, and a tool may still have written one of them into its
+ * session's `cgroup.procs`; the watchdog must not kill them either.
+ *
+ * @internal
+ */
+export const guardedVariable = "TETHER_WATCHDOG_GUARDED"
+
+/** The host's ancestry (itself included), as `pid:start` pairs. */
+const hostAncestry = (): string =>
+  [...ProcessTree.ancestry(process.pid)].flatMap((pid) => {
+    const info = ProcessTree.readStat(pid)
+    return info === undefined ? [] : [`${pid}:${info.start}`]
+  }).join(" ")
+
+/**
  * Starts a keeper whose Node program, if it comes to that, is `main`: `/bin/sh -c keeper`, named {@link title}, in
  * a session of its own (terminal and group-wide signals aimed at the host do not reach it), with a near-empty
  * environment (the host's NODE_OPTIONS, loaders and inspectors, have no business in it), its stdin a pipe from the
@@ -124,7 +141,7 @@ export const spawnKeeper = (main: string): ChildProcess.ChildProcess =>
     argv0: title,
     detached: true,
     stdio: ["pipe", "ignore", "ignore"],
-    env: { PATH: process.env.PATH ?? "" },
+    env: { PATH: process.env.PATH ?? "", [guardedVariable]: hostAncestry() },
     windowsHide: true
   })
 

@@ -22,7 +22,7 @@
 import * as Fs from "node:fs"
 import * as Cgroup from "./cgroup.ts"
 import * as ProcessTree from "./processTree.ts"
-import { title } from "./watchdog.ts"
+import { guardedVariable, title } from "./watchdog.ts"
 
 process.title = title
 for (const signal of ["SIGINT", "SIGHUP", "SIGTERM"] as const) process.on(signal, () => {})
@@ -71,7 +71,24 @@ process.stdin.on("data", (chunk: string) => {
 })
 
 /** What is never signalled: PID 1, this process and its ancestors (the keeper, and whatever started it). */
-const guarded = ProcessTree.ancestry(process.pid)
+const ancestors = ProcessTree.ancestry(process.pid)
+
+/** The host's ancestry as the host saw it when it started the keeper: pid -> start time. */
+const hostAncestry = new Map<number, string>()
+for (const pair of (process.env[guardedVariable] ?? "").split(" ")) {
+  const [pid, start] = pair.split(":")
+  if (pid !== undefined && start !== undefined && pid.length > 0) hostAncestry.set(Number(pid), start)
+}
+
+/**
+ * Never signalled: this process's ancestry, and the host's (those of its processes that are still the ones the host
+ * saw: same start time, not a pid reused since).
+ */
+const isGuarded = (pid: number): boolean => {
+  if (ancestors.has(pid)) return true
+  const start = hostAncestry.get(pid)
+  return start !== undefined && ProcessTree.readStat(pid)?.start === start
+}
 
 /** Where a guarded process found in a session's cgroup is moved to: this process's own cgroup, when it has one. */
 const ownCgroup = ((): string | undefined => {
@@ -90,7 +107,7 @@ const ownCgroup = ((): string | undefined => {
 const moveOutGuarded = (dir: string): boolean => {
   let clear = true
   for (const pid of Cgroup.members(dir)) {
-    if (guarded.has(pid) && (ownCgroup === undefined || !Cgroup.move(pid, ownCgroup))) clear = false
+    if (isGuarded(pid) && (ownCgroup === undefined || !Cgroup.move(pid, ownCgroup))) clear = false
   }
   return clear
 }
@@ -99,7 +116,7 @@ const cgroupMembers = (dir: string): ReadonlyArray<ProcessTree.ProcessInfo> => {
   if (!Cgroup.populated(dir)) return []
   const members: Array<ProcessTree.ProcessInfo> = []
   for (const pid of Cgroup.members(dir)) {
-    if (guarded.has(pid)) continue
+    if (isGuarded(pid)) continue
     const info = ProcessTree.readStat(pid)
     if (info !== undefined && !info.zombie) members.push(info)
   }
@@ -150,7 +167,7 @@ const members = (
     const table = ProcessTree.readTable("proc")
     for (const { cgroup, tree } of trees) {
       for (const info of tree.scan(table)) {
-        if (guarded.has(info.pid)) continue
+        if (isGuarded(info.pid)) continue
         if (cgroup !== undefined && !found.has(info.pid)) Cgroup.move(info.pid, cgroup)
         found.set(info.pid, info)
       }
