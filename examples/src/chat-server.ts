@@ -163,9 +163,13 @@ const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
   return { claude: { cwd, env: { mode: "clean" as const, set: env } }, codex: codex.options }
 }))
 
+// Against the real APIs, the host's own keys, by name: credential variables are not inherited otherwise.
 export const SessionDefaultsLive = mockApi
   ? OfflineApi
-  : Layer.succeed(SessionDefaults)({ claude: {}, codex: {} })
+  : Layer.succeed(SessionDefaults)({
+    claude: { env: { inheritCredentials: ["ANTHROPIC_API_KEY"] } },
+    codex: { env: { inheritCredentials: ["OPENAI_API_KEY", "CODEX_API_KEY"] } }
+  })
 
 /** Claude Code and Codex sessions side by side: a configuration names its provider and carries its options. */
 const bothKinds = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex: CodexSession.kind })

@@ -20,7 +20,9 @@ class Assistant extends Context.Service<Assistant, ClaudeSession.ClaudeSession>(
     ClaudeSession.make({
       // Read-only tools are fine; shell commands that would escape the session's teardown are not.
       policy: ShellPolicy.denyDetached(Permission.allowTools(["Read", "Glob", "Grep", "Bash"])),
-      permissionMode: "default"
+      permissionMode: "default",
+      // A credential reaches the CLI (and its tools) only when named: here the host's own ANTHROPIC_API_KEY.
+      env: { inheritCredentials: ["ANTHROPIC_API_KEY"] }
     })
   )
   static readonly layer = this.layerNoDeps.pipe(Layer.provide(NodeTransport.layer()))

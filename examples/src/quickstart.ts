@@ -163,7 +163,8 @@ const claude: Provider = {
         ? {
           banner: "against the Anthropic API (ANTHROPIC_API_KEY is set)",
           cwd: yield* tempDir,
-          env: { mode: "inherit" as const, set: {} }
+          // The host's key, by name: credentials are not inherited otherwise.
+          env: { mode: "inherit" as const, set: {}, inheritCredentials: ["ANTHROPIC_API_KEY"] }
         }
         : yield* Effect.gen(function*() {
           const mock = yield* MockAnthropic.make(anthropicScript)
@@ -171,12 +172,12 @@ const claude: Provider = {
           return {
             banner: `offline against a mock model at ${mock.url} (no ANTHROPIC_API_KEY: nothing leaves this machine)`,
             cwd,
-            env: { mode: "clean" as const, set: env }
+            env: { mode: "clean" as const, set: env, inheritCredentials: [] }
           }
         })
       const session = yield* ClaudeSession.make({
         cwd: where.cwd,
-        env: { mode: where.env.mode, set: { ...where.env.set, ...marker } },
+        env: { ...where.env, set: { ...where.env.set, ...marker } },
         includePartialMessages: true,
         policy
       })

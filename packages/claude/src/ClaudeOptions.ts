@@ -12,6 +12,7 @@
  */
 import { isJson } from "@tether/core/codec/Json"
 import { InvalidConfig } from "@tether/core/TetherError"
+import { credentialProblems } from "@tether/core/Transport"
 import type { Environment, LaunchSpec, SecretPipe } from "@tether/core/Transport"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -128,6 +129,14 @@ export interface EnvironmentOptions {
   readonly mode?: "inherit" | "clean" | undefined
   readonly set?: { readonly [name: string]: string | Redacted.Redacted<string> } | undefined
   readonly unset?: ReadonlyArray<string> | undefined
+  /**
+   * Credential variables (`Transport.credentialVariables`: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, …) to inherit from
+   * the host's environment under `inherit`; none by default, so a host's own key does not reach the CLI and its
+   * tools unless it is named here (or given in `set`, as a `Redacted`).
+   *
+   * @since 0.1.0
+   */
+  readonly inheritCredentials?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -524,13 +533,15 @@ const problemsOf = (options: Options): ReadonlyArray<string> => {
   for (const name of options.env?.unset ?? []) {
     if (!envName.test(name)) problems.push(`env.unset: ${JSON.stringify(name)} is not a variable name`)
   }
+  if (options.env !== undefined) problems.push(...credentialProblems(options.env))
   return problems
 }
 
 /**
  * Checks options without building anything: the same checks as {@link toArgs} (equal `model` and
  * `fallbackModel`, both `resume` and `continue`, a `sessionId` that is not a UUID, flags Tether builds itself in
- * `extraArgs`, …), all reported at once.
+ * `extraArgs`, a credential such as `ANTHROPIC_API_KEY` given in `env.set` as a plain string, …), all reported at
+ * once.
  *
  * @category validation
  * @since 0.1.0
@@ -683,7 +694,10 @@ const buildEnvironment = (
   }
   Object.assign(set, userSet)
   const unset = defaultUnset.filter((name) => !Object.hasOwn(userSet, name) && !userUnset.includes(name))
-  return { mode: options?.mode ?? "inherit", set, unset: [...unset, ...userUnset] }
+  const environment: Environment = { mode: options?.mode ?? "inherit", set, unset: [...unset, ...userUnset] }
+  return options?.inheritCredentials === undefined
+    ? environment
+    : { ...environment, inheritCredentials: options.inheritCredentials }
 }
 
 /**

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClaudeOptions, ClaudeProtocol } from "@tether/claude"
+import { TetherError } from "@tether/core"
 import { Effect, Option, Redacted, Result } from "effect"
 import * as fc from "fast-check"
 
@@ -212,6 +213,42 @@ describe("ClaudeOptions", () => {
         assert.deepStrictEqual(problemsOf({ apiKey: key, env: { set: { ANTHROPIC_API_KEY: key } } }), [
           "apiKey and env.set.ANTHROPIC_API_KEY are both set: give the key once"
         ])
+      }))
+
+    it.effect("a credential in env.set as a plain string is refused (never quoted); Redacted passes", () =>
+      Effect.gen(function*() {
+        const plain = "sk-ant-plain-0123456789"
+        const error = yield* Effect.flip(ClaudeOptions.validate({
+          env: {
+            set: { ANTHROPIC_API_KEY: plain, GITHUB_TOKEN: "ghp_plain", ANTHROPIC_BASE_URL: "http://127.0.0.1:9" }
+          }
+        }))
+        assert.strictEqual(error._tag, "InvalidConfig")
+        assert.deepStrictEqual(error.problems, [
+          "env.set.ANTHROPIC_API_KEY is a credential given as a plain string: give it as Redacted.make(…), so that " +
+          "it is scrubbed from errors, events, spans and logs",
+          "env.set.GITHUB_TOKEN is a credential given as a plain string: give it as Redacted.make(…), so that it " +
+          "is scrubbed from errors, events, spans and logs"
+        ])
+        assert.notInclude(error.message, plain)
+        // Nothing to retry: the configuration must change.
+        assert.deepStrictEqual(TetherError.disposition(error), {
+          safeToFallback: false,
+          safeToRequeue: false,
+          deliveryUncertain: false
+        })
+        yield* ClaudeOptions.validate({ env: { set: { ANTHROPIC_API_KEY: Redacted.make(plain) } } })
+        assert.deepStrictEqual(problemsOf({ env: { inheritCredentials: ["A=B"] } }), [
+          "env.inheritCredentials: \"A=B\" is not a variable name"
+        ])
+      }))
+
+    it.effect("inheritCredentials reaches the launch spec; none by default", () =>
+      Effect.gen(function*() {
+        const named = yield* ClaudeOptions.toLaunchSpec({ env: { inheritCredentials: ["ANTHROPIC_API_KEY"] } })
+        assert.deepStrictEqual(named.env.inheritCredentials, ["ANTHROPIC_API_KEY"])
+        const unnamed = yield* ClaudeOptions.toLaunchSpec({})
+        assert.isUndefined(unnamed.env.inheritCredentials)
       }))
 
     it.effect("lets the host override or remove a default explicitly", () =>

@@ -25,6 +25,7 @@
  * @since 0.1.0
  */
 import { InvalidConfig } from "@tether/core/TetherError"
+import { credentialProblems } from "@tether/core/Transport"
 import type { Environment, LaunchSpec } from "@tether/core/Transport"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -96,6 +97,14 @@ export interface EnvironmentOptions {
   readonly mode?: "inherit" | "clean" | undefined
   readonly set?: { readonly [name: string]: string | Redacted.Redacted<string> } | undefined
   readonly unset?: ReadonlyArray<string> | undefined
+  /**
+   * Credential variables (`Transport.credentialVariables`: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, …) to inherit from
+   * the host's environment under `inherit`; none by default, so a host's own key does not reach the CLI and its
+   * tools unless it is named here (or given in `set`, as a `Redacted`).
+   *
+   * @since 0.1.0
+   */
+  readonly inheritCredentials?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -203,11 +212,13 @@ const problemsOf = (options: Options): ReadonlyArray<string> => {
   if (options.resume !== undefined && options.ephemeral === true) {
     problems.push("an ephemeral thread has no rollout to resume")
   }
+  if (options.env !== undefined) problems.push(...credentialProblems(options.env))
   return problems
 }
 
 /**
- * Checks the options: a provider URL that is a URL, overrides that are TOML, no contradiction.
+ * Checks the options: a provider URL that is a URL, overrides that are TOML, no contradiction, no credential
+ * (`Transport.credentialVariables`) given in `env.set` as a plain string.
  *
  * @category validation
  * @since 0.1.0
@@ -259,7 +270,9 @@ const buildEnvironment = (options: Options): Environment => {
   if (options.tmpDir !== undefined) set["TMPDIR"] = options.tmpDir
   if (options.provider?.apiKey !== undefined) set[envKeyOf(options.provider)] = options.provider.apiKey
   Object.assign(set, options.env?.set)
-  return { mode: options.env?.mode ?? "inherit", set, unset: options.env?.unset ?? [] }
+  const environment: Environment = { mode: options.env?.mode ?? "inherit", set, unset: options.env?.unset ?? [] }
+  const inheritCredentials = options.env?.inheritCredentials
+  return inheritCredentials === undefined ? environment : { ...environment, inheritCredentials }
 }
 
 /**

@@ -86,4 +86,18 @@ describe("CodexOptions", () => {
     assert.strictEqual(result.failure._tag, "InvalidConfig")
     assert.strictEqual(result.failure.problems.length, 4)
   })
+
+  it("refuses a credential given in env.set as a plain string, and passes inheritCredentials on", () => {
+    const result = run(CodexOptions.toLaunchSpec({ env: { set: { OPENAI_API_KEY: "sk-plain-0123456789" } } }))
+    if (Result.isSuccess(result)) assert.fail("expected InvalidConfig")
+    assert.deepStrictEqual(result.failure.problems, [
+      "env.set.OPENAI_API_KEY is a credential given as a plain string: give it as Redacted.make(…), so that it is " +
+      "scrubbed from errors, events, spans and logs"
+    ])
+    assert.notInclude(result.failure.message, "sk-plain-0123456789")
+    const spec = launchOf({
+      env: { set: { OPENAI_API_KEY: Redacted.make("sk-0123456789") }, inheritCredentials: ["CODEX_API_KEY"] }
+    })
+    assert.deepStrictEqual(spec.env.inheritCredentials, ["CODEX_API_KEY"])
+  })
 })

@@ -58,9 +58,10 @@ export const formatExitStatus = (status: ExitStatus): string =>
   status._tag === "Exited" ? `exit code ${status.code}` : `signal ${status.signal}`
 
 /**
- * The environment a process starts with. `inherit` starts from the host's environment; `clean` starts from
- * nothing but the `PATH` (and `HOME` when set) of the host. `set` is applied on top in both cases; `Redacted`
- * values are revealed only when the process is spawned and are never logged.
+ * The environment a process starts with. `inherit` starts from the host's environment, minus the
+ * {@link credentialVariables} it does not name in `inheritCredentials`; `clean` starts from nothing but the `PATH`
+ * (and `HOME` when set) of the host. `set` is applied on top in both cases; `Redacted` values are revealed only
+ * when the process is spawned and are never logged.
  *
  * @category models
  * @since 0.1.0
@@ -70,6 +71,95 @@ export interface Environment {
   readonly set: Readonly<Record<string, string | Redacted.Redacted<string>>>
   /** Variables removed after `set` is applied (e.g. `NODE_OPTIONS`). */
   readonly unset: ReadonlyArray<string>
+  /**
+   * The {@link credentialVariables} the process inherits from the host's environment under `inherit` (none by
+   * default): a credential reaches the CLI, and every tool it runs, only when the host hands it over on purpose.
+   * Their values are scrubbed like `Redacted` ones.
+   *
+   * @since 0.1.0
+   */
+  readonly inheritCredentials?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * The environment variables that hold credentials of the model providers and of the clouds and forges a coding
+ * agent's tools reach. Under `inherit` they are not passed on from the host's environment unless named in
+ * {@link Environment.inheritCredentials}, and the typed options refuse a plain-string value for one in `env.set`
+ * (a `Redacted` one is scrubbed from everything the transport hands over; a plain string would not be).
+ *
+ * The list is the credentials the providers' own documentation names: Claude Code's environment reference
+ * (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`, `ANTHROPIC_FOUNDRY_API_KEY`,
+ * `AWS_BEARER_TOKEN_BEDROCK`), Codex's (`OPENAI_API_KEY`, `CODEX_API_KEY`), Gemini's (`GEMINI_API_KEY`,
+ * `GOOGLE_API_KEY`), Azure OpenAI's (`AZURE_OPENAI_API_KEY`), the AWS SDK's static credentials that Bedrock reads
+ * (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), and the GitHub CLI's tokens (`GH_TOKEN`,
+ * `GITHUB_TOKEN`), which a tool's `gh` or `git` would use. Not in it: variables that name a file holding a
+ * credential (`GOOGLE_APPLICATION_CREDENTIALS`, `AWS_SHARED_CREDENTIALS_FILE`): the file is what to keep out of
+ * reach, and its path is not a secret.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const credentialVariables: ReadonlyArray<string> = [
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_AUTH_TOKEN",
+  "CLAUDE_CODE_OAUTH_TOKEN",
+  "ANTHROPIC_FOUNDRY_API_KEY",
+  "AWS_BEARER_TOKEN_BEDROCK",
+  "OPENAI_API_KEY",
+  "CODEX_API_KEY",
+  "GEMINI_API_KEY",
+  "GOOGLE_API_KEY",
+  "AZURE_OPENAI_API_KEY",
+  "AWS_ACCESS_KEY_ID",
+  "AWS_SECRET_ACCESS_KEY",
+  "AWS_SESSION_TOKEN",
+  "GH_TOKEN",
+  "GITHUB_TOKEN"
+]
+
+const credentialSet: ReadonlySet<string> = new Set(credentialVariables)
+
+/**
+ * Whether a variable is one of the {@link credentialVariables}.
+ *
+ * @example
+ * ```ts
+ * import { Transport } from "@tether/core"
+ *
+ * Transport.isCredentialVariable("ANTHROPIC_API_KEY") // true
+ * Transport.isCredentialVariable("ANTHROPIC_BASE_URL") // false
+ * ```
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const isCredentialVariable = (name: string): boolean => credentialSet.has(name)
+
+/**
+ * The problems of an environment's credentials, for the typed options' validation: a plain-string value for one of
+ * the {@link credentialVariables} in `set` (it would reach errors, spans, events and teardown warnings unscrubbed),
+ * and names in `inheritCredentials` that are not variable names. Never quotes a value.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const credentialProblems = (environment: {
+  readonly set?: { readonly [name: string]: string | Redacted.Redacted<string> } | undefined
+  readonly inheritCredentials?: ReadonlyArray<string> | undefined
+}): ReadonlyArray<string> => {
+  const problems: Array<string> = []
+  for (const [name, value] of Object.entries(environment.set ?? {})) {
+    if (typeof value === "string" && credentialSet.has(name)) {
+      problems.push(
+        `env.set.${name} is a credential given as a plain string: give it as Redacted.make(…), so that it is ` +
+          `scrubbed from errors, events, spans and logs`
+      )
+    }
+  }
+  for (const name of environment.inheritCredentials ?? []) {
+    if (!/^[^=\0]+$/.test(name)) problems.push(`env.inheritCredentials: ${JSON.stringify(name)} is not a variable name`)
+  }
+  return problems
 }
 
 /**
@@ -253,7 +343,11 @@ export interface Capabilities {
    * `pid-namespace`).
    */
   readonly killsEveryDescendant: boolean
-  /** The CLI dies with its host if the host is killed without running finalizers. */
+  /**
+   * The CLI and everything it started die with their host if the host is killed without running finalizers,
+   * whatever the session's own tools do: a watchdog process they could kill (they run as the host's user) does not
+   * make this true; `notes` says what there is instead.
+   */
   readonly diesWithHost: boolean
   readonly notes: ReadonlyArray<string>
 }

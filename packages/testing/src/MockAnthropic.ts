@@ -37,6 +37,7 @@ import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
@@ -477,6 +478,25 @@ export const make: (script?: Script) => Effect.Effect<MockAnthropic, never, Scop
 export const layer = (script?: Script): Layer.Layer<MockAnthropic> => Layer.effect(MockAnthropic, make(script))
 
 /**
+ * What {@link offlineEnv} sets: the directories as strings, and the dummy key as a `Redacted` (a credential variable,
+ * which the options refuse as a plain string).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type OfflineEnv =
+  & { readonly [name: string]: string | Redacted.Redacted<string> }
+  & {
+    readonly HOME: string
+    readonly CLAUDE_CONFIG_DIR: string
+    readonly CLAUDE_CODE_TMPDIR: string
+    readonly TMPDIR: string
+    readonly XDG_RUNTIME_DIR: string
+    readonly ANTHROPIC_BASE_URL: string
+    readonly ANTHROPIC_API_KEY: Redacted.Redacted<string>
+  }
+
+/**
  * The environment that runs the real `claude` offline against the mock (docs/protocol/claude-stream-json.md §2.3, §8.1):
  * everything lives under `home` (`HOME`, `CLAUDE_CONFIG_DIR`, temp dirs, runtime dir), the API key is a dummy,
  * non-essential traffic (DNS lookups of api.anthropic.com, `/api/hello` probes, title generation) is off, retries
@@ -492,14 +512,15 @@ export const offlineEnv = (options: {
   readonly home: string
   /** `CLAUDE_CODE_MAX_RETRIES` (default 0). */
   readonly maxRetries?: number | undefined
-}): Record<string, string> => ({
+}): OfflineEnv => ({
   HOME: options.home,
   CLAUDE_CONFIG_DIR: Path.join(options.home, ".claude"),
   CLAUDE_CODE_TMPDIR: Path.join(options.home, "tmp"),
   TMPDIR: Path.join(options.home, "tmp"),
   XDG_RUNTIME_DIR: Path.join(options.home, "run"),
   ANTHROPIC_BASE_URL: options.baseUrl,
-  ANTHROPIC_API_KEY: "dummy",
+  // A credential variable: Redacted, as the options require of one in `env.set` (the mock takes any key).
+  ANTHROPIC_API_KEY: Redacted.make("dummy"),
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
   DISABLE_AUTOUPDATER: "1",
   DISABLE_TELEMETRY: "1",
@@ -521,7 +542,7 @@ export interface OfflineHome {
   /** `home/work`: an empty directory to run the CLI in (where its tools create files). */
   readonly cwd: string
   /** {@link offlineEnv} for `home`: pass it as the whole environment (mode `"clean"`). */
-  readonly env: Record<string, string>
+  readonly env: OfflineEnv
 }
 
 /**

@@ -15,7 +15,8 @@
  * metric. It also runs when the CLI already exited by itself and left descendants behind. It never waits for
  * zombies.
  *
- * Secrets: every `Redacted` value of the launch spec (environment values, secret pipes) is scrubbed from the
+ * Secrets: every `Redacted` value of the launch spec (environment values, secret pipes), and every such value of
+ * the other connections open in the process (a tool can read another session's key), is scrubbed from the
  * stderr tail, from stdout lines and from the transport's own messages before they leave the transport.
  *
  * Host death: under `NodeRuntime.runMain`, SIGINT/SIGTERM interrupt the program and the finalizers run the
@@ -25,7 +26,10 @@
  * the EOF of a pipe and tears down what the host registered, through each session's cgroup, or its tree as teardown
  * finds it (with /proc; elsewhere only each CLI's process group). While the host lives it is a `/bin/sh` that keeps
  * the registrations (a shell's start and memory); it starts Node to do the teardown only when the host has died.
- * `watchdog: false` turns it off, and then children outlive a host that dies without finalizers.
+ * `watchdog: false` turns it off, and then children outlive a host that dies without finalizers. The watchdog runs
+ * as the host's user, as the session's tools do, so a tool can kill it: `capabilities.diesWithHost` is true only
+ * where the kernel itself ends the session with its host (the `pid-namespace` containment's launcher under
+ * `setpriv --pdeathsig`).
  *
  * @example
  * ```ts
@@ -106,6 +110,8 @@ export interface Options {
   /**
    * Start the host-death watchdog (default: true everywhere but Windows, where it is unavailable). It ends each
    * connection's cgroup, or its tree as teardown finds it (Linux), or only each CLI's process group (elsewhere).
+   * Gotcha: it runs as the host's user, as the sessions' tools do, and a tool can kill it; `capabilities.diesWithHost`
+   * counts only what a tool cannot undo (see `containment: "pid-namespace"`).
    */
   readonly watchdog?: boolean | undefined
   /**
@@ -116,7 +122,9 @@ export interface Options {
    *   else the process tree.
    * - `cgroup`: a cgroup or nothing: where none can be created, every `open` fails with `SpawnFailed`.
    * - `pid-namespace`: each CLI runs as the first process of a PID namespace of its own (Linux, through
-   *   `unshare`; without root, inside a user namespace mapped to the host's uid). Gotchas: `connection.pid` is the
+   *   `unshare`; without root, inside a user namespace mapped to the host's uid), started through
+   *   `setpriv --pdeathsig KILL` where there is one, so that the kernel ends the namespace when the host dies
+   *   (`capabilities.diesWithHost`, whatever the tools do). Gotchas: `connection.pid` is the
    *   launcher's (`unshare`), not the CLI's; inside a user namespace the CLI sees files of other users as owned by
    *   `nobody`, and cannot `sudo`. Where it cannot work, every `open` fails with `SpawnFailed`.
    * - `process-tree`: the tree read from the process table (what the other mechanisms do not need).
@@ -206,8 +214,17 @@ export const capabilitiesFor = (options: {
   readonly watchdog?: boolean | undefined
   /** Why `auto` fell back to the process tree, or why the requested mechanism is unavailable. */
   readonly note?: string | undefined
+  /**
+   * Under `pid-namespace`: the launcher is started with a parent-death signal (`setpriv --pdeathsig`), so the
+   * kernel ends the namespace when the host dies (default false).
+   */
+  readonly parentDeathSignal?: boolean | undefined
 }): Transport.Capabilities => {
   const watchdog = watchdogEnabled(options)
+  // The session's tools run as the host's user (root, when the host is): they can kill the watchdog, and after that
+  // a host killed without finalizers leaves the session running. `diesWithHost` is only what they cannot undo.
+  const killable = "the session's tools run as the host's user (or as root) and can kill the watchdog: a host " +
+    "killed without finalizers after that leaves the session running, so diesWithHost is false"
   const extra = options.note === undefined ? [] : [options.note]
   const noWatchdog = "no watchdog: a host killed without running finalizers (SIGKILL, crash, a signal under " +
     "Effect.runPromise) leaves the CLI running (and its session's cgroup, if any); Node has no " +
@@ -240,28 +257,40 @@ export const capabilitiesFor = (options: {
         killsDetachedDescendants: true,
         killsOrphanedDescendants: true,
         killsEveryDescendant: true,
-        diesWithHost: watchdog,
+        diesWithHost: false,
         notes: [
           "each session has a cgroup v2 of its own; the CLI is placed in it before it can fork, and the kernel keeps " +
           "every descendant in it (setsid, double forks, a cleared environment, a rewritten process title included)",
-          "teardown: SIGTERM to every member, termGrace, cgroup.kill, a wait for cgroup.procs to empty, rmdir",
+          "teardown: SIGTERM to every member of the session's cgroup and of the cgroups a tool nested in it, " +
+          "termGrace, cgroup.kill (recursive), a wait for cgroup.events to say populated 0, rmdir deepest first",
+          "never signalled: the host, its ancestors, PID 1 and the watchdog; a tool that writes one of them into its " +
+          "cgroup.procs (root can) has it moved back out to the host's cgroup before the kill, named in a warning",
           bounded,
           watchdog
-            ? `dies with host: ${watchdogProcess} and ends each session's cgroup the same way`
+            ? `dies with host, unless a tool kills the watchdog: ${watchdogProcess} and ends each session's cgroup ` +
+              `the same way; ${killable}`
             : noWatchdog,
-          "not contained: a process that another cgroup's owner moves out (root only), and what the CLI asks other " +
-          "services to start (systemd-run, a container runtime, ssh to another machine)",
+          "a process moved out of the cgroup (root can) is looked for at teardown by the process tree's rules too " +
+          `(parent links, sessions, ${markerVariable} in its environment): found, it is moved back and ended, and ` +
+          "named in a warning",
+          "not contained: a process moved out of the cgroup that also cleared its environment and lost its parent " +
+          "(a cgroup namespace would keep it in), and what the CLI asks other services to start (systemd-run, a " +
+          "container runtime, ssh to another machine)",
           ...extra
         ]
       }
-    case "pid-namespace":
+    case "pid-namespace": {
+      // Without root, a tool is in a user namespace of its own: it can neither see the watchdog's pid nor enter
+      // the host's PID namespace to kill it. As root it can (nsenter -t 1 -p).
+      const unreachable = process.getuid?.() !== 0
+      const parentDeathSignal = options.parentDeathSignal === true
       return {
         name,
         containment: "pid-namespace",
         killsDetachedDescendants: true,
         killsOrphanedDescendants: true,
         killsEveryDescendant: true,
-        diesWithHost: watchdog,
+        diesWithHost: parentDeathSignal || (watchdog && unreachable),
         notes: [
           "each CLI runs as the first process of a PID namespace of its own (unshare; a user namespace too when not " +
           "root): every descendant stays in it and orphans are re-parented to the CLI; when the CLI dies, the " +
@@ -269,10 +298,18 @@ export const capabilitiesFor = (options: {
           "connection.pid is the launcher's (unshare); inside a user namespace the CLI sees files of other users " +
           "as nobody's",
           bounded,
-          watchdog ? `dies with host: ${watchdogProcess} and kills each namespace's tree` : noWatchdog,
+          parentDeathSignal
+            ? "dies with host: the launcher runs under setpriv --pdeathsig KILL, so the kernel kills it when the " +
+              "host dies, however it dies, and its --kill-child kills the namespace; no process a tool could kill " +
+              "stands in between" + (watchdog ? ` (the watchdog is a second line: ${watchdogProcess})` : "")
+            : watchdog
+            ? `dies with host: ${watchdogProcess} and kills each namespace's tree` +
+              (unreachable ? "; the session's tools cannot reach it from their namespaces" : `; ${killable}`)
+            : noWatchdog,
           ...extra
         ]
       }
+    }
     default:
       break
   }
@@ -283,7 +320,7 @@ export const capabilitiesFor = (options: {
       killsDetachedDescendants: true,
       killsOrphanedDescendants: true,
       killsEveryDescendant: false,
-      diesWithHost: watchdog,
+      diesWithHost: false,
       notes: [
         "the tree is read from /proc during the session (every scanInterval) and at teardown: descendants by " +
         "parent link, members of the sessions and process groups of every member seen alive during the session " +
@@ -294,7 +331,8 @@ export const capabilitiesFor = (options: {
         "contains that one",
         bounded,
         watchdog
-          ? `dies with host: ${watchdogProcess} and kills each connection's tree, found as teardown finds it`
+          ? `dies with host, unless a tool kills the watchdog: ${watchdogProcess} and kills each connection's ` +
+            `tree, found as teardown finds it; ${killable}`
           : noWatchdog,
         ...extra
       ]
@@ -306,14 +344,15 @@ export const capabilitiesFor = (options: {
     killsDetachedDescendants: true,
     killsOrphanedDescendants: false,
     killsEveryDescendant: false,
-    diesWithHost: watchdog,
+    diesWithHost: false,
     notes: [
       "the tree is read with ps at teardown: descendants by parent link (found while their parents live) and the " +
       "members of every member's process group; there is no /proc to find orphans by their environment",
       bounded,
       watchdog
         ? `dies with host, partly: ${watchdogProcess} and signals each CLI's process group only (SIGTERM, then ` +
-          "SIGKILL after termGrace): descendants that left the group (setsid, as the Bash tool does) keep running"
+          "SIGKILL after termGrace): descendants that left the group (setsid, as the Bash tool does) keep running; " +
+          killable
         : noWatchdog,
       ...extra
     ]
@@ -331,7 +370,11 @@ const reveal = (value: string | Redacted.Redacted<string>): string =>
 const buildEnvironment = (environment: Transport.Environment): Record<string, string> => {
   const env: Record<string, string> = {}
   if (environment.mode === "inherit") {
-    for (const [key, value] of Object.entries(process.env)) if (value !== undefined) env[key] = value
+    const passed = new Set(environment.inheritCredentials ?? [])
+    for (const [key, value] of Object.entries(process.env)) {
+      // A credential of the host's own reaches the CLI, and every tool it runs, only when the host named it.
+      if (value !== undefined && (!Transport.isCredentialVariable(key) || passed.has(key))) env[key] = value
+    }
   } else {
     for (const key of ["PATH", "HOME"]) {
       const value = process.env[key]
@@ -343,11 +386,22 @@ const buildEnvironment = (environment: Transport.Environment): Record<string, st
   return env
 }
 
-/** The secrets of a launch spec, by the name they are reported under. */
+/**
+ * The secrets of a launch spec, by the name they are reported under: its `Redacted` values, and the values of its
+ * credential variables however they came (a plain string in `set`, which the typed options refuse but a spec built
+ * by hand may hold; the host's own, inherited by name).
+ */
 const secretsOf = (spec: Transport.LaunchSpec): ReadonlyArray<Secrets.Secret> => {
   const secrets: Array<Secrets.Secret> = []
   for (const [name, value] of Object.entries(spec.env.set)) {
     if (Redacted.isRedacted(value)) secrets.push({ name, value: Redacted.value(value) })
+    else if (Transport.isCredentialVariable(name)) secrets.push({ name, value })
+  }
+  if (spec.env.mode === "inherit") {
+    for (const name of spec.env.inheritCredentials ?? []) {
+      const value = process.env[name]
+      if (value !== undefined && !Object.hasOwn(spec.env.set, name)) secrets.push({ name, value })
+    }
   }
   for (const pipe of spec.secretPipes ?? []) secrets.push({ name: pipe.variable, value: Redacted.value(pipe.value) })
   return secrets
@@ -476,7 +530,7 @@ const endSettleMillis = 250
 const readLines = (
   readable: Readable,
   splitter: Framing.LineSplitter,
-  scrub: Secrets.Scrub,
+  scrub: Secrets.ConnectionScrub,
   settled: (then: () => void) => void
 ): Stream.Stream<Transport.Line> => {
   let lines: Array<Transport.Line> = []
@@ -519,7 +573,7 @@ const readLines = (
   readable.on("close", finish)
   readable.on("error", finish)
 
-  const clean = scrub === Secrets.none ? undefined : (line: Transport.Line): Transport.Line => {
+  const clean = (line: Transport.Line): Transport.Line => {
     if (line._tag === "Text") {
       const text = scrub(line.text)
       return text === line.text ? line : Transport.Line.Text({ text })
@@ -528,7 +582,7 @@ const readLines = (
     return prefix === line.prefix ? line : Transport.Line.TooLong({ ...line, prefix })
   }
   const take = (): Arr.NonEmptyReadonlyArray<Transport.Line> => {
-    const out = (clean === undefined ? lines : lines.map(clean)) as unknown as Arr.NonEmptyReadonlyArray<
+    const out = (scrub.idle() ? lines : lines.map(clean)) as unknown as Arr.NonEmptyReadonlyArray<
       Transport.Line
     >
     lines = []
@@ -568,14 +622,20 @@ interface Handle {
   readonly container: Teardown.Container
   readonly exited: () => boolean
   readonly connection: Transport.Connection
-  readonly scrub: Secrets.Scrub
+  readonly scrub: Secrets.ConnectionScrub
+  /** Takes the connection's secrets out of the set every connection is scrubbed of. */
+  readonly unregisterSecrets: () => void
   /** Stops the periodic scans of this connection's tree (process-tree containment). */
   readonly unwatch: () => void
 }
 
 const makeConnection = (
   child: NodeChildProcess.ChildProcess,
-  options: { readonly maxLineBytes: number; readonly stderrTailBytes: number; readonly scrub: Secrets.Scrub }
+  options: {
+    readonly maxLineBytes: number
+    readonly stderrTailBytes: number
+    readonly scrub: Secrets.ConnectionScrub
+  }
 ) => {
   const pid = child.pid!
   const exitDeferred = Deferred.makeUnsafe<Transport.ExitStatus>()
@@ -764,6 +824,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     })
   )
 
+  // What teardown never signals, whatever a tool wrote into its session's cgroup.procs: the host, its ancestors,
+  // PID 1, the watchdog's keepers. Read at each look: a parent may exit, a keeper may be replaced meanwhile.
+  const guarded = (): ReadonlySet<number> => {
+    const pids = new Set(ProcessTree.ancestry(process.pid))
+    for (const pid of watchdog?.pids() ?? []) pids.add(pid)
+    return pids
+  }
+
   // Periodic scans of the process-tree containment: one table read for every open tree of the layer.
   const watched = new Set<ProcessTree.Tree>()
   let scanner: ReturnType<typeof setInterval> | undefined
@@ -804,7 +872,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           reason: `${resolved.requested} containment was requested and is unavailable: ${resolved.reason}`
         })
       }
-      const scrub = Secrets.make(secretsOf(spec))
+      const secrets = secretsOf(spec)
+      // Scrubbed of every open connection's secrets too: a tool that reads another session's key hands it on to
+      // this session's host otherwise.
+      const scrub = Secrets.forConnection(Secrets.make(secrets))
       const token = randomUUID()
       const marker = `${markerVariable}=${token}`
       const env = buildEnvironment(spec.env)
@@ -832,9 +903,11 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       for (let i = 0; i < secretPipes.length; i++) stdio.push("pipe")
       // Registered before the spawn: there is no moment where the CLI runs and the watchdog does not know it.
       watchdog?.register(marker, termGraceMillis, session?.path)
+      const unregisterSecrets = Secrets.register(secrets)
       const unregister = Effect.sync(() => {
         watchdog?.unregister(marker)
         session?.remove()
+        unregisterSecrets()
       })
       open++
       const { child, placed: start } = yield* spawnProcess(program, plan.file, plan.args, {
@@ -878,7 +951,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       let container: Teardown.Container
       let unwatch = () => {}
       if (session !== undefined) {
-        container = Teardown.cgroupContainer(session)
+        // The process tree too, read by teardown twice: what it finds outside the cgroup left it (a root tool can).
+        const tree = ProcessTree.make({ backend: "proc", rootPid: pid, rootStart: start, rootReaped: exited, marker })
+        container = Teardown.cgroupContainer(
+          session,
+          guarded,
+          () => exited() ? undefined : pid,
+          () => tree.scan()
+        )
       } else if (backend === undefined) {
         container = Teardown.windowsContainer(pid, rootOnly)
       } else {
@@ -891,7 +971,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           unwatch = watch(tree)
         }
       }
-      return { child, pid, marker, container, exited, connection, scrub, unwatch }
+      return { child, pid, marker, container, exited, connection, scrub, unregisterSecrets, unwatch }
     })
 
   const release = (handle: Handle, termGraceMillis: number) =>
@@ -903,10 +983,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           container: handle.container,
           termGraceMillis,
           killGraceMillis,
-          describe: (pid) => {
-            const command = ProcessTree.describeProcess(pid)
-            return command === undefined ? undefined : handle.scrub(command)
-          },
+          describe: (pid) => ProcessTree.describeProcess(pid, handle.scrub),
           done: (report) => resume(Effect.succeed(report))
         })
       )
@@ -914,6 +991,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       Effect.tap((report) => Teardown.logReport(report, survivorsMetric)),
       Effect.ensuring(Effect.sync(() => {
         handle.unwatch()
+        handle.unregisterSecrets()
         watchdog?.unregister(handle.marker)
         open--
         removeLayer()
@@ -946,7 +1024,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     : undefined
   return Transport.Transport.of({
     open: openConnection,
-    capabilities: capabilitiesFor({ containment: Containment.mechanismOf(resolved), watchdog: useWatchdog, note })
+    capabilities: capabilitiesFor({
+      containment: Containment.mechanismOf(resolved),
+      watchdog: useWatchdog,
+      note,
+      parentDeathSignal: resolved._tag === "PidNamespace" && resolved.parentDeathSignal
+    })
   })
 })
 

@@ -7,6 +7,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Cgroup from "../src/internal/cgroup.ts"
+import { waitUntil } from "./utils.ts"
 
 const hybrid = [
   "30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755",
@@ -93,6 +94,14 @@ describe("Cgroup (this machine)", () => {
         if (typeof layer === "string") return assert.fail(layer)
         const session = layer.session()
         const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
+        // However the test ends: the process killed, then (once it has left) the cgroups removed.
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function*() {
+            child.kill("SIGKILL")
+            yield* waitUntil("the session's cgroup to be removed", () => session.remove(), 2_000).pipe(Effect.ignore)
+            layer.remove()
+          })
+        )
         session.place(child.pid!)
         assert.deepStrictEqual(session.pids(), [child.pid!])
         assert.isFalse(session.remove(), "a populated cgroup cannot be removed")
@@ -105,6 +114,51 @@ describe("Cgroup (this machine)", () => {
         assert.isTrue(session.remove())
         layer.remove()
         assert.isTrue(Cgroup.removeDir(layer.path), "already gone")
-      })
+      }).pipe(Effect.scoped)
+  )
+
+  it.live.runIf(process.platform === "linux" && process.getuid?.() === 0)(
+    "a session's subtree: nested members are its members, populated and cgroup.kill reach them, removal is deepest first",
+    () =>
+      Effect.gen(function*() {
+        const layer = Cgroup.makeLayer()
+        if (typeof layer === "string") return assert.fail(layer)
+        const session = layer.session()
+        const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
+        // However the test ends: the process killed, then (once it has left) the cgroups removed.
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function*() {
+            child.kill("SIGKILL")
+            yield* waitUntil("the session's cgroups to be removed", () => session.remove(), 2_000).pipe(Effect.ignore)
+            layer.remove()
+          })
+        )
+        const deeper = Path.join(session.path, "nest", "deeper")
+        Fs.mkdirSync(deeper, { recursive: true })
+        // A sibling a tool made beside the session's, in the layer's.
+        const sibling = Path.join(layer.path, "made-by-a-tool")
+        Fs.mkdirSync(sibling)
+        assert.deepStrictEqual(session.foreign(), [sibling])
+        assert.deepStrictEqual(Cgroup.subtree(session.path), [deeper, Path.dirname(deeper), session.path])
+        assert.isFalse(session.populated())
+
+        const exited = Effect.callback<NodeJS.Signals | null>((resume) => {
+          if (child.signalCode !== null) return resume(Effect.succeed(child.signalCode))
+          child.once("exit", (_, signal) => resume(Effect.succeed(signal)))
+        })
+        assert.isTrue(Cgroup.move(child.pid!, deeper))
+        // Its own cgroup.procs is empty, the subtree is not.
+        assert.strictEqual(Fs.readFileSync(Path.join(session.path, "cgroup.procs"), "latin1"), "")
+        assert.deepStrictEqual(session.pids(), [child.pid!])
+        assert.isTrue(session.populated())
+        assert.isFalse(session.remove(), "a populated subtree cannot be removed")
+
+        assert.isTrue(session.kill())
+        assert.strictEqual(yield* exited, "SIGKILL")
+        yield* waitUntil("the subtree to be empty", () => !session.populated(), 2_000)
+        assert.isTrue(session.remove())
+        assert.isFalse(Fs.existsSync(session.path))
+        assert.isFalse(Fs.existsSync(sibling), "the empty cgroup a tool made beside it went with it")
+      }).pipe(Effect.scoped)
   )
 })

@@ -35,7 +35,12 @@ const startHost = (
   runner: "runMain" | "runPromise",
   watchdog: boolean,
   mark: string,
-  options?: { readonly containment?: string; readonly tool?: string; readonly termGraceMillis?: number }
+  options?: {
+    readonly containment?: string
+    readonly tool?: string
+    readonly termGraceMillis?: number
+    readonly modes?: string
+  }
 ) =>
   Effect.acquireRelease(
     Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
@@ -54,6 +59,7 @@ const startHost = (
           env: {
             ...process.env,
             ...(options?.tool === undefined ? {} : { TETHER_TEST_TOOL: options.tool }),
+            ...(options?.modes === undefined ? {} : { TETHER_TEST_MODES: options.modes }),
             ...(options?.termGraceMillis === undefined
               ? {}
               : { TETHER_TEST_TERM_GRACE: String(options.termGraceMillis) })
@@ -109,6 +115,28 @@ describe("host death", { timeout: 20_000 }, () => {
       yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 5_000)
     }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
   })
+
+  // No process the session's tools could kill stands between the host's death and the session's: the launcher's
+  // parent-death signal (setpriv --pdeathsig KILL) and unshare's --kill-child are the kernel's.
+  it.live.runIf(process.platform === "linux" && Fs.existsSync("/usr/bin/setpriv"))(
+    "without the watchdog, a SIGKILLed host's pid-namespace session is ended by the kernel",
+    () => {
+      const mark = newMark()
+      return Effect.gen(function*() {
+        // The CLI ignores the EOF of its stdin (and SIGTERM): its own exit, as the namespace's first process, would
+        // end the namespace too, and that is not what is tested.
+        const host = yield* startHost("runPromise", false, mark, {
+          containment: "pid-namespace",
+          modes: "ignore-sigterm,setsid-child,grandchildren,double-fork-daemon"
+        })
+        yield* waitUntil("the session's tree", () => sleeping(marked(mark)).length === 4)
+        host.kill("SIGKILL")
+        yield* exited(host)
+        // No Node to start, no grace: the kernel kills at once (a loaded machine's scheduling aside).
+        yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, 2_000)
+      }).pipe(Effect.scoped, Effect.ensuring(cleanup(mark)))
+    }
+  )
 
   it.live("a host under Effect.runPromise that receives SIGTERM: the watchdog tears the tree down", () => {
     const mark = newMark()

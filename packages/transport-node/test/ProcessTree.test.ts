@@ -5,6 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as ProcessTree from "../src/internal/processTree.ts"
+import * as Secrets from "../src/internal/secrets.ts"
 import { killAllMarked, marked, newMark, sleeping, waitUntil } from "./utils.ts"
 
 /** A root (own session) with a child, a setsid grandchild with its own child, and an orphaned daemon. */
@@ -149,6 +150,24 @@ describe("ProcessTree.step (synthetic tables)", () => {
 })
 
 describe("ProcessTree", () => {
+  it.live.runIf(process.platform === "linux")(
+    "describes a process with its secrets scrubbed before the command line is cut, not after",
+    () =>
+      Effect.gen(function*() {
+        const secret = "sk-test-0123456789abcdef0123456789"
+        // The secret straddles the 200th character: cut first, its first half would be left in the description.
+        const padding = "x".repeat(170)
+        const child = ChildProcess.spawn("perl", ["-e", "sleep 300", padding, secret], { stdio: "ignore" })
+        yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
+        yield* waitUntil("perl to run", () => ProcessTree.describeProcess(child.pid!)?.startsWith("perl") === true)
+        const scrub = Secrets.make([{ name: "KEY", value: secret }])
+        const described = ProcessTree.describeProcess(child.pid!, scrub)!
+        assert.notInclude(described, secret.slice(0, 8))
+        assert.strictEqual(described, `perl -e sleep 300 ${padding} [redacted KEY]`.slice(0, 200) + "…")
+        assert.strictEqual(ProcessTree.describeProcess(1 << 30), undefined)
+      }).pipe(Effect.scoped)
+  )
+
   it.effect("parses /proc/<pid>/stat, including a command name with spaces and parentheses", () =>
     Effect.sync(() => {
       const info = ProcessTree.parseStat(

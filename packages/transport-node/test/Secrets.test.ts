@@ -42,4 +42,28 @@ describe("Secrets", () => {
       assert.strictEqual(scrub("abc"), "abc")
       assert.strictEqual(Secrets.make([{ name: "X", value: "abc" }]), Secrets.none)
     }))
+
+  it.effect("a connection is scrubbed of every open connection's secrets, and of its own after it closed", () =>
+    Effect.sync(() => {
+      const own = Secrets.make([{ name: "A_KEY", value: "sk-a-0123456789" }])
+      const scrub = Secrets.forConnection(own)
+      assert.isFalse(scrub.idle())
+      const bystander = Secrets.forConnection(Secrets.none)
+      assert.isTrue(bystander.idle())
+      const unregisterA = Secrets.register([{ name: "A_KEY", value: "sk-a-0123456789" }])
+      const unregisterB = Secrets.register([{ name: "B_KEY", value: "sk-b-0123456789" }])
+      // Twice, by two connections: it stays until both are gone.
+      const unregisterB2 = Secrets.register([{ name: "B_KEY", value: "sk-b-0123456789" }])
+      assert.strictEqual(scrub("a sk-a-0123456789 b sk-b-0123456789"), "a [redacted A_KEY] b [redacted B_KEY]")
+      assert.isFalse(bystander.idle())
+      assert.strictEqual(bystander("sk-b-0123456789"), "[redacted B_KEY]")
+      unregisterB()
+      unregisterB()
+      assert.strictEqual(bystander("sk-b-0123456789"), "[redacted B_KEY]")
+      unregisterB2()
+      assert.strictEqual(bystander("sk-b-0123456789"), "sk-b-0123456789")
+      unregisterA()
+      assert.isTrue(bystander.idle())
+      assert.strictEqual(scrub("sk-a-0123456789"), "[redacted A_KEY]")
+    }))
 })

@@ -7,8 +7,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { TetherError, Transport } from "@tether/core"
 import type { FakeClaude } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
-import { Deferred, Duration, Effect, Exit, Fiber, Logger, Metric, Option, Scope, Stream } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Logger, Metric, Option, Redacted, Scope, Stream } from "effect"
 import * as NodeChildProcess from "node:child_process"
+import { randomUUID } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Cgroup from "../src/internal/cgroup.ts"
+import * as ProcessTree from "../src/internal/processTree.ts"
 import * as Teardown from "../src/internal/teardown.ts"
 import {
   fakeClaudePath,
@@ -34,10 +38,20 @@ const boundMillis = (termGrace: number) => termGrace + killGraceMillis + slackMi
 type Mechanism = "cgroup" | "pid-namespace" | "process-tree"
 
 /**
- * The session's processes but the PID namespace's launcher (`unshare`, which inherits the marker too): the shapes
+ * The session's processes but the PID namespace's launcher (`setpriv`, which execs `unshare`; it inherits the marker too): the shapes
  * the scenarios wait for are the CLI's tree. Survivors are checked with every marked process (the launcher too).
  */
-const marked = (mark: string) => markedAll(mark).filter((proc) => !proc.args.startsWith("unshare "))
+const marked = (mark: string) =>
+  markedAll(mark).filter((proc) => !proc.args.startsWith("unshare ") && !proc.args.startsWith("setpriv "))
+
+/** The cgroup (v2) directory a process is in now, undefined when it cannot be read. */
+const cgroupOf = (pid: number): string | undefined => {
+  const location = Cgroup.locate(
+    Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+    Fs.readFileSync(`/proc/${pid}/cgroup`, "utf8")
+  )
+  return location._tag === "Found" ? location.own : undefined
+}
 
 /** Every test runs under each containment: what teardown must do does not depend on the mechanism. */
 const mechanisms: ReadonlyArray<Mechanism> = ["cgroup", "pid-namespace", "process-tree"]
@@ -422,7 +436,9 @@ describe("teardown's report", () => {
         alive: () => [stuck],
         terminate: () => signals.push("TERM"),
         kill: () => signals.push("KILL"),
-        release: () => false
+        release: () => false,
+        spared: () => [],
+        escaped: () => []
       }
       const child = NodeChildProcess.spawn("true", [], { stdio: "pipe" })
       yield* Effect.callback<void>((resume) => {
@@ -462,4 +478,149 @@ describe("teardown's report", () => {
       assert.deepStrictEqual(logged, ["Warn: teardown left 1 process(es) alive after the kill: 2 ([kthreadd])"])
       assert.strictEqual((yield* Metric.value(counter)).count - before, 1)
     }))
+
+  it.live("a guarded process that cannot be moved out: never signalled, no cgroup.kill, the rest killed one by one", () =>
+    Effect.gen(function*() {
+      // A cgroup as a tool left it: a process playing the host (guarded) that the kernel refuses to move out, and a
+      // member that ignores SIGTERM. Writing cgroup.kill would kill the "host" too.
+      const spawnOwned = (script: string) =>
+        Effect.acquireRelease(
+          Effect.sync(() => NodeChildProcess.spawn("perl", ["-e", script], { stdio: "ignore" })),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+      const host = yield* spawnOwned("sleep 300")
+      const member = yield* spawnOwned("$SIG{TERM} = 'IGNORE'; sleep 300")
+      const memberSignals: Array<string> = []
+      member.once("exit", (_, signal) => memberSignals.push(String(signal)))
+      const hostSignals: Array<string> = []
+      host.once("exit", (_, signal) => hostSignals.push(String(signal)))
+      yield* waitUntil(
+        "both to run",
+        () => [host.pid!, member.pid!].every((pid) => (ProcessTree.describeProcess(pid) ?? "").startsWith("perl"))
+      )
+      const writes: Array<string> = []
+      const session: Cgroup.Session = {
+        path: "/nonexistent",
+        place: () => {},
+        pids: () => [host.pid!, member.pid!].filter((pid) => ProcessTree.readStat(pid)?.zombie === false),
+        populated: () => true,
+        kill: () => {
+          writes.push("cgroup.kill")
+          return true
+        },
+        moveOut: () => false,
+        moveIn: () => false,
+        foreign: () => [],
+        remove: () => false
+      }
+      const container = Teardown.cgroupContainer(session, () => new Set([host.pid!]))
+      const child = NodeChildProcess.spawn("true", [], { stdio: "pipe" })
+      yield* Effect.callback<void>((resume) => {
+        child.once("exit", () => resume(Effect.void))
+      })
+      const report = yield* Effect.callback<Teardown.Report>((resume) => {
+        Teardown.run({
+          child,
+          exited: () => true,
+          container,
+          termGraceMillis: 50,
+          killGraceMillis: 1_000,
+          describe: (pid) => ProcessTree.describeProcess(pid),
+          done: (report) => resume(Effect.succeed(report))
+        })
+      })
+      assert.deepStrictEqual(writes, [], "cgroup.kill was written with the host inside")
+      yield* waitUntil("the member's exit to be reported", () => memberSignals.length > 0, 2_000)
+      assert.deepStrictEqual(memberSignals, ["SIGKILL"])
+      assert.isTrue(ProcessTree.readStat(host.pid!)?.zombie === false, "the guarded process was ended")
+      assert.deepStrictEqual(hostSignals, [])
+      assert.deepStrictEqual(report.spared, [{ pid: host.pid!, movedOut: false, command: "perl -e sleep 300" }])
+      assert.strictEqual(report.terminated, 1)
+      assert.strictEqual(report.killed, 1)
+      assert.deepStrictEqual(report.survivors, [])
+    }).pipe(Effect.scoped))
+
+  // A process teardown sees and cannot end: one frozen by the cgroup v1 freezer (mounted on this machine) takes a
+  // SIGKILL only once thawed. The test freezes a process of the session's tree whose command line carries the
+  // session's secret (the tool's shell expanded it from the environment the transport gave it).
+  const freezer = "/sys/fs/cgroup/freezer"
+  const freezes = process.platform === "linux" && process.getuid?.() === 0 &&
+    Fs.existsSync(`${freezer}/cgroup.procs`)
+  for (const containment of ["cgroup", "process-tree"] as const) {
+    it.live.runIf(freezes)(
+      `through the transport (${containment}): a survivor is named by pid, its command line scrubbed, and counted`,
+      () =>
+        Effect.gen(function*() {
+          const secret = `sk-test-${randomUUID()}`
+          const mark = yield* scopedMark
+          const withSecret = (pid: number) => {
+            try {
+              return Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(secret)
+            } catch {
+              return false
+            }
+          }
+          const carrier = () =>
+            Fs.readdirSync("/proc").filter((name) => /^[0-9]+$/.test(name)).map(Number).find(withSecret)
+          const frozen = `${freezer}/tether-test-${mark}`
+          Fs.mkdirSync(frozen)
+          let session: string | undefined
+          yield* Effect.addFinalizer(() =>
+            Effect.gen(function*() {
+              Fs.writeFileSync(`${frozen}/freezer.state`, "THAWED")
+              const pid = carrier()
+              if (pid !== undefined) process.kill(pid, "SIGKILL")
+              yield* waitUntil("the thawed process to die", () => carrier() === undefined).pipe(Effect.ignore)
+              yield* waitUntil("the freezer cgroup to be removed", () => Cgroup.removeDir(frozen)).pipe(Effect.ignore)
+              // Teardown could not remove the session's cgroup while its process lived.
+              if (session !== undefined) {
+                const dir = session
+                yield* waitUntil("the session's cgroup to be removed", () => Cgroup.removeTree(dir)).pipe(Effect.ignore)
+              }
+            })
+          )
+          const logged: Array<string> = []
+          const logger = Logger.make(({ logLevel, message }) => {
+            logged.push(`${logLevel}: ${JSON.stringify(message)}`)
+          })
+          const counter = Metric.withAttributes(NodeTransport.survivorsMetric, { containment })
+          const before = (yield* Metric.value(counter)).count
+          const transport = yield* Transport.Transport
+          const scope = yield* Scope.make()
+          yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+          const connection = yield* transport.open(
+            fakeSpec(mark, { tool: `perl -e 'sleep 300' "$TETHER_TEST_KEY"` }, {
+              set: { TETHER_TEST_KEY: Redacted.make(secret) }
+            }),
+            { termGrace: Duration.millis(termGraceMillis) }
+          ).pipe(Scope.provide(scope))
+          if (containment === "cgroup") session = cgroupOf(Option.getOrThrow(connection.pid))
+          yield* waitUntil("the tool's process", () => carrier() !== undefined)
+          const pid = carrier()!
+          Fs.writeFileSync(`${frozen}/cgroup.procs`, `${pid}\n`)
+          Fs.writeFileSync(`${frozen}/freezer.state`, "FROZEN")
+          yield* waitUntil("the freeze", () => Fs.readFileSync(`${frozen}/freezer.state`, "latin1").trim() === "FROZEN")
+
+          yield* Scope.close(scope, Exit.void).pipe(Effect.provide(Logger.layer([logger])))
+
+          const warnings = logged.filter((line) => line.startsWith("Warn: "))
+          assert.strictEqual(warnings.length, 1, logged.join("\n"))
+          assert.include(
+            warnings[0],
+            `teardown left 1 process(es) alive after the kill: ${pid} (perl -e sleep 300 [redacted TETHER_TEST_KEY])`
+          )
+          for (const line of logged) assert.notInclude(line, secret)
+          assert.strictEqual((yield* Metric.value(counter)).count - before, 1)
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(NodeTransport.layer({
+            executables: { claude: fakeClaudePath },
+            killGrace: Duration.millis(300),
+            watchdog: false,
+            containment,
+            scanInterval: 0
+          }))
+        )
+    )
+  }
 })

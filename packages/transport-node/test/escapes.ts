@@ -8,6 +8,7 @@ import { Data, Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Cgroup from "../src/internal/cgroup.ts"
 import { waitUntil } from "./utils.ts"
 
 /** Where an escape is started: by a shell that leads a session of its own (the Bash tool), or in the CLI's. */
@@ -26,6 +27,11 @@ export interface Escape {
   readonly leavesSession: boolean
   /** Its parent exits at once (`setsid -f`, a double fork, `fork and exit`): it is re-parented to PID 1. */
   readonly orphaned: boolean
+  /**
+   * It moves itself out of its cgroup (root can): to the root cgroup, or to a sibling it makes in its layer's
+   * (which teardown looks in).
+   */
+  readonly leavesCgroup?: "root" | "sibling" | undefined
 }
 
 /**
@@ -36,6 +42,22 @@ export interface Escape {
 export const treeFinds = (escape: Escape, options: { readonly toolShellAlive: boolean }): boolean =>
   escape.where === "cli" || !escape.clearsEnvironment ||
   (options.toolShellAlive && (!escape.orphaned || !escape.leavesSession))
+
+/**
+ * Whether an escape outlives the session under a containment: nothing does in a PID namespace; under a cgroup, what
+ * left the cgroup and is not found by the process tree's rules either (teardown looks for those too); under the
+ * process tree, what its rules do not find.
+ */
+export const survives = (
+  escape: Escape,
+  mechanism: "cgroup" | "pid-namespace" | "process-tree",
+  options: { readonly toolShellAlive: boolean }
+): boolean =>
+  mechanism === "pid-namespace"
+    ? false
+    : mechanism === "cgroup"
+    ? escape.leavesCgroup === "root" && !treeFinds(escape, options)
+    : !treeFinds(escape, options)
 
 /**
  * Appends `<name> <pid>` to the report. The pid is read from /proc/self/stat, not `$$`: inside a PID namespace `$$`
@@ -50,6 +72,28 @@ const perlReport = (name: string, report: string) =>
 const python = Fs.existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3"
 
 const sleeper = (name: string, report: string) => `sh -c '${reportSelf(name, report)}; exec sleep 300'`
+
+/** The cgroup2 mount, where there is one (the nested-cgroup escape needs it). */
+const cgroupMount = ((): string | undefined => {
+  try {
+    const location = Cgroup.locate(
+      Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+      Fs.readFileSync("/proc/self/cgroup", "utf8")
+    )
+    return location._tag === "Found" ? location.mount : undefined
+  } catch {
+    return undefined
+  }
+})()
+
+/**
+ * The name of the cgroup the nested-cgroup escape creates inside its own (the session's under a cgroup; the host's
+ * otherwise, where {@link makeReport}'s release removes it): unique to the report.
+ */
+const nestName = (report: string) => `nest-${Path.basename(Path.dirname(report))}`
+
+/** The name of the cgroup the sibling-cgroup escape makes beside its session's: unique to the report. */
+const siblingName = (report: string) => `sibling-${Path.basename(Path.dirname(report))}`
 
 /** Every escape, in the order of the table. */
 export const escapes: ReadonlyArray<Escape> = [
@@ -147,6 +191,59 @@ export const escapes: ReadonlyArray<Escape> = [
     orphaned: false
   },
   {
+    name: "nested-cgroup",
+    shape: "`env -i setsid -f` into a cgroup it nests in its own, ignoring SIGTERM",
+    where: "tool",
+    // Without a cgroup2 mount (or the right to write there) the move fails and this is a plain `env -i setsid -f`.
+    command: (report) =>
+      `d="${cgroupMount ?? "/nonexistent"}$(sed -n 's/^0:://p' /proc/self/cgroup)/${nestName(report)}/deeper"; ` +
+      `mkdir -p "$d"; env -i setsid -f sh -c 'echo 0 > "$1/cgroup.procs"; trap "" TERM; ` +
+      `${reportSelf("nested-cgroup", report)}; exec sleep 300' sh "$d"`,
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: true
+  },
+  {
+    name: "root-cgroup",
+    shape: "`setsid -f` that moves itself to the root cgroup (root can), ignoring SIGTERM",
+    where: "tool",
+    command: (report) =>
+      `setsid -f sh -c 'echo 0 > ${cgroupMount ?? "/nonexistent"}/cgroup.procs; trap "" TERM; ` +
+      `${reportSelf("root-cgroup", report)}; exec sleep 300'`,
+    clearsEnvironment: false,
+    leavesSession: true,
+    orphaned: true,
+    leavesCgroup: "root"
+  },
+  {
+    name: "root-cgroup-env-i",
+    shape: "`env -i setsid -f` that moves itself to the root cgroup (root can), ignoring SIGTERM",
+    where: "tool",
+    command: (report) =>
+      `env -i setsid -f sh -c 'echo 0 > ${cgroupMount ?? "/nonexistent"}/cgroup.procs; trap "" TERM; ` +
+      `${reportSelf("root-cgroup-env-i", report)}; exec sleep 300'`,
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: true,
+    leavesCgroup: "root"
+  },
+  {
+    name: "sibling-cgroup",
+    shape: "`env -i setsid -f` into a cgroup it makes beside its session's (root can), ignoring SIGTERM",
+    where: "tool",
+    // Only from a session's cgroup (`…/tether-…/s<n>`): elsewhere (the host's cgroup, under the other containments)
+    // it makes nothing and is a plain `env -i setsid -f`.
+    command: (report) =>
+      `c=$(sed -n 's/^0:://p' /proc/self/cgroup); d=; case "$c" in */tether-*/s*) ` +
+      `d="${cgroupMount ?? "/nonexistent"}$(dirname "$c")/${siblingName(report)}"; mkdir -p "$d";; esac; ` +
+      `env -i setsid -f sh -c '[ -n "$1" ] && echo 0 > "$1/cgroup.procs"; trap "" TERM; ` +
+      `${reportSelf("sibling-cgroup", report)}; exec sleep 300' sh "$d"`,
+    clearsEnvironment: true,
+    leavesSession: true,
+    orphaned: true,
+    leavesCgroup: "sibling"
+  },
+  {
     name: "cli-session-env-i",
     shape: "`env -i sleep 300 &` in the CLI's session, its parent exited",
     where: "cli",
@@ -195,14 +292,31 @@ export const isAlive = (escaped: Escaped): boolean => {
   return now !== undefined && !now.zombie && now.start === escaped.start
 }
 
-/** A fresh report file (in a directory removed by the scope). */
+/**
+ * A fresh report file (in a directory removed by the scope). The release also removes the cgroups the
+ * nested-cgroup escape made where no session's teardown removes them (in the host's cgroup, under the process tree
+ * and a PID namespace), once their processes are gone (killed a moment before, by the escapes' own finalizer).
+ */
 export const makeReport = Effect.acquireRelease(
   Effect.sync(() => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-escapes-"))
     Fs.chmodSync(dir, 0o777)
     return Path.join(dir, "report")
   }),
-  (report) => Effect.sync(() => Fs.rmSync(Path.dirname(report), { recursive: true, force: true }))
+  (report) =>
+    Effect.gen(function*() {
+      Fs.rmSync(Path.dirname(report), { recursive: true, force: true })
+      if (cgroupMount === undefined) return
+      const own = Cgroup.locate(
+        Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+        Fs.readFileSync("/proc/self/cgroup", "utf8")
+      )
+      if (own._tag === "Missing") return
+      const nest = Path.join(own.own, nestName(report))
+      yield* waitUntil("the escape's nested cgroups to be removed", () => Cgroup.removeTree(nest), 2_000).pipe(
+        Effect.ignore
+      )
+    })
 )
 
 const readReport = (report: string): ReadonlyArray<{ readonly name: string; readonly pid: number }> => {

@@ -12,9 +12,22 @@
  * Placement: the CLI is started through {@link launcher}, a shell that waits on descriptor 3 until the host wrote
  * its pid into the session's `cgroup.procs`, then execs the CLI (same pid): nothing can fork before it is inside.
  *
- * Teardown: SIGTERM to every process in `cgroup.procs`, then `cgroup.kill` (SIGKILL to all, atomically with
- * respect to forks), a wait until `cgroup.procs` is empty (exited processes leave it at once: zombies are not
- * listed), and `rmdir`.
+ * Teardown sees the whole subtree, not only the session's own cgroup: a tool may create cgroups inside its own and
+ * move processes there (no privilege needed in a delegated subtree). SIGTERM goes to every process of every cgroup
+ * of the subtree, then `cgroup.kill` on the session's cgroup (recursive: SIGKILL to every process of the subtree,
+ * atomically with respect to forks, written whatever the session's own `cgroup.procs` holds), a wait until
+ * `cgroup.events` says `populated 0` (exited processes leave at once: zombies do not count), and `rmdir` of the
+ * nested cgroups, deepest first, then of the session's.
+ *
+ * A process the host must never signal (itself, its ancestors, PID 1: a tool as root can write any pid into its
+ * `cgroup.procs`) is moved out to the host's own cgroup before anything is signalled; `cgroup.kill` would kill it
+ * too. Not closed: a tool that moves such a process in between that move and the `cgroup.kill` write (a few
+ * microseconds of synchronous code).
+ *
+ * Leaving the cgroup (root can): the CLI moved elsewhere is moved back (its pid names it until the host reaps it);
+ * a process the session's process tree finds outside (parent links, sessions, the marker) is moved back; so is what
+ * sits in a cgroup a tool made in the layer's beside the sessions' ({@link foreign}). One that moved elsewhere with
+ * its environment cleared and its parent gone is not found: a cgroup namespace would keep it in.
  */
 import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
@@ -73,11 +86,31 @@ export interface Session {
   readonly path: string
   /** Moves a process (all its threads) into the cgroup. Throws on failure (with the errno code). */
   readonly place: (pid: number) => void
-  /** The pids in the cgroup now (exited processes are not listed); empty once it is gone. */
+  /**
+   * The pids in the cgroup and in every cgroup nested in it now (exited processes are not listed); empty once it
+   * is gone.
+   */
   readonly pids: () => ReadonlyArray<number>
-  /** `cgroup.kill`: SIGKILL to every process in it, including those that fork meanwhile. */
-  readonly kill: () => void
-  /** Removes the cgroup; false while processes are in it (EBUSY) or when it cannot be removed. */
+  /** `cgroup.events`' `populated`: whether any process is left in the subtree (false once it is gone). */
+  readonly populated: () => boolean
+  /**
+   * `cgroup.kill`: SIGKILL to every process of the subtree, including those that fork meanwhile. False when it
+   * could not be written (the cgroup is gone, or the kernel refused).
+   */
+  readonly kill: () => boolean
+  /** Moves a process out of the subtree, to the host's own cgroup; false when the kernel refused. */
+  readonly moveOut: (pid: number) => boolean
+  /** Moves a process (back) into the session's cgroup; false when the kernel refused. */
+  readonly moveIn: (pid: number) => boolean
+  /**
+   * The cgroups in the layer's that are no session's (`s<n>`): siblings a root tool made to leave its own. Whatever
+   * is in them came from a session of the layer.
+   */
+  readonly foreign: () => ReadonlyArray<string>
+  /**
+   * Removes the nested cgroups, deepest first, then the session's; false while processes are in any of them (EBUSY)
+   * or when one cannot be removed. Empty {@link foreign} cgroups go too.
+   */
   readonly remove: () => boolean
 }
 
@@ -96,7 +129,8 @@ export const makeLayer = (): Layer | string => {
     return `cannot read /proc/self/mountinfo or /proc/self/cgroup (${code(error)})`
   }
   if (location._tag === "Missing") return location.reason
-  sweep(location.own)
+  const own = location.own
+  sweep(own)
   const path = Path.join(location.own, `tether-${process.pid}-${randomBytes(4).toString("hex")}`)
   try {
     Fs.mkdirSync(path)
@@ -106,7 +140,7 @@ export const makeLayer = (): Layer | string => {
   let sessions = 0
   const layer: Layer = {
     path,
-    session: () => makeSession(Path.join(path, `s${++sessions}`)),
+    session: () => makeSession(Path.join(path, `s${++sessions}`), own),
     remove: () => removeDir(path)
   }
   const probe = Path.join(path, "probe")
@@ -138,41 +172,127 @@ const sweep = (own: string): void => {
   for (const name of names) {
     const match = /^tether-([0-9]+)-[0-9a-f]+$/.exec(name)
     if (match === null || Number(match[1]) === process.pid || Fs.existsSync(`/proc/${match[1]}`)) continue
-    const dir = Path.join(own, name)
-    try {
-      for (const session of Fs.readdirSync(dir)) if (/^s[0-9]+$/.test(session)) removeDir(Path.join(dir, session))
-    } catch {
-      continue
-    }
-    removeDir(dir)
+    // Every empty cgroup of it, the sessions' and those their tools made in them or beside them.
+    removeTree(Path.join(own, name))
   }
 }
 
-const makeSession = (path: string): Session => {
+const makeSession = (path: string, own: string): Session => {
   Fs.mkdirSync(path)
+  const layer = Path.dirname(path)
   return {
     path,
     place: (pid) => Fs.writeFileSync(Path.join(path, "cgroup.procs"), `${pid}\n`),
-    pids: () => {
-      let text: string
-      try {
-        text = Fs.readFileSync(Path.join(path, "cgroup.procs"), "latin1")
-      } catch {
-        return []
-      }
-      const pids: Array<number> = []
-      for (const line of text.split("\n")) if (line.length > 0) pids.push(Number(line))
-      return pids
-    },
-    kill: () => {
-      try {
-        Fs.writeFileSync(Path.join(path, "cgroup.kill"), "1")
-      } catch {
-        // Gone already.
-      }
-    },
-    remove: () => removeDir(path)
+    pids: () => members(path),
+    populated: () => populated(path),
+    kill: () => kill(path),
+    moveOut: (pid) => move(pid, own),
+    moveIn: (pid) => move(pid, path),
+    foreign: () => foreign(layer),
+    remove: () => {
+      const removed = removeTree(path)
+      for (const dir of foreign(layer)) removeTree(dir)
+      return removed
+    }
   }
+}
+
+/**
+ * The child cgroups of a layer's cgroup that are no session's (`s<n>`) nor the layer's probe: made by a tool.
+ *
+ * @internal
+ */
+export const foreign = (layer: string): ReadonlyArray<string> => {
+  let children: Array<Fs.Dirent>
+  try {
+    children = Fs.readdirSync(layer, { withFileTypes: true })
+  } catch {
+    return []
+  }
+  return children.filter((child) => child.isDirectory() && !/^(s[0-9]+|probe)$/.test(child.name))
+    .map((child) => Path.join(layer, child.name))
+}
+
+/**
+ * The cgroups of the subtree at `dir`, deepest first (`dir` last): the order they can be removed in. Empty when
+ * `dir` is gone. A cgroup's subdirectories are its child cgroups (its files are regular files).
+ *
+ * @internal
+ */
+export const subtree = (dir: string): ReadonlyArray<string> => {
+  const out: Array<string> = []
+  const visit = (at: string): boolean => {
+    let children: Array<Fs.Dirent>
+    try {
+      children = Fs.readdirSync(at, { withFileTypes: true })
+    } catch {
+      return false
+    }
+    for (const child of children) if (child.isDirectory()) visit(Path.join(at, child.name))
+    out.push(at)
+    return true
+  }
+  visit(dir)
+  return out
+}
+
+/** The pids of every cgroup of the subtree at `dir` (exited processes are not listed). @internal */
+export const members = (dir: string): ReadonlyArray<number> => {
+  const pids: Array<number> = []
+  for (const cgroup of subtree(dir)) {
+    let text: string
+    try {
+      text = Fs.readFileSync(Path.join(cgroup, "cgroup.procs"), "latin1")
+    } catch {
+      continue
+    }
+    for (const line of text.split("\n")) if (line.length > 0) pids.push(Number(line))
+  }
+  return pids
+}
+
+/**
+ * Whether the subtree at `dir` holds a process, from `cgroup.events` (recursive, kept by the kernel): false once
+ * it is empty or gone. Where that file cannot be read, from the `cgroup.procs` of the subtree.
+ *
+ * @internal
+ */
+export const populated = (dir: string): boolean => {
+  let events: string
+  try {
+    events = Fs.readFileSync(Path.join(dir, "cgroup.events"), "latin1")
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ENOENT" ? false : members(dir).length > 0
+  }
+  const match = /^populated ([01])$/m.exec(events)
+  return match === null ? members(dir).length > 0 : match[1] === "1"
+}
+
+/** `cgroup.kill` on `dir` (recursive); false when it could not be written. @internal */
+export const kill = (dir: string): boolean => {
+  try {
+    Fs.writeFileSync(Path.join(dir, "cgroup.kill"), "1")
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Moves a process to the cgroup `dir`; false when the kernel refused (or the process is gone). @internal */
+export const move = (pid: number, dir: string): boolean => {
+  try {
+    Fs.writeFileSync(Path.join(dir, "cgroup.procs"), `${pid}\n`)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Removes the subtree at `dir`, deepest first; true when it is gone (removed now or already). @internal */
+export const removeTree = (dir: string): boolean => {
+  let removed = true
+  for (const cgroup of subtree(dir)) if (!removeDir(cgroup)) removed = false
+  return removed
 }
 
 /** `rmdir`, true when the directory is gone (removed now or already). @internal */

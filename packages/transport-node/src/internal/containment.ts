@@ -17,7 +17,16 @@ export type Requested = "auto" | "cgroup" | "pid-namespace" | "process-tree"
 /** The containment a layer runs under, decided once when the layer is built. @internal */
 export type Resolved =
   | { readonly _tag: "Cgroup"; readonly layer: Cgroup.Layer }
-  | { readonly _tag: "PidNamespace"; readonly unshare: ReadonlyArray<string> }
+  | {
+    readonly _tag: "PidNamespace"
+    /** The launcher's argv before the CLI's: `[setpriv --pdeathsig KILL --] unshare … --`. */
+    readonly unshare: ReadonlyArray<string>
+    /**
+     * The launcher gets SIGKILL from the kernel when the host dies (`setpriv --pdeathsig`), and its death kills the
+     * namespace (`--kill-child`): nothing a tool can kill stands between the host's death and the namespace's.
+     */
+    readonly parentDeathSignal: boolean
+  }
   | { readonly _tag: "ProcessTree"; readonly backend: ProcessTree.Backend | undefined; readonly fallback?: string }
   | { readonly _tag: "Unavailable"; readonly requested: "cgroup" | "pid-namespace"; readonly reason: string }
 
@@ -39,9 +48,11 @@ const onLinux = (): boolean => process.platform === "linux" && ProcessTree.defau
 
 /**
  * The arguments that start a program in a new PID namespace (a user namespace too when not root), or why that
- * cannot work here (probed by running `true` in one).
+ * cannot work here (probed by running `true` in one). Where `setpriv` can set a parent-death signal, the launcher
+ * is started through it: the kernel SIGKILLs `unshare` when the host dies, and `--kill-child` makes that kill the
+ * namespace. A watchdog could be killed by the session's own tools; this cannot be undone from outside `unshare`.
  */
-const probeUnshare = (): ReadonlyArray<string> | string => {
+const probeUnshare = (): { readonly argv: ReadonlyArray<string>; readonly parentDeathSignal: boolean } | string => {
   const root = process.getuid?.() === 0
   const args = [...(root ? [] : ["--user", "--map-current-user"]), "--pid", "--fork", "--kill-child=SIGKILL", "--"]
   const probe = NodeChildProcess.spawnSync("unshare", [...args, "true"], { stdio: "ignore", timeout: 5_000 })
@@ -51,7 +62,14 @@ const probeUnshare = (): ReadonlyArray<string> | string => {
       ? "unshare --pid failed"
       : "unshare --user --pid failed: unprivileged user namespaces are disabled here"
   }
-  return ["unshare", ...args]
+  const setpriv = ["setpriv", "--pdeathsig", "KILL", "--"]
+  const withSignal = NodeChildProcess.spawnSync(setpriv[0], [...setpriv.slice(1), "unshare", ...args, "true"], {
+    stdio: "ignore",
+    timeout: 5_000
+  })
+  return withSignal.error === undefined && withSignal.status === 0
+    ? { argv: [...setpriv, "unshare", ...args], parentDeathSignal: true }
+    : { argv: ["unshare", ...args], parentDeathSignal: false }
 }
 
 /** Decides the containment of a layer (creates its cgroup when that is the one). @internal */
@@ -66,7 +84,7 @@ export const resolve = (requested: Requested): Resolved => {
     const unshare = probeUnshare()
     return typeof unshare === "string"
       ? { _tag: "Unavailable", requested, reason: unshare }
-      : { _tag: "PidNamespace", unshare }
+      : { _tag: "PidNamespace", unshare: unshare.argv, parentDeathSignal: unshare.parentDeathSignal }
   }
   const layer = Cgroup.makeLayer()
   if (typeof layer !== "string") return { _tag: "Cgroup", layer }

@@ -128,13 +128,37 @@ const readPs = (): Map<number, ProcessInfo> => {
   return table
 }
 
+/**
+ * `pid` and its ancestors, parent after parent, up to PID 1 (always included): the processes a teardown must never
+ * signal when `pid` is the host. Bounded by the table's depth; stops where a parent cannot be read (no /proc: the
+ * host and PID 1 only).
+ *
+ * @internal
+ */
+export const ancestry = (pid: number): ReadonlySet<number> => {
+  const out = new Set<number>([1])
+  let at: number | undefined = pid
+  // A loop guard: a table read while processes are re-parented cannot form a cycle, but a bound costs nothing.
+  for (let depth = 0; at !== undefined && at > 0 && !out.has(at) && depth < 4096; depth++) {
+    out.add(at)
+    at = readStat(at)?.ppid
+  }
+  return out
+}
+
 /** The whole process table, by pid. @internal */
 export const readTable = (backend: Backend): Map<number, ProcessInfo> => backend === "proc" ? readProc() : readPs()
 
-/** A process's command line for a message (`comm` when it has none, as for kernel threads), or undefined. @internal */
-export const describeProcess = (pid: number): string | undefined => {
+/**
+ * A process's command line for a message (`comm` when it has none, as for kernel threads), or undefined; cut to 200
+ * characters after `scrub` has replaced the secrets in the whole of it (cut first, a secret across the cut would be
+ * left in part).
+ *
+ * @internal
+ */
+export const describeProcess = (pid: number, scrub: (text: string) => string = (text) => text): string | undefined => {
   try {
-    const cmdline = Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").join(" ").trim()
+    const cmdline = scrub(Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").join(" ").trim())
     if (cmdline.length > 0) return cmdline.length > 200 ? cmdline.slice(0, 200) + "…" : cmdline
     return `[${Fs.readFileSync(`/proc/${pid}/comm`, "latin1").trim()}]`
   } catch {
@@ -321,6 +345,8 @@ export const make = (options: {
 /** Sends a signal to each process, ignoring the ones that are already gone. @internal */
 export const signalAll = (processes: ReadonlyArray<ProcessInfo>, signal: NodeJS.Signals): void => {
   for (const info of processes) {
+    // Never PID 1 (nor 0 and below: a process group, or every process), never this process, whatever a table said.
+    if (info.pid <= 1 || info.pid === process.pid) continue
     try {
       process.kill(info.pid, signal)
     } catch {

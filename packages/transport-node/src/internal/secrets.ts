@@ -74,3 +74,59 @@ const scrubCutEnd = (text: string, needles: ReadonlyArray<Needle>): string => {
   }
   return text
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// every connection's secrets, for every connection
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The secrets of the connections open in this process, by value, with how many connections hold each. */
+const open = new Map<string, { readonly secret: Secret; count: number }>()
+let shared: Scrub = none
+
+/**
+ * Adds a connection's secrets to those every connection of this process is scrubbed of, until the returned function
+ * is called (once; later calls do nothing). A session whose tool reads another session's key (from `/proc`, from
+ * its files) would otherwise hand it to its own host unscrubbed: its scrubber knew only its own keys.
+ *
+ * @internal
+ */
+export const register = (secrets: ReadonlyArray<Secret>): () => void => {
+  const values = secrets.filter((secret) => secret.value.length >= minimumLength)
+  if (values.length === 0) return () => {}
+  for (const secret of values) {
+    const entry = open.get(secret.value)
+    if (entry === undefined) open.set(secret.value, { secret, count: 1 })
+    else entry.count++
+  }
+  shared = make([...open.values()].map((entry) => entry.secret))
+  let done = false
+  return () => {
+    if (done) return
+    done = true
+    for (const secret of values) {
+      const entry = open.get(secret.value)
+      if (entry !== undefined && --entry.count === 0) open.delete(secret.value)
+    }
+    shared = open.size === 0 ? none : make([...open.values()].map((entry) => entry.secret))
+  }
+}
+
+/** A connection's scrubber (see {@link forConnection}). @internal */
+export interface ConnectionScrub extends Scrub {
+  /** True while there is nothing to scrub (no secret of its own, none registered): text can skip it. */
+  readonly idle: () => boolean
+}
+
+/**
+ * A connection's scrubber: its own secrets, always (also after it closed: a stderr tail read late), and those of
+ * every connection open in this process at the time of the call ({@link register}).
+ *
+ * @internal
+ */
+export const forConnection = (own: Scrub): ConnectionScrub => {
+  const scrub: Scrub = (text, cut) => {
+    const first = shared === none ? text : shared(text, cut)
+    return own === none ? first : own(first, cut)
+  }
+  return Object.assign(scrub, { idle: () => own === none && shared === none })
+}

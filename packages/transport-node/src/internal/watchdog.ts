@@ -30,6 +30,7 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
+import * as ProcessTree from "./processTree.ts"
 
 /**
  * The watchdog's process title (what `ps` shows).
@@ -106,8 +107,26 @@ export interface Watchdog {
   readonly unregister: (marker: string) => void
   /** A layer's cgroup, to remove once its sessions' are gone (or to forget, when the layer removed it itself). */
   readonly layer: (dir: string, registered: boolean) => void
+  /** The pids of its running keepers (a teardown must not kill them, whatever cgroup a tool moved them to). */
+  readonly pids: () => ReadonlyArray<number>
   readonly close: () => void
 }
+
+/**
+ * The variable that hands the watchdog the host's ancestry (`pid:start` pairs, space separated): once the host is
+ * dead they are no longer the watchdog's ancestors, and a tool may still have written one of them into its
+ * session's `cgroup.procs`; the watchdog must not kill them either.
+ *
+ * @internal
+ */
+export const guardedVariable = "TETHER_WATCHDOG_GUARDED"
+
+/** The host's ancestry (itself included), as `pid:start` pairs. */
+const hostAncestry = (): string =>
+  [...ProcessTree.ancestry(process.pid)].flatMap((pid) => {
+    const info = ProcessTree.readStat(pid)
+    return info === undefined ? [] : [`${pid}:${info.start}`]
+  }).join(" ")
 
 /**
  * Starts a keeper whose Node program, if it comes to that, is `main`: `/bin/sh -c keeper`, named {@link title}, in
@@ -122,7 +141,7 @@ export const spawnKeeper = (main: string): ChildProcess.ChildProcess =>
     argv0: title,
     detached: true,
     stdio: ["pipe", "ignore", "ignore"],
-    env: { PATH: process.env.PATH ?? "" },
+    env: { PATH: process.env.PATH ?? "", [guardedVariable]: hostAncestry() },
     windowsHide: true
   })
 
@@ -303,6 +322,11 @@ export const make = (
       } else if (layers.delete(encoded)) {
         send(`l ${encoded}`)
       }
+    },
+    pids: () => {
+      const pids: Array<number> = []
+      for (const keeper of [current, retiring]) if (keeper?.process.pid !== undefined) pids.push(keeper.process.pid)
+      return pids
     },
     close: () => {
       closed = true

@@ -3,8 +3,12 @@
  * host has died): reads the registrations the keeper kept from stdin and, when they end, does what teardown does,
  * without the host.
  *
- * A connection contained in a cgroup is ended through its cgroup: its members are the pids in `cgroup.procs`, the
- * kill is `cgroup.kill`, and the emptied cgroup is removed (then the layer's, once empty). Otherwise, with /proc
+ * A connection contained in a cgroup is ended through its cgroup: its members are the pids of its subtree (the
+ * cgroups a tool nested in it too), the kill is `cgroup.kill` (recursive), and the emptied cgroups are removed,
+ * deepest first (then the layer's, once empty). PID 1, the watchdog and its ancestors are never signalled: found in
+ * a session's cgroup, they are moved out to the watchdog's own cgroup before the kill. The connection's tree (below)
+ * is read too: what it finds outside the cgroup (a root tool can move itself out) is moved back in. Otherwise, with
+ * /proc
  * (Linux), its tree is the one teardown finds: `ProcessTree` from the CLI's pid and start time and the
  * connection's marker variable. Without /proc (macOS, the BSDs), only each registered CLI's process group is
  * signalled: descendants that left the group (`setsid`) survive the host.
@@ -16,10 +20,9 @@
  * @internal
  */
 import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { removeDir } from "./cgroup.ts"
+import * as Cgroup from "./cgroup.ts"
 import * as ProcessTree from "./processTree.ts"
-import { title } from "./watchdog.ts"
+import { guardedVariable, title } from "./watchdog.ts"
 
 process.title = title
 for (const signal of ["SIGINT", "SIGHUP", "SIGTERM"] as const) process.on(signal, () => {})
@@ -67,26 +70,67 @@ process.stdin.on("data", (chunk: string) => {
   }
 })
 
-const cgroupMembers = (dir: string): ReadonlyArray<ProcessTree.ProcessInfo> => {
-  let text: string
+/** What is never signalled: PID 1, this process and its ancestors (the keeper, and whatever started it). */
+const ancestors = ProcessTree.ancestry(process.pid)
+
+/** The host's ancestry as the host saw it when it started the keeper: pid -> start time. */
+const hostAncestry = new Map<number, string>()
+for (const pair of (process.env[guardedVariable] ?? "").split(" ")) {
+  const [pid, start] = pair.split(":")
+  if (pid !== undefined && start !== undefined && pid.length > 0) hostAncestry.set(Number(pid), start)
+}
+
+/**
+ * Never signalled: this process's ancestry, and the host's (those of its processes that are still the ones the host
+ * saw: same start time, not a pid reused since).
+ */
+const isGuarded = (pid: number): boolean => {
+  if (ancestors.has(pid)) return true
+  const start = hostAncestry.get(pid)
+  return start !== undefined && ProcessTree.readStat(pid)?.start === start
+}
+
+/** Where a guarded process found in a session's cgroup is moved to: this process's own cgroup, when it has one. */
+const ownCgroup = ((): string | undefined => {
   try {
-    text = Fs.readFileSync(Path.join(dir, "cgroup.procs"), "latin1")
+    const location = Cgroup.locate(
+      Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+      Fs.readFileSync("/proc/self/cgroup", "utf8")
+    )
+    return location._tag === "Found" ? location.own : undefined
   } catch {
-    return []
+    return undefined
   }
+})()
+
+/** Moves the guarded processes out of a session's cgroup; true when none is left in it. */
+const moveOutGuarded = (dir: string): boolean => {
+  let clear = true
+  for (const pid of Cgroup.members(dir)) {
+    if (isGuarded(pid) && (ownCgroup === undefined || !Cgroup.move(pid, ownCgroup))) clear = false
+  }
+  return clear
+}
+
+const cgroupMembers = (dir: string): ReadonlyArray<ProcessTree.ProcessInfo> => {
+  if (!Cgroup.populated(dir)) return []
   const members: Array<ProcessTree.ProcessInfo> = []
-  for (const line of text.split("\n")) {
-    if (line.length === 0) continue
-    const info = ProcessTree.readStat(Number(line))
+  for (const pid of Cgroup.members(dir)) {
+    if (isGuarded(pid)) continue
+    const info = ProcessTree.readStat(pid)
     if (info !== undefined && !info.zombie) members.push(info)
   }
   return members
 }
 
-/** The trees of the registered connections that are not in a cgroup (with /proc), made once. */
-const makeTrees = (): ReadonlyArray<ProcessTree.Tree> =>
-  [...entries].filter(([, entry]) => entry.cgroup === undefined).map(([marker, entry]) =>
-    ProcessTree.make({
+/**
+ * The trees of the registered connections (with /proc), made once, with the cgroup of each that has one: what the
+ * tree of a cgroup's connection finds outside the cgroup left it (a root tool can), and is moved back in.
+ */
+const makeTrees = (): ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly cgroup: string | undefined }> =>
+  [...entries].map(([marker, entry]) => ({
+    cgroup: entry.cgroup,
+    tree: ProcessTree.make({
       backend: "proc",
       rootPid: entry.root,
       rootStart: entry.rootStart,
@@ -97,17 +141,37 @@ const makeTrees = (): ReadonlyArray<ProcessTree.Tree> =>
       },
       marker
     })
-  )
+  }))
 
 /** Every live member of every registered connection now. */
-const members = (trees: ReadonlyArray<ProcessTree.Tree>): ReadonlyArray<ProcessTree.ProcessInfo> => {
+const members = (
+  trees: ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly cgroup: string | undefined }>
+): ReadonlyArray<ProcessTree.ProcessInfo> => {
   const found = new Map<number, ProcessTree.ProcessInfo>()
   for (const entry of entries.values()) {
-    if (entry.cgroup !== undefined) { for (const info of cgroupMembers(entry.cgroup)) found.set(info.pid, info) }
+    if (entry.cgroup === undefined) continue
+    for (const info of cgroupMembers(entry.cgroup)) found.set(info.pid, info)
+    // A CLI that a root tool moved out of its cgroup (into another session's): back in, and ended with the rest.
+    // Only while its pid still names the process spawned (same start time): the host that would reap it is gone.
+    const root = entry.root === undefined ? undefined : ProcessTree.readStat(entry.root)
+    if (root !== undefined && !root.zombie && entry.rootStart !== undefined && root.start === entry.rootStart) {
+      if (!found.has(root.pid)) Cgroup.move(root.pid, entry.cgroup)
+      found.set(root.pid, root)
+    }
+  }
+  // Cgroups a tool made in a layer's beside the sessions' (root can): what is in them came from a session.
+  for (const layer of layers) {
+    for (const dir of Cgroup.foreign(layer)) for (const info of cgroupMembers(dir)) found.set(info.pid, info)
   }
   if (trees.length > 0) {
     const table = ProcessTree.readTable("proc")
-    for (const tree of trees) for (const info of tree.scan(table)) found.set(info.pid, info)
+    for (const { cgroup, tree } of trees) {
+      for (const info of tree.scan(table)) {
+        if (isGuarded(info.pid)) continue
+        if (cgroup !== undefined && !found.has(info.pid)) Cgroup.move(info.pid, cgroup)
+        found.set(info.pid, info)
+      }
+    }
   }
   return [...found.values()]
 }
@@ -128,14 +192,12 @@ const signalGroups = (signal: NodeJS.Signals | 0): boolean => {
 }
 
 const killCgroups = () => {
-  for (const entry of entries.values()) {
-    if (entry.cgroup === undefined) continue
-    try {
-      Fs.writeFileSync(Path.join(entry.cgroup, "cgroup.kill"), "1")
-    } catch {
-      // Gone already.
-    }
-  }
+  const dirs: Array<string> = []
+  for (const entry of entries.values()) if (entry.cgroup !== undefined) dirs.push(entry.cgroup)
+  for (const layer of layers) dirs.push(...Cgroup.foreign(layer))
+  // A guarded process that could not be moved out keeps the subtree from being killed whole: its other members are
+  // SIGKILLed one by one (`members` leaves the guarded out).
+  for (const dir of dirs) if (moveOutGuarded(dir)) Cgroup.kill(dir)
 }
 
 // A cgroup is removed once its last process has left it: a process SIGKILLed a moment ago may still be on its way
@@ -144,8 +206,11 @@ let exitTries = 0
 const exitTriesMax = 100
 const exit = () => {
   let left = false
-  for (const entry of entries.values()) if (entry.cgroup !== undefined && !removeDir(entry.cgroup)) left = true
-  for (const layer of layers) if (!removeDir(layer)) left = true
+  for (const entry of entries.values()) if (entry.cgroup !== undefined && !Cgroup.removeTree(entry.cgroup)) left = true
+  for (const layer of layers) {
+    for (const dir of Cgroup.foreign(layer)) Cgroup.removeTree(dir)
+    if (!Cgroup.removeDir(layer)) left = true
+  }
   if (left && ++exitTries < exitTriesMax) {
     killCgroups()
     setTimeout(exit, 50)

@@ -588,6 +588,28 @@ const scenarios = (cli: Cli) => {
               "the tool's output was sent"
             )
             for (const body of piped.bodies) assert.notInclude(body, key, "the model never saw the key")
+
+            // The host's own ANTHROPIC_API_KEY, under the default `inherit`: not named in inheritCredentials, it is
+            // not handed over, so the tool's printenv (and the CLI's initial environment) cannot show it.
+            const hostKey = `sk-ant-host-${randomUUID()}`
+            const saved = process.env.ANTHROPIC_API_KEY
+            const restore = Effect.sync(() => {
+              if (saved === undefined) delete process.env.ANTHROPIC_API_KEY
+              else process.env.ANTHROPIC_API_KEY = saved
+            })
+            const from = (yield* world.mock.requests).length
+            const inherited = yield* Effect.scoped(Effect.gen(function*() {
+              process.env.ANTHROPIC_API_KEY = hostKey
+              const options = withKey("descriptor")
+              const session = yield* ClaudeSession.make({ ...options, env: { ...options.env, mode: "inherit" } })
+              const result = yield* session.run(dump)
+              assert.notInclude(result.text, hostKey)
+              assert.notInclude(JSON.stringify(environOf(Option.getOrThrow(session.pid))), hostKey)
+              return yield* toolSaw(from)
+            })).pipe(Effect.ensuring(restore))
+            assert.isTrue(inherited.keys.every((sent) => sent === key), "the piped key, not the host's, was sent")
+            assert.include(inherited.bodies.at(-1), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "the tool ran")
+            for (const body of inherited.bodies) assert.notInclude(body, hostKey, "the tool printed the host's key")
           }
 
           // The same through the environment: the tool's printenv hands the key to the model (the documented risk).

@@ -5,7 +5,9 @@
  * containment. Every escaped process is found by its pid and start time (it reports them itself), never by a
  * marker, and checked in /proc afterwards.
  *
- * Under a cgroup and a PID namespace nothing survives. Under the process tree (scans at teardown only) the escapes
+ * In a PID namespace nothing survives; under a cgroup, only a root tool that moves itself out of it with its
+ * environment cleared (`env -i setsid -f`, then the root cgroup: nothing links it to the session; a cgroup namespace
+ * would keep it in). Under the process tree (scans at teardown only) the escapes
  * that cleared their environment survive where nothing alive links them to the CLI: all four once the tool's
  * shell exited (close, after the turn); mid-tool (interrupt, host SIGKILL), while the shell runs, only the one
  * that left its session and lost its parent at once (`env -i setsid -f`). The table of outcomes is printed at the
@@ -19,7 +21,7 @@ import { Data, Effect, Exit, Fiber, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { awaitEscaped, commandFor, escapes as allEscapes, makeReport, survivors, treeFinds } from "../escapes.ts"
+import { awaitEscaped, commandFor, escapes as allEscapes, makeReport, survives, survivors } from "../escapes.ts"
 import { allProcs } from "../utils.ts"
 import { claudePath, claudeVersion, makeWorld, sleeping, waitUntil } from "./harness.ts"
 
@@ -36,10 +38,8 @@ const prompt = (report: string, holdShell: boolean) =>
   `[bash] ${commandFor(escapes, "tool", report)}${holdShell ? "\nsleep 20" : ""}`
 
 const expected = (mechanism: Mechanism, closing: Closing): ReadonlyArray<string> =>
-  mechanism !== "process-tree"
-    ? []
-    : escapes.filter((escape) => !treeFinds(escape, { toolShellAlive: closing !== "close" }))
-      .map((escape) => escape.name).sort()
+  escapes.filter((escape) => survives(escape, mechanism, { toolShellAlive: closing !== "close" }))
+    .map((escape) => escape.name).sort()
 
 const outcomes = new Map<string, ReadonlyArray<string>>()
 
