@@ -13,6 +13,7 @@
 import { isJson } from "@tether/core/codec/Json"
 import { InvalidConfig } from "@tether/core/TetherError"
 import { credentialProblems } from "@tether/core/Transport"
+import type * as Transport from "@tether/core/Transport"
 import type { Environment, LaunchSpec, SecretPipe } from "@tether/core/Transport"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -119,25 +120,12 @@ export interface Plugin {
 }
 
 /**
- * The environment of the CLI process. `mode` defaults to `inherit`. `set` is applied over Tether's defaults, and
- * `unset` removes variables after `set` (including Tether's defaults: that is how a host opts out of one).
+ * The environment of the CLI process: `Transport.EnvironmentOptions`, which every provider's options share.
  *
  * @category models
  * @since 0.1.0
  */
-export interface EnvironmentOptions {
-  readonly mode?: "inherit" | "clean" | undefined
-  readonly set?: { readonly [name: string]: string | Redacted.Redacted<string> } | undefined
-  readonly unset?: ReadonlyArray<string> | undefined
-  /**
-   * Credential variables (`Transport.credentialVariables`: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, …) to inherit from
-   * the host's environment under `inherit`; none by default, so a host's own key does not reach the CLI and its
-   * tools unless it is named here (or given in `set`, as a `Redacted`).
-   *
-   * @since 0.1.0
-   */
-  readonly inheritCredentials?: ReadonlyArray<string> | undefined
-}
+export type EnvironmentOptions = Transport.EnvironmentOptions
 
 /**
  * Typed options for the `claude` process.

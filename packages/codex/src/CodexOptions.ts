@@ -26,6 +26,7 @@
  */
 import { InvalidConfig } from "@tether/core/TetherError"
 import { credentialProblems } from "@tether/core/Transport"
+import type * as Transport from "@tether/core/Transport"
 import type { Environment, LaunchSpec } from "@tether/core/Transport"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -87,25 +88,12 @@ export type TomlValue =
   | { readonly [key: string]: TomlValue }
 
 /**
- * The environment of the server process. `mode` defaults to `inherit`. `set` is applied over Tether's defaults;
- * `unset` removes variables after `set`.
+ * The environment of the server process: `Transport.EnvironmentOptions`, which every provider's options share.
  *
  * @category models
  * @since 0.1.0
  */
-export interface EnvironmentOptions {
-  readonly mode?: "inherit" | "clean" | undefined
-  readonly set?: { readonly [name: string]: string | Redacted.Redacted<string> } | undefined
-  readonly unset?: ReadonlyArray<string> | undefined
-  /**
-   * Credential variables (`Transport.credentialVariables`: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, …) to inherit from
-   * the host's environment under `inherit`; none by default, so a host's own key does not reach the CLI and its
-   * tools unless it is named here (or given in `set`, as a `Redacted`).
-   *
-   * @since 0.1.0
-   */
-  readonly inheritCredentials?: ReadonlyArray<string> | undefined
-}
+export type EnvironmentOptions = Transport.EnvironmentOptions
 
 /**
  * Typed options for a `codex app-server` session.

@@ -82,6 +82,27 @@ export interface Environment {
 }
 
 /**
+ * The environment a provider's options ask for, each field optional: `mode` defaults to `inherit`; `set` is applied
+ * over the provider's defaults; `unset` removes variables after `set` (including the provider's defaults: that is how
+ * a host opts out of one). A provider's options turn it into an {@link Environment} (`ClaudeOptions.Options.env`,
+ * `CodexOptions.Options.env`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface EnvironmentOptions {
+  readonly mode?: "inherit" | "clean" | undefined
+  readonly set?: { readonly [name: string]: string | Redacted.Redacted<string> } | undefined
+  readonly unset?: ReadonlyArray<string> | undefined
+  /**
+   * Credential variables ({@link credentialVariables}: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, …) to inherit from the
+   * host's environment under `inherit`; none by default, so a host's own key does not reach the CLI and its tools
+   * unless it is named here (or given in `set`, as a `Redacted`).
+   */
+  readonly inheritCredentials?: ReadonlyArray<string> | undefined
+}
+
+/**
  * The environment variables that hold credentials of the model providers and of the clouds and forges a coding
  * agent's tools reach. Under `inherit` they are not passed on from the host's environment unless named in
  * {@link Environment.inheritCredentials}, and the typed options refuse a plain-string value for one in `env.set`
