@@ -485,19 +485,20 @@ describe("teardown's report", () => {
       // member that ignores SIGTERM. Writing cgroup.kill would kill the "host" too.
       const spawnOwned = (script: string) =>
         Effect.acquireRelease(
-          Effect.sync(() => NodeChildProcess.spawn("perl", ["-e", script], { stdio: "ignore" })),
+          Effect.sync(() => NodeChildProcess.spawn("perl", ["-e", script], { stdio: ["ignore", "pipe", "ignore"] })),
           (child) => Effect.sync(() => child.kill("SIGKILL"))
         )
-      const host = yield* spawnOwned("sleep 300")
-      const member = yield* spawnOwned("$SIG{TERM} = 'IGNORE'; sleep 300")
+      // Each says "ready" once its handlers are set: a SIGTERM before the member ignores it would end it (seen on CI).
+      const host = yield* spawnOwned("$| = 1; print \"ready\\n\"; sleep 300")
+      const member = yield* spawnOwned("$SIG{TERM} = 'IGNORE'; $| = 1; print \"ready\\n\"; sleep 300")
+      const ready: Array<number> = []
+      for (const child of [host, member]) child.stdout!.once("data", () => ready.push(child.pid!))
       const memberSignals: Array<string> = []
       member.once("exit", (_, signal) => memberSignals.push(String(signal)))
       const hostSignals: Array<string> = []
       host.once("exit", (_, signal) => hostSignals.push(String(signal)))
-      yield* waitUntil(
-        "both to run",
-        () => [host.pid!, member.pid!].every((pid) => (ProcessTree.describeProcess(pid) ?? "").startsWith("perl"))
-      )
+      yield* waitUntil("both to run with their handlers set", () => ready.length === 2)
+      const hostCommand = ProcessTree.describeProcess(host.pid!)
       const writes: Array<string> = []
       const session: Cgroup.Session = {
         path: "/nonexistent",
@@ -534,7 +535,7 @@ describe("teardown's report", () => {
       assert.deepStrictEqual(memberSignals, ["SIGKILL"])
       assert.isTrue(ProcessTree.readStat(host.pid!)?.zombie === false, "the guarded process was ended")
       assert.deepStrictEqual(hostSignals, [])
-      assert.deepStrictEqual(report.spared, [{ pid: host.pid!, movedOut: false, command: "perl -e sleep 300" }])
+      assert.deepStrictEqual(report.spared, [{ pid: host.pid!, movedOut: false, command: hostCommand }])
       assert.strictEqual(report.terminated, 1)
       assert.strictEqual(report.killed, 1)
       assert.deepStrictEqual(report.survivors, [])
