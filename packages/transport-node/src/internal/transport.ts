@@ -1,0 +1,296 @@
+/**
+ * The transport service: the containment decided, the watchdog started, a connection opened per launch spec.
+ *
+ * @internal
+ */
+import { SpawnFailed } from "@tether/core/TetherError"
+import type { SpawnError } from "@tether/core/TetherError"
+import * as Transport from "@tether/core/Transport"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import { randomUUID } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Executable from "../Executable.ts"
+import type { Options } from "../NodeTransport.ts"
+import { capabilitiesFor, watchdogEnabled } from "./capabilities.ts"
+import * as Cgroup from "./cgroup.ts"
+import { type Handle, makeConnection } from "./connection.ts"
+import * as Containment from "./containment.ts"
+import {
+  defaultKillGrace,
+  defaultMaxLineBytes,
+  defaultScanInterval,
+  defaultStderrTailBytes,
+  markerVariable,
+  survivorsMetric
+} from "./defaults.ts"
+import { buildEnvironment, findNul, secretsOf } from "./environment.ts"
+import { handOver, planFor } from "./plans.ts"
+import { isWindows } from "./platform.ts"
+import * as ProcessTree from "./processTree.ts"
+import * as Runnable from "./runnable.ts"
+import * as Secrets from "./secrets.ts"
+import { describe, spawnProcess } from "./spawn.ts"
+import * as Teardown from "./teardown.ts"
+import * as Watchdog from "./watchdog.ts"
+
+/**
+ * Builds the transport service. The containment is decided here (a cgroup layer is created, or the PID namespace
+ * probed); the watchdog (when enabled) is started at the first `open`; both are released when the enclosing scope
+ * closes.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = Effect.fnUntraced(function*(options?: Options) {
+  const maxLineBytes = options?.maxLineBytes ?? defaultMaxLineBytes
+  const stderrTailBytes = options?.stderrTailBytes ?? defaultStderrTailBytes
+  const killGraceMillis = Duration.toMillis(options?.killGrace ?? defaultKillGrace)
+  const scanMillis = Duration.toMillis(options?.scanInterval ?? defaultScanInterval)
+  const useWatchdog = watchdogEnabled(options)
+  const resolved = Containment.resolve(options?.containment ?? "auto")
+  const backend = resolved._tag === "Cgroup" || resolved._tag === "PidNamespace"
+    ? "proc" as const
+    : resolved._tag === "ProcessTree"
+    ? resolved.backend
+    : undefined
+  const watchdog = useWatchdog ? Watchdog.make() : undefined
+
+  // The layer's cgroup is removed when the layer is released and its last session is gone, whichever is last.
+  let open = 0
+  let released = false
+  const cgroupLayer = resolved._tag === "Cgroup" ? resolved.layer : undefined
+  const removeLayer = () => {
+    if (cgroupLayer !== undefined && released && open === 0 && Cgroup.removeDir(cgroupLayer.path)) {
+      watchdog?.layer(cgroupLayer.path, false)
+    }
+  }
+  if (cgroupLayer !== undefined) watchdog?.layer(cgroupLayer.path, true)
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      released = true
+      removeLayer()
+      watchdog?.close()
+    })
+  )
+
+  // What teardown never signals, whatever a tool wrote into its session's cgroup.procs: the host, its ancestors,
+  // PID 1, the watchdog's keepers. Read at each look: a parent may exit, a keeper may be replaced meanwhile.
+  const guarded = (): ReadonlySet<number> => {
+    const pids = new Set(ProcessTree.ancestry(process.pid))
+    for (const pid of watchdog?.pids() ?? []) pids.add(pid)
+    return pids
+  }
+
+  // Periodic scans of the process-tree containment: one table read for every open tree of the layer.
+  const watched = new Set<ProcessTree.Tree>()
+  let scanner: ReturnType<typeof setInterval> | undefined
+  const watch = (tree: ProcessTree.Tree): () => void => {
+    if (scanMillis <= 0 || backend !== "proc") return () => {}
+    watched.add(tree)
+    if (scanner === undefined) {
+      scanner = setInterval(() => {
+        try {
+          const table = ProcessTree.readTable("proc")
+          for (const each of watched) each.scan(table)
+        } catch {
+          // An unreadable table this time: teardown reads it again.
+        }
+      }, scanMillis)
+      scanner.unref()
+    }
+    return () => {
+      watched.delete(tree)
+      if (watched.size === 0 && scanner !== undefined) {
+        clearInterval(scanner)
+        scanner = undefined
+      }
+    }
+  }
+
+  const acquire = (
+    program: string,
+    file: string,
+    spec: Transport.LaunchSpec,
+    cwd: string | undefined,
+    termGraceMillis: number
+  ): Effect.Effect<Handle, SpawnFailed> =>
+    Effect.gen(function*() {
+      if (resolved._tag === "Unavailable") {
+        return yield* new SpawnFailed({
+          program,
+          reason: `${resolved.requested} containment was requested and is unavailable: ${resolved.reason}`
+        })
+      }
+      const secrets = secretsOf(spec)
+      // Scrubbed of every open connection's secrets too: a tool that reads another session's key hands it on to
+      // this session's host otherwise.
+      const scrub = Secrets.forConnection(Secrets.make(secrets))
+      const token = randomUUID()
+      const marker = `${markerVariable}=${token}`
+      const env = buildEnvironment(spec.env)
+      env[markerVariable] = token
+      const plan = planFor(resolved, file, spec.args)
+      const secretPipes = spec.secretPipes ?? []
+      if (secretPipes.length > 0 && isWindows) {
+        return yield* new SpawnFailed({ program, reason: "secret pipes are not supported on Windows" })
+      }
+      secretPipes.forEach((pipe, i) => {
+        env[pipe.variable] = String(plan.firstSecretFd + i)
+      })
+      if (resolved._tag === "Cgroup") {
+        const absent = Cgroup.shellVariables.filter((name) => env[name] === undefined)
+        if (absent.length > 0) env.TETHER_LAUNCHER_UNSET = absent.join(" ")
+      }
+      const nul = findNul(file, spec.args, env)
+      if (nul !== undefined) return yield* new SpawnFailed({ program, reason: nul })
+      const unrunnable = Runnable.check(file, env.PATH)
+      if (unrunnable !== undefined) return yield* new SpawnFailed({ program, reason: scrub(unrunnable) })
+
+      const session = cgroupLayer?.session()
+      const stdio: Array<"pipe" | "ignore"> = ["pipe", "pipe", "pipe"]
+      if (plan.firstSecretFd === 4) stdio.push("pipe")
+      for (let i = 0; i < secretPipes.length; i++) stdio.push("pipe")
+      // Registered before the spawn: there is no moment where the CLI runs and the watchdog does not know it.
+      watchdog?.register(marker, termGraceMillis, session?.path)
+      const unregisterSecrets = Secrets.register(secrets)
+      const unregister = Effect.sync(() => {
+        watchdog?.unregister(marker)
+        session?.remove()
+        unregisterSecrets()
+      })
+      open++
+      const { child, placed: start } = yield* spawnProcess(program, plan.file, plan.args, {
+        cwd,
+        env,
+        stdio,
+        // Its own session and process group (setsid): terminal signals aimed at the host do not reach it, and its
+        // session id names the tree.
+        detached: !isWindows,
+        windowsHide: true
+      }, (child) => {
+        // Before control returns to the event loop, so the child cannot have been reaped and its pid reused.
+        const start = backend === "proc" ? ProcessTree.readStat(child.pid!)?.start : undefined
+        if (session !== undefined) {
+          try {
+            session.place(child.pid!)
+          } catch (error) {
+            throw new Error(`could not place the CLI in its cgroup ${session.path}: ${describe(error)}`)
+          }
+          // Placed: the launcher may exec the CLI now.
+          handOver(child.stdio[3], "go")
+        }
+        return start
+      }, scrub).pipe(
+        Effect.tapError(() =>
+          Effect.andThen(
+            unregister,
+            Effect.sync(() => {
+              open--
+              removeLayer()
+            })
+          )
+        )
+      )
+      secretPipes.forEach((pipe, i) => handOver(child.stdio[plan.firstSecretFd + i], Redacted.value(pipe.value)))
+      const pid = child.pid!
+      watchdog?.setRoot(marker, pid, start)
+      const { connection, exited } = makeConnection(child, { maxLineBytes, stderrTailBytes, scrub })
+      const rootOnly = (): ReadonlyArray<ProcessTree.ProcessInfo> =>
+        exited() ? [] : [{ pid, ppid: 0, pgid: pid, sid: -1, zombie: false, start: "" }]
+      let container: Teardown.Container
+      let unwatch = () => {}
+      if (session !== undefined) {
+        // The process tree too, read by teardown twice: what it finds outside the cgroup left it (a root tool can).
+        const tree = ProcessTree.make({ backend: "proc", rootPid: pid, rootStart: start, rootReaped: exited, marker })
+        container = Teardown.cgroupContainer(
+          session,
+          guarded,
+          () => exited() ? undefined : pid,
+          () => tree.scan()
+        )
+      } else if (backend === undefined) {
+        container = Teardown.windowsContainer(pid, rootOnly)
+      } else {
+        const tree = ProcessTree.make({ backend, rootPid: pid, rootStart: start, rootReaped: exited, marker })
+        if (resolved._tag === "PidNamespace") {
+          // unshare is spared SIGTERM: its death would SIGKILL the namespace before the CLI could end cleanly.
+          container = Teardown.treeContainer("pid-namespace", tree, rootOnly, pid)
+        } else {
+          container = Teardown.treeContainer("process-tree", tree, rootOnly)
+          unwatch = watch(tree)
+        }
+      }
+      return { child, pid, marker, container, exited, connection, scrub, unregisterSecrets, unwatch }
+    })
+
+  const release = (handle: Handle, termGraceMillis: number) =>
+    Effect.callback<Teardown.Report>((resume) =>
+      Effect.sync(
+        Teardown.run({
+          child: handle.child,
+          exited: handle.exited,
+          container: handle.container,
+          termGraceMillis,
+          killGraceMillis,
+          describe: (pid) => ProcessTree.describeProcess(pid, handle.scrub),
+          done: (report) => resume(Effect.succeed(report))
+        })
+      )
+    ).pipe(
+      Effect.tap((report) => Teardown.logReport(report, survivorsMetric)),
+      Effect.ensuring(Effect.sync(() => {
+        handle.unwatch()
+        handle.unregisterSecrets()
+        watchdog?.unregister(handle.marker)
+        open--
+        removeLayer()
+      })),
+      Effect.annotateLogs({ pid: handle.pid }),
+      Effect.withSpan("NodeTransport.teardown", { attributes: { pid: handle.pid } })
+    )
+
+  const openConnection = Effect.fn("NodeTransport.open")(function*(
+    spec: Transport.LaunchSpec,
+    teardownOptions: Transport.TeardownOptions
+  ): Effect.fn.Return<Transport.Connection, SpawnError, Scope.Scope> {
+    const file = yield* Executable.resolve({ program: spec.program, path: options?.executables?.[spec.program] })
+    const cwd = Option.getOrUndefined(spec.cwd)
+    if (cwd !== undefined && !isDirectory(cwd)) {
+      return yield* new SpawnFailed({ program: spec.program, reason: `cwd ${cwd} is not a directory` })
+    }
+    const termGraceMillis = Duration.toMillis(teardownOptions.termGrace)
+    const handle = yield* Effect.acquireRelease(
+      acquire(spec.program, file, spec, cwd === undefined ? undefined : Path.resolve(cwd), termGraceMillis),
+      (handle) => release(handle, termGraceMillis)
+    )
+    return handle.connection
+  })
+
+  const note = resolved._tag === "ProcessTree" && resolved.fallback !== undefined
+    ? `auto chose the process tree: no cgroup could be created (${resolved.fallback})`
+    : resolved._tag === "Unavailable"
+    ? `${resolved.requested} containment is unavailable (${resolved.reason}): every open fails with SpawnFailed`
+    : undefined
+  return Transport.Transport.of({
+    open: openConnection,
+    capabilities: capabilitiesFor({
+      containment: Containment.mechanismOf(resolved),
+      watchdog: useWatchdog,
+      note,
+      parentDeathSignal: resolved._tag === "PidNamespace" && resolved.parentDeathSignal
+    })
+  })
+})
+
+export const isDirectory = (path: string): boolean => {
+  try {
+    return Fs.statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}
