@@ -328,6 +328,13 @@ const demo = (provider: Provider, executable: string) =>
  */
 const main = Effect.gen(function*() {
   const asked = process.argv.slice(2)
+  const unknown = asked.filter((name) => name !== claude.name && name !== codex.name)
+  if (unknown.length > 0) {
+    yield* Console.error(`unknown provider ${unknown.join(", ")}: ./run demo [claude|codex]`)
+    return yield* Effect.sync(() => {
+      process.exitCode = 2
+    })
+  }
   const providers = [claude, codex].filter((provider) => asked.length === 0 || asked.includes(provider.name))
   const found = yield* Effect.forEach(providers, (provider) => {
     const online = process.env[provider.keyVariable] !== undefined && process.env[provider.keyVariable] !== ""
