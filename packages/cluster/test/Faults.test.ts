@@ -400,6 +400,24 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       assert.include(sent.message, "no answer within 1s")
     }))
 
+  it.effect("a callTimeout does not bound a turn's outcome: a turn longer than it completes and is read", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const cluster = yield* Effect.context<Sharding.Sharding | SqlClient.SqlClient>()
+      const context = yield* Layer.build(
+        ChatsCluster.layerClient({ callTimeout: "1 second" }).pipe(Layer.provide(Layer.succeedContext(cluster)))
+      )
+      const bounded = Context.get(context, Chats)
+      // The slow turn streams for 2.4 s: more than the callTimeout, well within the turn's own deadline.
+      const turn = yield* bounded.send(id, "slow, longer than the call timeout")
+      const result = yield* turn.result.pipe(Effect.timeout("20 seconds"), Effect.orDie)
+      assert.strictEqual(result.text, "a b c")
+      const settled = yield* turn.settled
+      assert.isTrue(Exit.isSuccess(settled))
+    }))
+
   it.effect("a callTimeout that is not a positive duration is InvalidConfig", () =>
     Effect.gen(function*() {
       const cluster = yield* Effect.context<Sharding.Sharding | SqlClient.SqlClient>()

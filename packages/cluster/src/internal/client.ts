@@ -223,11 +223,18 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       ref: { readonly promptId: string; readonly turnId: string; readonly generation: number }
     ): Turn.Turn<A, TE> => ({
       id: ref.turnId,
+      // A turn's outcome waits for the turn, bounded by the turn's own deadline, never by `callTimeout`: a turn longer
+      // than it is no cut-off (and timing the wait out would interrupt the turn in the CLI).
       get result() {
-        return call(id, entity(id).Await({ ...ref, settled: false }), ref) as Effect.Effect<A, Turn.TurnError | TE>
+        return typedCall<Wire.Known>(id, ref)(entity(id).Await({ ...ref, settled: false })) as Effect.Effect<
+          A,
+          Turn.TurnError | TE
+        >
       },
       get settled() {
-        return Effect.exit(call(id, entity(id).Await({ ...ref, settled: true }), ref)) as Effect.Effect<
+        return Effect.exit(
+          typedCall<Wire.Known>(id, ref)(entity(id).Await({ ...ref, settled: true }))
+        ) as Effect.Effect<
           Exit.Exit<A, Turn.TurnError | TE>
         >
       },
