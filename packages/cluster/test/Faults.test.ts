@@ -36,7 +36,10 @@ class Chats extends SessionRegistry.Service<Chats>()("test/FaultChats", {
 const ChatsCluster = ClusterRegistry.make(Chats, { config: ChatConfig })
 
 const script = MockClaude.make([
-  MockClaude.when(/^slow/, MockClaude.text(["a ", "b ", "c"], { delay: "800 millis" }))
+  MockClaude.when(/^slow/, MockClaude.text(["a ", "b ", "c"], { delay: "800 millis" })),
+  // For the tests that need the lock refresh to cut a turn off before it ends: 6 s leaves a loaded machine's refresh
+  // (300 ms intervals, a few retries) ample time.
+  MockClaude.when(/^glacial/, MockClaude.text(["a ", "b ", "c"], { delay: "2 seconds" }))
 ])
 
 /**
@@ -182,7 +185,7 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       yield* Effect.scoped(chats.getOrCreate(id, {}))
       const before = yield* promptsWritten
       const options: ClusterRegistry.SendOptions = { promptId: `p-${id}` }
-      const running = yield* Effect.forkChild(Effect.exit(chats.run(id, "slow, three chunks", options)))
+      const running = yield* Effect.forkChild(Effect.exit(chats.run(id, "glacial, three chunks", options)))
       yield* awaitPrompts(before + 1)
       // Sharding misses a lock refresh and force-interrupts the entities of every shard it held.
       yield* locks.fail
@@ -199,7 +202,7 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
         }
       }
       // The runner let the turn finish and saved it: the retry is answered from the ledger, not run again.
-      const again = yield* chats.run(id, "slow, three chunks", options).pipe(Effect.timeout("30 seconds"))
+      const again = yield* chats.run(id, "glacial, three chunks", options).pipe(Effect.timeout("30 seconds"))
       assert.strictEqual(again.text, "a b c")
       assert.strictEqual(yield* promptsWritten, before + 1, "the prompt reached a CLI once")
     }))
@@ -211,7 +214,7 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       const id = freshId()
       yield* Effect.scoped(chats.getOrCreate(id, {}))
       const before = yield* promptsWritten
-      const turn = yield* chats.send(id, "slow, three chunks")
+      const turn = yield* chats.send(id, "glacial, three chunks")
       const result = yield* Effect.forkChild(Effect.exit(turn.result))
       const events = yield* Effect.forkChild(Effect.exit(Stream.runDrain(turn.events)))
       yield* awaitPrompts(before + 1)
@@ -317,7 +320,7 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       const failures = Metric.withAttributes(ClusterRegistry.metrics.saveFailures, attributes)
       const failed = (yield* Metric.value(failures)).count
       const options: ClusterRegistry.SendOptions = { promptId: `p-${id}` }
-      const running = yield* Effect.forkChild(Effect.exit(chats.run(id, "slow, three chunks", options)))
+      const running = yield* Effect.forkChild(Effect.exit(chats.run(id, "glacial, three chunks", options)))
       yield* awaitPrompts(before + 1)
       // The database stops: the runner's lock refresh times out (its entities are torn down) and its saves fail.
       yield* database.cut
@@ -335,7 +338,7 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       assert.isAtLeast((yield* Metric.value(failures)).count, failed + 2, "the turn's save and the last one failed")
       yield* database.restore
       yield* locks.heal
-      const again = yield* chats.run(id, "slow, three chunks", options).pipe(Effect.timeout("30 seconds"))
+      const again = yield* chats.run(id, "glacial, three chunks", options).pipe(Effect.timeout("30 seconds"))
       assert.strictEqual(again.text, "a b c", "the completed turn is answered from the ledger")
       assert.strictEqual(yield* promptsWritten, before + 1, "the prompt reached a CLI once")
     }))
