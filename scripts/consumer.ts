@@ -193,7 +193,7 @@ try {
   )
   // Internal modules are not part of the API: each package's exports refuse them, wherever they sit.
   const internals = [
-    "@tether/core/internal/json",
+    "@tether/core/internal/timeouts",
     "@tether/claude/internal/machine",
     "@tether/codex/internal/machine",
     "@tether/transport-node/internal/watchdog",
@@ -278,6 +278,11 @@ try {
   const clusterEffect = clusterFloor("effect")
   const clusterApp = Path.join(work, "cluster-app")
   Fs.cpSync(Path.join(root, "scripts", "consumer-cluster"), clusterApp, { recursive: true })
+  // The application is the cluster README's example, as the README shows it: they cannot drift apart.
+  const readme = Fs.readFileSync(Path.join(root, "packages", "cluster", "README.md"), "utf8")
+  const example = /```ts\n([\s\S]*?)```/.exec(readme)?.[1] ?? fail("the cluster's README has no ts block")
+  Fs.mkdirSync(Path.join(clusterApp, "src"), { recursive: true })
+  Fs.writeFileSync(Path.join(clusterApp, "src", "app.ts"), example)
   const tarball = (name: string) => `file:${tarballOf.get(name) ?? fail(`no tarball of ${name}`)}`
   Fs.writeFileSync(
     Path.join(clusterApp, "package.json"),
@@ -325,6 +330,15 @@ try {
 if (typeof ClusterRegistry.make !== "function" || typeof NodeCluster.layer !== "function") process.exit(3)`
   ], { cwd: clusterApp, encoding: "utf8" })
   check(loaded.status === 0, `@tether/cluster does not load (exit ${loaded.status}): ${loaded.stderr.slice(-500)}`)
+  const internal = spawnSync(process.execPath, [
+    "--input-type=module",
+    "-e",
+    `await import("@tether/cluster/internal/runner")`
+  ], { cwd: clusterApp, encoding: "utf8" })
+  check(
+    internal.status !== 0 && internal.stderr.includes("ERR_PACKAGE_PATH_NOT_EXPORTED"),
+    `@tether/cluster/internal/runner is importable from the application (exit ${internal.status})`
+  )
   log(
     `npm installed @tether/cluster with effect ${clusterEffect} (its floor), no unmet peer; its README's example ` +
       `type-checks and the package loads (${seconds(clusterAt)})`

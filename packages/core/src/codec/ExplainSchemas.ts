@@ -1,5 +1,5 @@
 /**
- * The schema side of a codec's failure path (see `explainer.ts`): decodes a value with the decoder of a schema named
+ * The schema side of a codec's failure path (see `Explainer.ts`): decodes a value with the decoder of a schema named
  * by its export, as the codec's `explain` module does. It loads `effect/Schema`; only the explain modules import it.
  *
  * @since 0.1.0

@@ -146,7 +146,6 @@ class Driver {
   private readonly running = new Map<string, Fiber.Fiber<unknown, unknown>>()
   readonly ready = Deferred.makeUnsafe<unknown, HandshakeFailed | StartupTimeout>()
   private ended = false
-  /** The running turn, until its first output (text, message or tool use) is published. */
 
   readonly options: Options
   readonly clock: Clock.Clock
