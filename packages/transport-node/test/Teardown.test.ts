@@ -512,6 +512,7 @@ describe("teardown's report", () => {
         moveOut: () => false,
         moveIn: () => false,
         foreign: () => [],
+        alone: () => true,
         remove: () => false
       }
       const container = Teardown.cgroupContainer(session, () => new Set([host.pid!]))

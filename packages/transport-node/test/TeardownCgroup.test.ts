@@ -320,6 +320,50 @@ describe.runIf(runs)("a CLI moved out of its session's cgroup", { timeout: 20_00
   })
 })
 
+describe.runIf(runs)("a process in a cgroup a tool made beside the sessions'", { timeout: 20_000 }, () => {
+  it.live("is not taken by another live session's teardown; the last session's takes it", () =>
+    Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      const open = (mark: string, scope: Scope.Closeable) =>
+        Effect.gen(function*() {
+          const connection = yield* transport.open(fakeSpec(mark, {}), { termGrace: Duration.millis(termGraceMillis) })
+            .pipe(Scope.provide(scope))
+          yield* connection.write(initialize)
+          yield* Stream.runHead(connection.stdout)
+          return connection
+        })
+      const [markA, markB] = [newMark(), newMark()]
+      yield* killOnExit(markA)
+      yield* killOnExit(markB)
+      const [scopeA, scopeB] = [yield* Scope.make(), yield* Scope.make()]
+      yield* Effect.addFinalizer(() => Effect.andThen(Scope.close(scopeB, Exit.void), Scope.close(scopeA, Exit.void)))
+      const a = Option.getOrThrow((yield* open(markA, scopeA)).pid)
+      yield* open(markB, scopeB)
+      // What one of A's tools leaves as root: a process with no marker and no parent, in a cgroup it made in the
+      // layer's beside the sessions'. Nothing tells whose it is.
+      const sibling = `${cgroupOf(a)!.replace(/\/[^/]+$/, "")}/tool-made-${markA.slice(-8)}`
+      const stray = yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          Fs.mkdirSync(sibling)
+          const child = ChildProcess.spawn("sleep", ["300"], { detached: true, stdio: "ignore", env: {} })
+          child.unref()
+          Fs.writeFileSync(`${sibling}/cgroup.procs`, `${child.pid}\n`)
+          return { pid: child.pid!, start: startOf(child.pid!), name: "stray" }
+        }),
+        (stray) =>
+          Effect.sync(() => {
+            if (isAlive(stray)) process.kill(stray.pid, "SIGKILL")
+            Cgroup.removeTree(sibling)
+          })
+      )
+      assert.strictEqual(cgroupOf(stray.pid), sibling)
+      yield* Scope.close(scopeB, Exit.void)
+      assert.isTrue(isAlive(stray), "B's teardown took a process that could be A's")
+      yield* Scope.close(scopeA, Exit.void)
+      yield* waitUntil("A's teardown, the layer's last, to end it", () => !isAlive(stray), boundMillis)
+    }).pipe(Effect.scoped, Effect.provide(layer)))
+})
+
 describe.runIf(runs)("a CLI moved out of its session's cgroup, then the host SIGKILLed", { timeout: 20_000 }, () => {
   it.live("the watchdog brings it back and ends it", () =>
     Effect.gen(function*() {

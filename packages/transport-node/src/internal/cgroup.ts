@@ -26,8 +26,10 @@
  *
  * Leaving the cgroup (root can): the CLI moved elsewhere is moved back (its pid names it until the host reaps it);
  * a process the session's process tree finds outside (parent links, sessions, the marker) is moved back; so is what
- * sits in a cgroup a tool made in the layer's beside the sessions' ({@link foreign}). One that moved elsewhere with
- * its environment cleared and its parent gone is not found: a cgroup namespace would keep it in.
+ * sits in a cgroup a tool made in the layer's beside the sessions' ({@link foreign}), when the closing session is
+ * the layer's only one (with others live, what the tree does not claim could be theirs: it is left to the last
+ * session's teardown, the layer's release or the watchdog). One that moved elsewhere with its environment cleared
+ * and its parent gone is not found: a cgroup namespace would keep it in.
  */
 import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
@@ -107,6 +109,11 @@ export interface Session {
    * is in them came from a session of the layer.
    */
   readonly foreign: () => ReadonlyArray<string>
+  /**
+   * No other session's cgroup is in the layer's: what sits in a {@link foreign} cgroup and no process tree claims can
+   * only be this session's.
+   */
+  readonly alone: () => boolean
   /**
    * Removes the nested cgroups, deepest first, then the session's; false while processes are in any of them (EBUSY)
    * or when one cannot be removed. Empty {@link foreign} cgroups go too.
@@ -189,11 +196,27 @@ const makeSession = (path: string, own: string): Session => {
     moveOut: (pid) => move(pid, own),
     moveIn: (pid) => move(pid, path),
     foreign: () => foreign(layer),
+    alone: () => sessions(layer).every((dir) => dir === path),
     remove: () => {
       const removed = removeTree(path)
       for (const dir of foreign(layer)) removeTree(dir)
       return removed
     }
+  }
+}
+
+/**
+ * The sessions' cgroups (`s<n>`) in a layer's cgroup.
+ *
+ * @internal
+ */
+export const sessions = (layer: string): ReadonlyArray<string> => {
+  try {
+    return Fs.readdirSync(layer, { withFileTypes: true })
+      .filter((child) => child.isDirectory() && /^s[0-9]+$/.test(child.name))
+      .map((child) => Path.join(layer, child.name))
+  } catch {
+    return []
   }
 }
 

@@ -115,10 +115,14 @@ export const cgroupContainer = (
   const recall = (members: ReadonlyArray<number>, guard: ReadonlySet<number>) => {
     const inside = new Set(members)
     const outside = [...tree()]
-    for (const dir of session.foreign()) {
-      for (const pid of Cgroup.members(dir)) {
-        const info = ProcessTree.readStat(pid)
-        if (info !== undefined) outside.push(info)
+    // What the tree does not claim in a cgroup a tool made beside the sessions' is this session's only when no
+    // other session is live in the layer: one session's teardown never takes another's processes.
+    if (session.alone()) {
+      for (const dir of session.foreign()) {
+        for (const pid of Cgroup.members(dir)) {
+          const info = ProcessTree.readStat(pid)
+          if (info !== undefined) outside.push(info)
+        }
       }
     }
     for (const info of outside) {
