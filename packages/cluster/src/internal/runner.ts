@@ -17,17 +17,8 @@
  *
  * @internal
  */
-import {
-  type EventLog,
-  Permission,
-  Session,
-  type SessionEvent,
-  SessionRegistry,
-  TetherError,
-  type Turn
-} from "@tether/core"
+import { Permission, Session, SessionRegistry, TetherError, type Turn } from "@tether/core"
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Entity from "effect/cluster/Entity"
 import type * as RunnerAddress from "effect/cluster/RunnerAddress"
 import type * as ShardId from "effect/cluster/ShardId"
@@ -40,7 +31,6 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
@@ -49,8 +39,12 @@ import * as Crypto from "node:crypto"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Files from "./files.ts"
+import { fromLedger, type Incarnation, outcome, remember, type TrackedTurn, unavailable } from "./incarnation.ts"
+import { locateAt, metrics, placeOf } from "./place.ts"
 import type * as Protocol from "./protocol.ts"
+import * as Saving from "./saving.ts"
 import * as Store from "./store.ts"
+import * as Streams from "./streams.ts"
 import * as Unsaved from "./unsaved.ts"
 import * as Wire from "./wire.ts"
 
@@ -69,78 +63,7 @@ export interface Settings extends SessionRegistry.Settings {
   readonly unsavedRetention?: Duration.Input | undefined
 }
 
-/** The cluster registry's metrics; every runner records them with its address as the `runner` attribute. */
-export const metrics = {
-  sessions: Metric.gauge("tether_cluster_sessions", { description: "Sessions live on this runner" }),
-  restores: Metric.counter("tether_cluster_restores", {
-    description: "Generations started, by how the previous one ended (new, clean, lost, reset)",
-    incremental: true
-  }),
-  saveDuration: Metric.timer("tether_cluster_save_duration", { description: "Saving a session after a turn" }),
-  savedBytes: Metric.counter("tether_cluster_saved_bytes", {
-    description: "Conversation bytes written to the database",
-    incremental: true
-  }),
-  saveFailures: Metric.counter("tether_cluster_save_failures", {
-    description: "Saves that failed (the database was unreachable, or another runner owns the session)",
-    incremental: true
-  }),
-  redeliveries: Metric.counter("tether_cluster_redeliveries", {
-    description: "Sends the cluster delivered again, by what they found in the ledger (joined, completed, lost)",
-    incremental: true
-  }),
-  drainDuration: Metric.timer("tether_cluster_drain_duration", {
-    description: "Releasing a session when its entity stops (a runner shutting down, a shard moving)"
-  })
-} as const
-
-// ---------------------------------------------------------------------------------------------------------------
-// Incarnations
-// ---------------------------------------------------------------------------------------------------------------
-
-interface TrackedTurn<A, TE> {
-  readonly promptId: string
-  readonly turn: Turn.Turn<A & Turn.TurnResult, TE>
-  readonly saved: Deferred.Deferred<void>
-}
-
-/** One generation of a session, live on this runner. */
-interface Incarnation<A, TE> {
-  readonly id: string
-  readonly generation: number
-  readonly base: number
-  readonly directory: string
-  readonly durable: boolean
-  readonly previous: Store.Begun["previous"]
-  session: Session.Session<A & Turn.TurnResult, TE> | undefined
-  localGeneration: number | undefined
-  conversationId: string | undefined
-  tracked: { readonly [path: string]: Files.Tracked }
-  ceiling: number
-  /** The cluster seq of the last event the recorder read. */
-  lastSeq: number
-  /** Durable events not saved yet. */
-  pending: Array<Store.StoredEvent>
-  /** Turns that ended and are not in the ledger yet. */
-  ended: Array<{ readonly turnId: string; readonly state: "completed" | "failed"; readonly outcome: unknown }>
-  readonly turns: Map<string, TrackedTurn<A, TE>>
-  readonly prompts: Map<string, string>
-  /**
-   * Prompts claimed in the ledger whose send to the session has not returned yet: a second delivery of one waits
-   * for it here instead of finding it dispatched with no turn (and reporting a running turn as lost).
-   */
-  readonly sending: Map<string, Deferred.Deferred<TrackedTurn<A, TE> | undefined>>
-  readonly saving: Semaphore.Semaphore
-  /** The last save has begun: no save after it may mark the generation live again. */
-  ending: boolean
-  /** A save failed: a fiber saves again until one succeeds, or the generation ends. */
-  retrying: boolean
-  recorder: Fiber.Fiber<void> | undefined
-  readonly closed: Deferred.Deferred<void>
-}
-
-/** How many finished turns an incarnation remembers in memory (older ones are answered from the ledger). */
-const rememberedTurns = 256
+export { metrics } from "./place.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // The runner
@@ -158,21 +81,6 @@ const safeName = (id: string): string =>
   `${id.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 48)}-${
     Crypto.createHash("sha256").update(id).digest("hex").slice(0, 12)
   }`
-
-const unavailable = (reason: string) => new TetherError.SessionUnavailable({ status: "unknown", reason })
-
-const lostTurn = (
-  id: string,
-  turn: { readonly generation: number; readonly promptId: string; readonly turnId: string | null }
-) =>
-  new TetherError.SessionRetired({
-    reason: `runner lost: generation ${turn.generation} of session ${id} stopped before turn ${
-      turn.turnId ?? turn.promptId
-    } ended, and whether its CLI ran the prompt is unknown`,
-    acknowledged: false
-  })
-
-const isTerminal = (event: SessionEvent.SessionEvent) => event._tag === "TurnCompleted" || event._tag === "TurnFailed"
 
 /**
  * The layer that registers the session entity on this runner: the runner's registry, its store, and the entity's
@@ -205,15 +113,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   options: Options<C, CE, E, R, A, TE>
 ) {
   // The runner's address, learned from the first entity that starts here (every session starts through one).
-  let address = "unknown"
-  let attributes = { runner: address, registry: options.name }
-  let sessionsGauge = Metric.withAttributes(metrics.sessions, attributes)
-  const locate = (runner: RunnerAddress.RunnerAddress) => {
-    if (address !== "unknown") return
-    address = `${runner.host}:${runner.port}`
-    attributes = { runner: address, registry: options.name }
-    sessionsGauge = Metric.withAttributes(metrics.sessions, attributes)
-  }
+  const place = placeOf(options.name)
+  const locate = (runner: RunnerAddress.RunnerAddress) => locateAt(place, runner)
   const settings = options.settings
   const kind = options.kind
   const problems: Array<string> = []
@@ -292,234 +193,11 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     writeTimeout: finalSaveTimeout,
     scope: runnerScope
   })
-
-  // ------------------------------------------------------------------------------------------------------------
-  // Saving
-  // ------------------------------------------------------------------------------------------------------------
-
-  /**
-   * Saves what the incarnation did since its last save (fenced by its generation), with a few retries: `saved`,
-   * `fenced` (another runner owns the session now: this generation must not go on; its turns' outcomes still go to
-   * the ledger) or `failed` (the database is unreachable: saved again later, see {@link retryLater}). What the last
-   * save of a generation could not write, even when it is cut short by `finalSaveTimeout`, is kept (`unsaved.ts`)
-   * and written when the database returns.
-   */
-  const save = (inc: Incarnation<A, TE>, final: boolean) =>
-    inc.saving.withPermits(1)(
-      Effect.gen(function*() {
-        // A save that waited behind the last one must not mark the generation live again.
-        if (inc.ending && !final) return "saved" as const
-        const t0 = yield* Clock.currentTimeMillis
-        if (inc.session !== undefined && inc.conversationId === undefined) {
-          inc.conversationId = Option.getOrUndefined(yield* inc.session.sessionId)
-        }
-        const collected = inc.conversationId === undefined
-          ? { changes: [], tracked: inc.tracked }
-          : yield* Files.collect(inc.directory, inc.conversationId, inc.tracked)
-        const events = inc.pending
-        const ended = inc.ended
-        const turns = ended.flatMap((turn) => {
-          const promptId = inc.turns.get(turn.turnId)?.promptId
-          return promptId === undefined ? [] : [{ promptId, ...turn }]
-        })
-        const payload: Store.Save = {
-          conversationId: inc.conversationId,
-          changes: collected.changes,
-          tracked: collected.tracked,
-          events,
-          seq: final ? inc.lastSeq : Math.max(inc.base, events.length > 0 ? events[events.length - 1].seq : inc.base),
-          turns,
-          final
-        }
-        const completions = turns.map((turn) => ({ ...turn, generation: inc.generation }))
-        let written = false
-        const exit = yield* store.save(inc.id, inc.generation, payload).pipe(
-          Effect.retry({
-            while: (error) => error._tag !== "Fenced",
-            times: 4,
-            schedule: Schedule.exponential("100 millis")
-          }),
-          Effect.tap(() =>
-            Effect.sync(() => {
-              written = true
-            })
-          ),
-          Effect.exit,
-          // The last save, cut short (by `finalSaveTimeout`) or failed: kept, to be written when the database returns.
-          Effect.onExit(() =>
-            final && !written
-              ? unsaved.keep({ id: inc.id, generation: inc.generation, save: payload, completions })
-              : Effect.void
-          )
-        )
-        if (Exit.isFailure(exit)) {
-          yield* Metric.update(Metric.withAttributes(metrics.saveFailures, attributes), 1)
-          yield* Effect.logWarning(`could not save session ${inc.id} (generation ${inc.generation})`, exit.cause)
-          const error = Cause.findErrorOption(exit.cause)
-          if (Option.isNone(error) || error.value._tag !== "Fenced") return "failed" as const
-          // Another runner owns the session now: this generation must not go on. What its turns did is still true.
-          if (!final && completions.length > 0) {
-            const completed = yield* Effect.exit(store.complete(inc.id, completions))
-            if (Exit.isFailure(completed)) {
-              yield* unsaved.keep({ id: inc.id, generation: inc.generation, save: undefined, completions })
-            }
-            inc.ended = inc.ended.slice(ended.length)
-          }
-          if (inc.session !== undefined && !final) {
-            yield* inc.session.retire("another runner owns this session now")
-          }
-          return "fenced" as const
-        }
-        inc.tracked = collected.tracked
-        inc.pending = inc.pending.slice(events.length)
-        inc.ended = inc.ended.slice(ended.length)
-        const t1 = yield* Clock.currentTimeMillis
-        yield* Metric.update(Metric.withAttributes(metrics.saveDuration, attributes), Duration.millis(t1 - t0))
-        const bytes = collected.changes.reduce((total, change) => total + change.data.length, 0)
-        if (bytes > 0) {
-          yield* Metric.update(Metric.withAttributes(metrics.savedBytes, attributes), bytes)
-        }
-        return "saved" as const
-      })
-    ).pipe(
-      Effect.withSpan("ClusterRegistry.save", {
-        attributes: {
-          "tether.session.id": inc.id,
-          "tether.session.generation": inc.generation,
-          "tether.runner": address,
-          "tether.save.final": final
-        }
-      })
-    )
-
-  /**
-   * Saves the incarnation again, every second, after a save failed (the database was unreachable), until one
-   * succeeds or its generation ends (whose last save takes over what is unsaved): a turn that completed reaches the
-   * ledger when the database returns, not only with the session's next turn.
-   */
-  const retryLater = (inc: Incarnation<A, TE>) =>
-    Effect.suspend(() => {
-      if (inc.retrying) return Effect.void
-      inc.retrying = true
-      const attempt: Effect.Effect<void> = Effect.gen(function*() {
-        yield* Effect.sleep(Unsaved.retryInterval)
-        if (inc.ending) return
-        if ((yield* save(inc, false)) === "failed") return yield* attempt
-      })
-      return Effect.asVoid(Effect.forkIn(
-        Effect.ensuring(
-          attempt,
-          Effect.sync(() => {
-            inc.retrying = false
-          })
-        ),
-        runnerScope
-      ))
-    })
-
-  /** Settles the saves of the turns that ended, whatever the save did: their waiters must not wait forever. */
-  const settleSaved = (inc: Incarnation<A, TE>, turnIds: ReadonlyArray<string>) =>
-    Effect.sync(() => {
-      for (const turnId of turnIds) {
-        const tracked = inc.turns.get(turnId)
-        if (tracked !== undefined) Deferred.doneUnsafe(tracked.saved, Exit.void)
-      }
-    })
-
-  /** Reads the incarnation's events for as long as its session lives: keeps the durable ones, saves after turns. */
-  const record = (inc: Incarnation<A, TE>) =>
-    Effect.scoped(Effect.gen(function*() {
-      const deliveries = yield* inc.session!.subscribe("start")
-      yield* Stream.runForEachArray(deliveries, (chunk) =>
-        Effect.gen(function*() {
-          const endedTurns: Array<string> = []
-          for (const delivery of chunk) {
-            if (delivery._tag === "Lag") {
-              const from = inc.base + delivery.resumeSeq - delivery.missed
-              if (inc.durable) {
-                inc.pending.push({
-                  seq: from,
-                  generation: inc.generation,
-                  turnId: undefined,
-                  event: undefined,
-                  gapTo: inc.base + delivery.resumeSeq - 1
-                })
-              }
-              inc.lastSeq = inc.base + delivery.resumeSeq - 1
-              continue
-            }
-            const seq = inc.base + delivery.seq
-            inc.lastSeq = seq
-            const event = delivery.event
-            if (inc.durable) {
-              inc.pending.push({
-                seq,
-                generation: inc.generation,
-                turnId: event.turnId,
-                event: Wire.eventToJson(inc.generation, event)
-              })
-            }
-            if (isTerminal(event) && event.turnId !== undefined) {
-              inc.ended.push(
-                event._tag === "TurnCompleted"
-                  ? { turnId: event.turnId, state: "completed", outcome: { ok: true, result: event.result } }
-                  : {
-                    turnId: event.turnId,
-                    state: "failed",
-                    outcome: { ok: false, error: Wire.errorToJson((event as { readonly error: unknown }).error) }
-                  }
-              )
-              endedTurns.push(event.turnId)
-            }
-          }
-          if (inc.lastSeq > inc.ceiling - Store.seqBlock / 2) {
-            inc.ceiling = inc.ceiling + Store.seqBlock
-            yield* Effect.ignore(store.extend(inc.id, inc.generation, inc.ceiling))
-          }
-          if (endedTurns.length > 0) {
-            if ((yield* save(inc, false)) === "failed") yield* retryLater(inc)
-            yield* settleSaved(inc, endedTurns)
-          }
-        }))
-    }))
+  const { finalize, record } = Saving.make({ store, unsaved, place, runnerScope, finalSaveTimeout, incarnations })
 
   // ------------------------------------------------------------------------------------------------------------
   // Starting and ending generations
   // ------------------------------------------------------------------------------------------------------------
-
-  /**
-   * Ends an incarnation (its session has closed): the last save (bounded by `finalSaveTimeout`: a database that
-   * hangs must not hang a release, an eviction or a drain; what it did not save is recovered as a lost generation),
-   * then the directory goes. Whatever the save and the removal do, the incarnation is forgotten and `closed` is
-   * signalled: the entity's keep-alive and an `Evict` wait on it.
-   */
-  const finalize = (inc: Incarnation<A, TE>) =>
-    Effect.gen(function*() {
-      inc.ending = true
-      if (inc.recorder !== undefined) {
-        // The session's log ended with it; the recorder is reading its last events.
-        const done = yield* Effect.timeoutOption(Fiber.await(inc.recorder), Duration.seconds(5))
-        if (Option.isNone(done)) yield* Fiber.interrupt(inc.recorder)
-      }
-      const saved = yield* Effect.timeoutOption(save(inc, true), finalSaveTimeout)
-      if (Option.isNone(saved)) {
-        yield* Metric.update(Metric.withAttributes(metrics.saveFailures, attributes), 1)
-        yield* Effect.logWarning(
-          `the last save of session ${inc.id} (generation ${inc.generation}) took longer than ${
-            Duration.format(finalSaveTimeout)
-          }: given up`
-        )
-      }
-    }).pipe(
-      Effect.ensuring(Effect.suspend(() => settleSaved(inc, [...inc.turns.keys()]))),
-      Effect.ensuring(Effect.ignore(Files.remove(inc.directory), { log: "Warn" })),
-      Effect.ensuring(Effect.suspend(() => {
-        if (incarnations.get(inc.id) === inc) incarnations.delete(inc.id)
-        Deferred.doneUnsafe(inc.closed, Exit.void)
-        return Metric.update(sessionsGauge, incarnations.size)
-      })),
-      Effect.uninterruptible
-    )
 
   /**
    * The kind the runner's registry starts sessions with: the next generation in the database, the conversation
@@ -533,7 +211,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       // What an earlier generation of this id could not save goes first: its last save (or its turns' outcomes).
       yield* unsaved.flush(id)
       const begun = yield* store.begin(id, {
-        runner: address,
+        runner: place.address,
         fingerprint: kind.fingerprint(config),
         config: encoded,
         durable: start.durable,
@@ -578,12 +256,15 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       )
       incarnations.set(id, inc)
       live(id)
-      yield* Metric.update(sessionsGauge, incarnations.size)
-      yield* Metric.update(Metric.withAttributes(metrics.restores, { ...attributes, previous: begun.previous }), 1)
+      yield* Metric.update(place.sessionsGauge, incarnations.size)
+      yield* Metric.update(
+        Metric.withAttributes(metrics.restores, { ...place.attributes, previous: begun.previous }),
+        1
+      )
       return inc.session
     }).pipe(
       Effect.withSpan("ClusterRegistry.restore", {
-        attributes: { "tether.session.id": id, "tether.runner": address }
+        attributes: { "tether.session.id": id, "tether.runner": place.address }
       })
     )
 
@@ -713,36 +394,6 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   // Turns
   // ------------------------------------------------------------------------------------------------------------
 
-  const remember = (inc: Incarnation<A, TE>, promptId: string, turn: Turn.Turn<A & Turn.TurnResult, TE>) => {
-    const tracked: TrackedTurn<A, TE> = { promptId, turn, saved: Deferred.makeUnsafe() }
-    inc.turns.set(turn.id, tracked)
-    inc.prompts.set(promptId, turn.id)
-    if (inc.turns.size > rememberedTurns) {
-      for (const [turnId, old] of inc.turns) {
-        if (inc.turns.size <= rememberedTurns) break
-        if (!Deferred.isDoneUnsafe(old.saved)) continue
-        inc.turns.delete(turnId)
-        inc.prompts.delete(old.promptId)
-      }
-    }
-    return tracked
-  }
-
-  /** A turn's outcome once its save is done (bounded: a database outage delays the reply, never loses it). */
-  const outcome = (tracked: TrackedTurn<A, TE>, settled: boolean) =>
-    Effect.gen(function*() {
-      const exit = settled ? yield* tracked.turn.settled : yield* Effect.exit(tracked.turn.result)
-      yield* Effect.timeoutOption(Deferred.await(tracked.saved), Duration.seconds(15))
-      return yield* exit
-    })
-
-  /** A turn the ledger has: its saved outcome, or the loss of the runner that had it. */
-  const fromLedger = (id: string, turn: Store.LedgerTurn) => {
-    if (turn.state === "dispatched") return Effect.fail(lostTurn(id, turn))
-    const saved = turn.outcome as { readonly ok: boolean; readonly result?: unknown; readonly error?: unknown }
-    return saved.ok ? Effect.succeed(saved.result) : Effect.fail(Wire.errorFromJson<Wire.Known>(saved.error))
-  }
-
   const readTurn = (id: string, promptId: string) =>
     store.turn(id, promptId).pipe(
       Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
@@ -778,7 +429,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         const turnId = inc.prompts.get(payload.promptId)
         tracked = turnId === undefined ? undefined : inc.turns.get(turnId)
         const outcome = tracked !== undefined ? "joined" : claim.turn.state === "dispatched" ? "lost" : "completed"
-        yield* Metric.update(Metric.withAttributes(metrics.redeliveries, { ...attributes, outcome }), 1)
+        yield* Metric.update(Metric.withAttributes(metrics.redeliveries, { ...place.attributes, outcome }), 1)
         if (tracked === undefined) {
           const turn = claim.turn
           if (!payload.wait) {
@@ -817,7 +468,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       return { turnId: tracked.turn.id, generation: inc.generation, result }
     })).pipe(
       Effect.withSpan("ClusterRegistry.send", {
-        attributes: { "tether.session.id": id, "tether.runner": address, "tether.prompt.id": payload.promptId }
+        attributes: { "tether.session.id": id, "tether.runner": place.address, "tether.prompt.id": payload.promptId }
       })
     )
 
@@ -826,6 +477,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     const inc = incarnations.get(id)
     return inc !== undefined && inc.generation === ref.generation ? inc.turns.get(ref.turnId) : undefined
   }
+
+  const { subscribe, turnEvents } = Streams.make({ store, incarnations, ensure, trackedTurn })
 
   const awaitTurn = (id: string, ref: {
     readonly promptId: string
@@ -843,115 +496,6 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     })
 
   // ------------------------------------------------------------------------------------------------------------
-  // Events
-  // ------------------------------------------------------------------------------------------------------------
-
-  const toDelivery =
-    (inc: Incarnation<A, TE>) => (delivery: EventLog.Delivery<SessionEvent.SessionEvent>): Wire.Delivery =>
-      delivery._tag === "Event"
-        ? { _tag: "Event", seq: inc.base + delivery.seq, event: Wire.eventToJson(inc.generation, delivery.event) }
-        : { _tag: "Lag", missed: delivery.missed, resumeSeq: inc.base + delivery.resumeSeq, reason: "behind" }
-
-  /** Saved events after `after`, page by page, as deliveries; and the seq the pages reached. */
-  const savedEvents = (id: string, after: number) =>
-    Stream.paginate(after, (cursor) =>
-      Effect.map(
-        // A database that cannot be read is not events lost: the subscriber gets a typed, retryable failure.
-        store.eventsAfter(id, cursor, 500).pipe(
-          Effect.mapError((error) => unavailable(`the saved events of ${id} cannot be read: ${error.message}`))
-        ),
-        (
-          rows
-        ): readonly [ReadonlyArray<Store.StoredEvent>, Option.Option<number>] => [
-          rows,
-          rows.length < 500 ? Option.none() : Option.some(rows[rows.length - 1].gapTo ?? rows[rows.length - 1].seq)
-        ]
-      ))
-
-  /**
-   * A subscription in the cluster's seqs: a `Position` first, then the saved events after `after` (durable
-   * sessions), a lag marker for what is neither saved nor in the live session's ring, then the live events.
-   */
-  const subscribe = (id: string, from: typeof Protocol.From.Type, generation: number | undefined) =>
-    Stream.unwrap(Effect.gen(function*() {
-      // Restored if need be, but not pinned: a subscription never keeps a session from its idle TTL (as in one
-      // process); its stream ends when the session closes.
-      const { inc } = yield* Effect.scoped(ensure(id, { generation }))
-      const session = inc.session!
-      let cursor = from === "latest"
-        ? inc.base + (yield* session.latestSeq)
-        : from === "start"
-        ? 0
-        : from.after
-      const position: Wire.Delivery = { _tag: "Position", seq: cursor, generation: inc.generation }
-      const before: Array<Wire.Delivery> = []
-      if (cursor < inc.base && inc.durable) {
-        // The saved events of earlier generations (and of this one, if already saved), and the gaps between them.
-        const rows = yield* Stream.runCollect(savedEvents(id, cursor))
-        for (const row of rows) {
-          if (row.gapTo !== undefined) {
-            if (row.gapTo > cursor) {
-              before.push({ _tag: "Lag", missed: row.gapTo - cursor, resumeSeq: row.gapTo + 1, reason: "lost" })
-              cursor = row.gapTo
-            }
-          } else if (row.seq > cursor) {
-            if (row.seq > cursor + 1) {
-              before.push({ _tag: "Lag", missed: row.seq - cursor - 1, resumeSeq: row.seq, reason: "lost" })
-            }
-            before.push({ _tag: "Event", seq: row.seq, event: row.event })
-            cursor = row.seq
-          }
-        }
-      }
-      if (cursor < inc.base) {
-        before.push({
-          _tag: "Lag",
-          missed: inc.base - cursor,
-          resumeSeq: inc.base + 1,
-          reason: inc.durable ? "lost" : "not-durable"
-        })
-        cursor = inc.base
-      }
-      const live = yield* session.subscribe({ after: cursor - inc.base })
-      return Stream.make(position, ...before).pipe(
-        Stream.concat(Stream.map(live, toDelivery(inc))),
-        Stream.concat(Stream.succeed<Wire.Delivery>({ _tag: "End" }))
-      )
-    }))
-
-  /**
-   * A turn's events: live, from the turn itself; a turn of an earlier generation, from the saved events of a
-   * durable session; else (its runner died before saving them) a gap.
-   */
-  const turnEvents = (
-    id: string,
-    ref: { readonly promptId: string; readonly turnId: string; readonly generation: number }
-  ) =>
-    Stream.unwrap(Effect.gen(function*() {
-      const inc = incarnations.get(id)
-      const tracked = trackedTurn(id, ref)
-      if (inc !== undefined && tracked !== undefined) {
-        return tracked.turn.events.pipe(
-          Stream.map(toDelivery(inc)),
-          Stream.concat(Stream.succeed<Wire.Delivery>({ _tag: "End" }))
-        )
-      }
-      const saved = yield* store.turnEvents(id, ref.turnId).pipe(
-        Effect.mapError((error) =>
-          unavailable(`the saved events of turn ${ref.turnId} cannot be read: ${error.message}`)
-        )
-      )
-      const deliveries: Array<Wire.Delivery> = saved.map((row) => ({ _tag: "Event", seq: row.seq, event: row.event }))
-      const ended = saved.some((row) => isTerminal(row.event as SessionEvent.SessionEvent))
-      if (!ended) {
-        const last = saved.length === 0 ? 0 : saved[saved.length - 1].seq
-        deliveries.push({ _tag: "Lag", missed: 1, resumeSeq: last + 2, reason: "lost" })
-      }
-      deliveries.push({ _tag: "End" })
-      return Stream.fromIterable(deliveries)
-    }))
-
-  // ------------------------------------------------------------------------------------------------------------
   // The entity
   // ------------------------------------------------------------------------------------------------------------
 
@@ -960,7 +504,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       const inc = incarnations.get(id)
       if (inc === undefined) return yield* new SessionRegistry.SessionNotFound({ id })
       const local = yield* registry.snapshot(id)
-      return { ...local, generation: inc.generation, runner: address }
+      return { ...local, generation: inc.generation, runner: place.address }
     })
 
   /** Releases the session of an entity that stops (shard moved, runner draining): graceful, bounded. */
@@ -970,8 +514,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       return registry.evict(id, { timeout: drainTimeout }).pipe(
         Effect.ignore,
         Effect.timed,
-        Effect.flatMap(([took]) => Metric.update(Metric.withAttributes(metrics.drainDuration, attributes), took)),
-        Effect.withSpan("ClusterRegistry.drain", { attributes: { "tether.session.id": id, "tether.runner": address } })
+        Effect.flatMap(([took]) => Metric.update(Metric.withAttributes(metrics.drainDuration, place.attributes), took)),
+        Effect.withSpan("ClusterRegistry.drain", {
+          attributes: { "tether.session.id": id, "tether.runner": place.address }
+        })
       )
     })
 
