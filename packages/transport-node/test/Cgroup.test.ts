@@ -15,6 +15,25 @@ const hybrid = [
   "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw"
 ].join("\n")
 
+/**
+ * A layer with one session and a `sleep` (not placed yet); however the test ends, the process is killed, then (once
+ * it has left) the cgroups are removed.
+ */
+const sleepInSession = Effect.gen(function*() {
+  const layer = Cgroup.makeLayer()
+  if (typeof layer === "string") return yield* Effect.die(new Error(layer))
+  const session = layer.session()
+  const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
+  yield* Effect.addFinalizer(() =>
+    Effect.gen(function*() {
+      child.kill("SIGKILL")
+      yield* waitUntil("the session's cgroups to be removed", () => session.remove(), 2_000).pipe(Effect.ignore)
+      layer.remove()
+    })
+  )
+  return { child, layer, session }
+})
+
 describe("Cgroup.locate", () => {
   it.effect("the cgroup2 mount beside v1 controllers, and the host's cgroup under it", () =>
     Effect.sync(() => {
@@ -90,18 +109,7 @@ describe("Cgroup (this machine)", () => {
     "a session cgroup holds a process, kills it with cgroup.kill, and is removed; the layer too",
     () =>
       Effect.gen(function*() {
-        const layer = Cgroup.makeLayer()
-        if (typeof layer === "string") return assert.fail(layer)
-        const session = layer.session()
-        const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
-        // However the test ends: the process killed, then (once it has left) the cgroups removed.
-        yield* Effect.addFinalizer(() =>
-          Effect.gen(function*() {
-            child.kill("SIGKILL")
-            yield* waitUntil("the session's cgroup to be removed", () => session.remove(), 2_000).pipe(Effect.ignore)
-            layer.remove()
-          })
-        )
+        const { child, layer, session } = yield* sleepInSession
         session.place(child.pid!)
         assert.deepStrictEqual(session.pids(), [child.pid!])
         assert.isFalse(session.remove(), "a populated cgroup cannot be removed")
@@ -121,18 +129,7 @@ describe("Cgroup (this machine)", () => {
     "a session's subtree: nested members are its members, populated and cgroup.kill reach them, removal is deepest first",
     () =>
       Effect.gen(function*() {
-        const layer = Cgroup.makeLayer()
-        if (typeof layer === "string") return assert.fail(layer)
-        const session = layer.session()
-        const child = ChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })
-        // However the test ends: the process killed, then (once it has left) the cgroups removed.
-        yield* Effect.addFinalizer(() =>
-          Effect.gen(function*() {
-            child.kill("SIGKILL")
-            yield* waitUntil("the session's cgroups to be removed", () => session.remove(), 2_000).pipe(Effect.ignore)
-            layer.remove()
-          })
-        )
+        const { child, layer, session } = yield* sleepInSession
         const deeper = Path.join(session.path, "nest", "deeper")
         Fs.mkdirSync(deeper, { recursive: true })
         // A sibling a tool made beside the session's, in the layer's.

@@ -144,19 +144,7 @@ describe.runIf(runs)("teardown of a session cgroup a tool nested cgroups in", { 
       const mark = newMark()
       yield* killOnExit(mark)
       const report = yield* makeReport
-      const host = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          ChildProcess.spawn(
-            process.execPath,
-            [hostScript, "runPromise", "watchdog", mark, fakeClaudePath, "cgroup"],
-            {
-              stdio: ["ignore", "pipe", "inherit"],
-              env: { ...process.env, TETHER_TEST_TOOL: nestedEscape.command(report) }
-            }
-          )
-        ),
-        (host) => Effect.sync(() => host.kill("SIGKILL"))
-      )
+      const host = yield* watchedHost(mark, { TETHER_TEST_TOOL: nestedEscape.command(report) })
       const cliPid = yield* readLine(host, "ready")
       const session = cgroupOf(Number(cliPid.split(" ")[1]))!
       const [escaped] = yield* awaitEscaped([nestedEscape], report)
@@ -253,19 +241,7 @@ describe.runIf(runs)("a tool that moved itself out of its session's cgroup, then
       const mark = newMark()
       yield* killOnExit(mark)
       const report = yield* makeReport
-      const host = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          ChildProcess.spawn(
-            process.execPath,
-            [hostScript, "runPromise", "watchdog", mark, fakeClaudePath, "cgroup"],
-            {
-              stdio: ["ignore", "pipe", "inherit"],
-              env: { ...process.env, TETHER_TEST_TOOL: rootLeaver.command(report) }
-            }
-          )
-        ),
-        (host) => Effect.sync(() => host.kill("SIGKILL"))
-      )
+      const host = yield* watchedHost(mark, { TETHER_TEST_TOOL: rootLeaver.command(report) })
       yield* readLine(host, "ready")
       const [escaped] = yield* awaitEscaped([rootLeaver], report)
       assert.strictEqual(cgroupOf(escaped.pid), mount)
@@ -278,17 +254,8 @@ describe.runIf(runs)("a CLI moved out of its session's cgroup", { timeout: 20_00
   it.live("into another session's (a root tool can): its own teardown brings it back and ends it, at once", () => {
     const capture = captureReports()
     return Effect.gen(function*() {
-      const transport = yield* Transport.Transport
       // The answer to initialize proves the CLI is up, its SIGTERM handler installed.
-      const open = (mark: string, scope: Scope.Closeable) =>
-        Effect.gen(function*() {
-          const connection = yield* transport.open(fakeSpec(mark, { modes: ["ignore-sigterm"] }), {
-            termGrace: Duration.millis(termGraceMillis)
-          }).pipe(Scope.provide(scope))
-          yield* connection.write(initialize)
-          yield* Stream.runHead(connection.stdout)
-          return connection
-        })
+      const open = (mark: string, scope: Scope.Closeable) => openAnswering(mark, scope, { modes: ["ignore-sigterm"] })
       const [markA, markB] = [newMark(), newMark()]
       yield* killOnExit(markA)
       yield* killOnExit(markB)
@@ -323,15 +290,7 @@ describe.runIf(runs)("a CLI moved out of its session's cgroup", { timeout: 20_00
 describe.runIf(runs)("a process in a cgroup a tool made beside the sessions'", { timeout: 20_000 }, () => {
   it.live("is not taken by another live session's teardown; the last session's takes it", () =>
     Effect.gen(function*() {
-      const transport = yield* Transport.Transport
-      const open = (mark: string, scope: Scope.Closeable) =>
-        Effect.gen(function*() {
-          const connection = yield* transport.open(fakeSpec(mark, {}), { termGrace: Duration.millis(termGraceMillis) })
-            .pipe(Scope.provide(scope))
-          yield* connection.write(initialize)
-          yield* Stream.runHead(connection.stdout)
-          return connection
-        })
+      const open = (mark: string, scope: Scope.Closeable) => openAnswering(mark, scope, {})
       const [markA, markB] = [newMark(), newMark()]
       yield* killOnExit(markA)
       yield* killOnExit(markB)
@@ -376,20 +335,8 @@ describe.runIf(runs)("a CLI moved out of its session's cgroup, then the host SIG
         waitUntil("the test's cgroup to be removed", () => Cgroup.removeDir(elsewhere), 2_000).pipe(Effect.ignore)
       )
       yield* killOnExit(mark)
-      const host = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          ChildProcess.spawn(
-            process.execPath,
-            [hostScript, "runPromise", "watchdog", mark, fakeClaudePath, "cgroup"],
-            {
-              stdio: ["ignore", "pipe", "inherit"],
-              // It ignores SIGTERM and the EOF its host's death makes: only a kill ends it.
-              env: { ...process.env, TETHER_TEST_MODES: "ignore-sigterm" }
-            }
-          )
-        ),
-        (host) => Effect.sync(() => host.kill("SIGKILL"))
-      )
+      // It ignores SIGTERM and the EOF its host's death makes: only a kill ends it.
+      const host = yield* watchedHost(mark, { TETHER_TEST_MODES: "ignore-sigterm" })
       const cliPid = Number((yield* readLine(host, "ready")).split(" ")[1])
       const session = cgroupOf(cliPid)!
       const cli = { name: "cli", pid: cliPid, start: startOf(cliPid) }
@@ -415,6 +362,29 @@ const startOf = (pid: number): string => {
 
 const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
 const guardedHostScript = fileURLToPath(new URL("./fixtures/guardedHost.ts", import.meta.url))
+
+/** A session of the fake CLI opened in `scope`, once it answered initialize (so its signal handlers are installed). */
+const openAnswering = (mark: string, scope: Scope.Closeable, knobs: Parameters<typeof fakeSpec>[1]) =>
+  Effect.gen(function*() {
+    const transport = yield* Transport.Transport
+    const connection = yield* transport.open(fakeSpec(mark, knobs), { termGrace: Duration.millis(termGraceMillis) })
+      .pipe(Scope.provide(scope))
+    yield* connection.write(initialize)
+    yield* Stream.runHead(connection.stdout)
+    return connection
+  })
+
+/** A host process (fixtures/host.ts) running the fake CLI under cgroup with the watchdog, killed with the scope. */
+const watchedHost = (mark: string, env: { readonly [name: string]: string }) =>
+  Effect.acquireRelease(
+    Effect.sync(() =>
+      ChildProcess.spawn(process.execPath, [hostScript, "runPromise", "watchdog", mark, fakeClaudePath, "cgroup"], {
+        stdio: ["ignore", "pipe", "inherit"],
+        env: { ...process.env, ...env }
+      })
+    ),
+    (host) => Effect.sync(() => host.kill("SIGKILL"))
+  )
 
 class HostLine extends Data.TaggedError("HostLine")<{ readonly expected: string; readonly got: string }> {}
 
