@@ -647,7 +647,8 @@ export class Machine<H = unknown> {
     const turn = this.active
     // A tick that comes late (a busy event loop) can find both an interrupt's deadline and its request's passed: the
     // earlier decides, as it would have on time.
-    const interruptDue = turn !== undefined && now >= this.interruptDue(turn) ? this.interruptDue(turn) : never
+    const interruptAt = turn === undefined ? never : this.interruptDue(turn)
+    const interruptDue = now >= interruptAt ? interruptAt : never
     for (const [ref, control] of this.controls) {
       if (now < control.deadline || interruptDue <= control.deadline) break
       this.controls.delete(ref)
