@@ -44,10 +44,11 @@ export interface Incarnation<A, TE> {
   readonly turns: Map<string, TrackedTurn<A, TE>>
   readonly prompts: Map<string, string>
   /**
-   * Prompts claimed in the ledger whose send to the session has not returned yet: a second delivery of one waits
-   * for it here instead of finding it dispatched with no turn (and reporting a running turn as lost).
+   * The delivery of each prompt that is claiming and sending it now: a second delivery of the same prompt waits
+   * until it is done, so that it finds the turn (or the claim undone) instead of a claim with no turn yet, which it
+   * would report as a lost turn.
    */
-  readonly sending: Map<string, Deferred.Deferred<TrackedTurn<A, TE> | undefined>>
+  readonly sending: Map<string, Deferred.Deferred<void>>
   readonly saving: Semaphore.Semaphore
   /** The last save has begun: no save after it may mark the generation live again. */
   ending: boolean

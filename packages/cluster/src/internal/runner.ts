@@ -39,7 +39,7 @@ import * as Crypto from "node:crypto"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Files from "./files.ts"
-import { fromLedger, type Incarnation, outcome, remember, type TrackedTurn, unavailable } from "./incarnation.ts"
+import { fromLedger, type Incarnation, outcome, remember, unavailable } from "./incarnation.ts"
 import { locateAt, metrics, placeOf } from "./place.ts"
 import type * as Protocol from "./protocol.ts"
 import * as Saving from "./saving.ts"
@@ -399,6 +399,53 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
     )
 
+  /**
+   * Claims a prompt in the session's ledger and sends it, or finds it claimed already: the turn this runner tracks
+   * for it (sent now, or joined), or the ledger's answer (the turn of an earlier generation, completed or lost).
+   */
+  const claimAndSend = (id: string, inc: Incarnation<A, TE>, payload: {
+    readonly promptId: string
+    readonly prompt: Turn.Prompt
+    readonly queue?: boolean | undefined
+    readonly interruptOnCancel?: boolean | undefined
+    readonly generation?: number | undefined
+    readonly wait: boolean
+  }) =>
+    Effect.gen(function*() {
+      const claim = yield* store.claim(id, payload.promptId, inc.generation).pipe(
+        Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
+      )
+      // The database's live generation, not this runner's (which is the one fenced off).
+      if (claim._tag === "Fenced") {
+        return yield* new SessionRegistry.GenerationChanged({ id, expected: inc.generation, current: claim.current })
+      }
+      if (claim._tag === "Existing") {
+        const turnId = inc.prompts.get(payload.promptId)
+        const tracked = turnId === undefined ? undefined : inc.turns.get(turnId)
+        const outcome = tracked !== undefined ? "joined" : claim.turn.state === "dispatched" ? "lost" : "completed"
+        yield* Metric.update(Metric.withAttributes(metrics.redeliveries, { ...place.attributes, outcome }), 1)
+        if (tracked !== undefined) return { _tag: "Tracked", tracked } as const
+        const turn = claim.turn
+        const answered = { turnId: turn.turnId ?? payload.promptId, generation: turn.generation }
+        if (!payload.wait) return { _tag: "Answered", answer: answered } as const
+        const result = yield* fromLedger(id, turn)
+        return { _tag: "Answered", answer: { ...answered, result } } as const
+      }
+      const sent = yield* Effect.exit(
+        registry.send(id, payload.prompt, {
+          queue: payload.queue,
+          interruptOnCancel: payload.interruptOnCancel,
+          generation: inc.localGeneration
+        })
+      )
+      if (Exit.isFailure(sent)) {
+        // Refused before anything was written: the prompt may be sent again under the same id.
+        yield* Effect.ignore(store.unclaim(id, payload.promptId, inc.generation))
+        return yield* Effect.failCause(Cause.map(sent.cause, translate(inc, payload.generation)))
+      }
+      return { _tag: "Tracked", tracked: remember(inc, payload.promptId, sent.value) } as const
+    })
+
   const send = (id: string, payload: {
     readonly promptId: string
     readonly prompt: Turn.Prompt
@@ -409,60 +456,23 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   }) =>
     Effect.scoped(Effect.gen(function*() {
       const { inc } = yield* ensure(id, { generation: payload.generation })
-      const claim = yield* store.claim(id, payload.promptId, inc.generation).pipe(
-        Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
+      const promptId = payload.promptId
+      // Deliveries of one prompt on this runner take turns through the claim and the send: a second one claims only
+      // once the first has sent (its turn is then known) or given up (its claim undone), in whichever order the
+      // database answers their claims; otherwise it could find the claim with no turn yet and report it lost.
+      for (let first = inc.sending.get(promptId); first !== undefined; first = inc.sending.get(promptId)) {
+        yield* Deferred.await(first)
+      }
+      const slot = Deferred.makeUnsafe<void>()
+      inc.sending.set(promptId, slot)
+      const delivered = yield* claimAndSend(id, inc, payload).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          if (inc.sending.get(promptId) === slot) inc.sending.delete(promptId)
+          Deferred.doneUnsafe(slot, Exit.void)
+        }))
       )
-      // The database's live generation, not this runner's (which is the one fenced off).
-      if (claim._tag === "Fenced") {
-        return yield* new SessionRegistry.GenerationChanged({ id, expected: inc.generation, current: claim.current })
-      }
-      let tracked: TrackedTurn<A, TE> | undefined
-      if (claim._tag === "Existing") {
-        const inFlight = inc.sending.get(payload.promptId)
-        if (inFlight !== undefined) {
-          // The first delivery is still sending the prompt: its turn is this one, or nothing was written.
-          const first = yield* Deferred.await(inFlight)
-          if (first === undefined) {
-            return yield* unavailable(`the first delivery of prompt ${payload.promptId} was refused`)
-          }
-        }
-        const turnId = inc.prompts.get(payload.promptId)
-        tracked = turnId === undefined ? undefined : inc.turns.get(turnId)
-        const outcome = tracked !== undefined ? "joined" : claim.turn.state === "dispatched" ? "lost" : "completed"
-        yield* Metric.update(Metric.withAttributes(metrics.redeliveries, { ...place.attributes, outcome }), 1)
-        if (tracked === undefined) {
-          const turn = claim.turn
-          if (!payload.wait) {
-            return { turnId: turn.turnId ?? payload.promptId, generation: turn.generation }
-          }
-          const result = yield* fromLedger(id, turn)
-          return { turnId: turn.turnId ?? payload.promptId, generation: turn.generation, result }
-        }
-      } else {
-        // Recorded before the send: a second delivery that claims meanwhile waits for this one's turn.
-        const inFlight = Deferred.makeUnsafe<TrackedTurn<A, TE> | undefined>()
-        inc.sending.set(payload.promptId, inFlight)
-        const settle = (turn: TrackedTurn<A, TE> | undefined) =>
-          Effect.sync(() => {
-            if (inc.sending.get(payload.promptId) === inFlight) inc.sending.delete(payload.promptId)
-            Deferred.doneUnsafe(inFlight, Exit.succeed(turn))
-          })
-        const sent = yield* Effect.exit(
-          registry.send(id, payload.prompt, {
-            queue: payload.queue,
-            interruptOnCancel: payload.interruptOnCancel,
-            generation: inc.localGeneration
-          })
-        ).pipe(Effect.onInterrupt(() => settle(undefined)))
-        if (Exit.isFailure(sent)) {
-          // Refused before anything was written: the prompt may be sent again under the same id.
-          yield* Effect.ignore(store.unclaim(id, payload.promptId, inc.generation))
-          yield* settle(undefined)
-          return yield* Effect.failCause(Cause.map(sent.cause, translate(inc, payload.generation)))
-        }
-        tracked = remember(inc, payload.promptId, sent.value)
-        yield* settle(tracked)
-      }
+      if (delivered._tag === "Answered") return delivered.answer
+      const tracked = delivered.tracked
       if (!payload.wait) return { turnId: tracked.turn.id, generation: inc.generation }
       const result = yield* outcome(tracked, false)
       return { turnId: tracked.turn.id, generation: inc.generation, result }
