@@ -598,33 +598,37 @@ const seed = process.env.TETHER_PROPERTY_SEED === undefined ? undefined : Number
 describe("session machine properties", { timeout: 60_000 }, () => {
   it("random frames, commands, writes and clock steps keep every guarantee", () => {
     const reached = new Set<string>()
-    fc.assert(
-      fc.property(scenarioArb, (scenario) => {
-        const run = runScenario(scenario)
-        for (const r of run.b.records) {
-          if (r._tag === "Output" && r.output._tag === "Settle") {
-            reached.add(describeRecord(r).split(" ").slice(2).join(" "))
+    const check = (runs: number, seed: number | undefined) =>
+      fc.assert(
+        fc.property(scenarioArb, (scenario) => {
+          const run = runScenario(scenario)
+          for (const r of run.b.records) {
+            if (r._tag === "Output" && r.output._tag === "Settle") {
+              reached.add(describeRecord(r).split(" ").slice(2).join(" "))
+            }
           }
-        }
-      }),
-      { numRuns, ...(seed === undefined ? {} : { seed }) }
-    )
+        }),
+        { numRuns: runs, ...(seed === undefined ? {} : { seed }) }
+      )
+    check(numRuns, seed)
     if (numRuns < 1000) return
-    // The generators reach every way a turn ends (a property that only ever saw successes would prove little).
-    for (
-      const outcome of [
-        "ok",
-        "ApiError(529)",
-        "MaxTurnsExceeded",
-        "TurnInterrupted(host,written)",
-        "TurnInterrupted(host,acknowledged,written)",
-        "TurnInterrupted(closed,acknowledged,written)",
-        "InterruptTimeout(stall,acknowledged)",
-        "DeliveryTimeout(200)",
-        "SessionRetired(acknowledged)",
-        "SessionUnavailable(failed)"
-      ]
-    ) {
+    // The generators reach every way a turn ends (a property that only ever saw successes would prove little). A
+    // random run of a thousand scenarios misses the rarest now and then (seen once on CI); what it missed must come
+    // from a run of the same size from a fixed seed, so that the check is of the generators, not of the draw.
+    const outcomes = [
+      "ok",
+      "ApiError(529)",
+      "MaxTurnsExceeded",
+      "TurnInterrupted(host,written)",
+      "TurnInterrupted(host,acknowledged,written)",
+      "TurnInterrupted(closed,acknowledged,written)",
+      "InterruptTimeout(stall,acknowledged)",
+      "DeliveryTimeout(200)",
+      "SessionRetired(acknowledged)",
+      "SessionUnavailable(failed)"
+    ]
+    if (outcomes.some((outcome) => !reached.has(outcome))) check(1000, 7)
+    for (const outcome of outcomes) {
       assert.include([...reached], outcome)
     }
   })
