@@ -109,17 +109,13 @@ export const layer = <C, CE, E, R, A extends Turn.TurnResult, TE>(
     )
   }))
 
-const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnResult, TE>(
-  options: Options<C, CE, E, R, A, TE>
-) {
-  // The runner's address, learned from the first entity that starts here (every session starts through one).
-  const place = placeOf(options.name)
-  const locate = (runner: RunnerAddress.RunnerAddress) => locateAt(place, runner)
-  const settings = options.settings
-  const kind = options.kind
+/**
+ * The runner's durations, checked here so that one that does not read is `InvalidConfig` at start, not a defect at
+ * the first drain. A drain may take no time (close at once, without waiting for the running turn); the last save and
+ * the retention of what could not be saved need some.
+ */
+const durations = (settings: Settings) => {
   const problems: Array<string> = []
-  // Checked here, so that a duration that does not read is InvalidConfig at start, not a defect at the first drain.
-  // A drain may take no time (close at once, without waiting for the running turn); the last save needs some.
   const duration = (
     name: string,
     input: Duration.Input | undefined,
@@ -139,10 +135,23 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     problems.push(`${name} must be a ${zero === "allowed" ? "non-negative" : "positive"} duration, got ${shown}`)
     return fallback
   }
-  const drainTimeout = duration("drainTimeout", settings.drainTimeout, Duration.seconds(10), "allowed")
-  const finalSaveTimeout = duration("finalSaveTimeout", settings.finalSaveTimeout, Duration.seconds(30), "refused")
-  const unsavedRetention = duration("unsavedRetention", settings.unsavedRetention, Duration.minutes(10), "refused")
-  if (problems.length > 0) return yield* new TetherError.InvalidConfig({ problems })
+  const read = {
+    drainTimeout: duration("drainTimeout", settings.drainTimeout, Duration.seconds(10), "allowed"),
+    finalSaveTimeout: duration("finalSaveTimeout", settings.finalSaveTimeout, Duration.seconds(30), "refused"),
+    unsavedRetention: duration("unsavedRetention", settings.unsavedRetention, Duration.minutes(10), "refused")
+  }
+  return problems.length > 0 ? Effect.fail(new TetherError.InvalidConfig({ problems })) : Effect.succeed(read)
+}
+
+const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnResult, TE>(
+  options: Options<C, CE, E, R, A, TE>
+) {
+  // The runner's address, learned from the first entity that starts here (every session starts through one).
+  const place = placeOf(options.name)
+  const locate = (runner: RunnerAddress.RunnerAddress) => locateAt(place, runner)
+  const settings = options.settings
+  const kind = options.kind
+  const { drainTimeout, finalSaveTimeout, unsavedRetention } = yield* durations(settings)
   const defaultDurable = settings.durableEvents ?? false
   // The runner's own directory under the configured one (or the system's temporary directory), named after this
   // process: what a runner killed without its finalizers left there is swept by the next runner that starts there.
