@@ -393,49 +393,89 @@ const isInProcess = (spec: McpServerSpec): spec is ClaudeMcp.Server =>
   Array.isArray((spec as { readonly tools?: unknown }).tools) && typeof spec.name === "string" &&
   typeof (spec as { readonly version?: unknown }).version === "string"
 
-const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unknown>) {
-  const options = placed(given, yield* Session.Conversation)
-  const output = options.outputSchema === undefined ? undefined : yield* structuredOutputOf(options.outputSchema)
-  const problems = yield* sessionProblems(options, output)
-  if (problems.length > 0) return yield* new InvalidConfig({ problems })
-  const spec = yield* ClaudeOptions.toLaunchSpec(options)
-  const launch: Transport.LaunchSpec = { ...spec, args: [...spec.args, ...extraArgs(options, output)] }
-  const hooks = Requests.hookRegistry(options.hooks)
-  const initialize = initializeFields(options)
-  // The in-process servers the handler serves: those of the options, then those `setMcpServers` adds.
-  const initialServers = options.mcpServers ?? []
-  const servers = new Map<string, ClaudeMcp.Server>(initialServers.map((server) => [server.name, server]))
-  // `setMcpServers` calls, one at a time.
-  const mcpChanges = Semaphore.makeUnsafe(1)
-  const session = yield* Session.make({
-    provider: internal.make({
-      hooks: hooks.config,
-      initialize,
-      maxLineLength: ClaudeProtocol.defaultMaxLineLength,
-      structuredOutput: output === undefined ? undefined : outputDecoder(output),
-      verbatimPrompts: options.verbatimPrompts
-    }),
-    handle: Requests.handler({
-      hooks: hooks.callbacks,
-      servers,
-      questions: { onElicitation: options.onElicitation, userDialogs: options.userDialogs }
-    }),
-    launch,
-    model: options.model,
-    // The host's options every session takes (timeouts, policy, queue, rings, ids), as they are.
-    ...Session.hostOptions(options)
-  }) as Effect.Effect<
-    Session.Session<TurnResult, TurnError>,
-    Session.StartError,
-    Transport.Transport | Scope.Scope
-  >
-  if (options.sessionStore !== undefined) yield* Store.mirror(session, options.sessionStore)
+/**
+ * `setMcpServers`: the in-process servers of `specs` are served from before the request goes out, and what they
+ * replace is served again if the CLI refuses the change; one change at a time, so that each one's undo is what the
+ * servers were just before it.
+ */
+const setMcpServers = (
+  control: Control,
+  specs: Parameters<ClaudeSession["setMcpServers"]>[0],
+  servers: Map<string, ClaudeMcp.Server>,
+  initialServers: ReadonlyArray<ClaudeMcp.Server>,
+  mcpChanges: Semaphore.Semaphore
+): Effect.Effect<ClaudeProtocol.McpSetServersResponse, ControlError> =>
+  Effect.suspend(() => {
+    const added = new Map<string, ClaudeMcp.Server>()
+    const wire: Record<string, { readonly [key: string]: unknown }> = {}
+    for (const [name, spec] of Object.entries(specs)) {
+      if (isInProcess(spec)) {
+        added.set(name, spec.name === name ? spec : { ...spec, name })
+        wire[name] = { type: "sdk", name }
+      } else {
+        wire[name] = spec
+      }
+    }
+    // One change at a time: each one's undo (below) is then what the servers were just before it.
+    const change = mcpChanges.withPermits(1)(Effect.suspend(() => {
+      // Served from before the request goes out: the CLI connects to a new server as soon as it is told. What
+      // they replace is kept, to be served again if the CLI refuses the change.
+      const replaced = new Map<string, ClaudeMcp.Server | undefined>()
+      for (const [name, server] of added) {
+        replaced.set(name, servers.get(name))
+        servers.set(name, server)
+      }
+      return control({ subtype: "mcp_set_servers", servers: wire }, ClaudeProtocol.decodeMcpSetServersResponse)
+        .pipe(
+          Effect.tap(() =>
+            Effect.sync(() => {
+              for (const name of [...servers.keys()]) {
+                if (!added.has(name) && !initialServers.some((server) => server.name === name)) servers.delete(name)
+              }
+            })
+          ),
+          // Refused (the CLI answered with an error), the change did not happen: the CLI calls the servers it had.
+          // An answer that did not decode, or none (a timeout), may follow a change that happened: the new servers
+          // stay served, which is harmless if the CLI never connects to them.
+          Effect.tapErrorTag("ControlFailed", (error) =>
+            error.code === "malformed_response" ? Effect.void : Effect.sync(() => {
+              for (const [name, previous] of replaced) {
+                if (previous === undefined) {
+                  servers.delete(name)
+                } else servers.set(name, previous)
+              }
+            }))
+        )
+    }))
+    return Effect.flatMap(Mcp.problemsOf([...added.values()]), (invalid) =>
+      invalid.length > 0
+        ? Effect.fail(
+          new ControlFailed({ subtype: "mcp_set_servers", reason: invalid.join("; "), code: "invalid_request" })
+        )
+        : change)
+  })
+
+/** A control request answered by a payload that `decode` reads; one that does not match fails the control. */
+type Control = <A>(
+  request: ClaudeProtocol.ControlRequestInput,
+  decode: (payload: unknown) => Result.Result<A, ProtocolError>
+) => Effect.Effect<A, ControlError>
+
+/** The Claude surface over a started session: its handshake's answers and a method per control request. */
+const surface = (
+  session: Session.Session<TurnResult, TurnError>,
+  state: {
+    readonly hooks: ClaudeProtocol.InitializeRequest["hooks"]
+    readonly initialize: ReturnType<typeof initializeFields>
+    readonly servers: Map<string, ClaudeMcp.Server>
+    readonly initialServers: ReadonlyArray<ClaudeMcp.Server>
+    readonly mcpChanges: Semaphore.Semaphore
+  }
+): ClaudeSession => {
+  const { hooks, initialize, servers, initialServers, mcpChanges } = state
   const initializeResponse = session.handshake as ClaudeProtocol.InitializeResponse
   // Each answer is decoded by its schema; one that does not match fails the control, like an error answer.
-  const control = <A>(
-    request: ClaudeProtocol.ControlRequestInput,
-    decode: (payload: unknown) => Result.Result<A, ProtocolError>
-  ): Effect.Effect<A, ControlError> =>
+  const control: Control = (request, decode) =>
     Effect.flatMap(session.control(request), (payload) => {
       const decoded = decode(payload)
       return Result.isSuccess(decoded)
@@ -445,7 +485,7 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
         )
     })
   const done = (request: ClaudeProtocol.ControlRequestInput) => Effect.asVoid(session.control(request))
-  const claude: ClaudeSession = {
+  return {
     ...session,
     initializeResponse,
     setPermissionMode: (mode) =>
@@ -467,56 +507,7 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
         },
         ClaudeProtocol.decodeRewindFilesResponse
       ),
-    setMcpServers: (specs) =>
-      Effect.suspend(() => {
-        const added = new Map<string, ClaudeMcp.Server>()
-        const wire: Record<string, { readonly [key: string]: unknown }> = {}
-        for (const [name, spec] of Object.entries(specs)) {
-          if (isInProcess(spec)) {
-            added.set(name, spec.name === name ? spec : { ...spec, name })
-            wire[name] = { type: "sdk", name }
-          } else {
-            wire[name] = spec
-          }
-        }
-        // One change at a time: each one's undo (below) is then what the servers were just before it.
-        const change = mcpChanges.withPermits(1)(Effect.suspend(() => {
-          // Served from before the request goes out: the CLI connects to a new server as soon as it is told. What
-          // they replace is kept, to be served again if the CLI refuses the change.
-          const replaced = new Map<string, ClaudeMcp.Server | undefined>()
-          for (const [name, server] of added) {
-            replaced.set(name, servers.get(name))
-            servers.set(name, server)
-          }
-          return control({ subtype: "mcp_set_servers", servers: wire }, ClaudeProtocol.decodeMcpSetServersResponse)
-            .pipe(
-              Effect.tap(() =>
-                Effect.sync(() => {
-                  for (const name of [...servers.keys()]) {
-                    if (!added.has(name) && !initialServers.some((server) => server.name === name)) servers.delete(name)
-                  }
-                })
-              ),
-              // Refused (the CLI answered with an error), the change did not happen: the CLI calls the servers it had.
-              // An answer that did not decode, or none (a timeout), may follow a change that happened: the new servers
-              // stay served, which is harmless if the CLI never connects to them.
-              Effect.tapErrorTag("ControlFailed", (error) =>
-                error.code === "malformed_response" ? Effect.void : Effect.sync(() => {
-                  for (const [name, previous] of replaced) {
-                    if (previous === undefined) {
-                      servers.delete(name)
-                    } else servers.set(name, previous)
-                  }
-                }))
-            )
-        }))
-        return Effect.flatMap(Mcp.problemsOf([...added.values()]), (invalid) =>
-          invalid.length > 0
-            ? Effect.fail(
-              new ControlFailed({ subtype: "mcp_set_servers", reason: invalid.join("; "), code: "invalid_request" })
-            )
-            : change)
-      }),
+    setMcpServers: (specs) => setMcpServers(control, specs, servers, initialServers, mcpChanges),
     toggleMcpServer: (name, enabled) => done({ subtype: "mcp_toggle", serverName: name, enabled }),
     reconnectMcpServer: (name) => done({ subtype: "mcp_reconnect", serverName: name }),
     readMcpResource: (server, uri) =>
@@ -562,11 +553,50 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
     seedReadState: (path, mtime) => done({ subtype: "seed_read_state", path, mtime }),
     getUsage: control({ subtype: "get_usage" }, ClaudeProtocol.decodeOpenResponse),
     reinitialize: control(
-      { subtype: "initialize", hooks: hooks.config, ...initialize } as ClaudeProtocol.ControlRequestInput,
+      { subtype: "initialize", hooks, ...initialize } as ClaudeProtocol.ControlRequestInput,
       ClaudeProtocol.decodeInitializeResponse
     )
   }
-  return claude
+}
+
+const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unknown>) {
+  const options = placed(given, yield* Session.Conversation)
+  const output = options.outputSchema === undefined ? undefined : yield* structuredOutputOf(options.outputSchema)
+  const problems = yield* sessionProblems(options, output)
+  if (problems.length > 0) return yield* new InvalidConfig({ problems })
+  const spec = yield* ClaudeOptions.toLaunchSpec(options)
+  const launch: Transport.LaunchSpec = { ...spec, args: [...spec.args, ...extraArgs(options, output)] }
+  const hooks = Requests.hookRegistry(options.hooks)
+  const initialize = initializeFields(options)
+  // The in-process servers the handler serves: those of the options, then those `setMcpServers` adds.
+  const initialServers = options.mcpServers ?? []
+  const servers = new Map<string, ClaudeMcp.Server>(initialServers.map((server) => [server.name, server]))
+  // `setMcpServers` calls, one at a time.
+  const mcpChanges = Semaphore.makeUnsafe(1)
+  const session = yield* Session.make({
+    provider: internal.make({
+      hooks: hooks.config,
+      initialize,
+      maxLineLength: ClaudeProtocol.defaultMaxLineLength,
+      structuredOutput: output === undefined ? undefined : outputDecoder(output),
+      verbatimPrompts: options.verbatimPrompts
+    }),
+    handle: Requests.handler({
+      hooks: hooks.callbacks,
+      servers,
+      questions: { onElicitation: options.onElicitation, userDialogs: options.userDialogs }
+    }),
+    launch,
+    model: options.model,
+    // The host's options every session takes (timeouts, policy, queue, rings, ids), as they are.
+    ...Session.hostOptions(options)
+  }) as Effect.Effect<
+    Session.Session<TurnResult, TurnError>,
+    Session.StartError,
+    Transport.Transport | Scope.Scope
+  >
+  if (options.sessionStore !== undefined) yield* Store.mirror(session, options.sessionStore)
+  return surface(session, { hooks: hooks.config, initialize, servers, initialServers, mcpChanges })
 })
 
 /**
