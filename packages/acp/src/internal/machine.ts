@@ -113,8 +113,19 @@ type Pending =
 
 interface PromptTrack {
   readonly hostId: string
-  text: string
   cancelling: boolean
+}
+
+/**
+ * What the agent said since the last prompt ended. Prompts run one at a time on the wire (the session writes the
+ * next only once the running one ended), so everything said in between belongs to the prompt that ends next: its
+ * result's text. Which turn an update belongs to is the session's to say (a prompt may be queued, or dropped, before
+ * it is written): the machine leaves the update's `turnId` open.
+ */
+interface Output {
+  text: string
+  /** The text of the agent's message being streamed (it ends at a tool call or with the turn). */
+  message: string
 }
 
 interface PermissionTrack {
@@ -130,7 +141,9 @@ export interface State {
   phase: "initializing" | "opening" | "ready"
   initialize: Decode.InitializeResult | undefined
   sessionId: string | undefined
-  prompt: PromptTrack | undefined
+  /** The prompts sent (written, or waiting in the session's queue) and not answered yet, by host turn id. */
+  readonly prompts: Map<string, PromptTrack>
+  readonly output: Output
   /** Permission requests waiting for the host, by the agent's request id as a string. */
   readonly permissions: Map<string, PermissionTrack>
   /** Other agent requests waiting for the host. */
@@ -281,9 +294,9 @@ const opened = (s: State, message: Wire.Message): Provider.Items => {
 // Turns
 // ---------------------------------------------------------------------------------------------------------------
 
-const resultOf = (s: State, track: PromptTrack, raw: unknown, stopReason: string): Omit<TurnResult, "turnId"> => ({
+const resultOf = (s: State, text: string, raw: unknown, stopReason: string): Omit<TurnResult, "turnId"> => ({
   sessionId: s.sessionId,
-  text: track.text,
+  text,
   usage: { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 },
   durationMs: undefined,
   raw,
@@ -309,16 +322,26 @@ const cancelPermissions = (s: State): Array<Provider.Item> => {
   return items
 }
 
+/** The agent's message streamed so far, as one `AssistantMessage` (none if it said nothing since the last one). */
+const flushMessage = (s: State, raw: unknown, turnId: string | undefined): Array<Provider.Item> => {
+  if (s.output.message === "") return []
+  const text = s.output.message
+  s.output.message = ""
+  return [{ _tag: "AssistantMessage", turnId, raw, text }]
+}
+
 const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.Items => {
-  const track = s.prompt
-  if (track === undefined || track.hostId !== turnId) {
-    return frame("session/prompt", undefined, message.raw, undefined, "session")
-  }
-  s.prompt = undefined
+  const track = s.prompts.get(turnId)
+  if (track === undefined) return frame("session/prompt", undefined, message.raw, undefined, "session")
+  s.prompts.delete(turnId)
   const withdrawn = withdrawPermissions(s)
+  const said = flushMessage(s, message.raw, turnId)
+  const text = s.output.text
+  s.output.text = ""
   const end = (outcome: Provider.TurnOutcome, stopReason: string): Array<Provider.Item> => [
     ...withdrawn,
-    { _tag: "TurnEnd", turnId, outcome, result: resultOf(s, track, message.raw, stopReason) }
+    ...said,
+    { _tag: "TurnEnd", turnId, outcome, result: resultOf(s, text, message.raw, stopReason) }
   ]
   if (message._tag === "ErrorResponse") {
     // The protocol asks agents to answer a cancelled prompt with `cancelled`; some answer "Request cancelled".
@@ -348,13 +371,13 @@ const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.
     case "refusal":
       return end({
         _tag: "Failed",
-        error: (id) => new TurnRefused({ turnId: id, sessionId, text: track.text })
+        error: (id) => new TurnRefused({ turnId: id, sessionId, text })
       }, stopReason)
     case "max_tokens":
     case "max_turn_requests":
       return end({
         _tag: "Failed",
-        error: (id) => new TurnLimitReached({ turnId: id, sessionId, limit: stopReason, text: track.text })
+        error: (id) => new TurnLimitReached({ turnId: id, sessionId, limit: stopReason, text })
       }, stopReason)
   }
 }
@@ -398,11 +421,11 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
   }
   const kind = body.sessionUpdate
   // Replayed history (during session/load), and anything outside a prompt, is the session's, never a turn's.
-  const track = s.phase === "ready" ? s.prompt : undefined
-  if (track === undefined || params.sessionId !== s.sessionId) {
+  if (s.phase !== "ready" || s.prompts.size === 0 || params.sessionId !== s.sessionId) {
     return frame(SESSION_UPDATE, kind, raw, undefined, "session")
   }
-  const turnId = track.hostId
+  // The running turn's: the session attributes it.
+  const turnId = undefined
   const decoder = (Decode.updates as { readonly [key: string]: Decode.Decoder<unknown> | undefined })[kind]
   if (decoder === undefined) return frame(SESSION_UPDATE, kind, raw, turnId)
   const decoded = decoder(`${SESSION_UPDATE} ${kind}`, body)
@@ -411,7 +434,8 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
     case "agent_message_chunk": {
       const text = textOf((decoded.success as { readonly content: unknown }).content)
       if (text === undefined) return frame(SESSION_UPDATE, kind, raw, turnId)
-      track.text += text
+      s.output.text += text
+      s.output.message += text
       return { _tag: "TextDelta", turnId, raw, text }
     }
     case "tool_call": {
@@ -424,8 +448,9 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
         name: toolName(call),
         input: inputOf(call.rawInput, call.title)
       }
-      if (call.status !== "completed" && call.status !== "failed") return use
-      return [use, toolResult(turnId, raw, call.toolCallId, call.status, call.rawOutput, call.content)]
+      const said = flushMessage(s, raw, turnId)
+      if (call.status !== "completed" && call.status !== "failed") return [...said, use]
+      return [...said, use, toolResult(turnId, raw, call.toolCallId, call.status, call.rawOutput, call.content)]
     }
     case "tool_call_update": {
       const call = decoded.success as Decode.ToolCallUpdate
@@ -438,7 +463,7 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
 }
 
 const toolResult = (
-  turnId: string,
+  turnId: string | undefined,
   raw: unknown,
   toolCallId: string,
   status: "completed" | "failed",
@@ -594,10 +619,9 @@ export const prompt = (
   turnId: string,
   input: string | ReadonlyArray<{ readonly type: string }>
 ): Provider.Items => {
-  if (s.prompt !== undefined) throw new Error(`turn ${s.prompt.hostId} is still running`)
   const blocks = typeof input === "string" ? [{ type: "text", text: input }] : input
   const line = request(s, "session/prompt", { sessionId: s.sessionId, prompt: blocks }, { _tag: "Prompt", turnId })
-  s.prompt = { hostId: turnId, text: "", cancelling: false }
+  s.prompts.set(turnId, { hostId: turnId, cancelling: false })
   return line
 }
 
@@ -608,8 +632,8 @@ export const prompt = (
  * cancels.
  */
 export const interrupt = (s: State, turnId: string, ref: number): Provider.Items => {
-  const track = s.prompt
-  if (track === undefined || track.hostId !== turnId) {
+  const track = s.prompts.get(turnId)
+  if (track === undefined) {
     throw new Error(`turn ${turnId} is not the agent's running prompt`)
   }
   track.cancelling = true
@@ -668,8 +692,8 @@ export const answerPermission = (
   }
   s.permissions.delete(request.requestId)
   const meta = { tether: { reason: verdict.message } }
-  if (verdict.interrupt === true && s.prompt !== undefined) {
-    s.prompt.cancelling = true
+  if (verdict.interrupt === true && s.prompts.size > 0) {
+    for (const prompt of s.prompts.values()) prompt.cancelling = true
     return [
       { _tag: "Write", line: Wire.encodeResponse(track.id, { outcome: { outcome: "cancelled" }, _meta: meta }) },
       ...cancelPermissions(s),
@@ -739,7 +763,8 @@ export const initial = (options: MachineOptions): State => ({
   phase: "initializing",
   initialize: undefined,
   sessionId: undefined,
-  prompt: undefined,
+  prompts: new Map(),
+  output: { text: "", message: "" },
   permissions: new Map(),
   requests: new Map()
 })
