@@ -420,8 +420,8 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
     )
   }
   const kind = body.sessionUpdate
-  // Replayed history (during session/load), and anything outside a prompt, is the session's, never a turn's.
-  if (s.phase !== "ready" || s.prompts.size === 0 || params.sessionId !== s.sessionId) {
+  // Replayed history (during session/load, before any prompt), and anything outside a prompt, is the session's.
+  if (s.prompts.size === 0 || params.sessionId !== s.sessionId) {
     return frame(SESSION_UPDATE, kind, raw, undefined, "session")
   }
   // The running turn's: the session attributes it.
