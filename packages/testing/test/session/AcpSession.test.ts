@@ -5,9 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { AcpAgent, AcpClient, AcpSession } from "@tether/acp"
-import { Permission, Timeouts, Transport } from "@tether/core"
-import { MockAcp, MockTransport } from "@tether/testing"
-import { Effect, Exit, FileSystem, Option, Redacted, Scope } from "effect"
+import { ClaudeSession } from "@tether/claude"
+import { Permission, SessionRegistry, Timeouts, Transport } from "@tether/core"
+import { MockAcp, MockClaude, MockTransport } from "@tether/testing"
+import { Effect, Exit, FileSystem, Layer, Option, Redacted, Scope } from "effect"
 import { tagged } from "../../../core/test/support/SessionLog.ts"
 import * as SessionLog from "../../../core/test/support/SessionLog.ts"
 import { advance, settle, withSession } from "../support/Sessions.ts"
@@ -326,4 +327,44 @@ describe("AcpSession", () => {
       MockAcp.when("touch", MockAcp.tool({ command: "touch a", output: "ok" })),
       MockAcp.when("rm", MockAcp.tool({ command: "rm b", output: "gone" }))
     ])))))
+
+  it.effect("the ACP kind in a registry, beside Claude's: sessions by id, a different agent for a live id conflicts", () => {
+    class Agents extends SessionRegistry.Service<Agents>()(
+      "test/Agents",
+      SessionRegistry.kinds({ claude: ClaudeSession.kind, acp: AcpSession.kind })
+    ) {}
+    const transport = MockTransport.layer((spec) =>
+      spec.program === "claude"
+        ? MockClaude.make([], { otherwise: (prompt) => [MockClaude.text(`claude: ${prompt}`)] })
+        : MockAcp.make([], { otherwise: (prompt) => [MockAcp.text(`${spec.program}: ${prompt}`)] })
+    )
+    const gemini = { agent: AcpAgent.gemini({ executable: "gemini" }), cwd: CWD }
+    return Effect.gen(function*() {
+      const agents = yield* Agents
+      const [writer, reviewer] = yield* Effect.scoped(
+        Effect.all([
+          agents.getOrCreate("writer", { provider: "claude", options: {} }),
+          agents.getOrCreate("reviewer", { provider: "acp", options: gemini })
+        ]).pipe(Effect.flatMap(([writer, reviewer]) => Effect.all([writer.run("draft"), reviewer.run("review")])))
+      )
+      assert.deepStrictEqual([writer.text, reviewer.text], ["claude: draft", "gemini: review"])
+      // The same id with the same agent is the live session; with another agent's options, a conflict.
+      const again = yield* Effect.scoped(
+        Effect.flatMap(agents.getOrCreate("reviewer", { provider: "acp", options: gemini }), (s) => s.run("again"))
+      )
+      assert.strictEqual(again.text, "gemini: again")
+      const conflict = yield* Effect.flip(Effect.scoped(agents.getOrCreate("reviewer", {
+        provider: "acp",
+        options: { agent: AcpAgent.gemini({ executable: "gemini", model: "gemini-2.5-pro" }), cwd: CWD }
+      })))
+      assert.strictEqual(conflict._tag, "SessionConflict")
+    }).pipe(
+      Effect.provide(
+        Agents.layer().pipe(
+          Layer.provide(Layer.merge(transport, Layer.succeed(FileSystem.FileSystem, memoryFs(new Map()))))
+        )
+      ),
+      settle
+    )
+  })
 })
