@@ -5,8 +5,12 @@
  * then served inside the session's working directory only (a path outside it, also through a symbolic link, is
  * refused), each request decided by the host's {@link Policy}, each bounded by {@link Options.timeout}.
  *
- * Terminals (`terminal/*`) are not served yet: the client does not advertise them, and they are answered "method not
- * found".
+ * Terminals (`terminal/*`), when the host turns them on, are processes the session's own transport opens (under
+ * its containment: the whole tree is torn down when the agent kills or releases the terminal, and at the latest with
+ * the session), in the session's directory or one inside it, each decided by the host's {@link TerminalPolicy}. Their
+ * output is their stdout, then their stderr's tail once they exit, kept to the agent's `outputByteLimit` from the
+ * end. Waiting for a terminal's exit is bounded by the turn the agent asks in (the session stops the wait when the
+ * turn ends).
  *
  * @since 0.1.0
  */
@@ -15,8 +19,10 @@ import type * as Provider from "@tether/core/Provider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as FileSystem from "effect/FileSystem"
+import * as Option from "effect/Option"
 import type * as Machine from "./internal/machine.ts"
 import * as Decode from "./internal/protocol/runtime.ts"
+import type * as Terminals from "./internal/terminals.ts"
 
 /**
  * A file request of the agent, as the policy sees it: `path` is the file's path once resolved (absolute, `.` and `..`
@@ -43,6 +49,27 @@ export type FileRequest =
 export type Policy = (request: FileRequest) => Effect.Effect<boolean, Permission.PolicyError>
 
 /**
+ * A terminal the agent asks to run, as the policy sees it: `cwd` is resolved and inside the session's directory.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TerminalRequest {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: { readonly [name: string]: string }
+}
+
+/**
+ * Decides a terminal request: `true` runs it, `false` refuses it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type TerminalPolicy = (request: TerminalRequest) => Effect.Effect<boolean, Permission.PolicyError>
+
+/**
  * What the client serves.
  *
  * @category models
@@ -55,7 +82,13 @@ export interface Options {
   readonly writeTextFile?: boolean | undefined
   /** Decides each request. Default: serve every request inside the session's directory. */
   readonly policy?: Policy | undefined
-  /** How long one request may take, the policy's decision included. Default 10 seconds. */
+  /** Serve `terminal/*`. Default false. */
+  readonly terminal?: boolean | undefined
+  /** Decides each terminal. Default: run every terminal inside the session's directory. */
+  readonly terminalPolicy?: TerminalPolicy | undefined
+  /** SIGTERM to SIGKILL when a terminal is killed or released. Default 2 seconds. */
+  readonly terminalTermGrace?: Duration.Input | undefined
+  /** How long one request may take (but `terminal/wait_for_exit`), the policy's decision included. Default 10 seconds. */
   readonly timeout?: Duration.Input | undefined
   /** The file system to serve from. Default: the `FileSystem` in the session's context. */
   readonly fileSystem?: FileSystem.FileSystem | undefined
@@ -70,7 +103,7 @@ export interface Options {
 export const capabilities = (options: Options | undefined): Machine.ClientCapabilities => ({
   readTextFile: options?.readTextFile === true,
   writeTextFile: options?.writeTextFile === true,
-  terminal: false
+  terminal: options?.terminal === true
 })
 
 /**
@@ -112,7 +145,12 @@ const sliceLines = (content: string, line: number | undefined, limit: number | u
  * @category constructors
  * @since 0.1.0
  */
-export const serve = (options: Options | undefined, cwd: string, fileSystem: FileSystem.FileSystem | undefined) => {
+export const serve = (
+  options: Options | undefined,
+  cwd: string,
+  fileSystem: FileSystem.FileSystem | undefined,
+  terminals: Terminals.Terminals | undefined
+) => {
   const timeout = Duration.fromInputUnsafe(options?.timeout ?? "10 seconds")
   const policy: Policy = options?.policy ?? (() => Effect.succeed(true))
   const fs = options?.fileSystem ?? fileSystem
@@ -132,7 +170,18 @@ export const serve = (options: Options | undefined, cwd: string, fileSystem: Fil
         }`
       return isInside(root, real) ? real : undefined
     })
+  const terminal = serveTerminals(options, cwd, terminals)
   return (method: string, params: unknown): Effect.Effect<Provider.Reply> => {
+    if (method.startsWith("terminal/")) {
+      const served = terminal(method, params)
+      // Waiting for an exit is bounded by the turn (the session stops the handler when it ends).
+      return (method === "terminal/wait_for_exit" ? served : served.pipe(
+        Effect.timeoutOrElse({
+          duration: timeout,
+          orElse: () => Effect.succeed(refuse(`${method} did not finish within ${Duration.toMillis(timeout)} ms`))
+        })
+      )).pipe(Effect.catchCause(() => Effect.succeed(refuse(`${method} failed`))))
+    }
     const run = Effect.gen(function*() {
       if (fs === undefined) return refuse("the host serves no files")
       if (method === "fs/read_text_file" && options?.readTextFile === true) {
@@ -168,4 +217,68 @@ export const serve = (options: Options | undefined, cwd: string, fileSystem: Fil
       Effect.catchCause(() => Effect.succeed(refuse(`${method} failed`)))
     )
   }
+}
+
+const success = (payload: unknown): Provider.Reply => ({ _tag: "Success", payload })
+
+/** The server of the agent's terminal requests. */
+const serveTerminals = (options: Options | undefined, cwd: string, terminals: Terminals.Terminals | undefined) => {
+  const policy: TerminalPolicy = options?.terminalPolicy ?? (() => Effect.succeed(true))
+  const root = normalize(cwd) ?? cwd
+  const notFound = (id: string) => refuse(`no terminal ${id}`)
+  return (method: string, params: unknown): Effect.Effect<Provider.Reply, Permission.PolicyError> =>
+    Effect.gen(function*() {
+      if (terminals === undefined || options?.terminal !== true) return refuse(`this host does not serve ${method}`)
+      switch (method) {
+        case "terminal/create": {
+          const decoded = Decode.decodeCreateTerminal(method, params)
+          if (decoded._tag === "Failure") return refuse(decoded.failure.detail)
+          const p = decoded.success
+          const dir = normalize(p.cwd ?? root)
+          if (dir === undefined || !isInside(root, dir)) {
+            return refuse(`${p.cwd} is not inside the session's directory`)
+          }
+          const env = Object.fromEntries((p.env ?? []).map((variable) => [variable.name, variable.value]))
+          const request: TerminalRequest = { command: p.command, args: p.args ?? [], cwd: dir, env }
+          if (!(yield* policy(request))) return refuse(`the host refused to run ${p.command}`)
+          const id = yield* terminals.create({
+            program: request.command,
+            args: request.args,
+            cwd: Option.some(dir),
+            env: { mode: "inherit", set: env, unset: [] }
+          }, p.outputByteLimit ?? undefined).pipe(
+            Effect.catch((error) => Effect.succeed(refuse(`could not start ${p.command}: ${error.message}`)))
+          )
+          return typeof id === "string" ? success({ terminalId: id }) : id
+        }
+        case "terminal/output": {
+          const decoded = Decode.decodeTerminalOutput(method, params)
+          if (decoded._tag === "Failure") return refuse(decoded.failure.detail)
+          const out = yield* terminals.output(decoded.success.terminalId)
+          return out === undefined ? notFound(decoded.success.terminalId) : success(out)
+        }
+        case "terminal/wait_for_exit": {
+          const decoded = Decode.decodeWaitForTerminalExit(method, params)
+          if (decoded._tag === "Failure") return refuse(decoded.failure.detail)
+          const status = yield* terminals.waitForExit(decoded.success.terminalId)
+          return Option.isNone(status) ? notFound(decoded.success.terminalId) : success(status.value)
+        }
+        case "terminal/kill": {
+          const decoded = Decode.decodeKillTerminal(method, params)
+          if (decoded._tag === "Failure") return refuse(decoded.failure.detail)
+          return (yield* terminals.kill(decoded.success.terminalId))
+            ? success({})
+            : notFound(decoded.success.terminalId)
+        }
+        case "terminal/release": {
+          const decoded = Decode.decodeReleaseTerminal(method, params)
+          if (decoded._tag === "Failure") return refuse(decoded.failure.detail)
+          return (yield* terminals.release(decoded.success.terminalId))
+            ? success({})
+            : notFound(decoded.success.terminalId)
+        }
+        default:
+          return refuse(`this host does not serve ${method}`)
+      }
+    })
 }

@@ -21,7 +21,7 @@
  * - Updates replayed by `session/load` (the `resume` option) are published as session events (`Frame`), never as a
  *   turn's.
  * - The agent's requests Tether does not serve are answered with JSON-RPC's "method not found". File reads and
- *   writes are served only when the host turns them on (`client`, see `AcpClient`).
+ *   writes, and terminals, are served only when the host turns them on (`client`, see `AcpClient`).
  *
  * @example
  * ```ts
@@ -47,8 +47,9 @@ import * as Provider from "@tether/core/Provider"
 import * as Session from "@tether/core/Session"
 import type * as SessionRegistry from "@tether/core/SessionRegistry"
 import { ControlFailed, InvalidConfig } from "@tether/core/TetherError"
-import type * as Transport from "@tether/core/Transport"
+import * as Transport from "@tether/core/Transport"
 import type * as Turn_ from "@tether/core/Turn"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FileSystem from "effect/FileSystem"
 import * as Option from "effect/Option"
@@ -57,6 +58,7 @@ import type * as AcpAgent from "./AcpAgent.ts"
 import * as AcpClient from "./AcpClient.ts"
 import type { TurnLimitReached, TurnRefused } from "./AcpError.ts"
 import * as internal from "./internal/machine.ts"
+import * as Terminals from "./internal/terminals.ts"
 
 /**
  * Options of an ACP session.
@@ -175,8 +177,13 @@ export interface AcpSession extends Session.Session<TurnResult, TurnError> {
 const notAdvertised = (subtype: string, reason: string) =>
   Effect.fail(new ControlFailed({ subtype, reason, code: "not_advertised" }))
 
-const handler = (options: Options<unknown>, cwd: string, fileSystem: FileSystem.FileSystem | undefined) => {
-  const client = AcpClient.serve(options.client, cwd, fileSystem)
+const handler = (
+  options: Options<unknown>,
+  cwd: string,
+  fileSystem: FileSystem.FileSystem | undefined,
+  terminals: Terminals.Terminals | undefined
+) => {
+  const client = AcpClient.serve(options.client, cwd, fileSystem, terminals)
   return (request: unknown): Effect.Effect<Provider.Reply> => {
     const r = request as internal.AgentRequest
     const answer = AcpClient.handles(r.method)
@@ -222,6 +229,14 @@ export const make: <R = never>(
     const cwd = yield* cwdOf(options as Options<unknown>)
     const launched = yield* options.agent.prepare({ cwd, home: placement?.directory })
     const clientCapabilities = AcpClient.capabilities(options.client)
+    // Terminals are opened by the session's own transport, in scopes forked from the session's: torn down with it.
+    const terminals = clientCapabilities.terminal
+      ? Terminals.make({
+        transport: yield* Transport.Transport,
+        scope: yield* Effect.scope,
+        termGrace: Duration.fromInputUnsafe(options.client?.terminalTermGrace ?? "2 seconds")
+      })
+      : undefined
     // Served files need a file system: the host's own (`client.fileSystem`), or the one in context.
     const fileSystem = clientCapabilities.readTextFile || clientCapabilities.writeTextFile
       ? Option.getOrUndefined(yield* Effect.serviceOption(FileSystem.FileSystem))
@@ -251,7 +266,7 @@ export const make: <R = never>(
         authMethod: options.authMethod,
         hostMethods: new Set(Object.keys(options.requests ?? {}))
       }),
-      handle: handler(options as Options<unknown>, cwd, fileSystem),
+      handle: handler(options as Options<unknown>, cwd, fileSystem, terminals),
       launch: { program: launched.program, args: launched.args, cwd: Option.some(cwd), env: launched.env },
       model: options.model,
       ...Session.hostOptions(options)

@@ -5,7 +5,9 @@
  * (`@tether/testing/FakeAcp`). Run an `AcpSession` against it with `AcpAgent.command([FakeAcp.path])`.
  *
  * Its knobs are environment variables: `FAKE_ACP_CHUNKS` (3) and `FAKE_ACP_CHUNK_DELAY_MS` (0) shape every answer
- * (`Hello from fake-acp #<n>: <prompt>`); `FAKE_ACP_FAULTS` (comma separated: `ignore-stdin-eof`, `ignore-sigterm`,
+ * (`Hello from fake-acp #<n>: <prompt>`); a prompt `run: <shell command>` runs the command in a terminal of the
+ * client and answers its output, `background: <shell command>` starts it there and leaves it running (the terminals
+ * carry the fake's `TEST_MARK`); `FAKE_ACP_FAULTS` (comma separated: `ignore-stdin-eof`, `ignore-sigterm`,
  * `ignore-cancel`, `fail-load`) makes it misbehave from the start.
  *
  * @since 0.1.0

@@ -146,6 +146,23 @@ export interface File {
 }
 
 /**
+ * A command the agent runs in a terminal of the client (`terminal/create`), inside a tool call of kind `execute`.
+ * With `wait`, the agent waits for its exit (`terminal/wait_for_exit`), reads its output (`terminal/output`), which is
+ * the tool's output, and releases it; without, it leaves it running and the tool's output is `started <id>`.
+ *
+ * @category steps
+ * @since 0.1.0
+ */
+export interface Terminal {
+  readonly _tag: "Terminal"
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly env: { readonly [name: string]: string }
+  readonly wait: boolean
+  readonly outputByteLimit: number | undefined
+}
+
+/**
  * The prompt ends with this `stopReason` (`max_tokens`, `max_turn_requests`, `refusal`) after the steps before it.
  *
  * @category steps
@@ -186,7 +203,7 @@ export interface Update {
  * @category steps
  * @since 0.1.0
  */
-export type Step = Text | Tool | File | Stop | ApiError | Update | Fault
+export type Step = Text | Tool | File | Terminal | Stop | ApiError | Update | Fault
 
 /**
  * Streamed text (a string is one chunk).
@@ -259,6 +276,29 @@ export const writeFile = (path: string, content: string): File => ({
   method: "fs/write_text_file",
   path,
   content
+})
+
+/**
+ * The agent runs a command in a client terminal.
+ *
+ * @category steps
+ * @since 0.1.0
+ */
+export const terminal = (
+  command: string,
+  options: {
+    readonly args?: ReadonlyArray<string> | undefined
+    readonly env?: { readonly [name: string]: string } | undefined
+    readonly wait?: boolean | undefined
+    readonly outputByteLimit?: number | undefined
+  } = {}
+): Terminal => ({
+  _tag: "Terminal",
+  command,
+  args: options.args ?? [],
+  env: options.env ?? {},
+  wait: options.wait ?? true,
+  outputByteLimit: options.outputByteLimit
 })
 
 /**

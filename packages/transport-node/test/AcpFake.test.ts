@@ -11,8 +11,14 @@ import { NodeTransport } from "@tether/transport-node"
 import { Effect, Exit, Option, Scope } from "effect"
 import { isAlive, marked, scopedMark } from "./utils.ts"
 
-const session = (mark: string, faults: string, timeouts?: Timeouts.Timeouts) =>
+const session = (
+  mark: string,
+  faults: string,
+  timeouts?: Timeouts.Timeouts,
+  client?: AcpSession.Options["client"]
+) =>
   AcpSession.make({
+    client,
     agent: AcpAgent.command([FakeAcp.path], {
       env: { set: { TEST_MARK: mark, FAKE_ACP_FAULTS: faults, FAKE_ACP_CHUNKS: "2" } }
     }),
@@ -55,4 +61,34 @@ describe("AcpSession over NodeTransport, against the fake ACP agent", () => {
       }).pipe(Effect.provide(NodeTransport.layer({ containment: "process-tree" }))),
     30_000
   )
+
+  it.live(
+    "a terminal the agent asks for runs through the session's transport, and answers its output",
+    () =>
+      Effect.gen(function*() {
+        const mark = yield* scopedMark
+        const acp = yield* session(mark, "", undefined, { terminal: true })
+        const result = yield* acp.run("run: echo hi-from-terminal; echo to-stderr >&2")
+        assert.include(result.text, "Tool said: hi-from-terminal\nto-stderr")
+      }).pipe(Effect.scoped, Effect.provide(NodeTransport.layer({ containment: "process-tree" }))),
+    30_000
+  )
+
+  it.live("a terminal left running is torn down with the session, whatever it started", () =>
+    Effect.gen(function*() {
+      const mark = yield* scopedMark
+      const scope = yield* Scope.make()
+      const acp = yield* session(mark, "", undefined, { terminal: true }).pipe(Scope.provide(scope))
+      const result = yield* acp.run("background: sleep 300 & sleep 301")
+      assert.include(result.text, "started terminal-1")
+      const sleeps = () => marked(mark).filter((proc) => proc.args.startsWith("sleep"))
+      yield* Effect.promise(() =>
+        new Promise<void>((resolve) => {
+          const check = () => (sleeps().length >= 2 ? resolve() : setTimeout(check, 20))
+          check()
+        })
+      ).pipe(Effect.timeout("5 seconds"))
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(marked(mark), [])
+    }).pipe(Effect.provide(NodeTransport.layer({ containment: "process-tree" }))), 30_000)
 })

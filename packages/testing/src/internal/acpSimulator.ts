@@ -337,6 +337,10 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
           yield* this.file(run, step)
           break
         }
+        case "Terminal": {
+          yield* this.terminal(run, step)
+          break
+        }
         case "Update": {
           yield* this.turnUpdate(step.update)
           break
@@ -458,6 +462,60 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
       toolCallId,
       status: answer._tag === "Error" ? "failed" : "completed",
       content: [{ type: "content", content: { type: "text", text: output } }]
+    })
+  }
+
+  private *terminal(run: TurnRun, step: MockAcp.Terminal): Task {
+    const toolCallId = `terminal-${this.ids.hex(8)}`
+    const command = [step.command, ...step.args].join(" ")
+    yield* this.turnUpdate({
+      sessionUpdate: "tool_call",
+      toolCallId,
+      title: `Running ${command}`,
+      kind: "execute",
+      status: "in_progress",
+      rawInput: { command }
+    })
+    const failed = (message: string) => {
+      run.lastTool = message
+      return this.turnUpdate({
+        sessionUpdate: "tool_call_update",
+        toolCallId,
+        status: "failed",
+        content: [{ type: "content", content: { type: "text", text: message } }]
+      })
+    }
+    const created = yield* this.ask("terminal/create", {
+      sessionId: this.sessionId,
+      command: step.command,
+      args: step.args,
+      env: Object.entries(step.env).map(([name, value]) => ({ name, value })),
+      ...(step.outputByteLimit === undefined ? {} : { outputByteLimit: step.outputByteLimit })
+    })
+    if (created._tag === "Error") return yield* failed(created.message)
+    const terminalId = Json.stringOr(Json.isRecord(created.result) ? created.result.terminalId : undefined, "")
+    if (!step.wait) {
+      run.lastTool = `started ${terminalId}`
+      return yield* this.turnUpdate({
+        sessionUpdate: "tool_call_update",
+        toolCallId,
+        status: "completed",
+        content: [{ type: "terminal", terminalId }]
+      })
+    }
+    const exited = yield* this.ask("terminal/wait_for_exit", { sessionId: this.sessionId, terminalId })
+    if (exited._tag === "Error") return yield* failed(exited.message)
+    const output = yield* this.ask("terminal/output", { sessionId: this.sessionId, terminalId })
+    yield* this.ask("terminal/release", { sessionId: this.sessionId, terminalId })
+    const text = output._tag === "Result" && Json.isRecord(output.result)
+      ? Json.stringOr(output.result.output, "")
+      : ""
+    run.lastTool = text.trimEnd()
+    yield* this.turnUpdate({
+      sessionUpdate: "tool_call_update",
+      toolCallId,
+      status: "completed",
+      content: [{ type: "terminal", terminalId }, { type: "content", content: { type: "text", text } }]
     })
   }
 

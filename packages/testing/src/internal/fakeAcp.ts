@@ -11,7 +11,9 @@ type Env = { readonly [name: string]: string | undefined }
 
 /**
  * Every turn answers `Hello from fake-acp #<n>: <prompt>` in `FAKE_ACP_CHUNKS` (3) pieces `FAKE_ACP_CHUNK_DELAY_MS`
- * (0) apart; a prompt that mentions `sleep` runs a tool that asks permission first. `FAKE_ACP_FAULTS` (comma
+ * (0) apart; a prompt that mentions `sleep` (and is none of these) runs a tool that asks permission first; `run: <shell
+ * command>` runs it
+ * in a client terminal and answers its output, `background: <shell command>` starts it there and leaves it running. `FAKE_ACP_FAULTS` (comma
  * separated) applies faults from the start: `ignore-stdin-eof`, `ignore-sigterm`, `ignore-cancel`, `fail-load`.
  */
 const fakeScript = (env: Env): MockAcp.Script => {
@@ -32,7 +34,16 @@ const fakeScript = (env: Env): MockAcp.Script => {
     }
   })
   let turns = 0
-  return MockAcp.make([MockAcp.when("sleep", MockAcp.tool({ command: "sleep 1", output: "slept" }))], {
+  // Terminals the agent asks the client for carry the fake's own TEST_MARK, so that tests find them in /proc.
+  const mark: { [name: string]: string } = env.TEST_MARK === undefined ? {} : { TEST_MARK: env.TEST_MARK }
+  const shell = (prefix: string, wait: boolean) => (prompt: string) => [
+    MockAcp.terminal("sh", { args: ["-c", prompt.slice(prompt.indexOf(prefix) + prefix.length)], env: mark, wait })
+  ]
+  return MockAcp.make([
+    { match: (prompt) => prompt.startsWith("run: "), once: false, steps: shell("run: ", true) },
+    { match: (prompt) => prompt.startsWith("background: "), once: false, steps: shell("background: ", false) },
+    MockAcp.when("sleep", MockAcp.tool({ command: "sleep 1", output: "slept" }))
+  ], {
     otherwise: (prompt) => {
       const text = `Hello from fake-acp #${++turns}: ${prompt}`
       const size = Math.ceil(text.length / chunks)

@@ -238,6 +238,39 @@ describe("AcpSession", () => {
       ).pipe(Effect.provide(MockTransport.layer(script))))
   })
 
+  describe("the client's terminals", () => {
+    const script = MockAcp.make([
+      MockAcp.when("list", MockAcp.terminal("ls", { args: ["-la"] }))
+    ])
+
+    it.effect("off by default: 'method not found', and nothing is started", () =>
+      withSession(make(), (session) =>
+        Effect.gen(function*() {
+          const result = yield* settle(session.run("list"))
+          assert.include(result.text, "Method not found: terminal/create")
+          assert.strictEqual((yield* (yield* MockTransport.MockTransport).connections).length, 1)
+        })).pipe(Effect.provide(MockTransport.layer(script))))
+
+    it.effect("on: each terminal is decided by the host's policy; a refused one starts nothing", () => {
+      const asked: Array<AcpClient.TerminalRequest> = []
+      return withSession(
+        make({
+          client: {
+            terminal: true,
+            terminalPolicy: (request) => Effect.sync(() => (asked.push(request), false))
+          }
+        }),
+        (session) =>
+          Effect.gen(function*() {
+            const result = yield* settle(session.run("list"))
+            assert.include(result.text, "the host refused to run ls")
+            assert.deepStrictEqual(asked, [{ command: "ls", args: ["-la"], cwd: CWD, env: {} }])
+            assert.strictEqual((yield* (yield* MockTransport.MockTransport).connections).length, 1)
+          })
+      ).pipe(Effect.provide(MockTransport.layer(script)))
+    })
+  })
+
   describe("presets", () => {
     it.effect("gemini: `gemini --acp`, no relaunch, a GEMINI_CLI_HOME of the session's own with the offline settings", () =>
       Effect.gen(function*() {
