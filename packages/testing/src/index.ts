@@ -36,6 +36,11 @@ export * as MockOpenAI from "./MockOpenAI.ts"
 /**
  * @since 0.1.0
  */
+export * as MockGemini from "./MockGemini.ts"
+
+/**
+ * @since 0.1.0
+ */
 export * as Simulator from "./Simulator.ts"
 
 /**
@@ -47,6 +52,11 @@ export * as HostTest from "./HostTest.ts"
  * @since 0.1.0
  */
 export * as PinnedClaude from "./PinnedClaude.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as PinnedAcp from "./PinnedAcp.ts"
 
 /**
  * @since 0.1.0
