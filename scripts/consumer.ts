@@ -24,7 +24,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 
 const root = Path.resolve(import.meta.dirname, "..")
-const packages = ["core", "claude", "codex", "transport-node", "testing", "cluster"] as const
+const packages = ["core", "claude", "codex", "acp", "transport-node", "testing", "cluster"] as const
 const started = Date.now()
 
 const log = (message: string) => console.log(`consumer: ${message}`)
@@ -156,6 +156,7 @@ try {
           "@tether/core": `file:${tarballOf.get("@tether/core")}`,
           "@tether/claude": `file:${tarballOf.get("@tether/claude")}`,
           "@tether/codex": `file:${tarballOf.get("@tether/codex")}`,
+          "@tether/acp": `file:${tarballOf.get("@tether/acp")}`,
           "@tether/transport-node": `file:${tarballOf.get("@tether/transport-node")}`,
           effect,
           "@effect/platform-node": effect,
@@ -196,6 +197,7 @@ try {
     "@tether/core/internal/timeouts",
     "@tether/claude/internal/machine",
     "@tether/codex/internal/machine",
+    "@tether/acp/internal/machine",
     "@tether/transport-node/internal/watchdog",
     "@tether/testing/internal/claudeSimulator"
   ]
@@ -295,6 +297,7 @@ try {
           "@tether/core": tarball("@tether/core"),
           "@tether/claude": tarball("@tether/claude"),
           "@tether/codex": tarball("@tether/codex"),
+          "@tether/acp": tarball("@tether/acp"),
           "@tether/transport-node": tarball("@tether/transport-node"),
           "@tether/cluster": tarball("@tether/cluster"),
           effect: clusterEffect,

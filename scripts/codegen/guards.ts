@@ -3,7 +3,9 @@
  * (`@tether/core/codec/Json`), so that a session checks what it reads without loading `effect/Schema`:
  *
  * - the frames of the Claude wire codec: `packages/claude/src/internal/protocol/guards.generated.ts`;
- * - the params the Codex protocol machine decodes: `packages/codex/src/internal/protocol/guards.generated.ts`.
+ * - the params the Codex protocol machine decodes: `packages/codex/src/internal/protocol/guards.generated.ts`;
+ * - the messages the ACP protocol machine decodes: `packages/acp/src/internal/protocol/guards.generated.ts`, from the
+ *   schemas scripts/codegen/acp.ts generates from the protocol's JSON Schema (`pnpm codegen` runs that first).
  *
  *   pnpm codegen                     writes the generated files
  *   pnpm codegen --check             exits 1 when a generated file is not what the generator makes now, and names
@@ -39,6 +41,7 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Url from "node:url"
+import * as AcpSchemas from "../../packages/acp/src/internal/protocol/schemas.generated.ts"
 import * as CliFrames from "../../packages/claude/src/internal/protocol/cliFrames.ts"
 import * as Controls from "../../packages/claude/src/internal/protocol/controls.ts"
 import * as HostFrames from "../../packages/claude/src/internal/protocol/hostFrames.ts"
@@ -926,12 +929,61 @@ const codexCodec = (file: string): string => {
   return moduleText(emitter, file, header, "CodexProtocol's schema", [])
 }
 
+/**
+ * The messages the ACP protocol machine decodes (acp/internal/protocol/runtime.ts): results, the variants of
+ * `session/update` (checked one by one, by their `sessionUpdate`), and the agent's requests. Payloads: the generated
+ * schemas are open all the way down.
+ */
+const acpRoots: ReadonlyArray<string> = [
+  "InitializeResponse",
+  "NewSessionResponse",
+  "LoadSessionResponse",
+  "PromptResponse",
+  "SessionUpdateUserMessageChunk",
+  "SessionUpdateAgentMessageChunk",
+  "SessionUpdateAgentThoughtChunk",
+  "SessionUpdateToolCall",
+  "SessionUpdateToolCallUpdate",
+  "SessionUpdatePlan",
+  "SessionUpdateAvailableCommandsUpdate",
+  "SessionUpdateCurrentModeUpdate",
+  "SessionUpdateConfigOptionUpdate",
+  "SessionUpdateUsageUpdate",
+  "RequestPermissionRequest",
+  "ReadTextFileRequest",
+  "WriteTextFileRequest",
+  "CreateTerminalRequest",
+  "TerminalOutputRequest",
+  "ReleaseTerminalRequest",
+  "WaitForTerminalExitRequest",
+  "KillTerminalRequest"
+]
+
+/** The ACP codec's guards. */
+const acpCodec = (file: string): string => {
+  const emitter = makeEmitter(AcpSchemas)
+  for (const name of acpRoots) emitter.rootGuard(name, "payload")
+  const header = `/**
+ * The type guards of the messages the ACP protocol machine decodes. ${
+    generated("the schemas of schemas.generated.ts (themselves generated from the ACP JSON Schema)")
+  }
+ *
+ * Each guard gives the answer of \`Schema.is\` for its schema: a session checks what the agent sends with these and
+ * loads \`effect/Schema\` only to explain a message they refuse (runtime.ts).
+ * They import ${importsJson(emitter) ? "nothing but core's JSON check (codec/Json.ts)" : "nothing"}.
+ *
+ * @internal
+ */`
+  return moduleText(emitter, file, header, "the generated ACP schema", [])
+}
+
 const fixtureSchemas = "packages/testing/test/session/fixtures/codegen/schemas.ts"
 
 /** The generated files, by path from the workspace root, and how each is made. */
 const targets: ReadonlyArray<{ readonly file: string; readonly make: (file: string) => Promise<string> }> = [
   { file: "packages/claude/src/internal/protocol/guards.generated.ts", make: async (file) => codec(file) },
   { file: "packages/codex/src/internal/protocol/guards.generated.ts", make: async (file) => codexCodec(file) },
+  { file: "packages/acp/src/internal/protocol/guards.generated.ts", make: async (file) => acpCodec(file) },
   {
     file: "packages/testing/test/session/fixtures/codegen/guards.generated.ts",
     make: async (file) => fixture(file, await import(Url.pathToFileURL(Path.join(root, fixtureSchemas)).href))

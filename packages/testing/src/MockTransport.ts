@@ -42,19 +42,20 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as SimulatedProcess from "./internal/simulatedProcess.ts"
+import * as MockAcp from "./MockAcp.ts"
 import * as MockClaude from "./MockClaude.ts"
 import * as MockCodex from "./MockCodex.ts"
 import type * as Simulator from "./Simulator.ts"
 
 /**
- * The faults a test can trigger on the connections of {@link layer}: the simulated CLIs' (Claude's and Codex's). The
+ * The faults a test can trigger on the connections of {@link layer}: the simulated CLIs' (Claude's, Codex's and the ACP agent's). The
  * faults both have (`crash`, `hang`, `stall`, `malformed`, `raw`, `ignoreInterrupts`, `ignoreSigterm`) have the same
  * tags and fields and work on either; a simulator ignores the other provider's own faults.
  *
  * @category models
  * @since 0.1.0
  */
-export type Fault = MockClaude.Fault | MockCodex.Fault
+export type Fault = MockClaude.Fault | MockCodex.Fault | MockAcp.Fault
 
 /**
  * A script of any provider's simulated CLI: {@link layer} and {@link open} run each with its provider's simulator.
@@ -62,7 +63,7 @@ export type Fault = MockClaude.Fault | MockCodex.Fault
  * @category models
  * @since 0.1.0
  */
-export type Script = MockClaude.Script | MockCodex.Script
+export type Script = MockClaude.Script | MockCodex.Script | MockAcp.Script
 
 /**
  * The simulator of a script, whichever provider it is for.
@@ -73,6 +74,8 @@ export type Script = MockClaude.Script | MockCodex.Script
 export const simulatorOf = (script: Script): Simulator.Factory<Fault> =>
   MockCodex.isScript(script)
     ? MockCodex.simulator(script) as Simulator.Factory<Fault>
+    : MockAcp.isScript(script)
+    ? MockAcp.simulator(script) as Simulator.Factory<Fault>
     : MockClaude.simulator(script) as Simulator.Factory<Fault>
 
 /**

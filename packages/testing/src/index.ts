@@ -41,6 +41,16 @@ export * as MockGemini from "./MockGemini.ts"
 /**
  * @since 0.1.0
  */
+export * as MockAcp from "./MockAcp.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as FakeAcp from "./FakeAcp.ts"
+
+/**
+ * @since 0.1.0
+ */
 export * as Simulator from "./Simulator.ts"
 
 /**

@@ -3,6 +3,7 @@
  * its simulator, how to read what the host wrote to its CLI, and which capabilities it lacks. Every provider's
  * adapter is small; the scenarios and their assertions are the suite's, the same for every provider.
  */
+import type { AcpSession } from "@tether/acp"
 import type { ClaudeSession } from "@tether/claude"
 import type { CodexSession } from "@tether/codex"
 import type { Permission, Session, TetherError, Timeouts, Transport, Turn } from "@tether/core"
@@ -10,7 +11,10 @@ import type { MockTransport } from "@tether/testing"
 import type { Duration, Effect, Layer, Scope } from "effect"
 
 /** A session of any provider, as the suite drives it: the neutral result, and every provider's own turn errors. */
-export type AnySession = Session.Session<Turn.TurnResult, ClaudeSession.TurnError | CodexSession.TurnError>
+export type AnySession = Session.Session<
+  Turn.TurnResult,
+  ClaudeSession.TurnError | CodexSession.TurnError | AcpSession.TurnError
+>
 
 /** What the model does in a turn whose prompt matches a rule. */
 export type Behaviour =
@@ -57,7 +61,9 @@ export interface Options {
 /** What a provider has that another one lacks: the suite checks the documented substitute instead. */
 export type Capability =
   /** Allowing a tool use with a rewritten input runs the rewritten input (Codex cannot: it declines instead). */
-  "rewrite-input"
+  | "rewrite-input"
+  /** A turn reports its token usage (ACP v1 reports none: the result's usage, and its `Usage` event's, are zeros). */
+  | "usage"
 
 export interface Adapter {
   readonly name: string
