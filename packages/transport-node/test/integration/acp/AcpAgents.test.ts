@@ -1,24 +1,20 @@
 /**
- * The pinned real ACP agents (`@tether/testing`'s PinnedAcp: the Gemini CLI and claude-agent-acp) spawned by
- * NodeTransport and driven by a raw JSON-RPC client (rawAcp.ts): initialize → session/new → one prompt → its answer,
- * offline against MockGemini and MockAnthropic on 127.0.0.1, inside a loopback-only network namespace (see
- * vitest.config.ts). Then the transport's teardown: stdin closed, a short wait, the connection's scope closed; no
- * process of the agent (nor the Claude Code that claude-agent-acp starts) may be left, read from /proc through a
- * marker variable every process of the test inherits.
- *
- * One test per agent, each a few seconds: the protocol itself is covered by the recorded transcripts
- * (packages/testing/test/AcpTranscripts.test.ts) and, once it exists, the ACP provider's own suites.
+ * `AcpSession` (@tether/acp) with its presets, over NodeTransport, against the pinned real agents offline: the
+ * Gemini CLI on MockGemini, claude-agent-acp on MockAnthropic, inside a loopback-only network namespace. One test per
+ * agent walks what a host does most — a turn with streamed text, a shell command the host's policy allows, an
+ * interrupt while text streams, a turn after it — then the release, after which no process of the agent is left.
+ * What the agents do on the wire is in docs/protocol/acp-agents.md.
  */
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Transport } from "@tether/core"
+import { NodeServices } from "@effect/platform-node"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { AcpAgent, AcpSession } from "@tether/acp"
+import { Permission, Timeouts } from "@tether/core"
 import { MockAnthropic, MockGemini, PinnedAcp } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
-import { Duration, Effect, Exit, Option, type Redacted, Scope } from "effect"
+import { Effect, Exit, Layer, Redacted, Scope, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
-import * as Path from "node:path"
 import { marked as markedWith, type Proc } from "../../utils.ts"
-import * as RawAcp from "./rawAcp.ts"
 
 const markVariable = "TETHER_IT_MARK"
 const marked = (mark: string): Array<Proc> => markedWith(mark, markVariable)
@@ -27,179 +23,161 @@ const marks = new Set<string>()
 const gemini = PinnedAcp.resolveSync("gemini")
 const claudeAgentAcp = PinnedAcp.resolveSync("claude-agent-acp")
 
-/** The transport, each agent's logical program resolved to the Node that runs its pinned script. */
-const TransportLive = NodeTransport.layer({
-  executables: { gemini: gemini.command, "claude-agent-acp": claudeAgentAcp.command }
-})
+const Live = Layer.mergeAll(NodeTransport.layer(), NodeServices.layer)
 
-/** SIGTERM → SIGKILL grace of the teardown; with the transport's kill grace, the bound on a release. */
-const termGrace = Duration.seconds(2)
-const releaseBoundMillis = Duration.toMillis(termGrace) + Duration.toMillis(NodeTransport.defaultKillGrace) + 1_000
-
-/** The interfaces of this process's network namespace (`/proc/self/net/dev` follows the namespace). */
-const networkInterfaces = (): ReadonlyArray<string> =>
-  Fs.readFileSync("/proc/self/net/dev", "utf8").split("\n").slice(2).map((line) => line.split(":")[0].trim())
-    .filter((name) => name.length > 0)
-
-beforeAll(() => {
-  const interfaces = networkInterfaces()
-  const isolated = interfaces.length === 1 && interfaces[0] === "lo"
-  console.log(
-    [
-      `ACP agents: gemini ${gemini.version}, claude-agent-acp ${claudeAgentAcp.version} (Node ${process.version})`,
-      isolated
-        ? "network: isolated namespace, loopback only (scripts/netns.sh)"
-        : `network: NOT ISOLATED (interfaces: ${interfaces.join(", ")}): offline only by the mocks' settings`
-    ].join("\n")
-  )
-  if (!isolated && process.env.TETHER_NETNS_REQUIRED === "1") {
-    throw new Error("TETHER_NETNS_REQUIRED=1 but the suite is not running in a loopback-only network namespace")
-  }
-})
+/** Deadlines for a real agent on a loaded 2-core machine. */
+const timeouts = Effect.runSync(Timeouts.make({
+  startup: "60 seconds",
+  control: "10 seconds",
+  turn: "60 seconds",
+  stall: "30 seconds",
+  interrupt: "10 seconds",
+  permission: "30 seconds",
+  closeGrace: "1 second",
+  termGrace: "2 seconds"
+}))
 
 afterAll(() => {
   const left = [...marks].flatMap(marked)
   assert.deepStrictEqual(left, [], `processes left behind by the suite: ${JSON.stringify(left)}`)
 })
 
-/** What one agent's test needs: its launch, its world's folders, and what the mock saw. */
-interface World {
-  readonly spec: Transport.LaunchSpec
-  readonly cwd: string
-  readonly mark: string
-  /** The requests the mock did not know (must be none). */
-  readonly unknownRequests: Effect.Effect<ReadonlyArray<string>>
-  readonly modelCalls: Effect.Effect<number>
-}
-
-const launch = (
-  program: string,
-  pinned: PinnedAcp.Command,
-  cwd: string,
-  env: Readonly<Record<string, string | Redacted.Redacted<string>>>
-) => {
-  const mark = randomUUID()
-  marks.add(mark)
-  const spec: Transport.LaunchSpec = {
-    program,
-    args: pinned.args,
-    cwd: Option.some(cwd),
-    env: { mode: "clean", set: { ...env, [markVariable]: mark }, unset: [] }
-  }
-  return { spec, mark }
-}
-
-const geminiWorld = Effect.gen(function*() {
-  const mock = yield* MockGemini.make([MockGemini.text("Hello from the Gemini mock", { chunks: 2 })])
-  const home = yield* MockGemini.offlineHome({ baseUrl: mock.url, prefix: "tether-it-gemini-" })
-  return {
-    ...launch("gemini", gemini, home.cwd, home.env),
-    cwd: home.cwd,
-    unknownRequests: Effect.map(mock.unknown, (log) => log.map((entry) => `${entry.method} ${entry.path}`)),
-    modelCalls: Effect.map(mock.requests, (log) => log.filter((entry) => entry.reply === "Text").length)
-  } satisfies World
-})
-
-const claudeWorld = Effect.gen(function*() {
-  const mock = yield* MockAnthropic.make([MockAnthropic.text("Hello from the Anthropic mock", { chunks: 2 })])
-  const home = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-it-caa-" })
-  // Without a plugin blocklist in its config dir, the Claude Code under claude-agent-acp fetches one.
-  const plugins = Path.join(home.env.CLAUDE_CONFIG_DIR, "plugins")
-  Fs.mkdirSync(plugins, { recursive: true })
-  Fs.writeFileSync(
-    Path.join(plugins, "blocklist.json"),
-    JSON.stringify({ fetchedAt: new Date().toISOString(), plugins: [] })
+/** The host's policy: allow the shell commands that touch `allowed.txt`, deny the rest. */
+const policy: Permission.Policy = (request) =>
+  Effect.succeed(
+    JSON.stringify(request.input).includes("allowed.txt") ? Permission.allow() : Permission.deny("not this one")
   )
-  return {
-    ...launch("claude-agent-acp", claudeAgentAcp, home.cwd, home.env),
-    cwd: home.cwd,
-    // Its Claude Code probes the base URL with `HEAD /` (answered 404, harmless); any other unknown route is not.
-    unknownRequests: Effect.map(
-      mock.requests,
-      (log) =>
-        log.filter((entry) => entry.reply === "NotFound" && !(entry.method === "HEAD" && entry.path === "/"))
-          .map((entry) => `${entry.method} ${entry.path}`)
-    ),
-    modelCalls: Effect.map(mock.requests, (log) => log.filter((entry) => entry.reply === "Text").length)
-  } satisfies World
-})
+
+/** Closing the session's scope: close grace, then SIGTERM, term grace, the transport's kill grace, plus slack. */
+const releaseBoundMillis = 1_000 + 2_000 + 1_000 + 2_000
 
 /**
- * initialize → session/new → one prompt, then the teardown: returns what the test asserts on. `exitsOnEof`: whether
- * the agent exited within 1 s of its stdin closing (before the scope closed).
+ * What a host does most, in one session: a turn, a turn with a shell command the policy allows, an interrupt while
+ * text streams, a turn after it; then the release. Returns what the test asserts on.
  */
-const roundTrip = (world: World, expectedText: string) =>
+const walk = (session: AcpSession.AcpSession, scope: Scope.Closeable, cwd: string, mark: string) =>
   Effect.gen(function*() {
-    const transport = yield* Transport.Transport
-    // The connection's own scope, closed below to time the teardown; closed with the test's scope if a check fails
-    // first (closing twice is a no-op).
-    const scope = yield* Scope.make()
-    yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
-    const connection = yield* transport.open(world.spec, { termGrace }).pipe(Scope.provide(scope))
-    const acp = yield* RawAcp.make(connection).pipe(Scope.provide(scope))
-
-    const init = yield* acp.request("initialize", {
-      protocolVersion: 1,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false }
-    }, "60 seconds")
-    assert.strictEqual(init.result?.protocolVersion, 1)
-    assert.isTrue(init.result?.agentCapabilities?.loadSession, "both agents advertise loadSession")
-    const created = yield* acp.request("session/new", { cwd: world.cwd, mcpServers: [] }, "30 seconds")
-    const sessionId = created.result?.sessionId
-    assert.isString(sessionId)
-    const answered = yield* acp.request("session/prompt", {
-      sessionId,
-      prompt: [{ type: "text", text: "Say hello" }]
-    }, "60 seconds")
-    assert.strictEqual(answered.result?.stopReason, "end_turn")
-    const received = yield* acp.received
-    const text = received
-      .filter((message) =>
-        message.method === "session/update" && message.params?.sessionId === sessionId &&
-        message.params.update?.sessionUpdate === "agent_message_chunk"
-      )
-      .map((message) => message.params.update.content?.text ?? "")
-      .join("")
-    assert.strictEqual(text, expectedText)
-    assert.strictEqual(yield* world.modelCalls, 1)
-    assert.deepStrictEqual(yield* world.unknownRequests, [], "the agent called nothing the mock does not know")
-    const running = marked(world.mark)
-    assert.isAtLeast(running.length, 1, "the agent runs, marked")
-
-    // The teardown a session does: stdin closed, a short grace, then the connection's scope closed.
-    yield* connection.endInput
-    const exitsOnEof = Option.isSome(yield* connection.exit.pipe(Effect.timeoutOption("1 second")))
+    const first = yield* session.run("Say hello")
+    const tool = yield* session.run("Make a file")
+    const allowed = Fs.existsSync(`${cwd}/allowed.txt`)
+    const streaming = yield* session.send("Tell me a long story")
+    yield* streaming.events.pipe(
+      Stream.filter((delivery) => delivery._tag === "Event" && delivery.event._tag === "TextDelta"),
+      Stream.take(2),
+      Stream.runDrain,
+      Effect.timeout("30 seconds")
+    )
+    yield* session.interrupt
+    const interrupted = yield* Effect.flip(streaming.result)
+    const after = yield* session.run("Are you still there?")
+    const running = marked(mark).length
     const started = Date.now()
     yield* Scope.close(scope, Exit.void)
     const releaseMillis = Date.now() - started
-    return { running, exitsOnEof, releaseMillis, left: marked(world.mark) }
+    return { first, tool, allowed, interrupted, after, running, releaseMillis, left: marked(mark) }
   })
 
-describe("the real ACP agents, offline, through NodeTransport", () => {
+/** The session's own scope, closed by the walk to time the release; closed with the test's if a check fails first. */
+const sessionScope = Effect.gen(function*() {
+  const scope = yield* Scope.make()
+  yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+  return scope
+})
+
+const newMark = () => {
+  const mark = randomUUID()
+  marks.add(mark)
+  return mark
+}
+
+describe("AcpSession over NodeTransport, against the real agents offline", () => {
   it.live(
-    "gemini --acp: a prompt answered from MockGemini; exits on EOF; nothing left after teardown",
+    "the gemini preset: turns, an allowed command, an interrupt, a turn after it, nothing left",
     () =>
       Effect.gen(function*() {
-        const world = yield* geminiWorld
-        const outcome = yield* roundTrip(world, "Hello from the Gemini mock")
-        assert.isTrue(outcome.exitsOnEof, "the Gemini CLI exits when its stdin closes")
+        const mock = yield* MockGemini.make([
+          MockGemini.text("Hello from the Gemini mock", { chunks: 2 }),
+          MockGemini.shell("touch allowed.txt"),
+          MockGemini.text("made it"),
+          MockGemini.slow({ deltas: 200, interval: "50 millis" }),
+          MockGemini.text("still here")
+        ])
+        const home = yield* MockGemini.offlineHome({ baseUrl: mock.url, prefix: "tether-it-acp-gemini-" })
+        const mark = newMark()
+        const scope = yield* sessionScope
+        const session = yield* AcpSession.make({
+          // The pinned script runs through its `#!/usr/bin/env node`: the Node on the host's PATH.
+          agent: AcpAgent.gemini({
+            executable: gemini.script,
+            baseUrl: mock.url,
+            apiKey: Redacted.make("mock-gemini-api-key"),
+            home: home.home,
+            env: { mode: "clean", set: { HOME: home.home, TMPDIR: home.env.TMPDIR, [markVariable]: mark } }
+          }),
+          cwd: home.cwd,
+          policy,
+          timeouts
+        }).pipe(Scope.provide(scope))
+        const outcome = yield* walk(session, scope, home.cwd, mark)
+        assert.strictEqual(outcome.first.text, "Hello from the Gemini mock")
+        assert.strictEqual(outcome.first.stopReason, "end_turn")
+        assert.strictEqual(outcome.tool.text, "made it")
+        assert.isTrue(outcome.allowed, "the command the policy allowed ran")
+        assert.strictEqual(outcome.interrupted._tag, "TurnInterrupted")
+        assert.strictEqual(outcome.after.text, "still here", "the session goes on after the interrupt")
+        assert.deepStrictEqual(yield* mock.unknown, [])
+        const log = yield* mock.requests
+        assert.isTrue(
+          log.some((entry) => entry.reply === "Slow" && entry.outcome === "client-closed"),
+          "the interrupt stopped the model's stream"
+        )
+        assert.isAtLeast(outcome.running, 1)
         assert.deepStrictEqual(outcome.left, [], "no process of the agent is left")
         assert.isBelow(outcome.releaseMillis, releaseBoundMillis)
-      }).pipe(Effect.scoped, Effect.provide(TransportLive)),
-    90_000
+      }).pipe(Effect.scoped, Effect.provide(Live)),
+    120_000
   )
 
   it.live(
-    "claude-agent-acp: a prompt answered from MockAnthropic; ignores EOF; the teardown ends its tree",
+    "the claude-agent-acp preset: the same walk; the turn after an interrupt comes back empty",
     () =>
       Effect.gen(function*() {
-        const world = yield* claudeWorld
-        const outcome = yield* roundTrip(world, "Hello from the Anthropic mock")
-        assert.isAtLeast(outcome.running.length, 2, "claude-agent-acp and the Claude Code it started")
-        assert.isFalse(outcome.exitsOnEof, "claude-agent-acp keeps running after its stdin closes")
-        assert.deepStrictEqual(outcome.left, [], "the teardown ended the agent and its Claude Code")
+        const mock = yield* MockAnthropic.make([
+          MockAnthropic.text("Hello from the Anthropic mock", { chunks: 2 }),
+          MockAnthropic.bash("touch allowed.txt"),
+          MockAnthropic.text("made it"),
+          MockAnthropic.slow({ deltas: 200, interval: "50 millis" }),
+          MockAnthropic.text("still here")
+        ])
+        const home = yield* MockAnthropic.offlineHome({ baseUrl: mock.url, prefix: "tether-it-acp-caa-" })
+        const mark = newMark()
+        const scope = yield* sessionScope
+        const { ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, CLAUDE_CONFIG_DIR, ...rest } = home.env
+        const session = yield* AcpSession.make({
+          agent: AcpAgent.claudeAgentAcp({
+            executable: claudeAgentAcp.script,
+            baseUrl: ANTHROPIC_BASE_URL,
+            apiKey: ANTHROPIC_API_KEY,
+            configDir: CLAUDE_CONFIG_DIR,
+            env: { mode: "clean", set: { ...rest, [markVariable]: mark } }
+          }),
+          cwd: home.cwd,
+          policy,
+          timeouts
+        }).pipe(Scope.provide(scope))
+        const outcome = yield* walk(session, scope, home.cwd, mark)
+        assert.strictEqual(outcome.first.text, "Hello from the Anthropic mock")
+        assert.strictEqual(outcome.tool.text, "made it")
+        assert.isTrue(outcome.allowed, "the command the policy allowed ran")
+        assert.strictEqual(outcome.interrupted._tag, "TurnInterrupted")
+        // claude-agent-acp answers the prompt after a cancelled one at once, `end_turn` with nothing, before calling
+        // the model (docs/protocol/acp-agents.md §5): the host sees an empty success.
+        assert.strictEqual(outcome.after.text, "")
+        assert.strictEqual(outcome.after.stopReason, "end_turn")
+        assert.isAtLeast(outcome.running, 2, "claude-agent-acp and its Claude Code")
+        assert.deepStrictEqual(outcome.left, [], "the release ended the agent, which ignores EOF, and its Claude Code")
         assert.isBelow(outcome.releaseMillis, releaseBoundMillis)
-      }).pipe(Effect.scoped, Effect.provide(TransportLive)),
-    90_000
+      }).pipe(Effect.scoped, Effect.provide(Live)),
+    120_000
   )
 })
