@@ -4,9 +4,12 @@
  * request answered exactly once, in both directions (the client's ids and the agent's are separate spaces, each
  * counting from 0 in each process); a `session/prompt` answered with a `stopReason` or an error; a prompt that was
  * in flight when the client sent `session/cancel` answered `cancelled`; updates and permission requests shaped as
- * the protocol says. docs/protocol/acp-agents.md describes what the transcripts show.
+ * the protocol says; and every line decoded by `@tether/acp`'s codec, its params or result by the schema generated
+ * from the protocol's JSON Schema for its method. docs/protocol/acp-agents.md describes what the transcripts show.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { AcpProtocol } from "@tether/acp"
+import { Result, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 
@@ -58,7 +61,7 @@ const transcripts: ReadonlyArray<Transcript> = agents.flatMap((agent) =>
 /** The stop reasons of ACP v1 (`session/prompt`'s `stopReason`). */
 const stopReasons = new Set(["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"])
 
-/** The `session/update` kinds of ACP v1 plus `usage_update` (claude-agent-acp's, from the protocol's drafts). */
+/** The `session/update` kinds the agents send (`usage_update`: claude-agent-acp's, new in the protocol's schema). */
 const updateKinds = new Set([
   "user_message_chunk",
   "agent_message_chunk",
@@ -176,6 +179,66 @@ const problemsOf = (messages: ReadonlyArray<Message>): ReadonlyArray<string> => 
 
 const exitNote = /^exit code=(\S+) signal=(\S+)$/
 
+/** The generated schema of each request's params, by method (the client's requests and the agent's). */
+const requestSchemas: { readonly [method: string]: Schema.Codec<unknown, unknown> } = {
+  "initialize": AcpProtocol.InitializeRequest,
+  "session/new": AcpProtocol.NewSessionRequest,
+  "session/load": AcpProtocol.LoadSessionRequest,
+  "session/prompt": AcpProtocol.PromptRequest,
+  "session/cancel": AcpProtocol.CancelNotification,
+  "session/update": AcpProtocol.SessionNotification,
+  "session/request_permission": AcpProtocol.RequestPermissionRequest
+}
+
+/** The generated schema of each request's result, by the request's method. */
+const resultSchemas: { readonly [method: string]: Schema.Codec<unknown, unknown> } = {
+  "initialize": AcpProtocol.InitializeResponse,
+  "session/new": AcpProtocol.NewSessionResponse,
+  "session/load": AcpProtocol.LoadSessionResponse,
+  "session/prompt": AcpProtocol.PromptResponse,
+  "session/request_permission": AcpProtocol.RequestPermissionResponse
+}
+
+/** What in one process does not fit the codec or its method's generated schema (empty: every line fits). */
+const schemaProblemsOf = (messages: ReadonlyArray<Message>): ReadonlyArray<string> => {
+  const problems: Array<string> = []
+  const methods = new Map<string, string>()
+  const check = (schema: Schema.Codec<unknown, unknown> | undefined, value: unknown, where: string): void => {
+    if (schema === undefined) {
+      problems.push(`no schema for ${where}`)
+      return
+    }
+    const decoded = Schema.decodeUnknownResult(schema)(value)
+    if (Result.isFailure(decoded)) problems.push(`${where}: ${decoded.failure.message}`)
+  }
+  for (const { dir, msg } of messages) {
+    const where = `${dir} ${JSON.stringify(msg).slice(0, 120)}`
+    const line = AcpProtocol.decodeLine(JSON.stringify(msg))
+    if (Result.isFailure(line)) {
+      problems.push(`${where}: ${line.failure.message}`)
+      continue
+    }
+    const message = line.success
+    switch (message._tag) {
+      case "Request":
+        methods.set(`${dir}${String(message.id)}`, message.method)
+        check(requestSchemas[message.method], message.params, where)
+        break
+      case "Notification":
+        check(requestSchemas[message.method], message.params, where)
+        break
+      case "Response": {
+        const method = methods.get(`${dir === "<" ? ">" : "<"}${String(message.id)}`) ?? "?"
+        check(resultSchemas[method], message.result, `the result of ${method}: ${where}`)
+        break
+      }
+      case "ErrorResponse":
+        break
+    }
+  }
+  return problems
+}
+
 describe("the recorded ACP transcripts", () => {
   it("every agent has every scenario, and nothing else", () => {
     assert.deepStrictEqual(Fs.readdirSync(root).sort(), [...agents].sort())
@@ -211,6 +274,18 @@ describe("the recorded ACP transcripts", () => {
       })
     })
   }
+
+  it("every line fits @tether/acp's codec, and its params or result the method's generated schema", () => {
+    for (const transcript of transcripts) {
+      for (const [i, messages] of processesOf(transcript).entries()) {
+        assert.deepStrictEqual(
+          schemaProblemsOf(messages),
+          [],
+          `${transcript.agent} ${transcript.name} process ${i + 1}`
+        )
+      }
+    }
+  })
 
   it("the cancel scenarios send session/cancel while a prompt is in flight, which ends cancelled", () => {
     for (const transcript of transcripts.filter((transcript) => transcript.name.startsWith("cancel"))) {
