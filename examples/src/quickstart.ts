@@ -102,18 +102,21 @@ const policy: Permission.Policy = (request) =>
     )
   )
 
-/** A turn's usage, and what the provider adds: Claude's model calls and cost, Codex's turn status, ACP's stop reason. */
+/**
+ * A turn's usage, and what the provider adds: Claude's model calls and cost, Codex's turn status, the stop reason
+ * (Claude's and an ACP agent's).
+ */
 const summary = (result: Turn.TurnResult) => {
   const claude = result as Partial<ClaudeSession.TurnResult>
   const codex = result as Partial<CodexSession.TurnResult>
-  const acp = result as Partial<AcpSession.TurnResult>
+  const stopped = result as Partial<AcpSession.TurnResult | ClaudeSession.TurnResult>
   return line(dim(
     `✓ ${result.usage.inputTokens} in / ${result.usage.outputTokens} out tokens · ` +
       (claude.numTurns === undefined ? "" : `${plural(claude.numTurns, "model call")} · `) +
       `${result.durationMs ?? 0} ms` +
       (claude.totalCostUsd === undefined ? "" : ` · $${claude.totalCostUsd.toFixed(4)} so far`) +
       (codex.status === undefined ? "" : ` · turn ${codex.status}`) +
-      (acp.stopReason === undefined ? "" : ` · ${acp.stopReason}`)
+      (stopped.stopReason === undefined || stopped.stopReason === null ? "" : ` · ${stopped.stopReason}`)
   ))
 }
 
