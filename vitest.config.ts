@@ -6,6 +6,7 @@ export default defineConfig({
       "packages/*",
       "packages/transport-node/test/integration",
       "packages/transport-node/test/integration/codex",
+      "packages/transport-node/test/integration/acp",
       "packages/cluster/test/integration",
       "examples"
     ],

@@ -1,9 +1,10 @@
 /**
- * Tether's quick start: one real session of each coding-agent CLI installed (Claude Code's `claude`, then Codex's
- * `codex app-server`), three turns each, the same program for both.
+ * Tether's quick start: one real session of each coding-agent CLI installed (Claude Code's `claude`, Codex's
+ * `codex app-server`, then Google's Gemini CLI through ACP, `gemini --acp`), three turns each, the same program for
+ * all.
  *
  *   pnpm --filter @tether/examples demo                 # every provider whose CLI is installed
- *   pnpm --filter @tether/examples demo claude          # or one of them
+ *   pnpm --filter @tether/examples demo gemini          # or some of them
  *
  * 1. a turn whose text is streamed to the console as it arrives;
  * 2. a turn where the model asks to run a shell command, and a permission policy decides;
@@ -12,15 +13,17 @@
  * Ctrl-C: the program runs under `NodeRuntime.runMain`, so interruption runs the finalizers) stops the CLI and
  * everything it started.
  *
- * Without `ANTHROPIC_API_KEY` (`OPENAI_API_KEY` for Codex), the CLI talks to an embedded mock of its model API on
- * 127.0.0.1 (`MockAnthropic`, `MockOpenAI`), in a temporary home, with its non-essential traffic off: nothing leaves
- * the machine. With the key, it talks to the real API with your environment (and costs a few cents).
+ * Without `ANTHROPIC_API_KEY` (`OPENAI_API_KEY` for Codex, `GEMINI_API_KEY` for Gemini), the CLI talks to an
+ * embedded mock of its model API on 127.0.0.1 (`MockAnthropic`, `MockOpenAI`, `MockGemini`), in a temporary home,
+ * with its non-essential traffic off: nothing leaves the machine. With the key, it talks to the real API with your
+ * environment (and costs a few cents).
  */
-import { NodeRuntime } from "@effect/platform-node"
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { AcpAgent, AcpSession } from "@tether/acp"
 import { ClaudeSession } from "@tether/claude"
 import { CodexSession } from "@tether/codex"
 import { Permission, type Session, TetherError, type Transport, type Turn } from "@tether/core"
-import { MockAnthropic, MockOpenAI } from "@tether/testing"
+import { MockAnthropic, MockGemini, MockOpenAI } from "@tether/testing"
 import { NodeTransport, ShellPolicy } from "@tether/transport-node"
 import { Console, Deferred, Duration, Effect, Fiber, Option, Redacted, type Scope, Stream } from "effect"
 import { randomUUID } from "node:crypto"
@@ -29,6 +32,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as ClaudeExecutable from "./claudeExecutable.ts"
 import * as CodexExecutable from "./codexExecutable.ts"
+import * as GeminiExecutable from "./geminiExecutable.ts"
 
 // --- presentation ------------------------------------------------------------------------------------------------
 
@@ -72,33 +76,47 @@ const openaiScript: MockOpenAI.Script = (request) => {
   return MockOpenAI.text(greeting, { chunks: 12 })
 }
 
+/** The mock model of Gemini, the same (with a thought first, which Gemini streams as such). */
+const geminiScript: MockGemini.Script = (request) => {
+  if (Option.isSome(request.functionResponse)) return MockGemini.text("Done: hello.txt now exists.", { chunks: 4 })
+  if (request.prompt === prompts.tool) return MockGemini.shell("touch hello.txt", { description: "Create hello.txt" })
+  if (request.prompt === prompts.slow) return MockGemini.slow({ deltas: 500, interval: "40 millis" })
+  return MockGemini.text(greeting, { chunks: 12, thought: "**Greeting** the user" })
+}
+
 /**
  * A policy that allows shell commands unless they would detach work from the session, and says what it decided.
- * Claude asks for its `Bash` tool, Codex for a `command`.
+ * Claude asks for its `Bash` tool, Codex for a `command`, an ACP agent for a tool of kind `execute` (Gemini names
+ * the command only in the request's title).
  */
+const shellTools = ["Bash", "command", "execute"]
 const policy: Permission.Policy = (request) =>
-  ShellPolicy.denyDetached(Permission.allowTools(["Bash", "command"]), { shellTools: ["Bash", "command"] })(
-    request
-  ).pipe(
+  ShellPolicy.denyDetached(Permission.allowTools(shellTools), { shellTools })(request).pipe(
     Effect.tap((decision) =>
       line(
-        `${bold("permission")} ${request.toolName} ${JSON.stringify(request.input["command"] ?? request.input)} → ` +
+        `${bold("permission")} ${request.toolName} ` +
+          `${JSON.stringify(request.input["command"] ?? request.input["title"] ?? request.input)} → ` +
           (decision._tag === "Deny" ? `deny: ${decision.message}` : decision._tag.toLowerCase()) +
           dim(" (policy: allow shell commands unless they detach from the session)")
       )
     )
   )
 
-/** A turn's usage, and what the provider adds: Claude's model calls and cost, Codex's turn status. */
+/**
+ * A turn's usage, and what the provider adds: Claude's model calls and cost, Codex's turn status, the stop reason
+ * (Claude's and an ACP agent's).
+ */
 const summary = (result: Turn.TurnResult) => {
   const claude = result as Partial<ClaudeSession.TurnResult>
   const codex = result as Partial<CodexSession.TurnResult>
+  const stopped = result as Partial<AcpSession.TurnResult | ClaudeSession.TurnResult>
   return line(dim(
     `✓ ${result.usage.inputTokens} in / ${result.usage.outputTokens} out tokens · ` +
       (claude.numTurns === undefined ? "" : `${plural(claude.numTurns, "model call")} · `) +
       `${result.durationMs ?? 0} ms` +
       (claude.totalCostUsd === undefined ? "" : ` · $${claude.totalCostUsd.toFixed(4)} so far`) +
-      (codex.status === undefined ? "" : ` · turn ${codex.status}`)
+      (codex.status === undefined ? "" : ` · turn ${codex.status}`) +
+      (stopped.stopReason === undefined || stopped.stopReason === null ? "" : ` · ${stopped.stopReason}`)
   ))
 }
 
@@ -132,11 +150,14 @@ const tempDir = Effect.acquireRelease(
 )
 
 /** A session of either provider: the neutral result, and each provider's own turn errors. */
-type AnySession = Session.Session<Turn.TurnResult, ClaudeSession.TurnError | CodexSession.TurnError>
+type AnySession = Session.Session<
+  Turn.TurnResult,
+  ClaudeSession.TurnError | CodexSession.TurnError | AcpSession.TurnError
+>
 
 /** A provider of the demo: how its CLI is found, and how its session starts offline or online. */
 interface Provider {
-  readonly name: "claude" | "codex"
+  readonly name: "claude" | "codex" | "gemini"
   /** The environment variable of the real API's key: set, the demo runs online. */
   readonly keyVariable: string
   readonly find: (online: boolean) => Effect.Effect<string, TetherError.ExecutableNotFound>
@@ -231,6 +252,50 @@ const codex: Provider = {
     })
 }
 
+/**
+ * Gemini offline: the embedded mock of the Gemini API as the CLI's gateway (`GOOGLE_GEMINI_BASE_URL`), the preset's
+ * offline settings in a temporary `GEMINI_CLI_HOME`, a clean environment. Online: the Gemini API with
+ * GEMINI_API_KEY (authenticated with the agent's `gemini-api-key` method), in a temporary home of its own.
+ */
+const gemini: Provider = {
+  name: "gemini",
+  keyVariable: "GEMINI_API_KEY",
+  find: (online) => GeminiExecutable.find({ online }),
+  start: (online, marker) =>
+    Effect.gen(function*() {
+      const where = online
+        ? {
+          banner: "against the Gemini API (GEMINI_API_KEY is set)",
+          cwd: yield* tempDir,
+          authMethod: "gemini-api-key",
+          options: { apiKey: Redacted.make(process.env.GEMINI_API_KEY ?? ""), env: { set: marker } }
+        }
+        : yield* Effect.gen(function*() {
+          const mock = yield* MockGemini.make(geminiScript)
+          const home = yield* MockGemini.offlineHome({ baseUrl: mock.url, prefix: "tether-quickstart-gemini-" })
+          return {
+            banner: `offline against a mock model at ${mock.url} (no GEMINI_API_KEY: nothing leaves this machine)`,
+            cwd: home.cwd,
+            authMethod: undefined,
+            options: {
+              baseUrl: mock.url,
+              apiKey: home.env.GEMINI_API_KEY,
+              home: home.home,
+              env: { mode: "clean" as const, set: { HOME: home.home, TMPDIR: home.env.TMPDIR, ...marker } }
+            }
+          }
+        })
+      const session = yield* AcpSession.make({
+        agent: AcpAgent.gemini(where.options),
+        cwd: where.cwd,
+        authMethod: where.authMethod,
+        policy
+      })
+      const agent = session.info.agentInfo
+      return { session, banner: where.banner, version: `${agent?.name ?? "gemini"} ${agent?.version ?? ""} over ACP` }
+    }).pipe(Effect.provide(NodeServices.layer))
+}
+
 /** Processes that still carry this run's marker (Linux: read from /proc). */
 const leftBehind = (marker: string): number => {
   if (process.platform !== "linux") return 0
@@ -323,19 +388,20 @@ const demo = (provider: Provider, executable: string) =>
   })
 
 /**
- * Every provider asked for (the command line's, else both) whose CLI is installed, in turn. None installed: the
+ * Every provider asked for (the command line's, else all) whose CLI is installed, in turn. None installed: the
  * first one's `ExecutableNotFound`.
  */
 const main = Effect.gen(function*() {
   const asked = process.argv.slice(2)
-  const unknown = asked.filter((name) => name !== claude.name && name !== codex.name)
+  const all = [claude, codex, gemini]
+  const unknown = asked.filter((name) => !all.some((provider) => provider.name === name))
   if (unknown.length > 0) {
-    yield* Console.error(`unknown provider ${unknown.join(", ")}: ./run demo [claude|codex]`)
+    yield* Console.error(`unknown provider ${unknown.join(", ")}: ./run demo [claude|codex|gemini]`)
     return yield* Effect.sync(() => {
       process.exitCode = 2
     })
   }
-  const providers = [claude, codex].filter((provider) => asked.length === 0 || asked.includes(provider.name))
+  const providers = all.filter((provider) => asked.length === 0 || asked.includes(provider.name))
   const found = yield* Effect.forEach(providers, (provider) => {
     const online = process.env[provider.keyVariable] !== undefined && process.env[provider.keyVariable] !== ""
     return Effect.map(Effect.result(provider.find(online)), (executable) => ({ provider, executable }))

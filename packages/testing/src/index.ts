@@ -36,6 +36,11 @@ export * as MockOpenAI from "./MockOpenAI.ts"
 /**
  * @since 0.1.0
  */
+export * as MockGemini from "./MockGemini.ts"
+
+/**
+ * @since 0.1.0
+ */
 export * as MockAcp from "./MockAcp.ts"
 
 /**
@@ -57,6 +62,11 @@ export * as HostTest from "./HostTest.ts"
  * @since 0.1.0
  */
 export * as PinnedClaude from "./PinnedClaude.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as PinnedAcp from "./PinnedAcp.ts"
 
 /**
  * @since 0.1.0
