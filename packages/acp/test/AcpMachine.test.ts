@@ -493,4 +493,57 @@ describe("AcpMachine", () => {
       assert.deepStrictEqual(receive(m, L.chunk("still")), [`TextDelta "still"`])
     })
   })
+
+  describe("what real agents send outside ACP v1's schema (the recorded transcripts' shapes)", () => {
+    const usageOfEnd = (result: object) => {
+      const m = running()
+      const end = itemsOf(m.receive(L.response(3, result))).find((item) => item._tag === "TurnEnd")
+      return end?._tag === "TurnEnd" ? end.result.usage : undefined
+    }
+
+    it("the turn's usage from claude-agent-acp's `usage` and from Gemini CLI's `_meta.quota.token_count`", () => {
+      assert.deepStrictEqual(
+        usageOfEnd({
+          stopReason: "end_turn",
+          usage: { inputTokens: 23450, outputTokens: 3, cachedReadTokens: 7, cachedWriteTokens: 11, totalTokens: 23471 }
+        }),
+        { inputTokens: 23450, outputTokens: 3, cacheCreationInputTokens: 11, cacheReadInputTokens: 7 }
+      )
+      assert.deepStrictEqual(
+        usageOfEnd({
+          stopReason: "end_turn",
+          _meta: { quota: { token_count: { input_tokens: 9948, output_tokens: 3 }, model_usage: [] } }
+        }),
+        { inputTokens: 9948, outputTokens: 3, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 }
+      )
+      assert.deepStrictEqual(usageOfEnd({ stopReason: "end_turn" }), {
+        inputTokens: 0,
+        outputTokens: 0,
+        cacheCreationInputTokens: 0,
+        cacheReadInputTokens: 0
+      })
+    })
+
+    it("an execute call with no rawInput (Gemini CLI's shell tool) has its title as input.command", () => {
+      const m = running()
+      const [item] = itemsOf(m.receive(L.request(0, "session/request_permission", {
+        sessionId: SESSION,
+        toolCall: { toolCallId: "run_shell_command_1", status: "pending", title: "touch allowed.txt", kind: "execute" },
+        options: [{ optionId: "proceed_once", name: "Allow", kind: "allow_once" }]
+      })))
+      assert.strictEqual(item._tag, "PermissionRequest")
+      const request = (item as Extract<Provider.Item, { _tag: "PermissionRequest" }>).request
+      assert.deepStrictEqual(request.input, { command: "touch allowed.txt", title: "touch allowed.txt" })
+      const [edit] = itemsOf(
+        running().receive(L.request(0, "session/request_permission", {
+          sessionId: SESSION,
+          toolCall: { toolCallId: "edit_1", title: "Edit a.txt", kind: "edit" },
+          options: [{ optionId: "proceed_once", name: "Allow", kind: "allow_once" }]
+        }))
+      )
+      assert.deepStrictEqual((edit as Extract<Provider.Item, { _tag: "PermissionRequest" }>).request.input, {
+        title: "Edit a.txt"
+      })
+    })
+  })
 })

@@ -34,7 +34,7 @@ export interface TurnResult {
   readonly sessionId: string | undefined
   /** The text of the turn's `agent_message_chunk`s, joined. */
   readonly text: string
-  /** ACP v1 reports no token usage for a turn: zeros. */
+  /** The agent's token usage for the turn where it reports one (see `usageOf`), zeros where it does not. */
   readonly usage: Usage
   readonly durationMs: number | undefined
   readonly raw: unknown
@@ -294,10 +294,47 @@ const opened = (s: State, message: Wire.Message): Provider.Items => {
 // Turns
 // ---------------------------------------------------------------------------------------------------------------
 
-const resultOf = (s: State, text: string, raw: unknown, stopReason: string): Omit<TurnResult, "turnId"> => ({
+const count = (value: unknown): number => typeof value === "number" && Number.isFinite(value) ? value : 0
+
+const record = (value: unknown): { readonly [key: string]: unknown } | undefined =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+    ? value as { readonly [key: string]: unknown }
+    : undefined
+
+/**
+ * The turn's token usage, where the agent reports it outside ACP v1's schema: `usage` on the prompt's response
+ * (`inputTokens`, `outputTokens`, `cachedReadTokens`, `cachedWriteTokens`: claude-agent-acp, and ACP's unstable
+ * draft) or `_meta.quota.token_count` (`input_tokens`, `output_tokens`: Gemini CLI). Zeros when it reports neither.
+ */
+export const usageOf = (result: unknown): Usage => {
+  const usage = record(record(result)?.usage)
+  if (usage !== undefined) {
+    return {
+      inputTokens: count(usage.inputTokens),
+      outputTokens: count(usage.outputTokens),
+      cacheCreationInputTokens: count(usage.cachedWriteTokens),
+      cacheReadInputTokens: count(usage.cachedReadTokens)
+    }
+  }
+  const tokens = record(record(record(record(result)?._meta)?.quota)?.token_count)
+  return {
+    inputTokens: count(tokens?.input_tokens),
+    outputTokens: count(tokens?.output_tokens),
+    cacheCreationInputTokens: 0,
+    cacheReadInputTokens: 0
+  }
+}
+
+const resultOf = (
+  s: State,
+  text: string,
+  raw: unknown,
+  stopReason: string,
+  usage: Usage
+): Omit<TurnResult, "turnId"> => ({
   sessionId: s.sessionId,
   text,
-  usage: { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 },
+  usage,
   durationMs: undefined,
   raw,
   stopReason
@@ -341,7 +378,18 @@ const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.
   const end = (outcome: Provider.TurnOutcome, stopReason: string): Array<Provider.Item> => [
     ...withdrawn,
     ...said,
-    { _tag: "TurnEnd", turnId, outcome, result: resultOf(s, text, message.raw, stopReason) }
+    {
+      _tag: "TurnEnd",
+      turnId,
+      outcome,
+      result: resultOf(
+        s,
+        text,
+        message.raw,
+        stopReason,
+        usageOf(message._tag === "Response" ? message.result : undefined)
+      )
+    }
   ]
   if (message._tag === "ErrorResponse") {
     // The protocol asks agents to answer a cancelled prompt with `cancelled`; some answer "Request cancelled".
@@ -399,11 +447,21 @@ const textOf = (content: unknown): string | undefined => {
   return block.type === "text" && typeof block.text === "string" ? block.text : undefined
 }
 
-const inputOf = (rawInput: unknown, title: string | null | undefined): { readonly [key: string]: unknown } =>
+/**
+ * A tool call's input as the host's policy reads it: the agent's `rawInput` when it is an object. Without one, an
+ * `execute` call's `title` is its command line (Gemini CLI sends no `rawInput` for `run_shell_command`, and its title
+ * is the command), so `input.command` holds it as it does for agents that send `rawInput.command`; any other call
+ * without a `rawInput` has its title alone.
+ */
+const inputOf = (
+  rawInput: unknown,
+  title: string | null | undefined,
+  kind: string | null | undefined
+): { readonly [key: string]: unknown } =>
   typeof rawInput === "object" && rawInput !== null && !Array.isArray(rawInput)
     ? rawInput as { readonly [key: string]: unknown }
     : rawInput === undefined
-    ? (title === undefined || title === null ? {} : { title })
+    ? (title === undefined || title === null ? {} : kind === "execute" ? { command: title, title } : { title })
     : { input: rawInput }
 
 const toolName = (call: { readonly name?: string | null; readonly kind?: string | null }): string =>
@@ -446,7 +504,7 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
         raw,
         toolUseId: call.toolCallId,
         name: toolName(call),
-        input: inputOf(call.rawInput, call.title)
+        input: inputOf(call.rawInput, call.title, call.kind)
       }
       const said = flushMessage(s, raw, turnId)
       if (call.status !== "completed" && call.status !== "failed") return [...said, use]
@@ -522,7 +580,7 @@ const agentRequest = (s: State, message: Extract<Wire.Message, { readonly _tag: 
         kind: "tool",
         toolName: toolName(call),
         toolUseId: call.toolCallId,
-        input: inputOf(call.rawInput, call.title),
+        input: inputOf(call.rawInput, call.title, call.kind),
         description: call.title ?? undefined,
         raw,
         ...(allowAlways.length === 0 ? {} : {
