@@ -16,7 +16,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Postgres } from "@tether/testing"
-import { Duration, Effect, Exit, Redacted, Scope } from "effect"
+import { Data, Duration, Effect, Exit, Redacted, Schedule, Scope } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -184,6 +184,8 @@ const freePort = Effect.callback<number>((resume) => {
   })
 })
 
+class StartFailed extends Data.TaggedError("StartFailed")<{ readonly message: string }> {}
+
 interface Child {
   readonly name: string
   readonly process: ChildProcess.ChildProcess
@@ -234,11 +236,16 @@ const spawn = (name: string, script: string, env: Record<string, string>, ready:
     child.stdout!.setEncoding("utf8").on("data", keep)
     child.stderr!.setEncoding("utf8").on("data", keep)
     const started = yield* waitFor(() => output.includes(ready) || !alive(child), 60_000)
-    if (!started || !alive(child)) {
-      return yield* Effect.die(new Error(`${name} did not start:\n${output}`))
-    }
+    if (!started || !alive(child)) return yield* new StartFailed({ message: `${name} did not start:\n${output}` })
     return { name, process: child, output: () => output, alive: () => alive(child) } satisfies Child
   })
+
+/**
+ * A process started again until it starts, as an orchestrator restarts one (a runner or client started while the
+ * database is cut off fails at start: its layers cannot reach it), for at most a minute.
+ */
+const retried = <A>(start: Effect.Effect<A, StartFailed>) =>
+  start.pipe(Effect.retry({ schedule: Schedule.spaced("1 second"), times: 60 }), Effect.orDie)
 
 // ---------------------------------------------------------------------------------------------------------------
 // /proc: the run's CLIs
@@ -342,20 +349,22 @@ export const run = (options: Options) =>
         const scope = yield* Scope.make()
         const port = yield* freePort
         const mark = `r${slot}.${incarnations++}`
-        const child = yield* spawn(
-          `runner ${mark}`,
-          "runner.ts",
-          {
-            [variables.database]: url,
-            [variables.port]: String(port),
-            [variables.run]: runId,
-            [variables.runnerMark]: mark,
-            [variables.promptLog]: promptLog,
-            [variables.state]: Path.join(dir, "state")
-          },
-          "runner ready",
-          30_000
-        ).pipe(Scope.provide(scope))
+        const child = yield* retried(
+          spawn(
+            `runner ${mark}`,
+            "runner.ts",
+            {
+              [variables.database]: url,
+              [variables.port]: String(port),
+              [variables.run]: runId,
+              [variables.runnerMark]: mark,
+              [variables.promptLog]: promptLog,
+              [variables.state]: Path.join(dir, "state")
+            },
+            "runner ready",
+            30_000
+          ).pipe(Scope.provide(scope))
+        )
         runners[slot] = { mark, child, scope }
         log(`chaos: runner ${mark} on ${port} (pid ${child.process.pid})`)
       })
@@ -374,22 +383,24 @@ export const run = (options: Options) =>
     let client: { child: Child; scope: Scope.Closeable } | undefined
     const startClient = Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const child = yield* spawn(
-        "client",
-        "client.ts",
-        {
-          [variables.database]: url,
-          [variables.journal]: journal,
-          [variables.stop]: stopFile,
-          [variables.sessions]: sessions.join(","),
-          [variables.turnMillis]: String(options.turnMillis),
-          [variables.thinkMillis]: String(options.thinkMillis),
-          [variables.hangMillis]: String(options.hangMillis),
-          [variables.retryMillis]: String(options.retryMillis)
-        },
-        " ready: ",
-        5_000
-      ).pipe(Scope.provide(scope))
+      const child = yield* retried(
+        spawn(
+          "client",
+          "client.ts",
+          {
+            [variables.database]: url,
+            [variables.journal]: journal,
+            [variables.stop]: stopFile,
+            [variables.sessions]: sessions.join(","),
+            [variables.turnMillis]: String(options.turnMillis),
+            [variables.thinkMillis]: String(options.thinkMillis),
+            [variables.hangMillis]: String(options.hangMillis),
+            [variables.retryMillis]: String(options.retryMillis)
+          },
+          " ready: ",
+          5_000
+        ).pipe(Scope.provide(scope))
+      )
       client = { child, scope }
     })
     yield* Effect.addFinalizer(() => client === undefined ? Effect.void : Scope.close(client.scope, Exit.void))
