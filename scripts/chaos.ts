@@ -11,9 +11,11 @@
  * left after the run, or completed turn reported failed.
  *
  * Flags: --sessions <n> (30), --runners <n> (3), --only <fault,...> (kill, stop, database, database-long, slow,
- * client, cpu, mixed), --short (every fault a few seconds: about three minutes in all, instead of about fifteen).
+ * client, cpu, mixed), --short (every fault a few seconds: about three minutes in all, instead of about fifteen). The
+ * last run's client journal, prompt log and turn ledger are left in .chaos/ to read a failure by.
  */
 import { Effect, Exit, Fiber } from "effect"
+import * as Path from "node:path"
 import * as Driver from "../packages/cluster/test/chaos/driver.ts"
 
 const args = process.argv.slice(2)
@@ -47,7 +49,9 @@ const options: Driver.Options = {
   warmupMillis: s(5, 3),
   settleMillis: s(30, 15),
   hangMillis: s(120, 60),
-  retryMillis: s(90, 45)
+  retryMillis: s(90, 45),
+  // The last run's journal, prompt log and ledger, to read a failure by.
+  keep: Path.resolve(import.meta.dirname, "..", ".chaos")
 }
 
 const main = Effect.gen(function*() {

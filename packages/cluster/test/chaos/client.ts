@@ -75,6 +75,7 @@ const classify = (exit: Exit.Exit<unknown, unknown>): Outcome => {
         outcome: "typed",
         tag: lost ? "SessionRetired (runner lost)" : e._tag,
         disposition,
+        detail: String((e as { readonly reason?: unknown }).reason ?? "").slice(0, 300),
         retry: (lost && !final) || e.safeToRequeue === true,
         notFound: e._tag === "SessionNotFound"
       }

@@ -57,6 +57,8 @@ export interface Options {
   /** How long the client retries a prompt whose failure is retryable. */
   readonly retryMillis: number
   readonly log?: ((line: string) => void) | undefined
+  /** Where to copy the run's journal, prompt log and ledger when it ends (kept for reading a failure). */
+  readonly keep?: string | undefined
 }
 
 /** The name of a fault in the table. */
@@ -582,7 +584,18 @@ export const run = (options: Options) =>
     // The ledger: which prompts the database has completed.
     const completed = yield* Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const rows = yield* sql<{ prompt_id: string; state: string }>`SELECT prompt_id, state FROM tether_turns`
+      const rows = yield* sql<
+        { prompt_id: string; state: string; generation: unknown; created_at: unknown }
+      >`SELECT prompt_id, state, generation, created_at FROM tether_turns`
+      if (options.keep !== undefined) {
+        Fs.mkdirSync(options.keep, { recursive: true })
+        Fs.copyFileSync(journal, Path.join(options.keep, "journal.jsonl"))
+        if (Fs.existsSync(promptLog)) Fs.copyFileSync(promptLog, Path.join(options.keep, "prompts.jsonl"))
+        Fs.writeFileSync(
+          Path.join(options.keep, "ledger.jsonl"),
+          rows.map((row) => JSON.stringify(row, (_, v) => typeof v === "bigint" ? String(v) : v)).join("\n") + "\n"
+        )
+      }
       return new Set(rows.filter((row) => row.state === "completed").map((row) => row.prompt_id))
     }).pipe(Effect.provide(PgClient.layer({ url: server.url })), Effect.orDie)
 
