@@ -52,7 +52,8 @@ const config = {
   turns: Number(env.BENCH_CLUSTER_TURNS ?? 200),
   warmup: Number(env.BENCH_CLUSTER_WARMUP ?? 20),
   sessions: Number(env.BENCH_CLUSTER_SESSIONS ?? 10),
-  idleSeconds: Number(env.BENCH_CLUSTER_IDLE_SECONDS ?? 5)
+  idleSeconds: Number(env.BENCH_CLUSTER_IDLE_SECONDS ?? 5),
+  statementTurns: Number(env.BENCH_CLUSTER_STATEMENT_TURNS ?? 50)
 }
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
@@ -97,7 +98,7 @@ const memoryOf = (runner: Runner) =>
     return { heap: usage.heapUsed, rss: usage.rss }
   })
 
-const startRunner = (database: string) =>
+const startRunner = (database: string, nodeArgs: ReadonlyArray<string> = []) =>
   Effect.gen(function*() {
     const port = yield* freePort
     let output = ""
@@ -106,7 +107,7 @@ const startRunner = (database: string) =>
       Effect.sync(() =>
         ChildProcess.spawn(
           process.execPath,
-          ["--expose-gc", Path.join(root, "scripts/bench/cluster-runner.ts"), String(port)],
+          ["--expose-gc", ...nodeArgs, Path.join(root, "scripts/bench/cluster-runner.ts"), String(port)],
           {
             cwd: root,
             env: { ...env, BENCH_CLUSTER_DATABASE: database, BENCH_CLUSTER_MEMORY_DIR: memoryDir },
@@ -299,13 +300,102 @@ const measure = (n: number) =>
     return row
   }).pipe(Effect.scoped)
 
+/** The database statements of one `run`, by who sends them, and their time in the server. */
+interface Statements {
+  readonly turns: number
+  readonly perRun: number
+  /** The registry's own (its tables: the turn ledger's claim, the save after the turn). */
+  readonly tether: number
+  /** effect/cluster's (its message, reply, runner and lock tables). */
+  readonly cluster: number
+  /** Transaction control and the rest (BEGIN, COMMIT, advisory locks). */
+  readonly other: number
+  /** The server's own time for them (its `duration` lines), per run. */
+  readonly serverMs: number
+}
+
+/** The entries of PostgreSQL's log: a statement's text goes on over the lines after its entry's first. */
+const entries = (log: string): ReadonlyArray<string> =>
+  log.split(/\n(?=\d{4}-\d\d-\d\d )/).map((entry) => entry.replace(/\s+/g, " "))
+
+/**
+ * What a `run` asks of the database: one runner and this client on a PostgreSQL that logs every statement with its
+ * duration (`log_statement = all`, `log_duration`), `turns` timed turns on one session after a warm-up; the
+ * statements logged while they ran, divided by the turns. Its own cluster, so that the logging slows no other figure.
+ */
+const statementsPerRun = (turns: number) =>
+  Effect.gen(function*() {
+    const server = yield* Postgres.make({
+      settings: { log_statement: "all", log_duration: "on", log_line_prefix: "%m [%p] " }
+    })
+    const url = Redacted.value(server.url)
+    yield* startRunner(url)
+    yield* Effect.sleep("2 seconds")
+    return yield* Effect.gen(function*() {
+      const chats = yield* BenchChats
+      yield* Effect.scoped(chats.getOrCreate("statements", {}))
+      for (let i = 0; i < 10; i++) yield* chats.run("statements", "FRAMES:3")
+      yield* Effect.sleep("500 millis")
+      const before = (yield* server.log).length
+      const t0 = performance.now()
+      for (let i = 0; i < turns; i++) yield* chats.run("statements", "FRAMES:3")
+      const elapsed = performance.now() - t0
+      const lines = entries((yield* server.log).slice(before))
+      let tether = 0
+      let cluster = 0
+      let other = 0
+      let serverMs = 0
+      let pollsMs = 0
+      for (const line of lines) {
+        const duration = /LOG:\s+duration: ([\d.]+) ms/.exec(line)
+        if (duration !== null) serverMs += Number(duration[1])
+        if (!/LOG:\s+(statement|execute [^:]*):/.test(line)) continue
+        if (line.includes("tether_")) tether++
+        else if (line.includes("cluster_")) cluster++
+        else other++
+      }
+      // The cluster's polls (storage, locks, runners) run on their own clocks whether or not a turn runs: the same
+      // time with no turn is subtracted, so that what is left is the turns'.
+      const idleBefore = (yield* server.log).length
+      yield* Effect.sleep(Duration.millis(elapsed))
+      const idle = entries((yield* server.log).slice(idleBefore))
+      let idleCluster = 0
+      let idleOther = 0
+      for (const line of idle) {
+        const duration = /LOG:\s+duration: ([\d.]+) ms/.exec(line)
+        if (duration !== null) pollsMs += Number(duration[1])
+        if (!/LOG:\s+(statement|execute [^:]*):/.test(line)) continue
+        if (line.includes("cluster_")) idleCluster++
+        else if (!line.includes("tether_")) idleOther++
+      }
+      const result: Statements = {
+        turns,
+        perRun: (tether + cluster - idleCluster + other - idleOther) / turns,
+        tether: tether / turns,
+        cluster: (cluster - idleCluster) / turns,
+        other: (other - idleOther) / turns,
+        serverMs: (serverMs - pollsMs) / turns
+      }
+      log(
+        `statements per run: ${result.perRun.toFixed(1)} (registry ${result.tether.toFixed(1)}, cluster ${
+          result.cluster.toFixed(1)
+        }, other ${result.other.toFixed(1)}), ${result.serverMs.toFixed(2)} ms in the server`
+      )
+      return result
+    }).pipe(
+      Effect.provide(
+        BenchCluster.layerClient().pipe(Layer.provide(NodeCluster.layer({ postgres: url, sharding })))
+      )
+    )
+  }).pipe(Effect.scoped)
+
 // ---------------------------------------------------------------------------------------------------------------
 // The table
 // ---------------------------------------------------------------------------------------------------------------
 
 const fmt = (x: number, digits = 1) => x.toFixed(digits)
 
-const render = (baseline: Latency, rows: ReadonlyArray<Row>) => {
+const render = (baseline: Latency, rows: ReadonlyArray<Row>, statements: Statements | undefined) => {
   const header = `| figure | local registry | ${
     rows.map((row) => `${row.runners} runner${row.runners > 1 ? "s" : ""}`).join(" | ")
   } |`
@@ -343,7 +433,16 @@ const render = (baseline: Latency, rows: ReadonlyArray<Row>) => {
         : `${fmt(row.failover.firstMs / 1000, 2)} s / ${
           fmt(row.failover.lastMs / 1000, 2)
         } s (${row.failover.sessions} sessions)`)
-  ].join("\n")
+  ].join("\n") + (statements === undefined ? "" : [
+    "",
+    "",
+    "| what one tiny `run` asks of the database (1 runner) | local registry | cluster |",
+    "| --- | ---: | ---: |",
+    `| statements (the registry's / effect/cluster's / BEGIN, COMMIT and the rest) | 0 | ${fmt(statements.perRun)} (${
+      fmt(statements.tether)
+    } / ${fmt(statements.cluster)} / ${fmt(statements.other)}) |`,
+    `| their time in the server | — | ${fmt(statements.serverMs, 2)} ms |`
+  ].join("\n"))
 }
 
 const main = Effect.gen(function*() {
@@ -358,7 +457,8 @@ const main = Effect.gen(function*() {
     })`
   )
   const rows = yield* Effect.forEach(config.runners, measure)
-  const table = render(baseline, rows)
+  const statements = config.statementTurns > 0 ? yield* statementsPerRun(config.statementTurns) : undefined
+  const table = render(baseline, rows, statements)
   const m = { cpu: Os.cpus()[0]?.model ?? "unknown", cores: Os.cpus().length, node: process.versions.node }
   console.log(
     [
@@ -373,7 +473,10 @@ const main = Effect.gen(function*() {
     ].join("\n")
   )
   Fs.mkdirSync(Path.join(root, ".bench"), { recursive: true })
-  Fs.writeFileSync(Path.join(root, ".bench", "cluster.json"), JSON.stringify({ config, baseline, rows }, null, 2))
+  Fs.writeFileSync(
+    Path.join(root, ".bench", "cluster.json"),
+    JSON.stringify({ config, baseline, rows, statements }, null, 2)
+  )
 }).pipe(Effect.scoped)
 
 // SIGTERM (pnpm bench's timeout, Ctrl-C) interrupts the run: the runners and the databases are stopped by their

@@ -50,20 +50,29 @@
  * @since 0.1.0
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Cause from "effect/Cause"
 import type * as MessageStorage from "effect/cluster/MessageStorage"
 import * as RunnerAddress from "effect/cluster/RunnerAddress"
-import type * as Runners from "effect/cluster/Runners"
+import * as RunnerHealth from "effect/cluster/RunnerHealth"
+import * as Runners from "effect/cluster/Runners"
 import type * as Sharding from "effect/cluster/Sharding"
-import type * as ShardingConfig from "effect/cluster/ShardingConfig"
+import * as ShardingConfig from "effect/cluster/ShardingConfig"
+import * as SocketRunner from "effect/cluster/SocketRunner"
+import * as SqlMessageStorage from "effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "effect/cluster/SqlRunnerStorage"
 import type * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as References from "effect/References"
+import * as RpcSerialization from "effect/rpc/RpcSerialization"
 import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
 import type * as SocketServer from "effect/socket/SocketServer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
@@ -91,6 +100,45 @@ export interface Options {
 }
 
 /**
+ * How a runner tells whether another runner is alive: a ping over the cluster's own socket, each bounded by
+ * `pingTimeout`, tried `pingAttempts` times 250 ms apart. Effect's socket runner (`RunnerHealth.layerPing`) waits
+ * 10 s for each of 6 attempts 500 ms apart, so a runner that was SIGKILLed (its port refuses the ping at once) is
+ * known to be gone only 2.5 s after the health check first tried it; here, after half a second. A runner that is
+ * frozen (its port accepts, nothing answers) is known gone after about `pingAttempts × pingTimeout`, about as long as
+ * its shard locks take to expire.
+ */
+const pingTimeout = Duration.seconds(2)
+const pingAttempts = 3
+
+const runnerHealth = Layer.effect(
+  RunnerHealth.RunnerHealth,
+  Effect.gen(function*() {
+    const runners = yield* Runners.Runners
+    return RunnerHealth.RunnerHealth.of({
+      isAlive: (address) =>
+        runners.ping(address).pipe(
+          Effect.timeout(pingTimeout),
+          Effect.retry({ times: pingAttempts - 1, schedule: Schedule.spaced("250 millis") }),
+          Effect.isSuccess
+        )
+    })
+  })
+).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
+
+/**
+ * `NodeClusterSocket.layer({ storage: "sql" })` of `@effect/platform-node` for a runner, with
+ * {@link runnerHealth} instead of its health check (which it does not let a caller replace).
+ */
+const socketRunner = (shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>) =>
+  Layer.provide(SocketRunner.layer, [NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]).pipe(
+    Layer.provide(runnerHealth),
+    Layer.provideMerge(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest))),
+    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(ShardingConfig.layerFromEnv(shardingConfig)),
+    Layer.provide(RpcSerialization.layerSchemaBinary({}))
+  )
+
+/**
  * Joins the cluster: a runner (with `runner`) or a client. Provides `Sharding` (what `ClusterRegistry`'s layers
  * need), the cluster's `Runners` and `MessageStorage`, and the database's `SqlClient`.
  *
@@ -112,15 +160,12 @@ export const layer = (options: Options): Layer.Layer<
       storage: "sql",
       shardingConfig: { ...options.sharding, runnerAddress: Option.none() }
     })
-    : NodeClusterSocket.layer({
-      storage: "sql",
-      shardingConfig: {
-        ...options.sharding,
-        runnerAddress: Option.some(RunnerAddress.make(runner.host, runner.port)),
-        runnerListenAddress: runner.listenHost === undefined
-          ? Option.none()
-          : Option.some(RunnerAddress.make(runner.listenHost, runner.port))
-      }
+    : socketRunner({
+      ...options.sharding,
+      runnerAddress: Option.some(RunnerAddress.make(runner.host, runner.port)),
+      runnerListenAddress: runner.listenHost === undefined
+        ? Option.none()
+        : Option.some(RunnerAddress.make(runner.listenHost, runner.port))
     })
   return cluster.pipe(
     // A peer's socket that breaks (a runner frozen or cut off, then back; a node killed) fails the server's handler

@@ -369,8 +369,52 @@ export const make = Effect.fnUntraced(function*(options: {
         }
     )
 
-  /** Saves what a generation did since its last save, fenced by the generation, in one transaction. */
+  /**
+   * Saves what a generation did since its last save, fenced by the generation, in one transaction; in one statement
+   * when there are no conversation files and no events to write (the record and the ledger's turns only).
+   */
   const save = (id: string, generation: number, save: Save): Effect.Effect<void, SqlError | Fenced> =>
+    save.changes.length === 0 && save.events.length === 0
+      ? saveRecord(id, generation, save)
+      : saveAll(id, generation, save)
+
+  /**
+   * A save of the record and the ledger's turns alone, in one round trip instead of a transaction's five (BEGIN, the
+   * fence, the turns, the record, COMMIT): the record's update is the fence (it matches only the generation's row, not
+   * evicted, and a concurrent \`begin\` holds the row until it commits, after which the row no longer matches), and
+   * the turns are written only when it matched. Every sub-statement of one statement commits together.
+   */
+  const saveRecord = (id: string, generation: number, save: Save): Effect.Effect<void, SqlError | Fenced> => {
+    const ended = save.turns.map((turn) => ({
+      prompt_id: turn.promptId,
+      turn_id: turn.turnId,
+      state: turn.state,
+      outcome: turn.outcome ?? null
+    }))
+    return Effect.flatMap(
+      sql`
+        WITH fenced AS (
+          UPDATE ${sessions} SET
+            conversation_id = COALESCE(${save.conversationId ?? null}, conversation_id),
+            files = ${JSON.stringify(save.tracked)}::jsonb,
+            seq = GREATEST(seq, ${save.seq}),
+            state = ${save.final ? "dormant" : "live"},
+            updated_at = now()
+          WHERE entity_type = ${type} AND id = ${id} AND generation = ${generation} AND state <> 'evicted'
+          RETURNING 1
+        ), ledger AS (
+          UPDATE ${turns} AS l SET turn_id = t.turn_id, state = t.state, outcome = COALESCE(t.outcome, 'null'::jsonb)
+          FROM jsonb_to_recordset(${JSON.stringify(ended)}::jsonb)
+            AS t(prompt_id TEXT, turn_id TEXT, state TEXT, outcome JSONB)
+          WHERE l.entity_type = ${type} AND l.id = ${id} AND l.prompt_id = t.prompt_id AND EXISTS (SELECT 1 FROM fenced)
+          RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM fenced) AS fenced`,
+      (rows) => num(rows[0]?.fenced) === 1 ? Effect.void : Effect.fail(new Fenced({ id, generation }))
+    )
+  }
+
+  const saveAll = (id: string, generation: number, save: Save): Effect.Effect<void, SqlError | Fenced> =>
     sql.withTransaction(Effect.gen(function*() {
       yield* fence(id, generation)
       for (const change of save.changes) {

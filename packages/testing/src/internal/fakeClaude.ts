@@ -164,13 +164,28 @@ const withProcessFaults = (factory: Factory): Factory => (launch, start) => {
 }
 
 /**
+ * The prompt log of the fast fake (`pnpm chaos` counts executions with it): with `FAST_CLAUDE_PROMPT_LOG` set to a
+ * file, every prompt whose turn starts appends one JSON line to it, `{ pid, tag, at, prompt }` (`tag`: the value of
+ * `FAST_CLAUDE_PROMPT_LOG_TAG`, e.g. the session's id; `at`: epoch milliseconds). One `appendFileSync` per line: lines
+ * of several processes do not interleave.
+ */
+const promptLog = (env: Env): (prompt: string) => void => {
+  const file = env.FAST_CLAUDE_PROMPT_LOG
+  if (file === undefined || file.length === 0) return () => {}
+  const tag = env.FAST_CLAUDE_PROMPT_LOG_TAG ?? ""
+  return (prompt) => Fs.appendFileSync(file, `${JSON.stringify({ pid: process.pid, tag, at: Date.now(), prompt })}\n`)
+}
+
+/**
  * `bin/fast-claude.mjs` (the benchmarks' CLI): a prompt `FRAMES:<n>` streams n text deltas, at once. A prompt with
  * `FAULT:` words gets the faults they ask for (see {@link faultSteps} and {@link withProcessFaults}).
  */
 const fastScript = (env: Env): MockClaude.Script => {
   const turns = framesTurns(Number(env.FAST_CLAUDE_FRAMES ?? "3"), (chunks) => MockClaude.text(chunks))
+  const log = promptLog(env)
   return MockClaude.make([], {
     otherwise: (prompt) => {
+      log(prompt)
       if (!prompt.includes("FAULT:")) return turns(prompt)
       const match = /FRAMES:(\d+)/.exec(prompt)
       const n = match === null ? Number(env.FAST_CLAUDE_FRAMES ?? "3") : Number(match[1])

@@ -1,0 +1,39 @@
+/**
+ * The short version of `pnpm chaos` (scripts/chaos.ts): the chaos driver (test/chaos/driver.ts) with a few sessions
+ * and one fault of each kind, a few seconds each: a runner SIGKILLed and restarted, a runner SIGSTOPped for longer
+ * than the lock TTL, the database cut off, the database slowed, the client SIGKILLed mid-turn and restarted, a
+ * runner's event loop loaded. Real processes on 127.0.0.1 (runners, client, the fast fake CLI, PostgreSQL behind a
+ * proxy). What it asserts does not depend on timing: no untyped outcome, no prompt run twice, no hung prompt, no
+ * completed turn reported failed, no CLI left after the run; the table is printed for the log.
+ */
+import { assert, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Driver from "./chaos/driver.ts"
+
+it.live("every outcome is typed and no prompt runs twice under one fault of each kind", () =>
+  Effect.gen(function*() {
+    const lines: Array<string> = []
+    const report = yield* Driver.run({
+      sessions: 4,
+      runners: 3,
+      faults: [
+        { _tag: "kill", times: 1 },
+        { _tag: "stop", millis: 7_000 },
+        { _tag: "database", millis: 3_000 },
+        { _tag: "slow", millis: 3_000, latency: 50 },
+        { _tag: "client", times: 1 },
+        { _tag: "cpu", millis: 3_000 }
+      ],
+      turnMillis: 200,
+      thinkMillis: 300,
+      warmupMillis: 1_000,
+      settleMillis: 10_000,
+      hangMillis: 60_000,
+      retryMillis: 30_000,
+      log: (line) => lines.push(line)
+    })
+    console.log(Driver.render(report))
+    assert.deepStrictEqual(Driver.verdict(report), [], [...report.untypedDetails, ...lines].join("\n"))
+    // Every fault's phase ran prompts: the client went on through each.
+    assert.isTrue(report.faults.every((row) => row.sent > 0))
+  }), { timeout: 240_000 })
