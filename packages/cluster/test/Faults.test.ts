@@ -308,6 +308,50 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       assert.notStrictEqual((yield* transport.latest).index, cli.index)
     }))
 
+  it.effect("a redelivered prompt that an earlier generation's live runner is still finishing is answered, not lost", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const sql = yield* SqlClient.SqlClient
+      const transport = yield* MockTransport.MockTransport
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const cli = yield* transport.latest
+      const before = yield* promptsWritten
+      const running = yield* Effect.forkChild(
+        chats.run(id, "slow, three chunks", { promptId: `done-${id}` } as ClusterRegistry.SendOptions)
+      )
+      yield* awaitPrompts(before + 1)
+      // Another runner begins generation 2 (this one's save is fenced, and it lets the session go) and is running the
+      // prompt `p-<id>` when the cluster delivers that prompt again here: this runner begins generation 3.
+      yield* sql`UPDATE tether_sessions SET generation = generation + 1
+        WHERE entity_type = ${ChatsCluster.entityType} AND id = ${id}`
+      const done = yield* Fiber.join(running).pipe(Effect.timeout("10 seconds"), Effect.orDie)
+      yield* cli.isAlive.pipe(
+        Effect.filterOrFail((alive) => !alive, () => "still alive"),
+        Effect.retry(Schedule.spaced("50 millis")),
+        Effect.timeout("10 seconds"),
+        Effect.orDie
+      )
+      yield* sql`INSERT INTO tether_turns (entity_type, id, prompt_id, generation, state)
+        VALUES (${ChatsCluster.entityType}, ${id}, ${`p-${id}`}, 2, 'dispatched')`
+      const redelivered = yield* Effect.forkChild(
+        Effect.exit(chats.run(id, "again", { promptId: `p-${id}` } as ClusterRegistry.SendOptions))
+      )
+      // The other runner finishes the turn a second later and writes its outcome (as a draining runner does).
+      yield* Effect.sleep("1 second")
+      yield* sql`UPDATE tether_turns SET state = 'completed', turn_id = 'other-turn', outcome = (
+          SELECT outcome FROM tether_turns WHERE entity_type = ${ChatsCluster.entityType} AND id = ${id}
+            AND prompt_id = ${`done-${id}`})
+        WHERE entity_type = ${ChatsCluster.entityType} AND id = ${id} AND prompt_id = ${`p-${id}`}`
+      const exit = yield* Fiber.join(redelivered).pipe(Effect.timeout("20 seconds"), Effect.orDie)
+      assert.isTrue(
+        Exit.isSuccess(exit),
+        `the turn's outcome, not: ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : ""}`
+      )
+      if (Exit.isSuccess(exit)) assert.strictEqual(exit.value.text, done.text)
+      assert.strictEqual(yield* promptsWritten, before + 1, "the redelivered prompt reached no CLI here")
+    }))
+
   it.effect("a turn that completes while the database is down is saved when it returns: the retry is answered", () =>
     Effect.gen(function*() {
       const chats = yield* Chats

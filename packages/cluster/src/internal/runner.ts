@@ -143,6 +143,12 @@ const durations = (settings: Settings) => {
   return problems.length > 0 ? Effect.fail(new TetherError.InvalidConfig({ problems })) : Effect.succeed(read)
 }
 
+/** How often a redelivered prompt's row is read again while an earlier generation's runner may still finish it. */
+const ledgerPollInterval = Duration.millis(250)
+
+/** What a draining runner's last write of a turn's outcome may take beyond its drain. */
+const ledgerSaveAllowance = Duration.seconds(2)
+
 const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnResult, TE>(
   options: Options<C, CE, E, R, A, TE>
 ) {
@@ -409,6 +415,30 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     )
 
   /**
+   * A prompt's row that an earlier generation still has as dispatched, read again until it settles when that
+   * generation was still live as this one began: its runner may be alive and finishing the turn (the session moved
+   * while the turn ran: a shard handed over, or a lock deemed lost while the runner was slow), and its outcome then
+   * reaches the ledger within that runner's drain. Answering "lost" before then would report a turn that completes
+   * as failed. Bounded by the drain and a save's allowance: a row still dispatched then was lost with its runner.
+   */
+  const settledTurn = (id: string, inc: Incarnation<A, TE>, turn: Store.LedgerTurn) => {
+    if (turn.state !== "dispatched" || turn.generation >= inc.generation || inc.previous !== "lost") {
+      return Effect.succeed(turn)
+    }
+    const poll: Effect.Effect<Store.LedgerTurn, TetherError.SessionUnavailable> = Effect.flatMap(
+      readTurn(id, turn.promptId),
+      (now) =>
+        now === undefined || now.state !== "dispatched"
+          ? Effect.succeed(now ?? turn)
+          : Effect.andThen(Effect.sleep(ledgerPollInterval), poll)
+    )
+    return Effect.timeoutOrElse(poll, {
+      duration: Duration.sum(drainTimeout, ledgerSaveAllowance),
+      orElse: () => Effect.succeed(turn)
+    })
+  }
+
+  /**
    * Claims a prompt in the session's ledger and sends it, or finds it claimed already: the turn this runner tracks
    * for it (sent now, or joined), or the ledger's answer (the turn of an earlier generation, completed or lost).
    */
@@ -431,10 +461,10 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       if (claim._tag === "Existing") {
         const turnId = inc.prompts.get(payload.promptId)
         const tracked = turnId === undefined ? undefined : inc.turns.get(turnId)
-        const outcome = tracked !== undefined ? "joined" : claim.turn.state === "dispatched" ? "lost" : "completed"
+        const turn = tracked !== undefined ? claim.turn : yield* settledTurn(id, inc, claim.turn)
+        const outcome = tracked !== undefined ? "joined" : turn.state === "dispatched" ? "lost" : "completed"
         yield* Metric.update(Metric.withAttributes(metrics.redeliveries, { ...place.attributes, outcome }), 1)
         if (tracked !== undefined) return { _tag: "Tracked", tracked } as const
-        const turn = claim.turn
         const answered = { turnId: turn.turnId ?? payload.promptId, generation: turn.generation }
         if (!payload.wait) return { _tag: "Answered", answer: answered } as const
         const result = yield* fromLedger(id, turn)
