@@ -162,6 +162,46 @@ export type AdmissionError = SessionConflict | CapacityExceeded | SessionUnavail
 export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
   readonly acquire: (id: string, config: C) => Effect.Effect<Session.Session<A, TE>, E, Scope.Scope | R>
   readonly fingerprint: (config: C) => string
+  /** How the kind's CLIs are kept warm (see {@link Warm}); by default, pooled by their configuration's shape. */
+  readonly warm?: Warm<C, A, TE> | undefined
+}
+
+/**
+ * How a kind's warm CLIs are pooled and handed out (see `Registry.warm`).
+ *
+ * - `key`: configurations with the same key share a pool. It must change with everything the CLI's command line
+ *   and environment depend on, and with where the configuration holds functions (`SessionRegistry.shape` does
+ *   both); it leaves out what `adapt` can change after start.
+ * - `adapt`: makes a warm CLI started with `from` serve `to` (same key), before it is handed out: Claude sends
+ *   `set_model` and `set_permission_mode` when they differ. A failure (a control refused or unanswered) discards the warm CLI and the conversation
+ *   starts cold.
+ *
+ * The configuration's functions (a permission policy, hooks, tool handlers) need no `adapt`: the registry starts a
+ * warm CLI with a configuration whose functions call, at call time, those of the configuration it is handed to.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Warm<C, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
+  readonly key: (config: C) => string
+  readonly adapt: (session: Session.Session<A, TE>, from: C, to: C) => Effect.Effect<void, Session.ControlError>
+}
+
+/**
+ * A warm pool, as `Registry.pools` reports it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface PoolSnapshot {
+  /** The pool key (see {@link Warm}). */
+  readonly key: string
+  /** How many warm CLIs the host asked for. */
+  readonly target: number
+  /** Started, initialized CLIs waiting for a conversation. */
+  readonly ready: number
+  /** CLIs starting for the pool. */
+  readonly starting: number
 }
 
 /**
@@ -506,6 +546,21 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownPro
    * `SessionUnavailable` when the cluster's database cannot be read.
    */
   readonly size: Effect.Effect<number, SessionUnavailable>
+  /**
+   * Keeps `size` started, initialized CLIs ready for new conversations whose configuration has the pool key of
+   * `config` (see {@link Warm}); `0` empties the pool (its CLIs are closed before this returns). A `getOrCreate`
+   * that starts a session takes a warm CLI of its key instead of spawning one, binds it to its configuration and
+   * adapts what the protocol can change (Claude's model and permission mode); the pool refills in the background.
+   *
+   * Warm CLIs count against `capacity`: a pool fills only into free slots (never while an admission waits for
+   * one), and a full registry closes a warm CLI before it evicts any conversation. A warm CLI that died (its
+   * process exited) is dropped, one is handed out at most once, and never to a configuration of another key.
+   * Starts that fail back off (1 s, doubling, at most a minute). A local registry only: a cluster registry fails
+   * with `InvalidConfig`.
+   */
+  readonly warm: (config: C, size: number) => Effect.Effect<void, InvalidConfig | RegistryClosed>
+  /** The warm pools. */
+  readonly pools: Effect.Effect<ReadonlyArray<PoolSnapshot>>
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -523,6 +578,10 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownPro
  * | `tether_registry_turn_duration` | timer: send to the turn's end |
  * | `tether_registry_evictions` | counter, attribute `reason` ({@link EvictionReason}) |
  * | `tether_registry_teardown_duration` | timer: closing one session |
+ * | `tether_registry_warm_hits` | counter: sessions started from a warm CLI |
+ * | `tether_registry_warm_misses` | counter: sessions started cold while their key has a pool |
+ * | `tether_registry_warm_discards` | counter, attribute `reason` (`died`, `adapt-failed`, `capacity`, `surplus`, `shutdown`, `failed-start`) |
+ * | `tether_registry_warm_ready` | gauge: warm CLIs ready |
  *
  * How long permission requests wait is recorded by every session, in a registry or not (`Session.metrics`).
  *
@@ -544,6 +603,15 @@ export const metrics: typeof internalMetrics.metrics = internalMetrics.metrics
  * @since 0.1.0
  */
 export const fingerprint: (config: unknown) => string = fingerprints.fingerprint
+
+/**
+ * The fingerprint of a configuration's shape: its data, as {@link fingerprint}, and where it holds functions (not
+ * which ones). The default pool key of warm CLIs (see {@link Warm}).
+ *
+ * @category fingerprints
+ * @since 0.1.0
+ */
+export const shape: (config: unknown) => string = fingerprints.shape
 
 /**
  * Creates a registry in the current scope. Closing the scope closes every session (concurrently, at most
@@ -708,7 +776,9 @@ export const Service =
   ): ServiceClass<Self, Id, C, E, R, A, TE> => {
     const Tag = Context.Service<Self, Registry<C, E, A, TE>>()(id)
     const layer = (settings: Settings = {}): Layer.Layer<Self, InvalidConfig, R> =>
-      Layer.effect(Tag)(make<C, E, R, A, TE>({ ...settings, acquire: kind.acquire, fingerprint: kind.fingerprint }))
+      Layer.effect(Tag)(
+        make<C, E, R, A, TE>({ ...settings, acquire: kind.acquire, fingerprint: kind.fingerprint, warm: kind.warm })
+      )
     const layerConfig = (
       settings: Config.Config<Settings> = config
     ): Layer.Layer<Self, Config.ConfigError | InvalidConfig, R> => Layer.unwrap(Effect.map(settings, layer))

@@ -27,6 +27,7 @@ import type { EvictionReason } from "../../SessionRegistry.ts"
 import { SessionUnavailable } from "../../TetherError.ts"
 import type { Turn, TurnResult } from "../../Turn.ts"
 import { metrics } from "./metrics.ts"
+import type * as Pool from "./pool.ts"
 import * as State from "./state.ts"
 
 /** An entry: the core's bookkeeping, and what the shell needs to start, watch and close its session. */
@@ -48,6 +49,11 @@ export interface Registry<C, E, A extends TurnResult, TE> {
   /** The kind's `acquire` in the given scope, with the context captured when the registry was made. */
   readonly acquire: (id: string, config: C, scope: Scope.Scope) => Effect.Effect<Session.Session<A, TE>, E>
   readonly fingerprint: (config: C) => string
+  /** The kind's pool key and hand-out adaptation (see `SessionRegistry.Warm`). */
+  readonly poolKey: (config: C) => string
+  readonly adapt: (session: Session.Session<A, TE>, from: C, to: C) => Effect.Effect<void, Session.ControlError>
+  /** The warm pools. */
+  readonly pools: Pool.Pools<C, A, TE>
   readonly clock: Clock.Clock
   /** The registry's background fibers (starts, teardowns, drains, the sweep). */
   readonly fibers: Scope.Closeable
@@ -120,15 +126,19 @@ export const create = <C, E, A extends TurnResult, TE>(
 export const start = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   entry: Entry<E, A, TE>,
-  config: C
+  config: C,
+  warm: Effect.Effect<Session.Session<A, TE> | undefined>
 ) {
   const t0 = now(self)
-  const exit = yield* self.acquire(entry.id, config, entry.scope).pipe(
-    Effect.withSpan("SessionRegistry.start"),
-    // Every span of the session (its own `tether.session`, turns, controls) carries the registry's id for it.
-    Effect.annotateSpans(spanAttributes(entry)),
-    Effect.exit
-  )
+  // A warm CLI, checked, bound and adapted (its scope then closes with the entry's); or a cold start.
+  const adopted = yield* warm
+  const exit = yield* (adopted !== undefined ? Effect.succeed(adopted) : self.acquire(entry.id, config, entry.scope))
+    .pipe(
+      Effect.withSpan("SessionRegistry.start"),
+      // Every span of the session (its own `tether.session`, turns, controls) carries the registry's id for it.
+      Effect.annotateSpans(spanAttributes(entry)),
+      Effect.exit
+    )
   entry.startFiber = undefined
   // Closed while it was starting: the teardown has settled `started` and closes the scope.
   if (entry.phase !== "starting") return

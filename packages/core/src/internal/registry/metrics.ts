@@ -18,5 +18,18 @@ export const metrics = {
     description: "Sessions that left a registry, by reason",
     incremental: true
   }),
-  teardownDuration: Metric.timer("tether_registry_teardown_duration", { description: "Closing one session" })
+  teardownDuration: Metric.timer("tether_registry_teardown_duration", { description: "Closing one session" }),
+  warmHits: Metric.counter("tether_registry_warm_hits", {
+    description: "Sessions started from a warm CLI",
+    incremental: true
+  }),
+  warmMisses: Metric.counter("tether_registry_warm_misses", {
+    description: "Sessions started cold while their configuration has a warm pool",
+    incremental: true
+  }),
+  warmDiscards: Metric.counter("tether_registry_warm_discards", {
+    description: "Warm CLIs closed without being handed out, by reason",
+    incremental: true
+  }),
+  warmReady: Metric.gauge("tether_registry_warm_ready", { description: "Warm CLIs ready in session registries" })
 } as const

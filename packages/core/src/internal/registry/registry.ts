@@ -34,8 +34,11 @@ import type { Prompt, TurnResult } from "../../Turn.ts"
 import * as Entries from "./entries.ts"
 import type { Entry, Registry } from "./entries.ts"
 import { CapacityExceeded, GenerationChanged, RegistryClosed, SessionConflict, SessionNotFound } from "./errors.ts"
+import * as fingerprints from "./fingerprint.ts"
 import { metrics } from "./metrics.ts"
+import * as Pool from "./pool.ts"
 import * as State from "./state.ts"
+import * as Warm from "./warm.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Lookups and pins
@@ -297,10 +300,15 @@ const admit = <C, E, A extends TurnResult, TE>(
   config: C
 ): Effect.Effect<Step<E, A, TE>> =>
   Effect.uninterruptible(Effect.suspend((): Effect.Effect<Step<E, A, TE>> => {
-    const admission = State.admit(self.state, id, fingerprint, self.settings.capacity)
+    const key = self.poolKey(config)
+    const admission = State.admit(self.state, id, fingerprint, self.settings.capacity, Warm.reserved(self, key))
     if (admission._tag !== "Vacant") return Effect.succeed(admission)
+    // Taken now, in the same step as the admission: no other conversation can take it.
+    const pooled = Pool.isPooled(self.pools, key)
+    const item = Pool.take(self.pools, key)
     const entry = Entries.create(self, id, fingerprint)
-    return Effect.map(Effect.forkIn(Entries.start(self, entry, config), self.fibers), (fiber): Step<E, A, TE> => {
+    const warm = Warm.handOut(self, item, pooled, config, entry.scope)
+    return Effect.map(Effect.forkIn(Entries.start(self, entry, config, warm), self.fibers), (fiber): Step<E, A, TE> => {
       entry.startFiber = fiber
       return { _tag: "Created", entry }
     })
@@ -315,6 +323,8 @@ const makeRoom = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   signal: Deferred.Deferred<void>,
   deadline: number
 ) {
+  // A warm CLI goes before any conversation.
+  if (yield* Warm.evictOne(self)) return true
   const victim = yield* Entries.victim(self)
   if (victim !== undefined) {
     yield* Entries.close(self, victim, "capacity", true)
@@ -326,11 +336,29 @@ const makeRoom = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   return true
 })
 
-const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(function*<C, E, A extends TurnResult, TE>(
+/** Whether an admission holds the registry's warm pools back (it found the registry full). */
+interface Hold {
+  held: boolean
+}
+
+const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(
+  <C, E, A extends TurnResult, TE>(self: Registry<C, E, A, TE>, id: string, config: C, options?: GetOptions) =>
+    Effect.suspend(() => {
+      const hold: Hold = { held: false }
+      return admission(self, id, config, options, hold).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          if (hold.held) self.pools.waiting--
+        }))
+      )
+    })
+)
+
+const admission = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   id: string,
   config: C,
-  options?: GetOptions
+  options: GetOptions | undefined,
+  hold: Hold
 ) {
   yield* Effect.annotateCurrentSpan("tether.session.id", id)
   const callerScope = yield* Scope.Scope
@@ -380,6 +408,11 @@ const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(function*<C, E, A e
         return handle(self, entry)
       }
       case "Full":
+        // From now until this admission ends, no warm CLI takes a slot it could have.
+        if (!hold.held) {
+          hold.held = true
+          self.pools.waiting++
+        }
         if (yield* makeRoom(self, signal, deadline)) continue
         return yield* new CapacityExceeded({
           id,
@@ -447,13 +480,19 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, T
     acquire: (id, config, sessionScope) =>
       options.acquire(id, config).pipe(Scope.provide(sessionScope), Effect.provideContext(context)),
     fingerprint: options.fingerprint,
+    poolKey: options.warm?.key ?? fingerprints.shape,
+    adapt: options.warm?.adapt ?? (() => Effect.void),
+    pools: Pool.make(),
     clock: yield* Clock.Clock,
     fibers,
     sessions,
     changed: Deferred.makeUnsafe()
   }
   if (Number.isFinite(self.settings.idleTimeToLive)) yield* Effect.forkIn(Entries.sweep(self), fibers)
+  yield* Effect.forkIn(Warm.refiller(self), fibers)
   yield* Scope.addFinalizer(scope, Entries.shutdown(self))
+  // Runs first (finalizers run in reverse): no warm CLI starts once the shutdown has begun.
+  yield* Scope.addFinalizer(scope, Warm.shutdown(self))
   const registry: PublicRegistry<C, E, A, TE> = {
     getOrCreate: (id, config, getOptions) => getOrCreate(self, id, config, getOptions),
     get: (id, target) => get(self, id, target),
@@ -468,7 +507,9 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, T
     list: list(self),
     evict: (id, evictOptions) => evict(self, id, evictOptions),
     forceEvict: (id, target) => forceEvict(self, id, target),
-    size: Effect.sync(() => self.state.entries.size)
+    size: Effect.sync(() => self.state.entries.size),
+    warm: (config, size) => Warm.warm(self, config, size),
+    pools: Warm.snapshots(self)
   }
   return registry
 })

@@ -144,7 +144,7 @@ export const close = <S extends Slot>(state: State<S>): ReadonlyArray<S> => {
  * - `Leaving`: the id's entry is draining or closing: wait until it is gone, then decide again;
  * - `Conflict`: the id is live (or starting) with another fingerprint;
  * - `Starting`, `Live`: the id's entry, with the same fingerprint;
- * - `Full`: no entry for the id and no room: make room (evict) or wait;
+ * - `Full`: no entry for the id and no room (`reserved`: slots held by warm CLIs): make room (evict) or wait;
  * - `Vacant`: no entry for the id, and room for one.
  */
 export type Admission<S extends Slot> =
@@ -164,11 +164,12 @@ export const admit = <S extends Slot>(
   state: State<S>,
   id: string,
   fingerprint: string,
-  capacity: number
+  capacity: number,
+  reserved = 0
 ): Admission<S> => {
   if (state.closed) return closedAdmission
   const entry = state.entries.get(id)
-  if (entry === undefined) return state.entries.size >= capacity ? fullAdmission : vacantAdmission
+  if (entry === undefined) return state.entries.size + reserved >= capacity ? fullAdmission : vacantAdmission
   if (entry.phase === "draining" || entry.phase === "closing") return { _tag: "Leaving", entry }
   if (entry.fingerprint !== fingerprint) return { _tag: "Conflict", entry }
   return entry.phase === "starting" ? { _tag: "Starting", entry } : { _tag: "Live", entry }
