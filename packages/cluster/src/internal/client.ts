@@ -532,7 +532,11 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
             problems: ["warm pools are kept by a local registry; the cluster registry has none yet"]
           })
         ),
-      pools: Effect.succeed([])
+      pools: Effect.succeed([]),
+      // Dormancy is a local registry's: the cluster keeps every conversation's state in its database already.
+      dormant: Effect.succeed([]),
+      wake: (id) => Effect.fail(new SessionRegistry.DormantNotFound({ id })),
+      deleteDormant: (id) => Effect.fail(new SessionRegistry.DormantNotFound({ id }))
     }
     return registry
   })

@@ -31,5 +31,13 @@ export const metrics = {
     description: "Warm CLIs closed without being handed out, by reason",
     incremental: true
   }),
-  warmReady: Metric.gauge("tether_registry_warm_ready", { description: "Warm CLIs ready in session registries" })
+  warmReady: Metric.gauge("tether_registry_warm_ready", { description: "Warm CLIs ready in session registries" }),
+  dormant: Metric.counter("tether_registry_dormant", {
+    description: "Conversations that went dormant",
+    incremental: true
+  }),
+  wakes: Metric.counter("tether_registry_wakes", {
+    description: "Dormant conversations resumed, by outcome",
+    incremental: true
+  })
 } as const

@@ -21,6 +21,8 @@ export interface Item<C, A extends TurnResult, TE> {
   /** Its own scope, a child of the registry's sessions scope: closing it releases the CLI. */
   readonly scope: Scope.Closeable
   readonly session: Session.Session<A, TE>
+  /** The directory its CLI keeps its conversation state in (with dormancy). */
+  readonly directory: string | undefined
   /** The configuration it was started with (the pool's at the time). */
   readonly config: C
   /** Binds the functions of the CLI's configuration to those of the configuration it is handed to. */

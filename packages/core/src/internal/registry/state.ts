@@ -37,6 +37,7 @@ export interface Resolved {
   readonly onConflict: ConflictPolicy
   readonly admissionTimeout: number
   readonly shutdownConcurrency: number
+  readonly dormancy: boolean
 }
 
 /** A duration in milliseconds: `fallback` when absent, `undefined` when it is not a duration. */
@@ -65,13 +66,16 @@ export const resolve = (settings: Settings): Result.Result<Resolved, ReadonlyArr
   }
   const onConflict = settings.onConflict ?? "fail"
   if (onConflict !== "fail" && onConflict !== "replace") problems.push(`onConflict must be "fail" or "replace"`)
+  const dormancy = settings.dormancy ?? false
+  if (typeof dormancy !== "boolean") problems.push("dormancy must be true or false")
   if (problems.length > 0) return Result.fail(problems)
   return Result.succeed({
     capacity,
     idleTimeToLive: idleTimeToLive!,
     onConflict,
     admissionTimeout: admissionTimeout!,
-    shutdownConcurrency
+    shutdownConcurrency,
+    dormancy
   })
 }
 

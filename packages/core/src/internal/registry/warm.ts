@@ -12,7 +12,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Scope from "effect/Scope"
-import type * as Session from "../../Session.ts"
 import type { PoolSnapshot } from "../../SessionRegistry.ts"
 import { InvalidConfig } from "../../TetherError.ts"
 import type { TurnResult } from "../../Turn.ts"
@@ -35,6 +34,7 @@ const closeItem = <C, E, A extends TurnResult, TE>(
   Effect.suspend(() => {
     self.pools.closing++
     return Effect.andThen(discarded(reason), Scope.close(item.scope, Exit.void)).pipe(
+      Effect.andThen(release(self, item.directory)),
       Effect.ensuring(Effect.sync(() => {
         self.pools.closing--
         Entries.notify(self)
@@ -42,6 +42,15 @@ const closeItem = <C, E, A extends TurnResult, TE>(
       Effect.uninterruptible
     )
   })
+
+/** Removes a directory no conversation uses (a warm CLI's that was never handed out); a failure is logged. */
+export const release = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  directory: string | undefined
+): Effect.Effect<void> =>
+  directory === undefined || self.dormancy === undefined
+    ? Effect.void
+    : Effect.ignore(self.dormancy.store.release(directory), { log: "Warn" })
 
 /** Withdraws a ready CLI from its pool and closes it; nothing if it is no longer ready. */
 const dropReady = <C, E, A extends TurnResult, TE>(
@@ -64,7 +73,16 @@ const fill = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   // Forked before the CLI is acquired into the same scope, so it is closed after the CLI's release.
   const watchers = Scope.forkUnsafe(scope, "parallel")
   const { bind, config } = Pool.bindable(pool.config)
-  const exit = yield* self.acquire(`warm:${pool.key}`, config, scope).pipe(
+  // With dormancy, the CLI keeps its conversation in a directory of the store from the start.
+  const directory = self.dormancy === undefined ? undefined : yield* Effect.option(self.dormancy.store.allocate)
+  if (directory !== undefined && directory._tag === "None") {
+    pool.failures++
+    pool.retryAt = Entries.now(self) + Pool.backoff(pool.failures)
+    yield* discarded("failed-start")
+    return yield* Scope.close(scope, Exit.void)
+  }
+  const placement = directory === undefined ? undefined : { directory: directory.value, resume: undefined }
+  const exit = yield* self.acquire(`warm:${pool.key}`, config, scope, placement).pipe(
     Effect.withSpan("SessionRegistry.warm", { attributes: { "tether.pool.key": pool.key } }),
     // Stopped by the shutdown: what the start acquired goes with its scope.
     Effect.onInterrupt(() => Scope.close(scope, Exit.void)),
@@ -75,13 +93,14 @@ const fill = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
     pool.retryAt = Entries.now(self) + Pool.backoff(pool.failures)
     yield* discarded("failed-start")
     yield* Scope.close(scope, exit)
-    return
+    return yield* release(self, placement?.directory)
   }
   pool.failures = 0
   const item: Pool.Item<C, A, TE> = {
     key: pool.key,
     scope,
     session: exit.value,
+    directory: placement?.directory,
     config: pool.config,
     bind,
     state: "ready",
@@ -157,7 +176,7 @@ export const handOut = Effect.fnUntraced(function*<C, E, A extends TurnResult, T
   pooled: boolean,
   config: C,
   entryScope: Scope.Scope
-): Effect.fn.Return<Session.Session<A, TE> | undefined> {
+): Effect.fn.Return<Pool.Item<C, A, TE> | undefined> {
   if (item === undefined) {
     if (pooled) yield* Metric.update(metrics.warmMisses, 1)
     return undefined
@@ -181,7 +200,7 @@ export const handOut = Effect.fnUntraced(function*<C, E, A extends TurnResult, T
     return undefined
   }
   yield* Metric.update(metrics.warmHits, 1)
-  return session
+  return item
 })
 
 /** Closes a ready warm CLI to give its slot to a conversation: false when there is none. */
