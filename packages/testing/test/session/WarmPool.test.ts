@@ -3,7 +3,7 @@ import { ClaudeSession } from "@tether/claude"
 import { Permission, type Session, SessionRegistry, TetherError, Transport } from "@tether/core"
 import type { Status } from "@tether/core/SessionEvent"
 import { MockClaude, MockTransport } from "@tether/testing"
-import { Context, Deferred, Effect, Exit, Layer, Metric, Option, Scope, Stream } from "effect"
+import { Context, Deferred, type Duration, Effect, Exit, Layer, Metric, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { advanceUntil, settle } from "../../../core/test/support/TestTime.ts"
 
@@ -60,7 +60,7 @@ const stubSession = (stub: Stub): Session.Session => ({
   close: () => Effect.void
 })
 
-const makeStubs = (options: { readonly failStarts?: number } = {}) => {
+const makeStubs = (options: { readonly failStarts?: number; readonly startDelay?: Duration.Input } = {}) => {
   const stubs: Array<Stub> = []
   let attempts = 0
   const kind: SessionRegistry.Kind<StubConfig, TetherError.SpawnFailed, never> = {
@@ -70,26 +70,31 @@ const makeStubs = (options: { readonly failStarts?: number } = {}) => {
         if (attempts <= (options.failStarts ?? 0)) {
           return Effect.fail(new TetherError.SpawnFailed({ program: "stub", reason: "refused" }))
         }
-        return Effect.acquireRelease(
-          Effect.gen(function*() {
-            const stub: Stub = {
-              n: stubs.length,
-              config,
-              status: "idle",
-              alive: true,
-              released: false,
-              exited: yield* Deferred.make<Transport.ExitStatus>(),
-              adapted: []
-            }
-            stubs.push(stub)
-            return stubSession(stub)
-          }),
-          (session) =>
-            Effect.sync(() => {
-              const stub = stubs[Option.getOrThrow(session.pid)]
-              stub.released = true
-              stub.alive = false
-            })
+        // The wait is the start's interruptible part (a handshake); the acquisition itself is not.
+        const wait = options.startDelay === undefined ? Effect.void : Effect.sleep(options.startDelay)
+        return Effect.andThen(
+          wait,
+          Effect.acquireRelease(
+            Effect.gen(function*() {
+              const stub: Stub = {
+                n: stubs.length,
+                config,
+                status: "idle",
+                alive: true,
+                released: false,
+                exited: yield* Deferred.make<Transport.ExitStatus>(),
+                adapted: []
+              }
+              stubs.push(stub)
+              return stubSession(stub)
+            }),
+            (session) =>
+              Effect.sync(() => {
+                const stub = stubs[Option.getOrThrow(session.pid)]
+                stub.released = true
+                stub.alive = false
+              })
+          )
         )
       }),
     fingerprint: SessionRegistry.fingerprint,
@@ -238,6 +243,22 @@ describe("warm pools over a stub kind", () => {
       yield* Scope.close(scope, Exit.void)
       assert.isTrue(stubs.every((stub) => stub.released))
       assert.strictEqual((yield* Effect.flip(registry.warm({ cwd: "/w" }, 1)))._tag, "RegistryClosed")
+    }))
+
+  it.effect("a pool that shrinks stops its starts in progress: none of them becomes a CLI", () =>
+    Effect.gen(function*() {
+      const { attempts, kind, stubs } = makeStubs({ startDelay: "5 seconds" })
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 8 })
+      yield* registry.warm({ cwd: "/w" }, 2)
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(yield* registry.pools, [
+        { key: kind.warm!.key({ cwd: "/w" }), target: 2, ready: 0, starting: 2 }
+      ])
+      yield* registry.warm({ cwd: "/w" }, 0)
+      assert.deepStrictEqual(yield* registry.pools, [])
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual(attempts(), 2)
+      assert.strictEqual(stubs.length, 0)
     }))
 
   it.effect("failed starts back off on the clock; a bad size is InvalidConfig", () =>

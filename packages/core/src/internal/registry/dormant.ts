@@ -11,6 +11,7 @@
  * @internal
  */
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -174,7 +175,12 @@ export const remove = <C, E, A extends TurnResult, TE>(
 ): Effect.Effect<void, DormantNotFound | DormantStoreFailed> =>
   Effect.suspend((): Effect.Effect<void, DormantNotFound | DormantStoreFailed> => {
     const dormancy = self.dormancy
-    if (dormancy === undefined || self.state.entries.has(id) || !dormancy.ids.has(id)) {
+    const entry = self.state.entries.get(id)
+    // An entry on its way out (a wake that failed, a conversation going dormant): decide once it is gone.
+    if (entry !== undefined && entry.phase === "closing") {
+      return Effect.andThen(Deferred.await(entry.closed), remove(self, id))
+    }
+    if (dormancy === undefined || entry !== undefined || !dormancy.ids.has(id)) {
       return Effect.fail(new DormantNotFound({ id }))
     }
     return Effect.andThen(

@@ -122,6 +122,12 @@ export const surplus = <C, A extends TurnResult, TE>(pool: Pool<C, A, TE>): Read
   return extra <= 0 ? [] : pool.ready.slice(Math.max(0, pool.ready.length - extra)).reverse()
 }
 
+/** The starts in progress a pool does not need any more, beyond its ready CLIs' surplus. */
+export const surplusStarts = <C, A extends TurnResult, TE>(pool: Pool<C, A, TE>): ReadonlyArray<Start> => {
+  const extra = pool.ready.length + pool.starting.size - pool.target - surplus(pool).length
+  return extra <= 0 ? [] : [...pool.starting].slice(0, extra)
+}
+
 /** How long a pool waits before its next start after `failures` failed starts in a row: 1 s doubling, at most 60 s. */
 export const backoff = (failures: number): number => Math.min(60_000, 1_000 * 2 ** Math.max(0, failures - 1))
 

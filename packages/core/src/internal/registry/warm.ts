@@ -231,13 +231,16 @@ export const warm = <C, E, A extends TurnResult, TE>(
     pool.target = size
     // A host asking again retries now.
     pool.retryAt = 0
+    // Starts in progress that the pool no longer needs are stopped (what they started goes with their scope), and
+    // the ready CLIs beyond the target closed: none of them is left when this returns.
+    const starts = Pool.surplusStarts(pool).flatMap((start) => start.fiber ?? [])
     const surplus = Pool.surplus(pool)
     const current = pool
     Entries.notify(self)
-    return Effect.forEach(surplus, (item) => dropReady(self, item, "surplus"), {
-      concurrency: "unbounded",
-      discard: true
-    }).pipe(
+    return Effect.andThen(
+      Effect.forEach(starts, Fiber.interrupt, { concurrency: "unbounded", discard: true }),
+      Effect.forEach(surplus, (item) => dropReady(self, item, "surplus"), { concurrency: "unbounded", discard: true })
+    ).pipe(
       Effect.ensuring(Effect.sync(() => Pool.prune(self.pools, current)))
     )
   }).pipe(Effect.withSpan("SessionRegistry.warm.resize", { attributes: { "tether.pool.size": size } }))
