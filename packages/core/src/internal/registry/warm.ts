@@ -91,6 +91,12 @@ const fill = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   if (Exit.isFailure(exit)) {
     pool.failures++
     pool.retryAt = Entries.now(self) + Pool.backoff(pool.failures)
+    yield* Effect.logWarning(
+      `a warm CLI failed to start (${pool.failures} in a row): the pool retries in ${
+        pool.retryAt - Entries.now(self)
+      } ms`,
+      exit.cause
+    )
     yield* discarded("failed-start")
     yield* Scope.close(scope, exit)
     return yield* release(self, placement?.directory)
