@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClaudeSession } from "@tether/claude"
+import { CodexSession } from "@tether/codex"
 import { Permission, type Session, SessionRegistry, TetherError, Transport } from "@tether/core"
 import type { Status } from "@tether/core/SessionEvent"
-import { MockClaude, MockTransport } from "@tether/testing"
+import { MockClaude, MockCodex, MockTransport } from "@tether/testing"
 import { Context, Deferred, type Duration, Effect, Exit, Layer, Metric, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { advanceUntil, settle } from "../../../core/test/support/TestTime.ts"
@@ -344,5 +345,37 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       const second = yield* mock.connection(1)
       assert.isTrue((yield* second.writtenLines).some((line) => line.includes("hello")))
       yield* settle(Scope.close(scope, Exit.void))
+    }))
+})
+
+describe("warm pools of Codex sessions over MockTransport", () => {
+  it.effect("a warm app-server, initialized with its thread started, takes the conversation's first turn", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(MockCodex.make([])))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...CodexSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      yield* registry.warm({ model: "gpt-5" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const warm = yield* mock.connection(0)
+      const methods = (frames: ReadonlyArray<unknown>) =>
+        frames.flatMap((frame) => {
+          const method = (frame as { readonly method?: string }).method
+          return method === undefined ? [] : [method]
+        })
+      // Ready means the thread exists already: the hand-out writes nothing before the turn.
+      assert.include(methods(yield* warm.written), "thread/start")
+      yield* settle(Effect.scoped(registry.getOrCreate("a", { model: "gpt-5" })))
+      assert.strictEqual((yield* settle(registry.run("a", "hello"))).text, "hello")
+      assert.include(methods(yield* warm.written), "turn/start")
+      // Another model is another pool key for Codex (nothing adapts it): a cold start.
+      yield* settle(Effect.scoped(registry.getOrCreate("b", { model: "o3" })))
+      const cold = yield* mock.latest
+      assert.include(cold.spec.args.join(" "), "o3")
+      yield* settle(Scope.close(scope, Exit.void))
+      for (const connection of yield* mock.connections) assert.isFalse(yield* connection.isAlive)
     }))
 })
