@@ -17,7 +17,12 @@ const mode = process.argv[2]
 const frames = Number(process.argv[3] ?? 100_000)
 if (mode !== "session" && mode !== "registry") throw new Error("usage: registry-turn.ts <session|registry> [frames]")
 
-type RunError = Session.SendError | Turn.TurnError | ClaudeSession.TurnError | SessionRegistry.LookupError
+type RunError =
+  | Session.SendError
+  | Turn.TurnError
+  | ClaudeSession.TurnError
+  | SessionRegistry.LookupError
+  | SessionRegistry.WakeError
 
 const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { claude: fakeClaude } }))
 const options: ClaudeSession.Options = { includePartialMessages: true, env: { set: { PATH: fakeEnv().PATH! } } }

@@ -673,5 +673,17 @@ export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport
   acquire: (_id, options) => make(options),
   // `SessionRegistry.fingerprint`, from `Provider`: `SessionRegistry` reads `Config`, which loads `effect/Schema`,
   // and a session does not need either.
-  fingerprint: Provider.fingerprint
+  fingerprint: Provider.fingerprint,
+  warm: {
+    // The model and the permission mode are set by control requests at hand-out: they do not split the pool.
+    key: (options) => Provider.shape({ ...options, model: undefined, permissionMode: undefined }),
+    adapt: (session, from, to) => {
+      const claude = session as ClaudeSession
+      const model = from.model === to.model ? Effect.void : claude.setModel(to.model ?? null)
+      const mode = (from.permissionMode ?? "default") === (to.permissionMode ?? "default")
+        ? Effect.void
+        : claude.setPermissionMode(to.permissionMode ?? "default")
+      return Effect.andThen(model, mode)
+    }
+  }
 }

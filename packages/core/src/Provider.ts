@@ -32,6 +32,15 @@ import type { AnyTurnError, Prompt, TurnResult } from "./Turn.ts"
 export const fingerprint: (config: unknown) => string = fingerprints.fingerprint
 
 /**
+ * `SessionRegistry.shape` (a configuration's data and where it holds functions: the default key of a warm pool), for
+ * a provider's registry kind, from a module that does not load `effect/Config`.
+ *
+ * @category provider packages
+ * @since 0.1.0
+ */
+export const shape: (config: unknown) => string = fingerprints.shape
+
+/**
  * What a provider can do, declared by the provider and reported by every session at runtime
  * (`session.capabilities`), so a host can check instead of reading the README.
  *

@@ -88,11 +88,16 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
+import type * as DormantStore from "./DormantStore.ts"
 import type * as EventLog from "./EventLog.ts"
 import type {
   CapacityExceeded,
+  DormantNotFound,
+  DormantStateCorrupt,
+  DormantStoreFailed,
   GenerationChanged,
   RegistryClosed,
+  RestoreFailed,
   SessionConflict,
   SessionNotFound
 } from "./internal/registry/errors.ts"
@@ -117,9 +122,17 @@ export {
   /** @since 0.1.0 */
   CapacityExceeded,
   /** @since 0.1.0 */
+  DormantNotFound,
+  /** @since 0.1.0 */
+  DormantStateCorrupt,
+  /** @since 0.1.0 */
+  DormantStoreFailed,
+  /** @since 0.1.0 */
   GenerationChanged,
   /** @since 0.1.0 */
   RegistryClosed,
+  /** @since 0.1.0 */
+  RestoreFailed,
   /** @since 0.1.0 */
   SessionConflict,
   /** @since 0.1.0 */
@@ -141,7 +154,29 @@ export type LookupError = SessionNotFound | GenerationChanged | SessionUnavailab
  * @category errors
  * @since 0.1.0
  */
-export type AdmissionError = SessionConflict | CapacityExceeded | SessionUnavailable | RegistryClosed
+export type AdmissionError =
+  | SessionConflict
+  | CapacityExceeded
+  | SessionUnavailable
+  | RegistryClosed
+  | DormantStateCorrupt
+  | DormantStoreFailed
+  | RestoreFailed
+
+/**
+ * What `send` and `run` by id can fail with when they wake a dormant conversation (see `Settings.dormancy`): its
+ * state is unreadable, the store failed, the CLI did not resume it, no slot was free, or its configuration changed.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export type WakeError =
+  | DormantStateCorrupt
+  | DormantStoreFailed
+  | RestoreFailed
+  | CapacityExceeded
+  | SessionConflict
+  | SessionUnavailable
 
 // ---------------------------------------------------------------------------------------------------------------
 // Models
@@ -162,6 +197,46 @@ export type AdmissionError = SessionConflict | CapacityExceeded | SessionUnavail
 export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
   readonly acquire: (id: string, config: C) => Effect.Effect<Session.Session<A, TE>, E, Scope.Scope | R>
   readonly fingerprint: (config: C) => string
+  /** How the kind's CLIs are kept warm (see {@link Warm}); by default, pooled by their configuration's shape. */
+  readonly warm?: Warm<C, A, TE> | undefined
+}
+
+/**
+ * How a kind's warm CLIs are pooled and handed out (see `Registry.warm`).
+ *
+ * - `key`: configurations with the same key share a pool. It must change with everything the CLI's command line
+ *   and environment depend on, and with where the configuration holds functions (`SessionRegistry.shape` does
+ *   both); it leaves out what `adapt` can change after start.
+ * - `adapt`: makes a warm CLI started with `from` serve `to` (same key), before it is handed out: Claude sends
+ *   `set_model` and `set_permission_mode` when they differ. A failure (a control refused or unanswered) discards the warm CLI and the conversation
+ *   starts cold.
+ *
+ * The configuration's functions (a permission policy, hooks, tool handlers) need no `adapt`: the registry starts a
+ * warm CLI with a configuration whose functions call, at call time, those of the configuration it is handed to.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Warm<C, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
+  readonly key: (config: C) => string
+  readonly adapt: (session: Session.Session<A, TE>, from: C, to: C) => Effect.Effect<void, Session.ControlError>
+}
+
+/**
+ * A warm pool, as `Registry.pools` reports it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface PoolSnapshot {
+  /** The pool key (see {@link Warm}). */
+  readonly key: string
+  /** How many warm CLIs the host asked for. */
+  readonly target: number
+  /** Started, initialized CLIs waiting for a conversation. */
+  readonly ready: number
+  /** CLIs starting for the pool. */
+  readonly starting: number
 }
 
 /**
@@ -256,6 +331,13 @@ export type ConflictPolicy = "fail" | "replace"
  * | `onConflict` | `"fail"` | see {@link ConflictPolicy} |
  * | `admissionTimeout` | none | when full, wait this long for a slot instead of failing at once |
  * | `shutdownConcurrency` | 16 | sessions closed at once when the registry is released |
+ * | `dormancy` | `false` | keep conversations dormant instead of closing them (needs a `DormantStore` in context) |
+ *
+ * With `dormancy`, a conversation idle for `idleTimeToLive`, evicted to make room, or live when the registry is
+ * released goes dormant: its CLI is closed, its conversation state is kept by the `DormantStore`, and the next
+ * `getOrCreate`, `send` or `run` for its id resumes it (see `Registry.wake`). `evict`, `forceEvict`, a replacement
+ * and a failure end a conversation for good. Capacity counts live CLIs only; dormant conversations are bounded by
+ * the store's disk.
  *
  * @category models
  * @since 0.1.0
@@ -266,6 +348,7 @@ export interface Settings {
   readonly onConflict?: ConflictPolicy | undefined
   readonly admissionTimeout?: Duration.Input | undefined
   readonly shutdownConcurrency?: number | undefined
+  readonly dormancy?: boolean | undefined
 }
 
 /**
@@ -449,12 +532,12 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownPro
     id: string,
     prompt: Prompt,
     options?: SendOptions
-  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError | TetherError.SessionRetired>
+  ) => Effect.Effect<Turn<A, TE>, Session.SendError | LookupError | TetherError.SessionRetired | WakeError>
   readonly run: (
     id: string,
     prompt: Prompt,
     options?: SendOptions
-  ) => Effect.Effect<A, Session.SendError | TurnError | TE | LookupError>
+  ) => Effect.Effect<A, Session.SendError | TurnError | TE | LookupError | WakeError>
   readonly interrupt: (id: string, options?: Target) => Effect.Effect<Session.InterruptOutcome, LookupError>
   readonly answerPermission: (
     id: string,
@@ -506,6 +589,38 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownPro
    * `SessionUnavailable` when the cluster's database cannot be read.
    */
   readonly size: Effect.Effect<number, SessionUnavailable>
+  /**
+   * Keeps `size` started, initialized CLIs ready for new conversations whose configuration has the pool key of
+   * `config` (see {@link Warm}); `0` empties the pool (its CLIs are closed before this returns). A `getOrCreate`
+   * that starts a session takes a warm CLI of its key instead of spawning one, binds it to its configuration and
+   * adapts what the protocol can change (Claude's model and permission mode); the pool refills in the background.
+   *
+   * Warm CLIs count against `capacity`: a pool fills only into free slots (never while an admission waits for
+   * one), and a full registry closes a warm CLI before it evicts any conversation. A warm CLI that died (its
+   * process exited) is dropped, one is handed out at most once, and never to a configuration of another key.
+   * Starts that fail back off (1 s, doubling, at most a minute). A local registry only: a cluster registry fails
+   * with `InvalidConfig`.
+   */
+  readonly warm: (config: C, size: number) => Effect.Effect<void, InvalidConfig | RegistryClosed>
+  /** The warm pools. */
+  readonly pools: Effect.Effect<ReadonlyArray<PoolSnapshot>>
+  /**
+   * The dormant conversations (see `Settings.dormancy`), and those whose state cannot be read. Empty without
+   * dormancy.
+   */
+  readonly dormant: Effect.Effect<ReadonlyArray<DormantStore.Listing>, DormantStoreFailed>
+  /**
+   * Resumes a dormant conversation now, ahead of its next message: its CLI starts and resumes the conversation, and
+   * the id is live (unpinned) when this returns. `config` is needed when this registry does not know the
+   * conversation's configuration (it went dormant before a host restart); a configuration with another fingerprint
+   * is a {@link SessionConflict}. An id that is live already succeeds at once.
+   */
+  readonly wake: (
+    id: string,
+    config?: C
+  ) => Effect.Effect<void, E | AdmissionError | DormantNotFound | InvalidConfig>
+  /** Forgets a dormant conversation: its state is deleted. A live one is not dormant: `DormantNotFound`. */
+  readonly deleteDormant: (id: string) => Effect.Effect<void, DormantNotFound | DormantStoreFailed>
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -523,6 +638,12 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownPro
  * | `tether_registry_turn_duration` | timer: send to the turn's end |
  * | `tether_registry_evictions` | counter, attribute `reason` ({@link EvictionReason}) |
  * | `tether_registry_teardown_duration` | timer: closing one session |
+ * | `tether_registry_warm_hits` | counter: sessions started from a warm CLI |
+ * | `tether_registry_warm_misses` | counter: sessions started cold while their key has a pool |
+ * | `tether_registry_warm_discards` | counter, attribute `reason` (`died`, `adapt-failed`, `capacity`, `surplus`, `shutdown`, `failed-start`) |
+ * | `tether_registry_warm_ready` | gauge: warm CLIs ready |
+ * | `tether_registry_dormant` | counter: conversations that went dormant |
+ * | `tether_registry_wakes` | counter, attribute `outcome` (`resumed`, `failed`) |
  *
  * How long permission requests wait is recorded by every session, in a registry or not (`Session.metrics`).
  *
@@ -544,6 +665,15 @@ export const metrics: typeof internalMetrics.metrics = internalMetrics.metrics
  * @since 0.1.0
  */
 export const fingerprint: (config: unknown) => string = fingerprints.fingerprint
+
+/**
+ * The fingerprint of a configuration's shape: its data, as {@link fingerprint}, and where it holds functions (not
+ * which ones). The default pool key of warm CLIs (see {@link Warm}).
+ *
+ * @category fingerprints
+ * @since 0.1.0
+ */
+export const shape: (config: unknown) => string = fingerprints.shape
 
 /**
  * Creates a registry in the current scope. Closing the scope closes every session (concurrently, at most
@@ -610,7 +740,7 @@ export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Ki
 
 /**
  * Reads {@link Settings} from Effect `Config`: `capacity`, `idleTimeToLive`, `onConflict`, `admissionTimeout`,
- * `shutdownConcurrency`, each optional. Nest it to read prefixed names.
+ * `shutdownConcurrency`, `dormancy`, each optional. Nest it to read prefixed names.
  *
  * Gotcha: a `Config` value is built when its module loads, so importing `SessionRegistry` (or `ClaudeRegistry`) loads
  * `effect/Config` (and the `effect/Schema` it imports), whether or not the host reads Config. Sessions themselves do
@@ -636,14 +766,16 @@ export const config: Config.Config<Settings> = Config.all({
   idleTimeToLive: Config.option(Config.Duration("idleTimeToLive")),
   onConflict: Config.option(Config.Literals(["fail", "replace"], "onConflict")),
   admissionTimeout: Config.option(Config.Duration("admissionTimeout")),
-  shutdownConcurrency: Config.option(Config.Int("shutdownConcurrency"))
+  shutdownConcurrency: Config.option(Config.Int("shutdownConcurrency")),
+  dormancy: Config.option(Config.Boolean("dormancy"))
 }).pipe(
   Config.map((read): Settings => ({
     capacity: Option.getOrUndefined(read.capacity),
     idleTimeToLive: Option.getOrUndefined(read.idleTimeToLive),
     onConflict: Option.getOrUndefined(read.onConflict),
     admissionTimeout: Option.getOrUndefined(read.admissionTimeout),
-    shutdownConcurrency: Option.getOrUndefined(read.shutdownConcurrency)
+    shutdownConcurrency: Option.getOrUndefined(read.shutdownConcurrency),
+    dormancy: Option.getOrUndefined(read.dormancy)
   }))
 )
 
@@ -708,7 +840,9 @@ export const Service =
   ): ServiceClass<Self, Id, C, E, R, A, TE> => {
     const Tag = Context.Service<Self, Registry<C, E, A, TE>>()(id)
     const layer = (settings: Settings = {}): Layer.Layer<Self, InvalidConfig, R> =>
-      Layer.effect(Tag)(make<C, E, R, A, TE>({ ...settings, acquire: kind.acquire, fingerprint: kind.fingerprint }))
+      Layer.effect(Tag)(
+        make<C, E, R, A, TE>({ ...settings, acquire: kind.acquire, fingerprint: kind.fingerprint, warm: kind.warm })
+      )
     const layerConfig = (
       settings: Config.Config<Settings> = config
     ): Layer.Layer<Self, Config.ConfigError | InvalidConfig, R> => Layer.unwrap(Effect.map(settings, layer))

@@ -422,3 +422,48 @@ export const SessionNotFound = make(SessionRegistry.SessionNotFound, "SessionNot
  * @since 0.1.0
  */
 export const RegistryClosed = make(SessionRegistry.RegistryClosed, "RegistryClosed", {})
+
+/**
+ * The schema of {@link SessionRegistry.DormantNotFound}.
+ *
+ * @category SessionRegistry
+ * @since 0.1.0
+ */
+export const DormantNotFound = make(SessionRegistry.DormantNotFound, "DormantNotFound", {
+  id: Schema.String
+})
+
+/**
+ * The schema of {@link SessionRegistry.DormantStateCorrupt}.
+ *
+ * @category SessionRegistry
+ * @since 0.1.0
+ */
+export const DormantStateCorrupt = make(SessionRegistry.DormantStateCorrupt, "DormantStateCorrupt", {
+  id: Schema.String,
+  reason: Schema.String
+})
+
+/**
+ * The schema of {@link SessionRegistry.RestoreFailed}. Its `cause` (the start's error) crosses as whatever JSON it
+ * encodes to.
+ *
+ * @category SessionRegistry
+ * @since 0.1.0
+ */
+export const RestoreFailed = make(SessionRegistry.RestoreFailed, "RestoreFailed", {
+  id: Schema.String,
+  reason: Schema.String,
+  cause: Schema.Unknown
+})
+
+/**
+ * The schema of {@link SessionRegistry.DormantStoreFailed}.
+ *
+ * @category SessionRegistry
+ * @since 0.1.0
+ */
+export const DormantStoreFailed = make(SessionRegistry.DormantStoreFailed, "DormantStoreFailed", {
+  operation: Schema.String,
+  reason: Schema.String
+})

@@ -47,3 +47,8 @@ export * as SessionRegistry from "./SessionRegistry.ts"
  * @since 0.1.0
  */
 export * as Provider from "./Provider.ts"
+
+/**
+ * @since 0.1.0
+ */
+export * as DormantStore from "./DormantStore.ts"

@@ -42,7 +42,8 @@ describe("SessionRegistry's pure core", () => {
           idleTimeToLive: 15 * 60_000,
           onConflict: "fail",
           admissionTimeout: 0,
-          shutdownConcurrency: 16
+          shutdownConcurrency: 16,
+          dormancy: false
         })
       }
       const never = State.resolve({ idleTimeToLive: "Infinity" })

@@ -524,7 +524,19 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
       size: Effect.map(
         Effect.mapError(store.list, databaseUnavailable),
         (records) => records.filter((entry) => entry.record.state === "live").length
-      )
+      ),
+      // Warm pools are a local registry's: across the cluster each runner would keep its own (not built yet).
+      warm: () =>
+        Effect.fail(
+          new TetherError.InvalidConfig({
+            problems: ["warm pools are kept by a local registry; the cluster registry has none yet"]
+          })
+        ),
+      pools: Effect.succeed([]),
+      // Dormancy is a local registry's: the cluster keeps every conversation's state in its database already.
+      dormant: Effect.succeed([]),
+      wake: (id) => Effect.fail(new SessionRegistry.DormantNotFound({ id })),
+      deleteDormant: (id) => Effect.fail(new SessionRegistry.DormantNotFound({ id }))
     }
     return registry
   })

@@ -92,6 +92,10 @@ const samples: ReadonlyArray<Sample> = [
   ),
   sample(TetherErrorSchema.SessionNotFound, new SessionRegistry.SessionNotFound({ id: "s" })),
   sample(TetherErrorSchema.RegistryClosed, new SessionRegistry.RegistryClosed()),
+  sample(TetherErrorSchema.DormantNotFound, new SessionRegistry.DormantNotFound({ id: "s" })),
+  sample(TetherErrorSchema.DormantStateCorrupt, new SessionRegistry.DormantStateCorrupt({ id: "s", reason: "r" })),
+  sample(TetherErrorSchema.RestoreFailed, new SessionRegistry.RestoreFailed({ id: "s", reason: "r", cause: "gone" })),
+  sample(TetherErrorSchema.DormantStoreFailed, new SessionRegistry.DormantStoreFailed({ operation: "o", reason: "r" })),
   sample(ClaudeErrorSchema.MaxTurnsExceeded, new ClaudeSession.MaxTurnsExceeded({ turnId: "t", sessionId: null })),
   sample(
     ClaudeErrorSchema.BudgetExceeded,

@@ -21,12 +21,16 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
+import type { Store } from "../../DormantStore.ts"
 import type * as Session from "../../Session.ts"
 import type { EvictionReason } from "../../SessionRegistry.ts"
 import { SessionUnavailable } from "../../TetherError.ts"
 import type { Turn, TurnResult } from "../../Turn.ts"
+import type { DormantStateCorrupt, DormantStoreFailed, RestoreFailed, SessionConflict } from "./errors.ts"
 import { metrics } from "./metrics.ts"
+import type * as Pool from "./pool.ts"
 import * as State from "./state.ts"
 
 /** An entry: the core's bookkeeping, and what the shell needs to start, watch and close its session. */
@@ -35,19 +39,59 @@ export interface Entry<E, A extends TurnResult, TE> extends State.Slot {
   readonly scope: Scope.Closeable
   /** Fibers that watch the session (its exit, its turns); closed after the session itself. */
   readonly watchers: Scope.Closeable
-  readonly started: Deferred.Deferred<Session.Session<A, TE>, E | SessionUnavailable>
+  readonly started: Deferred.Deferred<Session.Session<A, TE>, E | Opening>
   readonly closed: Deferred.Deferred<void>
   session: Session.Session<A, TE> | undefined
   startFiber: Fiber.Fiber<void> | undefined
+  /** The configuration it was started with (kept for a dormant conversation's wake). */
+  readonly config: unknown
+  /** The directory its CLI keeps its conversation state in, with dormancy. */
+  directory: string | undefined
+}
+
+/** What opening an entry's session can fail with besides the kind's start errors. */
+export type Opening =
+  | SessionUnavailable
+  | SessionConflict
+  | DormantStateCorrupt
+  | DormantStoreFailed
+  | RestoreFailed
+
+/** A registry's dormancy: its store, the ids it holds dormant, and the configurations it knows them by. */
+export interface Dormancy<C> {
+  readonly store: Store
+  readonly ids: Set<string>
+  readonly configs: Map<string, C>
 }
 
 /** A registry: the core's state, the kind's two functions, and the scopes and signal the shell works with. */
 export interface Registry<C, E, A extends TurnResult, TE> {
   readonly state: State.State<Entry<E, A, TE>>
   readonly settings: State.Resolved
-  /** The kind's `acquire` in the given scope, with the context captured when the registry was made. */
-  readonly acquire: (id: string, config: C, scope: Scope.Scope) => Effect.Effect<Session.Session<A, TE>, E>
+  /**
+   * The kind's `acquire` in the given scope, with the context captured when the registry was made, and the CLI's
+   * conversation placement (with dormancy).
+   */
+  readonly acquire: (
+    id: string,
+    config: C,
+    scope: Scope.Scope,
+    placement: Session.Placement | undefined
+  ) => Effect.Effect<Session.Session<A, TE>, E>
+  /** Set when the registry keeps conversations dormant. */
+  readonly dormancy: Dormancy<C> | undefined
+  /** What becomes of a closed entry's conversation state (with dormancy: kept dormant, or released). */
+  readonly onClosed: (
+    entry: Entry<E, A, TE>,
+    reason: EvictionReason,
+    conversationId: string | undefined
+  ) => Effect.Effect<void>
   readonly fingerprint: (config: C) => string
+  /** The kind's pool key and hand-out adaptation (see `SessionRegistry.Warm`). */
+  readonly poolKey: (config: C) => string
+  readonly adapt: (session: Session.Session<A, TE>, from: C, to: C) => Effect.Effect<void, Session.ControlError>
+  /** The warm pools. */
+  readonly pools: Pool.Pools<C, A, TE>
   readonly clock: Clock.Clock
   /** The registry's background fibers (starts, teardowns, drains, the sweep). */
   readonly fibers: Scope.Closeable
@@ -86,7 +130,8 @@ const spanAttributes = <E, A extends TurnResult, TE>(entry: Entry<E, A, TE>) => 
 export const create = <C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   id: string,
-  fingerprint: string
+  fingerprint: string,
+  config: C
 ): Entry<E, A, TE> => {
   const scope = Scope.forkUnsafe(self.sessions, "sequential")
   // Forked before the session is acquired into the same scope, so it is closed after the session's release.
@@ -107,7 +152,9 @@ export const create = <C, E, A extends TurnResult, TE>(
     started: Deferred.makeUnsafe(),
     closed: Deferred.makeUnsafe(),
     session: undefined,
-    startFiber: undefined
+    startFiber: undefined,
+    config,
+    directory: undefined
   }
   State.insert(self.state, entry)
   return entry
@@ -120,10 +167,11 @@ export const create = <C, E, A extends TurnResult, TE>(
 export const start = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   entry: Entry<E, A, TE>,
-  config: C
+  open: Effect.Effect<Session.Session<A, TE>, E | Opening>
 ) {
   const t0 = now(self)
-  const exit = yield* self.acquire(entry.id, config, entry.scope).pipe(
+  // A warm CLI, a dormant conversation resumed, or a cold start: `open` decides (`dormant.ts`).
+  const exit = yield* open.pipe(
     Effect.withSpan("SessionRegistry.start"),
     // Every span of the session (its own `tether.session`, turns, controls) carries the registry's id for it.
     Effect.annotateSpans(spanAttributes(entry)),
@@ -216,10 +264,16 @@ const teardown = Effect.fnUntraced(
       )
     }
     const t0 = now(self)
+    // Read before the CLI goes: what a dormant conversation resumes.
+    const conversationId = entry.session === undefined || self.dormancy === undefined
+      ? undefined
+      : Option.getOrUndefined(yield* entry.session.sessionId)
     // The session itself says why its running turn ended (evicted, or closed with the registry): its turn's
     // waiters and its subscribers read the same reason.
     if (entry.session !== undefined) yield* entry.session.close(State.sessionCloseReason(reason))
     yield* Scope.close(entry.scope, Exit.void)
+    // Before the entry leaves: a wake of the id waits for it, and finds the conversation dormant.
+    yield* self.onClosed(entry, reason, conversationId)
     yield* Metric.update(metrics.teardownDuration, Duration.millis(now(self) - t0))
     if (wasLive) yield* Metric.modify(metrics.sessions, -1)
   },

@@ -118,3 +118,91 @@ export class RegistryClosed extends TaggedError("RegistryClosed") {
     return "the session registry is closed"
   }
 }
+
+// The disposition flags of DormantNotFound, set once on its prototype.
+export interface DormantNotFound extends TetherError.Disposition {}
+
+/**
+ * The id has no dormant conversation (none was kept, it was deleted, or it is live). Nothing was started or sent;
+ * asking again will not find one.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class DormantNotFound extends TaggedError("DormantNotFound")<{
+  readonly id: string
+}> {
+  static {
+    fixDisposition(this, true, false, false)
+  }
+  override get message() {
+    return `no dormant conversation ${this.id}`
+  }
+}
+
+// The disposition flags of DormantStateCorrupt, set once on its prototype.
+export interface DormantStateCorrupt extends TetherError.Disposition {}
+
+/**
+ * The dormant conversation's state cannot be read (a record that does not decode, a missing directory). Nothing was
+ * started or sent; waking it again will fail the same way: delete it, or start a new conversation.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class DormantStateCorrupt extends TaggedError("DormantStateCorrupt")<{
+  readonly id: string
+  readonly reason: string
+}> {
+  static {
+    fixDisposition(this, true, false, false)
+  }
+  override get message() {
+    return `the dormant state of conversation ${this.id} cannot be read: ${this.reason}`
+  }
+}
+
+// The disposition flags of RestoreFailed, set once on its prototype.
+export interface RestoreFailed extends TetherError.Disposition {}
+
+/**
+ * The CLI did not resume the dormant conversation (it failed to start, or refused the conversation). Nothing was
+ * sent; the conversation stays dormant, and waking it again may work (`cause` is the start's error).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class RestoreFailed extends TaggedError("RestoreFailed")<{
+  readonly id: string
+  readonly reason: string
+  readonly cause: unknown
+}> {
+  static {
+    fixDisposition(this, true, true, false)
+  }
+  override get message() {
+    return `the dormant conversation ${this.id} could not be resumed: ${this.reason}`
+  }
+}
+
+// The disposition flags of DormantStoreFailed, set once on its prototype.
+export interface DormantStoreFailed extends TetherError.Disposition {}
+
+/**
+ * The dormant store could not be read or written (a full or read-only disk, a lost database). Nothing was started
+ * or sent; the operation may work later.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class DormantStoreFailed extends TaggedError("DormantStoreFailed")<{
+  readonly operation: string
+  readonly reason: string
+}> {
+  static {
+    fixDisposition(this, true, true, false)
+  }
+  override get message() {
+    return `the dormant store failed to ${this.operation}: ${this.reason}`
+  }
+}

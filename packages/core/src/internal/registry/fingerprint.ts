@@ -6,11 +6,15 @@
 import * as Duration from "effect/Duration"
 import * as Redacted from "effect/Redacted"
 
-/** Canonical JSON: keys sorted; functions, symbols and `undefined` left out; `Redacted` and `Duration` by value. */
-const canonical = (value: unknown, seen: Set<object>): string | undefined => {
+/**
+ * Canonical JSON: keys sorted; symbols and `undefined` left out; functions left out, or (`functions`) written as a
+ * marker, so that two configurations with functions at different places differ; `Redacted` and `Duration` by value.
+ */
+const canonical = (value: unknown, seen: Set<object>, functions = false): string | undefined => {
   switch (typeof value) {
-    case "undefined":
     case "function":
+      return functions ? `"$fn"` : undefined
+    case "undefined":
     case "symbol":
       return undefined
     case "bigint":
@@ -28,12 +32,12 @@ const canonical = (value: unknown, seen: Set<object>): string | undefined => {
   seen.add(object)
   let out: string
   if (Array.isArray(object)) {
-    out = `[${object.map((item) => canonical(item, seen) ?? "null").join(",")}]`
+    out = `[${object.map((item) => canonical(item, seen, functions) ?? "null").join(",")}]`
   } else {
     const record = object as { readonly [key: string]: unknown }
     const parts: Array<string> = []
     for (const key of Object.keys(record).sort()) {
-      const encoded = canonical(record[key], seen)
+      const encoded = canonical(record[key], seen, functions)
       if (encoded !== undefined) parts.push(`${JSON.stringify(key)}:${encoded}`)
     }
     out = `{${parts.join(",")}}`
@@ -58,3 +62,10 @@ const hash53 = (input: string): string => {
 }
 
 export const fingerprint = (config: unknown): string => hash53(canonical(config, new Set()) ?? "undefined")
+
+/**
+ * The fingerprint of a configuration's shape: its data, and where it holds functions (not which ones). Two
+ * configurations with the same shape can share a warm CLI: the functions of the one it is handed to are bound at
+ * hand-out, path by path (`warm.ts`).
+ */
+export const shape = (config: unknown): string => hash53(canonical(config, new Set(), true) ?? "undefined")

@@ -7,6 +7,7 @@
 import * as Effect from "effect/Effect"
 import type { Kind, KindsConfig } from "../../SessionRegistry.ts"
 import { InvalidConfig } from "../../TetherError.ts"
+import { shape } from "./fingerprint.ts"
 
 /**
  * The provider's name (URI-encoded, so it holds no `:`), a colon, and the provider's fingerprint of its options:
@@ -45,6 +46,14 @@ export const kinds = <Kinds extends Record<string, Kind.Any>>(byProvider: Kinds)
       const kind = kindOf(config.provider)
       // An unknown provider matches no live session; `acquire` refuses it, as a start that fails.
       return tag(config.provider, kind === undefined ? "" : kind.fingerprint(config.options))
+    },
+    warm: {
+      key: (config) => {
+        const kind = kindOf(config.provider)
+        return tag(config.provider, kind === undefined ? "" : (kind.warm?.key ?? shape)(config.options))
+      },
+      // Same key, so same provider.
+      adapt: (session, from, to) => kindOf(to.provider)?.warm?.adapt(session, from.options, to.options) ?? Effect.void
     }
   }
 }

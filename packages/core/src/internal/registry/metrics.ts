@@ -18,5 +18,26 @@ export const metrics = {
     description: "Sessions that left a registry, by reason",
     incremental: true
   }),
-  teardownDuration: Metric.timer("tether_registry_teardown_duration", { description: "Closing one session" })
+  teardownDuration: Metric.timer("tether_registry_teardown_duration", { description: "Closing one session" }),
+  warmHits: Metric.counter("tether_registry_warm_hits", {
+    description: "Sessions started from a warm CLI",
+    incremental: true
+  }),
+  warmMisses: Metric.counter("tether_registry_warm_misses", {
+    description: "Sessions started cold while their configuration has a warm pool",
+    incremental: true
+  }),
+  warmDiscards: Metric.counter("tether_registry_warm_discards", {
+    description: "Warm CLIs closed without being handed out, by reason",
+    incremental: true
+  }),
+  warmReady: Metric.gauge("tether_registry_warm_ready", { description: "Warm CLIs ready in session registries" }),
+  dormant: Metric.counter("tether_registry_dormant", {
+    description: "Conversations that went dormant",
+    incremental: true
+  }),
+  wakes: Metric.counter("tether_registry_wakes", {
+    description: "Dormant conversations resumed, by outcome",
+    incremental: true
+  })
 } as const

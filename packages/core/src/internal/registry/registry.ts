@@ -16,9 +16,12 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
+import { DormantStore } from "../../DormantStore.ts"
 import type * as EventLog from "../../EventLog.ts"
 import type * as Permission from "../../Permission.ts"
+import * as Session from "../../Session.ts"
 import type {
+  ConflictPolicy,
   EvictOptions,
   GetOptions,
   Handle,
@@ -27,15 +30,28 @@ import type {
   Registry as PublicRegistry,
   SendOptions,
   Snapshot,
-  Target
+  Target,
+  WakeError
 } from "../../SessionRegistry.ts"
 import { InvalidConfig, SessionUnavailable } from "../../TetherError.ts"
-import type { Prompt, TurnResult } from "../../Turn.ts"
+import type { Prompt, Turn, TurnResult } from "../../Turn.ts"
+import * as Dormant from "./dormant.ts"
 import * as Entries from "./entries.ts"
 import type { Entry, Registry } from "./entries.ts"
-import { CapacityExceeded, GenerationChanged, RegistryClosed, SessionConflict, SessionNotFound } from "./errors.ts"
+import {
+  CapacityExceeded,
+  DormantNotFound,
+  GenerationChanged,
+  RegistryClosed,
+  RestoreFailed,
+  SessionConflict,
+  SessionNotFound
+} from "./errors.ts"
+import * as fingerprints from "./fingerprint.ts"
 import { metrics } from "./metrics.ts"
+import * as Pool from "./pool.ts"
 import * as State from "./state.ts"
+import * as Warm from "./warm.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Lookups and pins
@@ -111,16 +127,91 @@ const pin = <C, E, A extends TurnResult, TE>(
   }))
 
 // ---------------------------------------------------------------------------------------------------------------
+// Dormant conversations
+// ---------------------------------------------------------------------------------------------------------------
+
+const wakeErrors: ReadonlySet<string> = new Set([
+  "DormantStateCorrupt",
+  "DormantStoreFailed",
+  "RestoreFailed",
+  "CapacityExceeded",
+  "SessionConflict",
+  "SessionUnavailable",
+  "RegistryClosed"
+])
+
+/**
+ * The live entry for a message by id; an id held dormant (whose configuration this registry knows) is woken first,
+ * by an admission like `getOrCreate`'s: messages that arrive while it wakes wait for the same start.
+ */
+const resolveWaking = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  generation: number | undefined
+): Effect.Effect<Entry<E, A, TE>, LookupError | WakeError> =>
+  Effect.catchTag(resolve(self, id, generation, "work"), "SessionNotFound", (notFound) =>
+    Effect.flatMap(
+      Effect.orElseSucceed(Dormant.configOf(self, id, undefined), () => undefined),
+      (config): Effect.Effect<Entry<E, A, TE>, LookupError | WakeError> =>
+        config === undefined ? Effect.fail(notFound) : Effect.andThen(
+          Effect.scoped(getOrCreate(self, id, config)).pipe(
+            Effect.mapError((error): LookupError | WakeError =>
+              wakeErrors.has((error as { readonly _tag?: string })._tag ?? "")
+                ? error as LookupError | WakeError
+                : new RestoreFailed({
+                  id,
+                  reason: String((error as { readonly message?: unknown }).message),
+                  cause: error
+                })
+            )
+          ),
+          resolve(self, id, undefined, "work")
+        )
+    ))
+
+/** `Registry.wake`: resumes a dormant conversation now (a live one is left as it is). */
+const wake = Effect.fn("SessionRegistry.wake")(function*<C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  given: C | undefined
+) {
+  yield* Effect.annotateCurrentSpan("tether.session.id", id)
+  if (self.state.entries.has(id)) {
+    if (given !== undefined) yield* Effect.scoped(getOrCreate(self, id, given))
+    return
+  }
+  const config = yield* Dormant.configOf(self, id, given)
+  if (config === undefined) return yield* new DormantNotFound({ id })
+  yield* Effect.scoped(getOrCreate(self, id, config))
+})
+
+// ---------------------------------------------------------------------------------------------------------------
 // Calls by id
 // ---------------------------------------------------------------------------------------------------------------
 
-const send = Effect.fn("SessionRegistry.send")(function*<C, E, A extends TurnResult, TE>(
+/** `send` by id: an id held dormant wakes. */
+const send = <C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   id: string,
   prompt: Prompt,
   options?: SendOptions
+) => sendTo(self, resolveWaking(self, id, options?.generation), prompt, options)
+
+/** `send` by handle: its generation only, never a wake. */
+const sendHandle = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  id: string,
+  prompt: Prompt,
+  options: SendOptions
+) => sendTo(self, resolve(self, id, options.generation, "work"), prompt, options)
+
+const sendTo = Effect.fn("SessionRegistry.send")(function*<C, E, A extends TurnResult, TE, X>(
+  self: Registry<C, E, A, TE>,
+  found: Effect.Effect<Entry<E, A, TE>, X>,
+  prompt: Prompt,
+  options?: SendOptions
 ) {
-  const entry = yield* resolve(self, id, options?.generation, "work")
+  const entry = yield* found
   yield* Effect.annotateCurrentSpan({ "tether.session.id": entry.id, "tether.session.generation": entry.generation })
   State.turnSent(self.state, entry, Entries.now(self))
   const sent = yield* Effect.exit(entry.session!.send(prompt, options))
@@ -140,14 +231,12 @@ const send = Effect.fn("SessionRegistry.send")(function*<C, E, A extends TurnRes
  * wait's own handler interrupts the turn (unless it was sent to outlive its caller): an interrupt that landed between
  * the two, while the registry tracks the turn, would otherwise leave it running.
  */
-const run = <C, E, A extends TurnResult, TE>(
-  self: Registry<C, E, A, TE>,
-  id: string,
-  prompt: Prompt,
+const run = <A extends TurnResult, TE, X>(
+  sent: Effect.Effect<Turn<A, TE>, X>,
   options?: SendOptions
 ) =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(restore(send(self, id, prompt, options)), (turn) => {
+    Effect.flatMap(restore(sent), (turn) => {
       const settled = Effect.flatten(restore(turn.settled))
       return options?.interruptOnCancel === false
         ? settled
@@ -294,13 +383,23 @@ const admit = <C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   id: string,
   fingerprint: string,
-  config: C
+  config: C,
+  onConflict: ConflictPolicy
 ): Effect.Effect<Step<E, A, TE>> =>
   Effect.uninterruptible(Effect.suspend((): Effect.Effect<Step<E, A, TE>> => {
-    const admission = State.admit(self.state, id, fingerprint, self.settings.capacity)
+    const key = self.poolKey(config)
+    // A dormant conversation resumes in a CLI of its own, never a warm one.
+    const dormant = Dormant.isDormant(self, id)
+    const takes = !dormant && Pool.hasReady(self.pools, key)
+    const reserved = Pool.occupied(self.pools) - (takes ? 1 : 0)
+    const admission = State.admit(self.state, id, fingerprint, self.settings.capacity, reserved)
     if (admission._tag !== "Vacant") return Effect.succeed(admission)
-    const entry = Entries.create(self, id, fingerprint)
-    return Effect.map(Effect.forkIn(Entries.start(self, entry, config), self.fibers), (fiber): Step<E, A, TE> => {
+    // Taken now, in the same step as the admission: no other conversation can take it.
+    const pooled = !dormant && Pool.isPooled(self.pools, key)
+    const item = takes ? Pool.take(self.pools, key) : undefined
+    const entry = Entries.create(self, id, fingerprint, config)
+    const open = Dormant.open(self, entry, config, item, pooled, onConflict)
+    return Effect.map(Effect.forkIn(Entries.start(self, entry, open), self.fibers), (fiber): Step<E, A, TE> => {
       entry.startFiber = fiber
       return { _tag: "Created", entry }
     })
@@ -315,6 +414,8 @@ const makeRoom = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   signal: Deferred.Deferred<void>,
   deadline: number
 ) {
+  // A warm CLI goes before any conversation.
+  if (yield* Warm.evictOne(self)) return true
   const victim = yield* Entries.victim(self)
   if (victim !== undefined) {
     yield* Entries.close(self, victim, "capacity", true)
@@ -326,11 +427,29 @@ const makeRoom = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   return true
 })
 
-const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(function*<C, E, A extends TurnResult, TE>(
+/** Whether an admission holds the registry's warm pools back (it found the registry full). */
+interface Hold {
+  held: boolean
+}
+
+const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(
+  <C, E, A extends TurnResult, TE>(self: Registry<C, E, A, TE>, id: string, config: C, options?: GetOptions) =>
+    Effect.suspend(() => {
+      const hold: Hold = { held: false }
+      return admission(self, id, config, options, hold).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          if (hold.held) self.pools.waiting--
+        }))
+      )
+    })
+)
+
+const admission = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   id: string,
   config: C,
-  options?: GetOptions
+  options: GetOptions | undefined,
+  hold: Hold
 ) {
   yield* Effect.annotateCurrentSpan("tether.session.id", id)
   const callerScope = yield* Scope.Scope
@@ -342,7 +461,7 @@ const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(function*<C, E, A e
   while (true) {
     // Read before deciding: a change between the decision and the wait must wake the wait.
     const signal = self.changed
-    const step = yield* admit(self, id, fingerprint, config)
+    const step = yield* admit(self, id, fingerprint, config, onConflict)
     switch (step._tag) {
       case "Closed":
         return yield* new RegistryClosed()
@@ -380,6 +499,11 @@ const getOrCreate = Effect.fn("SessionRegistry.getOrCreate")(function*<C, E, A e
         return handle(self, entry)
       }
       case "Full":
+        // From now until this admission ends, no warm CLI takes a slot it could have.
+        if (!hold.held) {
+          hold.held = true
+          self.pools.waiting++
+        }
         if (yield* makeRoom(self, signal, deadline)) continue
         return yield* new CapacityExceeded({
           id,
@@ -416,8 +540,8 @@ const handle = <C, E, A extends TurnResult, TE>(
   return {
     id,
     generation,
-    send: (prompt, options) => send(self, id, prompt, { ...options, generation }),
-    run: (prompt, options) => run(self, id, prompt, { ...options, generation }),
+    send: (prompt, options) => sendHandle(self, id, prompt, { ...options, generation }),
+    run: (prompt, options) => run(sendHandle(self, id, prompt, { ...options, generation }), options),
     interrupt: interrupt(self, id, target),
     answerPermission: (requestId, decision) => answerPermission(self, id, requestId, decision, target),
     pendingPermissions: pendingPermissions(self, id, target),
@@ -438,27 +562,50 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, T
   const settings = State.resolve(options)
   if (Result.isFailure(settings)) return yield* new InvalidConfig({ problems: [...settings.failure] })
   const context = yield* Effect.context<R>()
+  const store = settings.success.dormancy
+    ? Option.getOrUndefined(yield* Effect.serviceOption(DormantStore))
+    : undefined
+  if (settings.success.dormancy && store === undefined) {
+    return yield* new InvalidConfig({ problems: ["dormancy needs a DormantStore in context (DormantStore.layer…)"] })
+  }
   const scope = yield* Effect.scope
   const fibers = yield* Scope.fork(scope, "parallel")
   const sessions = yield* Scope.fork(scope, "parallel")
   const self: Registry<C, E, A, TE> = {
     state: State.make(),
     settings: settings.success,
-    acquire: (id, config, sessionScope) =>
-      options.acquire(id, config).pipe(Scope.provide(sessionScope), Effect.provideContext(context)),
+    acquire: (id, config, sessionScope, placement) =>
+      options.acquire(id, config).pipe(
+        Effect.provideService(Session.Conversation, placement),
+        Scope.provide(sessionScope),
+        Effect.provideContext(context)
+      ),
+    dormancy: store === undefined ? undefined : { store, ids: new Set(), configs: new Map() },
+    onClosed: (entry, reason, conversationId) => Dormant.onClosed(self, entry, reason, conversationId),
     fingerprint: options.fingerprint,
+    poolKey: options.warm?.key ?? fingerprints.shape,
+    adapt: options.warm?.adapt ?? (() => Effect.void),
+    pools: Pool.make(),
     clock: yield* Clock.Clock,
     fibers,
     sessions,
     changed: Deferred.makeUnsafe()
   }
+  // The conversations an earlier process left dormant.
+  yield* Effect.mapError(
+    Dormant.loadIds(self),
+    (error) => new InvalidConfig({ problems: [`the dormant store cannot be listed: ${error.message}`] })
+  )
   if (Number.isFinite(self.settings.idleTimeToLive)) yield* Effect.forkIn(Entries.sweep(self), fibers)
+  yield* Effect.forkIn(Warm.refiller(self), fibers)
   yield* Scope.addFinalizer(scope, Entries.shutdown(self))
+  // Runs first (finalizers run in reverse): no warm CLI starts once the shutdown has begun.
+  yield* Scope.addFinalizer(scope, Warm.shutdown(self))
   const registry: PublicRegistry<C, E, A, TE> = {
     getOrCreate: (id, config, getOptions) => getOrCreate(self, id, config, getOptions),
     get: (id, target) => get(self, id, target),
     send: (id, prompt, sendOptions) => send(self, id, prompt, sendOptions),
-    run: (id, prompt, sendOptions) => run(self, id, prompt, sendOptions),
+    run: (id, prompt, sendOptions) => run(send(self, id, prompt, sendOptions), sendOptions),
     interrupt: (id, target) => interrupt(self, id, target),
     answerPermission: (id, requestId, decision, target) => answerPermission(self, id, requestId, decision, target),
     pendingPermissions: (id, target) => pendingPermissions(self, id, target),
@@ -468,7 +615,12 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, T
     list: list(self),
     evict: (id, evictOptions) => evict(self, id, evictOptions),
     forceEvict: (id, target) => forceEvict(self, id, target),
-    size: Effect.sync(() => self.state.entries.size)
+    size: Effect.sync(() => self.state.entries.size),
+    warm: (config, size) => Warm.warm(self, config, size),
+    pools: Warm.snapshots(self),
+    dormant: Dormant.list(self),
+    wake: (id, config) => wake(self, id, config),
+    deleteDormant: (id) => Dormant.remove(self, id)
   }
   return registry
 })

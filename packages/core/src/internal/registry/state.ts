@@ -37,6 +37,7 @@ export interface Resolved {
   readonly onConflict: ConflictPolicy
   readonly admissionTimeout: number
   readonly shutdownConcurrency: number
+  readonly dormancy: boolean
 }
 
 /** A duration in milliseconds: `fallback` when absent, `undefined` when it is not a duration. */
@@ -65,13 +66,16 @@ export const resolve = (settings: Settings): Result.Result<Resolved, ReadonlyArr
   }
   const onConflict = settings.onConflict ?? "fail"
   if (onConflict !== "fail" && onConflict !== "replace") problems.push(`onConflict must be "fail" or "replace"`)
+  const dormancy = settings.dormancy ?? false
+  if (typeof dormancy !== "boolean") problems.push("dormancy must be true or false")
   if (problems.length > 0) return Result.fail(problems)
   return Result.succeed({
     capacity,
     idleTimeToLive: idleTimeToLive!,
     onConflict,
     admissionTimeout: admissionTimeout!,
-    shutdownConcurrency
+    shutdownConcurrency,
+    dormancy
   })
 }
 
@@ -144,7 +148,7 @@ export const close = <S extends Slot>(state: State<S>): ReadonlyArray<S> => {
  * - `Leaving`: the id's entry is draining or closing: wait until it is gone, then decide again;
  * - `Conflict`: the id is live (or starting) with another fingerprint;
  * - `Starting`, `Live`: the id's entry, with the same fingerprint;
- * - `Full`: no entry for the id and no room: make room (evict) or wait;
+ * - `Full`: no entry for the id and no room (`reserved`: slots held by warm CLIs): make room (evict) or wait;
  * - `Vacant`: no entry for the id, and room for one.
  */
 export type Admission<S extends Slot> =
@@ -164,11 +168,12 @@ export const admit = <S extends Slot>(
   state: State<S>,
   id: string,
   fingerprint: string,
-  capacity: number
+  capacity: number,
+  reserved = 0
 ): Admission<S> => {
   if (state.closed) return closedAdmission
   const entry = state.entries.get(id)
-  if (entry === undefined) return state.entries.size >= capacity ? fullAdmission : vacantAdmission
+  if (entry === undefined) return state.entries.size + reserved >= capacity ? fullAdmission : vacantAdmission
   if (entry.phase === "draining" || entry.phase === "closing") return { _tag: "Leaving", entry }
   if (entry.fingerprint !== fingerprint) return { _tag: "Conflict", entry }
   return entry.phase === "starting" ? { _tag: "Starting", entry } : { _tag: "Live", entry }

@@ -1,0 +1,381 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ClaudeSession } from "@tether/claude"
+import { CodexSession } from "@tether/codex"
+import { Permission, type Session, SessionRegistry, TetherError, Transport } from "@tether/core"
+import type { Status } from "@tether/core/SessionEvent"
+import { MockClaude, MockCodex, MockTransport } from "@tether/testing"
+import { Context, Deferred, type Duration, Effect, Exit, Layer, Metric, Option, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import { advanceUntil, settle } from "../../../core/test/support/TestTime.ts"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Over a stub kind: what a pool hands out, and to whom. Each stub session says whether it is alive, what its status
+// is, and which configuration it was started with; its `control` calls the configuration's `answer` function, so a
+// test sees whose function a handed-out CLI calls.
+// ---------------------------------------------------------------------------------------------------------------
+
+interface StubConfig {
+  readonly cwd: string
+  readonly model?: string | undefined
+  readonly answer?: ((question: string) => string) | undefined
+}
+
+interface Stub {
+  readonly n: number
+  readonly config: StubConfig
+  status: Status
+  alive: boolean
+  released: boolean
+  readonly exited: Deferred.Deferred<Transport.ExitStatus>
+  readonly adapted: Array<string>
+}
+
+const stubSession = (stub: Stub): Session.Session => ({
+  protocol: "stub",
+  pid: Option.some(stub.n),
+  handshake: { n: stub.n },
+  capabilities: Effect.succeed({
+    provider: "stub",
+    receipts: "explicit",
+    interrupt: false,
+    permissionKinds: [],
+    resume: false,
+    sandbox: undefined,
+    notes: []
+  }),
+  status: Effect.sync(() => stub.status),
+  sessionId: Effect.succeedSome(`conversation-${stub.n}`),
+  send: () => Effect.die("not used"),
+  run: () => Effect.die("not used"),
+  interrupt: Effect.succeed("no-active-turn"),
+  answerPermission: () => Effect.void,
+  pendingPermissions: Effect.succeed([]),
+  control: (request) => Effect.sync(() => stub.config.answer?.(String(request)) ?? "no answer"),
+  subscribe: () => Effect.succeed(Stream.empty),
+  latestSeq: Effect.succeed(0),
+  process: Effect.succeed({ _tag: "Running" }),
+  isAlive: Effect.sync(() => stub.alive),
+  awaitExit: Deferred.await(stub.exited),
+  stderrTail: Effect.succeed(""),
+  retire: () => Effect.void,
+  close: () => Effect.void
+})
+
+const makeStubs = (options: { readonly failStarts?: number; readonly startDelay?: Duration.Input } = {}) => {
+  const stubs: Array<Stub> = []
+  let attempts = 0
+  const kind: SessionRegistry.Kind<StubConfig, TetherError.SpawnFailed, never> = {
+    acquire: (_id, config) =>
+      Effect.suspend(() => {
+        attempts++
+        if (attempts <= (options.failStarts ?? 0)) {
+          return Effect.fail(new TetherError.SpawnFailed({ program: "stub", reason: "refused" }))
+        }
+        // The wait is the start's interruptible part (a handshake); the acquisition itself is not.
+        const wait = options.startDelay === undefined ? Effect.void : Effect.sleep(options.startDelay)
+        return Effect.andThen(
+          wait,
+          Effect.acquireRelease(
+            Effect.gen(function*() {
+              const stub: Stub = {
+                n: stubs.length,
+                config,
+                status: "idle",
+                alive: true,
+                released: false,
+                exited: yield* Deferred.make<Transport.ExitStatus>(),
+                adapted: []
+              }
+              stubs.push(stub)
+              return stubSession(stub)
+            }),
+            (session) =>
+              Effect.sync(() => {
+                const stub = stubs[Option.getOrThrow(session.pid)]
+                stub.released = true
+                stub.alive = false
+              })
+          )
+        )
+      }),
+    fingerprint: SessionRegistry.fingerprint,
+    warm: {
+      key: (config) => SessionRegistry.shape({ ...config, model: undefined }),
+      adapt: (session, from, to) =>
+        Effect.sync(() => {
+          if (from.model !== to.model) stubs[Option.getOrThrow(session.pid)].adapted.push(`model=${to.model}`)
+        })
+    }
+  }
+  return { kind, stubs, attempts: () => attempts }
+}
+
+const ready = (registry: { readonly pools: Effect.Effect<ReadonlyArray<SessionRegistry.PoolSnapshot>> }) =>
+  Effect.map(registry.pools, (pools) => pools.reduce((total, pool) => total + pool.ready, 0))
+
+const counter = (metric: Metric.Counter<number>) => Effect.map(Metric.value(metric), (state) => state.count)
+
+describe("warm pools over a stub kind", () => {
+  it.effect("a new conversation takes a warm CLI, bound to its own functions; the pool refills", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 4 })
+      const hits = yield* counter(SessionRegistry.metrics.warmHits)
+      yield* registry.warm({ cwd: "/w", answer: () => "the pool's" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      assert.strictEqual(stubs.length, 1)
+      const handle = yield* Effect.scoped(
+        registry.getOrCreate("a", { cwd: "/w", model: "opus", answer: (q) => `a's answer to ${q}` })
+      )
+      // The warm CLI, adapted to the model and answering with the conversation's function.
+      assert.strictEqual(yield* handle.snapshot.pipe(Effect.map((s) => s.pid)), 0)
+      assert.deepStrictEqual(stubs[0].adapted, ["model=opus"])
+      assert.strictEqual(yield* registry.control("a", "q"), "a's answer to q")
+      assert.strictEqual((yield* counter(SessionRegistry.metrics.warmHits)) - hits, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      assert.strictEqual(stubs.length, 2)
+    }))
+
+  it.effect("never hands out a CLI that died, whether or not its exit was seen", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 4 })
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      // Its transport says it is gone, but no exit was reported yet: the check at hand-out catches it.
+      stubs[0].alive = false
+      const a = yield* Effect.scoped(registry.getOrCreate("a", { cwd: "/w" }))
+      assert.notStrictEqual(yield* a.snapshot.pipe(Effect.map((s) => s.pid)), 0)
+      assert.isTrue(stubs[0].released)
+      // One whose exit was reported leaves its pool at once, and is replaced.
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const warm = stubs[stubs.length - 1]
+      warm.alive = false
+      yield* Deferred.succeed(warm.exited, Transport.ExitStatus.Exited({ code: 1 }))
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1 && stubs.length === warm.n + 2))
+      assert.isTrue(warm.released)
+      const b = yield* Effect.scoped(registry.getOrCreate("b", { cwd: "/w" }))
+      assert.strictEqual(yield* b.snapshot.pipe(Effect.map((s) => s.pid)), warm.n + 1)
+    }))
+
+  it.effect("never hands out a used CLI: each is handed out once, and a closed conversation's never returns", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 8 })
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      // Two admissions at once, one warm CLI: one of them takes it, the other starts cold.
+      const [a, b] = yield* Effect.all([
+        Effect.scoped(registry.getOrCreate("a", { cwd: "/w" })),
+        Effect.scoped(registry.getOrCreate("b", { cwd: "/w" }))
+      ], { concurrency: "unbounded" })
+      const pids = [yield* a.snapshot, yield* b.snapshot].map((s) => s.pid)
+      assert.strictEqual(new Set(pids).size, 2)
+      assert.include(pids, 0)
+      // The conversation that had the warm CLI ends; its CLI goes with it, never back to the pool.
+      const owner = pids[0] === 0 ? "a" : "b"
+      yield* registry.forceEvict(owner)
+      assert.isTrue(stubs[0].released)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const c = yield* Effect.scoped(registry.getOrCreate("c", { cwd: "/w" }))
+      assert.notInclude(pids, yield* c.snapshot.pipe(Effect.map((s) => s.pid)))
+      // A warm CLI that is busy by its own account (something used it) is not handed out either.
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const busy = stubs[stubs.length - 1]
+      busy.status = "running"
+      const d = yield* Effect.scoped(registry.getOrCreate("d", { cwd: "/w" }))
+      assert.notStrictEqual(yield* d.snapshot.pipe(Effect.map((s) => s.pid)), busy.n)
+      assert.isTrue(busy.released)
+    }))
+
+  it.effect("never hands out a CLI of another configuration: another key starts cold and leaves the pool alone", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 8 })
+      const misses = yield* counter(SessionRegistry.metrics.warmMisses)
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      // Another working directory; the same data with a function where the pool's has none.
+      const other = yield* Effect.scoped(registry.getOrCreate("a", { cwd: "/elsewhere" }))
+      const withFunction = yield* Effect.scoped(registry.getOrCreate("b", { cwd: "/w", answer: () => "b" }))
+      assert.deepStrictEqual(
+        [stubs[1].config.cwd, stubs[2].config.cwd],
+        ["/elsewhere", "/w"]
+      )
+      assert.notInclude([yield* other.snapshot, yield* withFunction.snapshot].map((s) => s.pid), 0)
+      assert.strictEqual(yield* ready(registry), 1)
+      // Neither key has a pool: they are not misses.
+      assert.strictEqual((yield* counter(SessionRegistry.metrics.warmMisses)) - misses, 0)
+    }))
+
+  it.effect("warm CLIs count against capacity: they fill free slots only and go before any conversation", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 2 })
+      yield* Effect.scoped(registry.getOrCreate("a", { cwd: "/a" }))
+      yield* registry.warm({ cwd: "/w" }, 2)
+      yield* advanceUntil(Effect.map(registry.pools, (pools) => pools[0]?.ready === 1))
+      yield* TestClock.adjust("1 minute")
+      // One free slot, one warm CLI.
+      assert.strictEqual(stubs.length, 2)
+      // A conversation of another configuration takes the warm CLI's slot, not the idle conversation's.
+      yield* Effect.scoped(registry.getOrCreate("b", { cwd: "/b" }))
+      assert.isTrue(stubs[1].released)
+      assert.deepStrictEqual((yield* registry.list).map((s) => s.id).sort(), ["a", "b"])
+      assert.strictEqual(yield* ready(registry), 0)
+      // Full of conversations: the pool waits for a free slot.
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual(stubs.length, 3)
+      yield* registry.forceEvict("a")
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+    }))
+
+  it.effect("a pool that shrinks closes its surplus before warm returns; the registry's release closes the rest", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 8 }).pipe(Scope.provide(scope))
+      yield* registry.warm({ cwd: "/w" }, 3)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 3))
+      yield* registry.warm({ cwd: "/w" }, 1)
+      assert.deepStrictEqual(stubs.map((stub) => stub.released), [false, true, true])
+      yield* registry.warm({ cwd: "/v" }, 2)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 3))
+      yield* Scope.close(scope, Exit.void)
+      assert.isTrue(stubs.every((stub) => stub.released))
+      assert.strictEqual((yield* Effect.flip(registry.warm({ cwd: "/w" }, 1)))._tag, "RegistryClosed")
+    }))
+
+  it.effect("a pool that shrinks stops its starts in progress: none of them becomes a CLI", () =>
+    Effect.gen(function*() {
+      const { attempts, kind, stubs } = makeStubs({ startDelay: "5 seconds" })
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 8 })
+      yield* registry.warm({ cwd: "/w" }, 2)
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(yield* registry.pools, [
+        { key: kind.warm!.key({ cwd: "/w" }), target: 2, ready: 0, starting: 2 }
+      ])
+      yield* registry.warm({ cwd: "/w" }, 0)
+      assert.deepStrictEqual(yield* registry.pools, [])
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual(attempts(), 2)
+      assert.strictEqual(stubs.length, 0)
+    }))
+
+  it.effect("failed starts back off on the clock; a bad size is InvalidConfig", () =>
+    Effect.gen(function*() {
+      const { attempts, kind } = makeStubs({ failStarts: 2 })
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 8 })
+      assert.strictEqual((yield* Effect.flip(registry.warm({ cwd: "/w" }, -1)))._tag, "InvalidConfig")
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(attempts(), 1)
+      yield* TestClock.adjust("999 millis")
+      assert.strictEqual(attempts(), 2)
+      // The second failure waits two seconds.
+      yield* TestClock.adjust("1999 millis")
+      assert.strictEqual(attempts(), 2)
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(attempts(), 3)
+      assert.strictEqual(yield* ready(registry), 1)
+    }))
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Over ClaudeSession and MockTransport: the simulated CLI's own frames.
+// ---------------------------------------------------------------------------------------------------------------
+
+const script = MockClaude.make([
+  MockClaude.when("deploy", MockClaude.tool({ name: "Bash", input: { command: "make deploy" } }), MockClaude.text("ok"))
+])
+
+const subtypes = (frames: ReadonlyArray<unknown>) =>
+  frames.flatMap((frame) => {
+    const request = (frame as { readonly request?: { readonly subtype?: string; readonly model?: string } }).request
+    return request?.subtype === "set_model" ? [`set_model ${request.model}`] : []
+  })
+
+describe("warm pools of Claude sessions over MockTransport", () => {
+  it.effect("a warm CLI is adapted by set_model and answers with the conversation's policy", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      const asked: Array<string> = []
+      yield* registry.warm({ model: "sonnet", policy: Permission.denyAll }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const policy: Permission.Policy = (request) =>
+        Effect.sync(() => {
+          asked.push(request.toolName)
+          return Permission.allow()
+        })
+      yield* settle(Effect.scoped(registry.getOrCreate("a", { model: "opus", policy })))
+      const first = yield* mock.connection(0)
+      assert.deepStrictEqual(subtypes(yield* first.written), ["set_model opus"])
+      const result = yield* settle(registry.run("a", "deploy"))
+      assert.strictEqual(result.text, "ok")
+      assert.deepStrictEqual(asked, ["Bash"])
+      assert.strictEqual((yield* first.writtenLines).filter((line) => line.includes("make deploy")).length, 1)
+      // The pool refilled; the release closes the conversation's CLI and the warm one.
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      yield* settle(Scope.close(scope, Exit.void))
+      for (const connection of yield* mock.connections) assert.isFalse(yield* connection.isAlive)
+    }))
+
+  it.effect("a warm CLI that crashed is not handed out", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      yield* registry.warm({}, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      yield* (yield* mock.connection(0)).trigger(MockClaude.crash())
+      yield* advanceUntil(Effect.map(mock.connections, (all) => all.length === 2))
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      yield* settle(Effect.scoped(registry.getOrCreate("a", {})))
+      assert.strictEqual((yield* settle(registry.run("a", "hello"))).text, "hello")
+      const second = yield* mock.connection(1)
+      assert.isTrue((yield* second.writtenLines).some((line) => line.includes("hello")))
+      yield* settle(Scope.close(scope, Exit.void))
+    }))
+})
+
+describe("warm pools of Codex sessions over MockTransport", () => {
+  it.effect("a warm app-server, initialized with its thread started, takes the conversation's first turn", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(MockCodex.make([])))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...CodexSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      yield* registry.warm({ model: "gpt-5" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const warm = yield* mock.connection(0)
+      const methods = (frames: ReadonlyArray<unknown>) =>
+        frames.flatMap((frame) => {
+          const method = (frame as { readonly method?: string }).method
+          return method === undefined ? [] : [method]
+        })
+      // Ready means the thread exists already: the hand-out writes nothing before the turn.
+      assert.include(methods(yield* warm.written), "thread/start")
+      yield* settle(Effect.scoped(registry.getOrCreate("a", { model: "gpt-5" })))
+      assert.strictEqual((yield* settle(registry.run("a", "hello"))).text, "hello")
+      assert.include(methods(yield* warm.written), "turn/start")
+      // Another model is another pool key for Codex (nothing adapts it): a cold start.
+      yield* settle(Effect.scoped(registry.getOrCreate("b", { model: "o3" })))
+      const cold = yield* mock.latest
+      assert.include(cold.spec.args.join(" "), "o3")
+      yield* settle(Scope.close(scope, Exit.void))
+      for (const connection of yield* mock.connections) assert.isFalse(yield* connection.isAlive)
+    }))
+})

@@ -1,0 +1,149 @@
+/**
+ * Warm and dormant sessions as real processes: a registry's warm CLIs and its dormant transitions leave no process
+ * behind when a pool shrinks, when a conversation goes dormant, when the registry is released, and when its host is
+ * SIGKILLed (checked in /proc by the marker in the CLIs' environment); and the file-system dormant store on a real
+ * disk.
+ */
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { assert, describe, it } from "@effect/vitest"
+import { ClaudeSession } from "@tether/claude"
+import { DormantStore, SessionRegistry } from "@tether/core"
+import { NodeTransport } from "@tether/transport-node"
+import { Context, Data, Effect, Exit, Layer, Option, Scope } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { fakeClaudePath, killAllMarked, marked, newMark, tempDir, waitUntil } from "./utils.ts"
+
+const hostScript = fileURLToPath(new URL("./fixtures/warmHost.ts", import.meta.url))
+
+// The fake CLI, 2 sleeping grandchildren, a setsid shell and its sleep.
+const treeSize = 5
+
+const configOf = (mark: string): ClaudeSession.Options => ({
+  env: { set: { TEST_MARK: mark, FAKE_CLAUDE_MODE: "grandchildren,setsid-child" } }
+})
+
+// Built in the test's scope: a layer provided to `make` alone would be released when `make` returns.
+const transportLayer = Layer.build(NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false }))
+
+const storeIn = (directory: string) =>
+  Layer.build(DormantStore.layerFileSystem({ directory }).pipe(Layer.provide(NodeServices.layer)))
+
+describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
+  it.live("a pool that shrinks, a conversation that goes dormant and the registry's release leave nothing", () => {
+    const mark = newMark()
+    return Effect.gen(function*() {
+      const directory = yield* tempDir("tether-dormant-")
+      const store = yield* storeIn(directory)
+      const transport = yield* transportLayer
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({
+        ...ClaudeSession.kind,
+        capacity: 4,
+        idleTimeToLive: "1 second",
+        dormancy: true
+      }).pipe(Scope.provide(scope), Effect.provideContext(Context.merge(store, transport)))
+      const config = configOf(mark)
+      yield* registry.warm(config, 2)
+      yield* waitUntil("two warm trees", () => marked(mark).length === 2 * treeSize, 20_000)
+      // Shrinking closes the surplus before `warm` returns.
+      yield* registry.warm(config, 0)
+      assert.deepStrictEqual(marked(mark), [])
+      // A conversation from the pool (refilled), its turn, then its idle time: dormant, its whole tree gone.
+      yield* registry.warm(config, 1)
+      yield* waitUntil("a warm tree", () => marked(mark).length === treeSize, 20_000)
+      const handle = yield* Effect.scoped(registry.getOrCreate("a", config))
+      const pid = (yield* handle.snapshot).pid
+      assert.strictEqual((yield* registry.run("a", "hello")).text.length > 0, true)
+      yield* waitUntil(
+        "the conversation dormant",
+        () => Fs.readdirSync(Path.join(directory, "conversations")).length === 1,
+        10_000
+      )
+      yield* waitUntil("only the refilled warm tree", () => marked(mark).length === treeSize, 10_000)
+      assert.isFalse(marked(mark).some((proc) => proc.pid === pid))
+      const [listing] = yield* registry.dormant
+      assert.strictEqual(listing._tag, "Dormant")
+      // Woken by its next message in a new CLI; then the release closes it and the warm one.
+      assert.isTrue((yield* registry.run("a", "again")).text.length > 0)
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(marked(mark), [])
+      // Released while live: dormant again, on disk, for the next host.
+      assert.deepStrictEqual(Fs.readdirSync(Path.join(directory, "conversations")), ["a.json"])
+    }).pipe(Effect.scoped, Effect.ensuring(killAllMarked(mark)))
+  })
+
+  it.live("a host SIGKILLed with a warm CLI, a live and a dormant conversation leaves no process", () => {
+    const mark = newMark()
+    return Effect.gen(function*() {
+      const directory = yield* tempDir("tether-dormant-host-")
+      const host = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          ChildProcess.spawn(process.execPath, [hostScript, mark, fakeClaudePath, directory], {
+            stdio: ["ignore", "pipe", "inherit"]
+          })
+        ),
+        (host) => Effect.sync(() => host.kill("SIGKILL"))
+      )
+      const ready = yield* Effect.callback<string, HostFailed>((resume) => {
+        host.stdout!.setEncoding("utf8")
+        host.stdout!.once(
+          "data",
+          (data: string) =>
+            resume(data.startsWith("ready") ? Effect.succeed(data) : Effect.fail(new HostFailed({ reason: data })))
+        )
+        host.once("exit", (code) => resume(Effect.fail(new HostFailed({ reason: `exited ${code}` }))))
+      }).pipe(Effect.timeout("25 seconds"))
+      assert.include(ready, `"id":"dormant"`)
+      // The live conversation's tree and the warm one's: the dormant one's CLI is gone already.
+      yield* waitUntil("two trees", () => marked(mark).length === 2 * treeSize, 5_000)
+      host.kill("SIGKILL")
+      yield* waitUntil("nothing left", () => marked(mark).length === 0, 10_000)
+      // What the host left dormant is on disk for the next one.
+      const store = yield* storeIn(directory)
+      const listings = yield* Context.get(store, DormantStore.DormantStore).list
+      assert.deepStrictEqual(listings.map((listing) => listing._tag === "Dormant" ? listing.record.id : ""), [
+        "dormant"
+      ])
+    }).pipe(Effect.scoped, Effect.ensuring(killAllMarked(mark)))
+  })
+
+  it.effect("the file-system store: records by any id, unreadable ones reported, a wake of one typed", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDir("tether-dormant-store-")
+      const context = yield* storeIn(directory)
+      const store = Context.get(context, DormantStore.DormantStore)
+      const cli = yield* store.allocate
+      assert.isTrue(Fs.statSync(cli).isDirectory())
+      Fs.writeFileSync(Path.join(cli, "transcript.jsonl"), "{}\n")
+      for (const id of ["a", "../escape", "..", "with/slash"]) {
+        yield* store.save({ id, fingerprint: "f", conversationId: "c", directory: cli, since: 1 })
+      }
+      assert.deepStrictEqual(Fs.readdirSync(directory).sort(), ["cli", "conversations"])
+      const loaded = yield* store.load("../escape")
+      assert.strictEqual(Option.getOrThrow(loaded).directory, cli)
+      Fs.writeFileSync(Path.join(directory, "conversations", "broken.json"), "{ not json")
+      const listings = yield* store.list
+      assert.deepStrictEqual(
+        listings.map((listing) => listing._tag === "Dormant" ? listing.record.id : `corrupt ${listing.id}`).sort(),
+        ["..", "../escape", "a", "corrupt broken", "with/slash"]
+      )
+      // A registry over it: the unreadable conversation's wake is DormantStateCorrupt, and it can be deleted.
+      const transport = yield* transportLayer
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, dormancy: true }).pipe(
+        Effect.provideContext(Context.merge(context, transport))
+      )
+      const corrupt = yield* Effect.flip(registry.wake("broken", {}))
+      assert.strictEqual(corrupt._tag, "DormantStateCorrupt")
+      assert.isFalse(corrupt.safeToRequeue)
+      yield* registry.deleteDormant("broken")
+      // Deleting one removes its directory (shared here by every record: the others now point at nothing).
+      yield* registry.deleteDormant("a")
+      assert.isFalse(Fs.existsSync(cli))
+      assert.strictEqual((yield* Effect.flip(store.load("..")))._tag, "DormantStateCorrupt")
+    }).pipe(Effect.provide(NodeServices.layer)))
+})
+
+class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
