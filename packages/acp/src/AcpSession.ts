@@ -57,6 +57,7 @@ import type * as Scope from "effect/Scope"
 import type * as AcpAgent from "./AcpAgent.ts"
 import * as AcpClient from "./AcpClient.ts"
 import type { TurnLimitReached, TurnRefused } from "./AcpError.ts"
+import * as Client from "./internal/client.ts"
 import * as internal from "./internal/machine.ts"
 import * as Terminals from "./internal/terminals.ts"
 
@@ -183,7 +184,7 @@ const handler = (
   fileSystem: FileSystem.FileSystem | undefined,
   terminals: Terminals.Terminals | undefined
 ) => {
-  const client = AcpClient.serve(options.client, cwd, fileSystem, terminals)
+  const client = Client.serve(options.client, [cwd, ...(options.additionalDirectories ?? [])], fileSystem, terminals)
   return (request: unknown): Effect.Effect<Provider.Reply> => {
     const r = request as internal.AgentRequest
     const answer = AcpClient.handles(r.method)
@@ -237,10 +238,12 @@ export const make: <R = never>(
         termGrace: Duration.fromInputUnsafe(options.client?.terminalTermGrace ?? "2 seconds")
       })
       : undefined
-    // Served files need a file system: the host's own (`client.fileSystem`), or the one in context.
-    const fileSystem = clientCapabilities.readTextFile || clientCapabilities.writeTextFile
-      ? Option.getOrUndefined(yield* Effect.serviceOption(FileSystem.FileSystem))
-      : undefined
+    // Served files (and terminals' directories) need a file system: the host's own (`client.fileSystem`), or the
+    // one in context.
+    const fileSystem =
+      clientCapabilities.readTextFile || clientCapabilities.writeTextFile || clientCapabilities.terminal
+        ? Option.getOrUndefined(yield* Effect.serviceOption(FileSystem.FileSystem))
+        : undefined
     const session = yield* (Session.make({
       provider: internal.make({
         clientInfo: {

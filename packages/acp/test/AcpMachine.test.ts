@@ -463,6 +463,11 @@ describe("AcpMachine", () => {
         { jsonrpc: "2.0", id: 5, error: { code: -32603, message: "refused" } }
       ])
       assert.deepStrictEqual(written(m.reply("5", { _tag: "Error", message: "again" })), [])
+      // An error with a code of its own (a missing file: -32002) keeps it.
+      m.receive(read.replace(`"id":4`, `"id":6`))
+      assert.deepStrictEqual(written(m.reply("6", { _tag: "Error", message: "Resource not found: x", code: -32002 })), [
+        { jsonrpc: "2.0", id: 6, error: { code: -32002, message: "Resource not found: x" } }
+      ])
     })
   })
 

@@ -133,7 +133,9 @@ export interface Tool {
 
 /**
  * A file request to the client (`fs/read_text_file` or `fs/write_text_file`), inside a tool call of kind `read` /
- * `edit`: the tool's output is the answer (the content read, `wrote <path>`), or the error's message.
+ * `edit`: the tool's output is the answer (the content read, `wrote <path>`), or the error's message. As Gemini CLI's
+ * write tool does, a write reads the file first, and gives up unless the read succeeds or fails with an error Gemini
+ * takes for a missing file ("Resource not found", "ENOENT", "does not exist", "No such file").
  *
  * @category steps
  * @since 0.1.0

@@ -734,7 +734,10 @@ export const reply = (s: State, requestId: string, answer: Provider.Reply): Prov
   s.requests.delete(requestId)
   return answer._tag === "Success"
     ? { _tag: "Write", line: Wire.encodeResponse(id, answer.payload) }
-    : { _tag: "Write", line: Wire.encodeErrorResponse(id, Wire.errorCodes.internalError, answer.message) }
+    : {
+      _tag: "Write",
+      line: Wire.encodeErrorResponse(id, answer.code ?? Wire.errorCodes.internalError, answer.message)
+    }
 }
 
 /** What the provider can do, as the agent's `initialize` showed it. */

@@ -445,12 +445,18 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
       rawInput: { path: step.path },
       locations: [{ path: step.path }]
     })
-    const answer = yield* this.ask(
-      step.method,
-      step.content === undefined
-        ? { sessionId: this.sessionId, path: step.path }
-        : { sessionId: this.sessionId, path: step.path, content: step.content }
-    )
+    // Gemini CLI's write tool reads the file first: only an error it takes for ENOENT lets it create a new one.
+    const before = step.content === undefined
+      ? undefined
+      : yield* this.ask("fs/read_text_file", { sessionId: this.sessionId, path: step.path })
+    const answer = before !== undefined && before._tag === "Error" && !isEnoent(before.message)
+      ? before
+      : yield* this.ask(
+        step.method,
+        step.content === undefined
+          ? { sessionId: this.sessionId, path: step.path }
+          : { sessionId: this.sessionId, path: step.path, content: step.content }
+      )
     const output = answer._tag === "Error"
       ? answer.message
       : step.content === undefined
@@ -589,6 +595,10 @@ function* after(delay: number, f: () => void): Task {
   yield* sleep(delay)
   f()
 }
+
+/** The errors Gemini CLI's `AcpFileSystemService` takes for a missing file (`normalizeFileSystemError`). */
+const isEnoent = (message: string): boolean =>
+  ["Resource not found", "ENOENT", "does not exist", "No such file"].some((needle) => message.includes(needle))
 
 const promptOf = (prompt: unknown): string =>
   Array.isArray(prompt)

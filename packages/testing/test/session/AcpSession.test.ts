@@ -8,7 +8,7 @@ import { AcpAgent, AcpClient, AcpSession } from "@tether/acp"
 import { ClaudeSession } from "@tether/claude"
 import { Permission, SessionRegistry, Timeouts, Transport } from "@tether/core"
 import { MockAcp, MockClaude, MockTransport } from "@tether/testing"
-import { Effect, Exit, FileSystem, Layer, Option, Redacted, Scope } from "effect"
+import { Effect, Exit, FileSystem, Layer, Option, PlatformError, Redacted, Scope } from "effect"
 import { tagged } from "../../../core/test/support/SessionLog.ts"
 import * as SessionLog from "../../../core/test/support/SessionLog.ts"
 import { advance, settle, withSession } from "../support/Sessions.ts"
@@ -22,13 +22,21 @@ const timeouts = (overrides: Parameters<typeof Timeouts.make>[0]) => Effect.runS
 const make = (options: Partial<AcpSession.Options> = {}) =>
   AcpSession.make({ agent: AcpAgent.command(["mock-acp"]), cwd: CWD, ...options })
 
+const missing = (method: string, path: string) =>
+  PlatformError.systemError({ _tag: "NotFound", module: "FileSystem", method, pathOrDescriptor: path })
+
 /** An in-memory file system of `files` (absolute paths), for the client's file requests and the presets. */
 const memoryFs = (files: Map<string, string>) => {
   let temps = 0
   const exists = (path: string) => files.has(path) || [...files.keys()].some((file) => file.startsWith(`${path}/`))
   return FileSystem.makeNoop({
     exists: (path) => Effect.succeed(exists(path)),
-    realPath: (path) => Effect.succeed(path),
+    // As a real file system's: a path that is not there has no real path, nor an entry.
+    realPath: (path) => exists(path) ? Effect.succeed(path) : Effect.fail(missing("realPath", path)),
+    lstat: (path) =>
+      exists(path)
+        ? Effect.succeed({ type: files.has(path) ? "File" : "Directory" } as FileSystem.File.Info)
+        : Effect.fail(missing("lstat", path)),
     readFileString: (path) =>
       files.has(path) ? Effect.succeed(files.get(path)!) : Effect.die(new Error(`no file ${path}`)),
     writeFileString: (path, content) => Effect.sync(() => void files.set(path, content)),
@@ -172,6 +180,7 @@ describe("AcpSession", () => {
       MockAcp.when("read inside", MockAcp.readFile(`${CWD}/notes.txt`)),
       MockAcp.when("read outside", MockAcp.readFile("/etc/passwd")),
       MockAcp.when("climb out", MockAcp.readFile(`${CWD}/../../../etc/passwd`)),
+      MockAcp.when("read missing", MockAcp.readFile(`${CWD}/out.txt`)),
       MockAcp.when("write", MockAcp.writeFile(`${CWD}/out.txt`, "written by the agent"))
     ])
     const files = () => new Map([[`${CWD}/notes.txt`, "line 1\nline 2"], ["/etc/passwd", "root:x:0:0"]])
@@ -210,9 +219,11 @@ describe("AcpSession", () => {
             assert.include((yield* settle(session.run("read inside"))).text, "line 1\nline 2")
             assert.include(
               (yield* settle(session.run("read outside"))).text,
-              "not a file inside the session's directory"
+              "is not inside the session's directory"
             )
-            assert.include((yield* settle(session.run("climb out"))).text, "not a file inside the session's directory")
+            assert.include((yield* settle(session.run("climb out"))).text, "is not inside the session's directory")
+            // A missing file as agents recognise one; Gemini's write tool reads first, and creates the file on it.
+            assert.include((yield* settle(session.run("read missing"))).text, `Resource not found: ${CWD}/out.txt`)
             assert.include((yield* settle(session.run("write"))).text, `wrote ${CWD}/out.txt`)
             assert.strictEqual(fs.get(`${CWD}/out.txt`), "written by the agent")
             // Only the requests inside the cwd reached the policy.
@@ -264,7 +275,7 @@ describe("AcpSession", () => {
           Effect.gen(function*() {
             const result = yield* settle(session.run("list"))
             assert.include(result.text, "the host refused to run ls")
-            assert.deepStrictEqual(asked, [{ command: "ls", args: ["-la"], cwd: CWD, env: {} }])
+            assert.deepStrictEqual(asked, [{ command: "ls", args: ["-la"], commandLine: "ls -la", cwd: CWD, env: {} }])
             assert.strictEqual((yield* (yield* MockTransport.MockTransport).connections).length, 1)
           })
       ).pipe(Effect.provide(MockTransport.layer(script)))
