@@ -6,7 +6,7 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
-import * as Client from "../../acp/src/internal/client.ts"
+import * as Client from "../src/internal/client.ts"
 
 const setup = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
