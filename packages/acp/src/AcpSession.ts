@@ -92,6 +92,12 @@ export interface Options<R = never> extends Session.HostOptions {
     | undefined
   /** The model, as the session's spans report it (a preset's own `model` option chooses it). */
   readonly model?: string | undefined
+  /**
+   * With `resume`: how long the agent must stay quiet after answering `session/load` before the session is ready.
+   * Gemini CLI replays the conversation after its answer, without awaiting it: a prompt written during the replay
+   * would take the replay for its own output. Bounded by the startup timeout. Default 200 milliseconds.
+   */
+  readonly replayQuiet?: Duration.Input | undefined
 }
 
 /**
@@ -244,36 +250,59 @@ export const make: <R = never>(
       clientCapabilities.readTextFile || clientCapabilities.writeTextFile || clientCapabilities.terminal
         ? Option.getOrUndefined(yield* Effect.serviceOption(FileSystem.FileSystem))
         : undefined
-    const session = yield* (Session.make({
-      provider: internal.make({
-        clientInfo: {
-          name: options.clientInfo?.name ?? "tether",
-          title: options.clientInfo?.title ?? null,
-          version: options.clientInfo?.version ?? "0.1.0"
+    // Every line the agent prints, counted: after a `session/load` the session waits for the replay to go quiet.
+    let heard = 0
+    const machine = internal.make({
+      clientInfo: {
+        name: options.clientInfo?.name ?? "tether",
+        title: options.clientInfo?.title ?? null,
+        version: options.clientInfo?.version ?? "0.1.0"
+      },
+      clientCapabilities,
+      opening: options.resume === undefined
+        ? {
+          _tag: "New",
+          cwd,
+          mcpServers: options.mcpServers ?? [],
+          additionalDirectories: options.additionalDirectories
+        }
+        : {
+          _tag: "Load",
+          sessionId: options.resume,
+          cwd,
+          mcpServers: options.mcpServers ?? [],
+          additionalDirectories: options.additionalDirectories
         },
-        clientCapabilities,
-        opening: options.resume === undefined
-          ? {
-            _tag: "New",
-            cwd,
-            mcpServers: options.mcpServers ?? [],
-            additionalDirectories: options.additionalDirectories
-          }
-          : {
-            _tag: "Load",
-            sessionId: options.resume,
-            cwd,
-            mcpServers: options.mcpServers ?? [],
-            additionalDirectories: options.additionalDirectories
-          },
-        authMethod: options.authMethod,
-        hostMethods: new Set(Object.keys(options.requests ?? {}))
-      }),
+      authMethod: options.authMethod,
+      hostMethods: new Set(Object.keys(options.requests ?? {}))
+    })
+    const session = yield* (Session.make({
+      provider: {
+        ...machine,
+        receive: (line) => {
+          heard++
+          return machine.receive(line)
+        }
+      },
       handle: handler(options as Options<unknown>, cwd, fileSystem, terminals),
       launch: { program: launched.program, args: launched.args, cwd: Option.some(cwd), env: launched.env },
       model: options.model,
       ...Session.hostOptions(options)
     }) as Effect.Effect<Session.Session<TurnResult, TurnError>, Session.StartError, Transport.Transport | Scope.Scope>)
+    if (options.resume !== undefined) {
+      const quiet = Duration.fromInputUnsafe(options.replayQuiet ?? "200 millis")
+      const replayed = Effect.gen(function*() {
+        while (true) {
+          const before = heard
+          yield* Effect.sleep(quiet)
+          if (heard === before) return
+        }
+      })
+      yield* replayed.pipe(
+        // The startup timeout (core's default, 60 s, unless the host set one).
+        Effect.timeoutOrElse({ duration: options.timeouts?.startup ?? "60 seconds", orElse: () => Effect.void })
+      )
+    }
     const info = session.handshake as HandshakeInfo
     const setConfigOption = (configId: string, value: string | boolean) =>
       info.configOptions.some((option) => option.id === configId)

@@ -241,7 +241,7 @@ describe("AcpMachine", () => {
           ["Frame session/update/plan"]
         ],
         [L.update({ sessionUpdate: "current_mode_update", currentModeId: "yolo" }), [
-          "Frame session/update/current_mode_update"
+          "Frame session/update/current_mode_update (session)"
         ]],
         [L.update({ sessionUpdate: "something_new", x: 1 }), ["Frame session/update/something_new"]],
         [L.update({ sessionUpdate: "tool_call", toolCallId: "c3" }), ["Malformed malformed"]],
@@ -254,6 +254,24 @@ describe("AcpMachine", () => {
       for (const [line, expected] of table) assert.deepStrictEqual(receive(m, line), expected, line)
       // Between turns, updates are the session's.
       assert.deepStrictEqual(receive(m, L.chunk("later")), ["Frame session/update/agent_message_chunk (session)"])
+    })
+
+    it("what is about the session is never the prompt's receipt or output, even while a prompt runs", () => {
+      // claude-agent-acp and Gemini announce their commands from a timer: after the client's first prompt. Gemini
+      // replays a loaded conversation after its load answer, user_message_chunk first.
+      const m = running()
+      for (
+        const update of [
+          { sessionUpdate: "available_commands_update", availableCommands: [] },
+          { sessionUpdate: "current_mode_update", currentModeId: "yolo" },
+          { sessionUpdate: "config_option_update", configOptions: [] },
+          { sessionUpdate: "usage_update", used: 1, size: 2 },
+          { sessionUpdate: "session_info_update", title: "t" },
+          { sessionUpdate: "user_message_chunk", content: { type: "text", text: "old question" } }
+        ]
+      ) {
+        assert.deepStrictEqual(receive(m, L.update(update)), [`Frame session/update/${update.sessionUpdate} (session)`])
+      }
     })
 
     it("the result carries every chunk's text and the stop reason, no usage", () => {

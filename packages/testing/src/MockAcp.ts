@@ -4,10 +4,12 @@
  *
  * What it does follows the protocol's v1 specification (agentclientprotocol.com) and what was checked of Gemini CLI
  * 0.61 in ACP mode (docs/protocol/acp.md): `initialize` answers version 1 with `loadSession: true`; `session/new`
- * answers a session id with modes (`default`, `yolo`) and a model option, then announces its commands; a prompt
+ * answers a session id with modes (`default`, `yolo`) and a model option, and announces its commands later (from a
+ * timer, after the client's first prompt); a prompt
  * streams `session/update` notifications and is answered with its `stopReason` when the turn ends; `session/cancel`
  * ends the prompt with `cancelled`; a tool asks `session/request_permission` with `allow_once`, `allow_always` and
- * `reject_once` options; `session/load` replays the conversation as updates, then answers; methods it does not
+ * `reject_once` options; `session/load` answers, then replays the conversation as updates (Gemini does not await
+ * the replay before answering); methods it does not
  * know are answered "method not found".
  *
  * The seam for recorded transcripts: {@link Options.agentInfo}, the option ids and the updates' shapes are this
@@ -51,6 +53,11 @@ export interface Timing {
   readonly result: Duration.Input
   /** `session/cancel` to the prompt's `cancelled` answer. */
   readonly cancel: Duration.Input
+  /**
+   * The answer of `session/new` or `session/load` to `available_commands_update` (sent from a timer, as Gemini CLI
+   * and claude-agent-acp do: after the answer, in practice after the client's first prompt).
+   */
+  readonly commands: Duration.Input
   /** stdin's EOF to the exit. */
   readonly exit: Duration.Input
 }
@@ -69,6 +76,7 @@ export const defaultTiming: Timing = {
   tool: "40 millis",
   result: "10 millis",
   cancel: "50 millis",
+  commands: "60 millis",
   exit: "20 millis"
 }
 
@@ -86,6 +94,7 @@ export const noWait: Timing = {
   tool: 0,
   result: 0,
   cancel: 0,
+  commands: 0,
   exit: 0
 }
 

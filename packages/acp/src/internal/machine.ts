@@ -409,6 +409,21 @@ const inputOf = (rawInput: unknown, title: string | null | undefined): { readonl
 const toolName = (call: { readonly name?: string | null; readonly kind?: string | null }): string =>
   call.name ?? call.kind ?? "other"
 
+/**
+ * Updates about the session rather than the running prompt. Agents send them whenever they like: claude-agent-acp
+ * and Gemini CLI announce their commands from a timer started when `session/new` is answered, which in practice
+ * fires after the client's first prompt was written; Gemini replays a loaded conversation (`user_message_chunk`
+ * first) after answering `session/load`.
+ */
+const sessionWide: ReadonlySet<string> = new Set([
+  "available_commands_update",
+  "current_mode_update",
+  "config_option_update",
+  "session_info_update",
+  "usage_update",
+  "user_message_chunk"
+])
+
 const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notification" }>): Provider.Items => {
   const params = message.params as { readonly sessionId?: unknown; readonly update?: unknown } | undefined
   const raw = message.raw
@@ -420,8 +435,10 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
     )
   }
   const kind = body.sessionUpdate
-  // Replayed history (during session/load, before any prompt), and anything outside a prompt, is the session's.
-  if (s.prompts.size === 0 || params.sessionId !== s.sessionId) {
+  // Replayed history (during session/load, before any prompt), anything outside a prompt, and what says nothing
+  // about the running prompt (the session's commands, mode, options, usage; the user's own words, which an agent
+  // sends only when it replays a conversation) is the session's: never a turn's output, nor its receipt.
+  if (s.prompts.size === 0 || params.sessionId !== s.sessionId || sessionWide.has(kind)) {
     return frame(SESSION_UPDATE, kind, raw, undefined, "session")
   }
   // The running turn's: the session attributes it.

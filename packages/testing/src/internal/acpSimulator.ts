@@ -221,10 +221,7 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
           this.sessionId = sessionId
           this.sessions.set(sessionId, [])
           this.respond(id, { sessionId, modes, configOptions: [modelOption(this.model)] })
-          this.notifyUpdate({
-            sessionUpdate: "available_commands_update",
-            availableCommands: [{ name: "memory", description: "Manage memory", input: null }]
-          })
+          this.commandsLater()
         })
       }
       case "session/load": {
@@ -286,15 +283,35 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
     }
   }
 
-  /** `session/load`: the conversation replayed as updates, then the answer. */
+  /**
+   * `session/load` as Gemini CLI answers it: the answer first, then the conversation replayed as updates, one
+   * `timing.chunk` apart (Gemini's `loadSession` starts `streamHistory` without awaiting it: the replay runs on
+   * after the answer, while the client may already prompt).
+   */
   private *load(id: AcpProtocol.Id, sessionId: string, history: ReadonlyArray<Exchange>): Task {
     yield* sleep(this.timing.request)
     this.sessionId = sessionId
+    this.respond(id, { modes: { ...modes, currentModeId: this.mode }, configOptions: [modelOption(this.model)] })
+    this.commandsLater()
     for (const exchange of history) {
+      yield* sleep(this.timing.chunk)
       this.notifyUpdate({ sessionUpdate: "user_message_chunk", content: { type: "text", text: exchange.prompt } })
+      yield* sleep(this.timing.chunk)
       this.notifyUpdate({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: exchange.text } })
     }
-    this.respond(id, { modes: { ...modes, currentModeId: this.mode }, configOptions: [modelOption(this.model)] })
+  }
+
+  /**
+   * `available_commands_update`, from a timer started when the session is answered (Gemini CLI and
+   * claude-agent-acp both `setTimeout` it): it arrives after the answer, `timing.commands` later, in practice after
+   * the client's first prompt.
+   */
+  private commandsLater(): void {
+    this.later(this.timing.commands, () =>
+      this.notifyUpdate({
+        sessionUpdate: "available_commands_update",
+        availableCommands: [{ name: "memory", description: "Manage memory", input: null }]
+      }))
   }
 
   private cancel(params: JsonObject): void {

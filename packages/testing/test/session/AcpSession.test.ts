@@ -145,6 +145,33 @@ describe("AcpSession", () => {
       }).pipe(Effect.provide(MockTransport.layer(MockAcp.make([], { faults: [MockAcp.failLoad()] })))))
   })
 
+  describe("a loaded session", () => {
+    it.effect("the agent's replay after its load answer is the session's: never the first turn's text or receipt", () =>
+      Effect.gen(function*() {
+        const agentSessionId = yield* withSession(make(), (session) =>
+          Effect.gen(function*() {
+            yield* settle(session.run("old question"))
+            return session.agentSessionId
+          }))
+        yield* withSession(make({ resume: agentSessionId }), (session) =>
+          Effect.gen(function*() {
+            const turn = yield* session.send("new question")
+            const result = yield* settle(turn.result)
+            assert.strictEqual(result.text, "new question")
+            const events = yield* SessionLog.events(session)
+            // The replay (Gemini's, after its answer) was published as the session's frames, before the turn.
+            const replayed = events.flatMap((event) =>
+              event._tag === "Frame" && event.type === "session/update" && event.subtype !== undefined &&
+                ["user_message_chunk", "agent_message_chunk"].includes(event.subtype)
+                ? [[event.subtype, event.turnId]]
+                : []
+            )
+            assert.deepStrictEqual(replayed, [["user_message_chunk", undefined], ["agent_message_chunk", undefined]])
+            assert.deepStrictEqual(tagged(events, "TextDelta").map((delta) => delta.text), ["new question"])
+          }))
+      }).pipe(Effect.provide(MockTransport.layer(MockAcp.make()))))
+  })
+
   describe("controls where the agent advertises them", () => {
     it.effect("setMode and setModel; anything not advertised fails without writing", () =>
       withSession(make(), (session, connection) =>
