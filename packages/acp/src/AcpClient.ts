@@ -14,8 +14,10 @@
  * the session), in the session's directory or one inside it (symbolic links followed), each decided by the host's
  * {@link TerminalPolicy}. As Zed runs them, the command line runs through `/bin/sh -c` with no input (`/dev/null`)
  * and no pager (`PAGER=""`, `GIT_PAGER=cat`). Their output is their stdout, then their stderr's tail once they exit,
- * kept to the agent's `outputByteLimit` from the end (1 MiB when it gives none). Waiting for a terminal's exit ends
- * with the terminal (its exit, kill or release) or the session, not with the turn the agent asks in.
+ * kept to the agent's `outputByteLimit` from the end (1 MiB when it gives none). Waiting for a terminal's exit is
+ * bounded by the turn the agent asks in: when its prompt ends, the wait (as every request of the agent still open)
+ * is answered `-32800` "Request cancelled" (a terminal left running goes on, until it is killed or released, or the
+ * session ends).
  *
  * Capability difference: each terminal is a process of its own under the transport's containment, not inside the
  * agent's: on `NodeTransport` with cgroups it gets a cgroup (and limits) of its own, so the session's memory and

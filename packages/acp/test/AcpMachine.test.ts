@@ -489,6 +489,23 @@ describe("AcpMachine", () => {
     })
   })
 
+  describe("the prompt's end", () => {
+    it("answers every request of the agent still open: a permission cancelled, any other -32800; forgets them", () => {
+      const m = running({ clientCapabilities: { readTextFile: false, writeTextFile: false, terminal: true } })
+      m.receive(L.permission(7))
+      m.receive(L.request(8, "terminal/wait_for_exit", { sessionId: SESSION, terminalId: "terminal-1" }))
+      const items = itemsOf(m.receive(L.response(3, { stopReason: "end_turn" })))
+      assert.deepStrictEqual(items.flatMap((item) => item._tag === "Cancel" ? [item.requestId] : []), ["7", "8"])
+      assert.deepStrictEqual(written(items), [
+        { jsonrpc: "2.0", id: 7, result: { outcome: { outcome: "cancelled" } } },
+        { jsonrpc: "2.0", id: 8, error: { code: -32800, message: "Request cancelled" } }
+      ])
+      assert.strictEqual(items.at(-1)?._tag, "TurnEnd")
+      // Answered once: a late answer of the host writes nothing.
+      assert.deepStrictEqual(written(m.reply("8", { _tag: "Success", payload: { exitCode: 0 } })), [])
+    })
+  })
+
   describe("controls", () => {
     it("a raw request gets the session id; its answer is the control's", () => {
       const m = ready()

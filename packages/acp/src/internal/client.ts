@@ -196,7 +196,7 @@ export const serve = (
       method.startsWith("terminal/")
         ? terminal(method, params)
         : files(method, params)
-    // Waiting for an exit is bounded by the terminal's life and the session's (see `machine.ts`), not by `timeout`.
+    // Waiting for an exit is bounded by the turn (the session stops the handler when it ends), not by `timeout`.
     return (method === "terminal/wait_for_exit" ? served : served.pipe(
       Effect.timeoutOrElse({
         duration: timeout,

@@ -303,11 +303,27 @@ const resultOf = (s: State, text: string, raw: unknown, stopReason: string): Omi
   stopReason
 })
 
-/** Permission requests still open when a turn ends or is cancelled: the agent no longer waits for them. */
-const withdrawPermissions = (s: State): Array<Provider.Item> => {
+/**
+ * The agent's requests still open when its prompt ends: withdrawn from the host, and answered, so that the agent
+ * (which may still hold them: a `terminal/wait_for_exit` on a terminal it left running) never waits on an answer
+ * that cannot come: a permission `cancelled`, any other request `-32800` "Request cancelled".
+ */
+const withdrawRequests = (s: State): Array<Provider.Item> => {
   const items: Array<Provider.Item> = []
-  for (const [key] of s.permissions) items.push({ _tag: "Cancel", requestId: key })
+  for (const [key, track] of s.permissions) {
+    items.push(
+      { _tag: "Cancel", requestId: key },
+      { _tag: "Write", line: Wire.encodeResponse(track.id, { outcome: { outcome: "cancelled" } }) }
+    )
+  }
   s.permissions.clear()
+  for (const [key, id] of s.requests) {
+    items.push(
+      { _tag: "Cancel", requestId: key },
+      { _tag: "Write", line: Wire.encodeErrorResponse(id, Wire.errorCodes.requestCancelled, "Request cancelled") }
+    )
+  }
+  s.requests.clear()
   return items
 }
 
@@ -334,7 +350,7 @@ const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.
   const track = s.prompts.get(turnId)
   if (track === undefined) return frame("session/prompt", undefined, message.raw, undefined, "session")
   s.prompts.delete(turnId)
-  const withdrawn = withdrawPermissions(s)
+  const withdrawn = withdrawRequests(s)
   const said = flushMessage(s, message.raw, turnId)
   const text = s.output.text
   s.output.text = ""
