@@ -173,8 +173,10 @@ export interface AcpSession extends Session.Session<TurnResult, TurnError> {
   /** `session/set_mode`, for a mode the agent advertised (else `ControlFailed` with code `not_advertised`). */
   readonly setMode: (modeId: string) => Effect.Effect<void, Session.ControlError>
   /**
-   * `session/set_config_option` on the agent's configuration option of category `model` (ACP v1 has no other way
-   * to choose a model), if it advertised one (else `ControlFailed` with code `not_advertised`).
+   * Chooses the session's model: `session/set_config_option` on the agent's configuration option of category
+   * `model` if it advertised one (claude-agent-acp), else the unstable `session/set_model` for one of the `models`
+   * it advertised (Gemini CLI, which has no configuration options); else `ControlFailed` with code
+   * `not_advertised`.
    */
   readonly setModel: (modelId: string) => Effect.Effect<void, Session.ControlError>
   /** `session/set_config_option` on an option the agent advertised. */
@@ -321,9 +323,11 @@ export const make: <R = never>(
           : notAdvertised("session/set_mode", `the agent advertised no mode ${modeId}`),
       setModel: (modelId) => {
         const option = info.configOptions.find((candidate) => candidate.category === "model")
-        return option === undefined
-          ? notAdvertised("session/set_config_option", "the agent advertised no model option")
-          : setConfigOption(option.id, modelId)
+        if (option !== undefined) return setConfigOption(option.id, modelId)
+        if (info.models === null) return notAdvertised("session/set_model", "the agent advertised no models")
+        return info.models.availableModels.some((model) => model.modelId === modelId)
+          ? Effect.asVoid(session.control({ method: "session/set_model", params: { modelId } }))
+          : notAdvertised("session/set_model", `the agent advertised no model ${modelId}`)
       },
       setConfigOption
     }

@@ -4,7 +4,9 @@
  *
  * What it does follows the protocol's v1 specification (agentclientprotocol.com) and what was checked of Gemini CLI
  * 0.61 in ACP mode (docs/protocol/acp.md): `initialize` answers version 1 with `loadSession: true`; `session/new`
- * answers a session id with modes (`default`, `yolo`) and a model option, and announces its commands later (from a
+ * answers a session id with modes (`default`, `yolo`) and its models (`models`, chosen by `session/set_model`, as
+ * Gemini's; a configuration option of category `model` too with `modelOption`, as claude-agent-acp's), and
+ * announces its commands later (from a
  * timer, after the client's first prompt); a prompt
  * streams `session/update` notifications and is answered with its `stopReason` when the turn ends; `session/cancel`
  * ends the prompt with `cancelled`; a tool asks `session/request_permission` with `allow_once`, `allow_always` and
@@ -513,6 +515,11 @@ export interface Options {
   readonly agentInfo: { readonly name: string; readonly version: string }
   /** `agentCapabilities.loadSession`. */
   readonly loadSession: boolean
+  /**
+   * The model as a configuration option of category `model` (`session/set_config_option`), as claude-agent-acp
+   * advertises it, beside `models`. Without it, as Gemini CLI: `models` only, chosen by `session/set_model`.
+   */
+  readonly modelOption: boolean
   /** Faults applied once the process has started. */
   readonly faults: ReadonlyArray<Fault>
 }
@@ -553,6 +560,7 @@ export const make = (
     readonly timing?: Partial<Timing> | undefined
     readonly agentInfo?: { readonly name: string; readonly version: string } | undefined
     readonly loadSession?: boolean | undefined
+    readonly modelOption?: boolean | undefined
     readonly faults?: ReadonlyArray<Fault> | undefined
   } = {}
 ): Script => ({
@@ -563,6 +571,7 @@ export const make = (
     timing: { ...defaultTiming, ...options.timing },
     agentInfo: options.agentInfo ?? { name: "mock-acp", version: "0.1.0" },
     loadSession: options.loadSession ?? true,
+    modelOption: options.modelOption ?? false,
     faults: options.faults ?? []
   }
 })

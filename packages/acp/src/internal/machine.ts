@@ -100,8 +100,33 @@ export interface HandshakeInfo {
   readonly configOptions: ReadonlyArray<
     { readonly id: string; readonly name: string; readonly category?: string | null; readonly type: string }
   >
+  /**
+   * The session's models as the agent advertised them outside configuration options (`models`: Gemini CLI,
+   * claude-agent-acp; chosen by the unstable `session/set_model`), if it did.
+   */
+  readonly models:
+    | {
+      readonly currentModelId: string
+      readonly availableModels: ReadonlyArray<{ readonly modelId: string; readonly name: string }>
+    }
+    | null
   /** Whether the session was loaded (`session/load`) rather than created. */
   readonly loaded: boolean
+}
+
+/** `models` of a `session/new` or `session/load` answer (not in ACP v1's schema: checked here), if well formed. */
+const modelsOf = (result: unknown): HandshakeInfo["models"] => {
+  const models = (result as { readonly models?: unknown } | null)?.models as
+    | { readonly currentModelId?: unknown; readonly availableModels?: unknown }
+    | null
+    | undefined
+  if (typeof models !== "object" || models === null) return null
+  const available = models.availableModels
+  if (typeof models.currentModelId !== "string" || !Array.isArray(available)) return null
+  const valid = available.every((model: { readonly modelId?: unknown; readonly name?: unknown } | null) =>
+    typeof model === "object" && model !== null && typeof model.modelId === "string" && typeof model.name === "string"
+  )
+  return valid ? { currentModelId: models.currentModelId, availableModels: available } : null
 }
 
 type Pending =
@@ -281,6 +306,7 @@ const opened = (s: State, message: Wire.Message): Provider.Items => {
     sessionId,
     modes: (result.modes ?? null) as HandshakeInfo["modes"],
     configOptions: (result.configOptions ?? []) as HandshakeInfo["configOptions"],
+    models: modelsOf(message.result),
     loaded: opening._tag === "Load"
   }
   return [

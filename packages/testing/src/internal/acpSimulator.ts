@@ -65,6 +65,15 @@ const modelOption = (current: string) => ({
   options: [{ value: "mock-pro", name: "Mock Pro" }, { value: "mock-flash", name: "Mock Flash" }]
 })
 
+/**
+ * The models as Gemini CLI advertises them (`models`, from the unstable `session/set_model`), and as
+ * claude-agent-acp does too, beside its configuration option.
+ */
+const modelsOf = (current: string) => ({
+  currentModelId: current,
+  availableModels: [{ modelId: "mock-pro", name: "Mock Pro" }, { modelId: "mock-flash", name: "Mock Flash" }]
+})
+
 /** Starts the simulated agent of `script`. */
 export const make = (script: MockAcp.Script): Simulator.Factory<MockAcp.Fault> => (launch, now) =>
   new AcpAgent(script, launch, now)
@@ -220,7 +229,7 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
         return this.later(delay, () => {
           this.sessionId = sessionId
           this.sessions.set(sessionId, [])
-          this.respond(id, { sessionId, modes, configOptions: [modelOption(this.model)] })
+          this.respond(id, { sessionId, modes, ...this.modelState() })
           this.commandsLater()
         })
       }
@@ -269,8 +278,20 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
           this.notifyUpdate({ sessionUpdate: "current_mode_update", currentModeId: this.mode })
         })
       }
+      case "session/set_model": {
+        if (params.modelId !== "mock-pro" && params.modelId !== "mock-flash") {
+          return this.respondError(id, -32602, `Invalid params: unknown model ${String(params.modelId)}`)
+        }
+        return this.later(delay, () => {
+          this.model = String(params.modelId)
+          this.respond(id, {})
+        })
+      }
       case "session/set_config_option": {
-        if (params.configId !== "model" || (params.value !== "mock-pro" && params.value !== "mock-flash")) {
+        if (
+          !this.script.options.modelOption || params.configId !== "model" ||
+          (params.value !== "mock-pro" && params.value !== "mock-flash")
+        ) {
           return this.respondError(id, -32602, "Invalid params: unknown option or value")
         }
         return this.later(delay, () => {
@@ -291,7 +312,7 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
   private *load(id: AcpProtocol.Id, sessionId: string, history: ReadonlyArray<Exchange>): Task {
     yield* sleep(this.timing.request)
     this.sessionId = sessionId
-    this.respond(id, { modes: { ...modes, currentModeId: this.mode }, configOptions: [modelOption(this.model)] })
+    this.respond(id, { modes: { ...modes, currentModeId: this.mode }, ...this.modelState() })
     this.commandsLater()
     for (const exchange of history) {
       yield* sleep(this.timing.chunk)
@@ -312,6 +333,13 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
         sessionUpdate: "available_commands_update",
         availableCommands: [{ name: "memory", description: "Manage memory", input: null }]
       }))
+  }
+
+  /** How the session's model is advertised: `models` always; a configuration option as well with `modelOption`. */
+  private modelState(): JsonObject {
+    return this.script.options.modelOption
+      ? { models: modelsOf(this.model), configOptions: [modelOption(this.model)] }
+      : { models: modelsOf(this.model) }
   }
 
   private cancel(params: JsonObject): void {

@@ -189,10 +189,13 @@ describe("AcpSession", () => {
           const written = (yield* connection.written).flatMap((line: any) =>
             line.method?.startsWith("session/set") === true ? [[line.method, line.params]] : []
           )
+          // Gemini advertises its models as `models` (no configuration option): chosen by session/set_model.
           assert.deepStrictEqual(written, [
             ["session/set_mode", { sessionId: session.agentSessionId, modeId: "yolo" }],
-            ["session/set_config_option", { sessionId: session.agentSessionId, configId: "model", value: "mock-flash" }]
+            ["session/set_model", { sessionId: session.agentSessionId, modelId: "mock-flash" }]
           ])
+          const model = yield* Effect.flip(session.setModel("mock-ultra"))
+          assert.strictEqual(model._tag === "ControlFailed" ? model.code : undefined, "not_advertised")
           // In yolo mode the agent runs tools without asking.
           const result = yield* settle(session.run("touch it"))
           assert.include(result.text, "done")
@@ -200,6 +203,22 @@ describe("AcpSession", () => {
         })).pipe(Effect.provide(MockTransport.layer(MockAcp.make([
           MockAcp.when("touch", MockAcp.tool({ command: "touch a", output: "done" }))
         ])))))
+
+    it.effect("setModel through the configuration option of category model, where the agent has one", () =>
+      withSession(make(), (session, connection) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(session.info.models?.availableModels.map((model) => model.modelId), [
+            "mock-pro",
+            "mock-flash"
+          ])
+          yield* settle(session.setModel("mock-flash"))
+          const written = (yield* connection.written).flatMap((line: any) =>
+            line.method?.startsWith("session/set") === true ? [[line.method, line.params]] : []
+          )
+          assert.deepStrictEqual(written, [
+            ["session/set_config_option", { sessionId: session.agentSessionId, configId: "model", value: "mock-flash" }]
+          ])
+        })).pipe(Effect.provide(MockTransport.layer(MockAcp.make([], { modelOption: true })))))
   })
 
   describe("the client's file requests", () => {
