@@ -76,6 +76,11 @@ export interface Options<R = never> extends Session.HostOptions {
   readonly resume?: string | undefined
   /** MCP servers for the session, in ACP's shape (`{ name, command, args, env }`, or `http` / `sse`). */
   readonly mcpServers?: ReadonlyArray<unknown> | undefined
+  /**
+   * More directories of the session's workspace (absolute), named in `session/new` / `session/load` and served by
+   * `client` like the cwd. The agent must advertise `sessionCapabilities.additionalDirectories`, else the handshake
+   * fails (`HandshakeFailed`).
+   */
   readonly additionalDirectories?: ReadonlyArray<string> | undefined
   /** An `authenticate` method id (one of the agent's `authMethods`) to call before the session is opened. */
   readonly authMethod?: string | undefined
@@ -215,9 +220,13 @@ const absolute = (path: string): boolean => path.startsWith("/") || /^[A-Za-z]:[
 
 const cwdOf = (options: Options<unknown>): Effect.Effect<string, InvalidConfig> => {
   const cwd = options.cwd ?? globalThis.process?.cwd?.()
-  return cwd !== undefined && absolute(cwd)
-    ? Effect.succeed(cwd)
-    : Effect.fail(new InvalidConfig({ problems: ["cwd must be an absolute path (ACP names the session's directory)"] }))
+  const problems = [
+    ...(cwd !== undefined && absolute(cwd) ? [] : ["cwd must be an absolute path (ACP names the session's directory)"]),
+    ...(options.additionalDirectories ?? []).flatMap((dir) =>
+      absolute(dir) ? [] : [`additionalDirectories: ${dir} is not an absolute path`]
+    )
+  ]
+  return problems.length === 0 && cwd !== undefined ? Effect.succeed(cwd) : Effect.fail(new InvalidConfig({ problems }))
 }
 
 /**

@@ -156,6 +156,25 @@ describe("AcpMachine", () => {
       })
     }
 
+    it("additionalDirectories only where the agent advertises them; then they are named in session/new", () => {
+      const opening = { _tag: "New", cwd: CWD, mcpServers: [], additionalDirectories: ["/srv/lib"] } as const
+      const refused = machine({ opening })
+      refused.start()
+      assert.deepStrictEqual(receive(refused, L.initialize(1)), [
+        "Refused additionalDirectories: the agent does not advertise sessionCapabilities.additionalDirectories"
+      ])
+      const m = machine({ opening })
+      m.start()
+      const sent = written(
+        m.receive(L.initialize(1, {
+          agentCapabilities: { loadSession: true, sessionCapabilities: { additionalDirectories: {} } }
+        }))
+      )
+      assert.deepStrictEqual(sent.map((line) => [line.method, line.params.additionalDirectories]), [
+        ["session/new", ["/srv/lib"]]
+      ])
+    })
+
     it("a failed session/load names the session and the agent's error", () => {
       const m = machine({
         opening: { _tag: "Load", sessionId: "old", cwd: CWD, mcpServers: [], additionalDirectories: undefined }

@@ -258,6 +258,17 @@ const initialized = (s: State, message: Wire.Message): Provider.Items => {
       reason: `session/load of ${opening.sessionId}: the agent does not advertise loadSession`
     }
   }
+  const additional = opening.additionalDirectories
+  if (
+    additional !== undefined && additional.length > 0 &&
+    (result.agentCapabilities?.sessionCapabilities?.additionalDirectories ?? null) === null
+  ) {
+    // The agent would ignore them (or refuse the session): the host asked for a workspace it cannot have.
+    return {
+      _tag: "Refused",
+      reason: "additionalDirectories: the agent does not advertise sessionCapabilities.additionalDirectories"
+    }
+  }
   const event = frame("initialize", undefined, message.raw, undefined, "session")
   if (s.options.authMethod !== undefined) {
     return [event, request(s, "authenticate", { methodId: s.options.authMethod }, { _tag: "Authenticate" })]

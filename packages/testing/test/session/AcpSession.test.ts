@@ -386,10 +386,20 @@ describe("AcpSession", () => {
         assert.strictEqual(empty._tag, "InvalidConfig")
       }))
 
-    it.effect("a session's cwd must be absolute", () =>
+    it.effect("a session's cwd and additional directories must be absolute", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(Effect.scoped(make({ cwd: "relative/dir" })))
         assert.strictEqual(error._tag, "InvalidConfig")
+        const extra = yield* Effect.flip(Effect.scoped(make({ additionalDirectories: ["lib"] })))
+        assert.strictEqual(extra._tag, "InvalidConfig")
+        assert.strictEqual((yield* (yield* MockTransport.MockTransport).connections).length, 0)
+      }).pipe(Effect.provide(MockTransport.layer(MockAcp.make()))))
+
+    it.effect("additional directories the agent does not advertise: HandshakeFailed, never silently ignored", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(settle(Effect.scoped(make({ additionalDirectories: ["/srv/lib"] }))))
+        assert.strictEqual(error._tag, "HandshakeFailed")
+        if (error._tag === "HandshakeFailed") assert.include(error.reason, "sessionCapabilities.additionalDirectories")
       }).pipe(Effect.provide(MockTransport.layer(MockAcp.make()))))
   })
 
