@@ -442,6 +442,71 @@ describe("AcpMachine", () => {
       })
     }
 
+    it("allow where the agent offers no allow_once selects its allow_always; with no allowing option, refused", () => {
+      const m = running()
+      const ask = (id: number, kinds: ReadonlyArray<string>) => {
+        const [item] = itemsOf(m.receive(AcpProtocol.encodeRequest(id, "session/request_permission", {
+          sessionId: SESSION,
+          toolCall: { toolCallId: `call-${id}`, title: "Running ls" },
+          options: kinds.map((kind) => ({ optionId: kind, name: kind, kind }))
+        })))
+        return { ...(item as Extract<Provider.Item, { _tag: "PermissionRequest" }>).request, turnId: "t1" }
+      }
+      const onlyAlways = ask(10, ["allow_always", "reject_once"])
+      assert.deepStrictEqual(written(m.answerPermission(onlyAlways, Permission.allow())).map((line) => line.result), [
+        { outcome: { outcome: "selected", optionId: "allow_always" } }
+      ])
+      assert.throws(() => m.answerPermission(ask(11, ["reject_once"]), Permission.allow()))
+    })
+
+    it("names the tool by what the agent said of the call before (claude-agent-acp's requests omit its kind)", () => {
+      const m = running()
+      m.receive(L.update({
+        sessionUpdate: "tool_call",
+        toolCallId: "tu1",
+        title: "`rm -rf x`",
+        kind: "execute",
+        status: "pending",
+        rawInput: { command: "rm -rf x" }
+      }))
+      const [item] = itemsOf(m.receive(AcpProtocol.encodeRequest(0, "session/request_permission", {
+        sessionId: SESSION,
+        toolCall: { toolCallId: "tu1", title: "`rm -rf x`" },
+        options: [{ kind: "allow_once", name: "Allow", optionId: "allow" }]
+      })))
+      const request = (item as Extract<Provider.Item, { _tag: "PermissionRequest" }>).request
+      assert.deepStrictEqual([request.toolName, request.input], ["execute", { command: "rm -rf x" }])
+    })
+
+    it("deny with interrupt cancels the prompt the request belongs to, never a queued one", () => {
+      const { m, request } = asked()
+      m.prompt("t2", "queued")
+      const items = itemsOf(m.answerPermission(request, Permission.deny("stop", { interrupt: true })))
+      assert.isTrue(items.length > 0)
+      // t1 ends cancelled (an interrupt); t2, written next, ends on its own answer as a success.
+      assert.deepStrictEqual(receive(m, L.response(3, { stopReason: "cancelled" })).at(-1), "TurnEnd@t1 Interrupted")
+      assert.deepStrictEqual(
+        receive(m, L.error(4, -32800, "Request cancelled")).at(-1)?.startsWith("TurnEnd@t2 Api"),
+        true
+      )
+    })
+
+    it("the agent's $/cancel_request withdraws its request and answers it -32800", () => {
+      const m = running({ clientCapabilities: { readTextFile: true, writeTextFile: false, terminal: false } })
+      m.receive(L.permission(7))
+      m.receive(L.request(8, "fs/read_text_file", { sessionId: SESSION, path: `${CWD}/a.txt` }))
+      for (const id of [7, 8]) {
+        const items = itemsOf(m.receive(AcpProtocol.encodeNotification("$/cancel_request", { requestId: id })))
+        assert.deepStrictEqual(items.flatMap((item) => item._tag === "Cancel" ? [item.requestId] : []), [String(id)])
+        assert.deepStrictEqual(written(items), [
+          { jsonrpc: "2.0", id, error: { code: -32800, message: "Request cancelled" } }
+        ])
+      }
+      // Withdrawn: the host's late answers write nothing, and the prompt's end has nothing left to answer.
+      assert.deepStrictEqual(written(m.reply("8", { _tag: "Success", payload: { content: "x" } })), [])
+      assert.deepStrictEqual(written(m.receive(L.response(3, { stopReason: "end_turn" }))), [])
+    })
+
     it("a rewritten input cannot be honoured: refused before anything is written; the host's failure rejects", () => {
       const { m, request } = asked()
       assert.throws(() => m.answerPermission(request, Permission.allow({ command: "rm -rf /" })))
@@ -522,6 +587,20 @@ describe("AcpMachine", () => {
       assert.strictEqual(items.at(-1)?._tag, "TurnEnd")
       // Answered once: a late answer of the host writes nothing.
       assert.deepStrictEqual(written(m.reply("8", { _tag: "Success", payload: { exitCode: 0 } })), [])
+    })
+  })
+
+  describe("prompts the session dropped", () => {
+    it("are forgotten when a later prompt ends: the machine then has no prompt open", () => {
+      const m = ready()
+      m.prompt("t1", "first")
+      m.prompt("dropped", "queued, then interrupted before it was written")
+      m.prompt("t3", "third")
+      assert.deepStrictEqual(receive(m, L.response(3, { stopReason: "end_turn" })).at(-1), "TurnEnd@t1 Success")
+      assert.deepStrictEqual(receive(m, L.response(5, { stopReason: "end_turn" })).at(-1), "TurnEnd@t3 Success")
+      // Nothing is open: what the agent says now is the session's.
+      assert.deepStrictEqual(receive(m, L.chunk("idle")), ["Frame session/update/agent_message_chunk (session)"])
+      assert.deepStrictEqual(receive(m, L.response(4, { stopReason: "end_turn" })), ["Frame response (session)"])
     })
   })
 

@@ -173,6 +173,26 @@ export interface State {
   readonly permissions: Map<string, PermissionTrack>
   /** Other agent requests waiting for the host. */
   readonly requests: Map<string, Wire.Id>
+  /** What the running prompt's tool calls said of themselves so far, by `toolCallId` (updates merged in). */
+  readonly toolCalls: Map<string, ToolCallFields>
+}
+
+/** The fields of a tool call a permission request may leave out (claude-agent-acp names only id, title, input). */
+interface ToolCallFields {
+  readonly name?: string | null
+  readonly kind?: string | null
+  readonly title?: string | null
+  readonly rawInput?: unknown
+}
+
+/** `fields` with the defined ones of `update` over them. */
+const mergeFields = (fields: ToolCallFields | undefined, update: ToolCallFields): ToolCallFields => {
+  const merged: { -readonly [K in keyof ToolCallFields]: ToolCallFields[K] } = { ...fields }
+  if (update.name !== undefined && update.name !== null) merged.name = update.name
+  if (update.kind !== undefined && update.kind !== null) merged.kind = update.kind
+  if (update.title !== undefined && update.title !== null) merged.title = update.title
+  if (update.rawInput !== undefined) merged.rawInput = update.rawInput
+  return merged
 }
 
 const SESSION_UPDATE = "session/update"
@@ -383,10 +403,27 @@ const flushMessage = (s: State, raw: unknown, turnId: string | undefined): Array
   return [{ _tag: "AssistantMessage", turnId, raw, text }]
 }
 
+/**
+ * Prompts are encoded when the host sends them (queued ones too) and written in that order, one at a time: when
+ * `turnId`'s prompt ends, the prompts sent before it and still unanswered were dropped by the session (a queued turn
+ * interrupted, a prompt never taken): forgotten, with their requests' ids.
+ */
+const forgetDropped = (s: State, turnId: string): void => {
+  for (const earlier of s.prompts.keys()) {
+    if (earlier === turnId) return
+    s.prompts.delete(earlier)
+    for (const [id, pending] of s.pending) {
+      if (pending._tag === "Prompt" && pending.turnId === earlier) s.pending.delete(id)
+    }
+  }
+}
+
 const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.Items => {
   const track = s.prompts.get(turnId)
   if (track === undefined) return frame("session/prompt", undefined, message.raw, undefined, "session")
+  forgetDropped(s, turnId)
   s.prompts.delete(turnId)
+  s.toolCalls.clear()
   const withdrawn = withdrawRequests(s)
   const said = flushMessage(s, message.raw, turnId)
   const text = s.output.text
@@ -510,6 +547,7 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
     }
     case "tool_call": {
       const call = decoded.success as Decode.ToolCall
+      s.toolCalls.set(call.toolCallId, mergeFields(undefined, call as ToolCallFields))
       const use: Provider.Item = {
         _tag: "ToolUse",
         turnId,
@@ -524,6 +562,7 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
     }
     case "tool_call_update": {
       const call = decoded.success as Decode.ToolCallUpdate
+      s.toolCalls.set(call.toolCallId, mergeFields(s.toolCalls.get(call.toolCallId), call as ToolCallFields))
       if (call.status !== "completed" && call.status !== "failed") return frame(SESSION_UPDATE, kind, raw, turnId)
       return toolResult(turnId, raw, call.toolCallId, call.status, call.rawOutput, call.content)
     }
@@ -583,7 +622,11 @@ const agentRequest = (s: State, message: Extract<Wire.Message, { readonly _tag: 
     }
     const p = decoded.success
     s.permissions.set(key, { id, options: p.options })
-    const call = p.toolCall
+    // What the agent said of the tool call before, under what the request says of it now.
+    const call = {
+      ...mergeFields(s.toolCalls.get(p.toolCall.toolCallId), p.toolCall),
+      toolCallId: p.toolCall.toolCallId
+    }
     const allowAlways = p.options.filter((option) => option.kind === "allow_always")
     return {
       _tag: "PermissionRequest",
@@ -665,6 +708,29 @@ const response = (
   }
 }
 
+const CANCEL_REQUEST = "$/cancel_request"
+
+/**
+ * The agent's `$/cancel_request { requestId }`: it no longer wants the answer to one of its requests. The request
+ * is withdrawn from the host (its handler stopped, a permission expired) and answered `-32800` "Request cancelled",
+ * as the protocol's cancellation asks; one the machine does not hold is a session frame.
+ */
+const cancelRequest = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notification" }>): Provider.Items => {
+  const event = frame(CANCEL_REQUEST, undefined, message.raw, undefined, "session")
+  const requestId = (message.params as { readonly requestId?: unknown } | undefined)?.requestId
+  if (typeof requestId !== "string" && typeof requestId !== "number") return event
+  const key = String(requestId)
+  const id = s.permissions.get(key)?.id ?? s.requests.get(key)
+  if (id === undefined) return event
+  s.permissions.delete(key)
+  s.requests.delete(key)
+  return [
+    event,
+    { _tag: "Cancel", requestId: key },
+    { _tag: "Write", line: Wire.encodeErrorResponse(id, Wire.errorCodes.requestCancelled, "Request cancelled") }
+  ]
+}
+
 /** Decodes one line of the agent's stdout. */
 export const receive = (s: State, line: string): Provider.Items => {
   const message = Wire.decodeLineOrError(line)
@@ -677,6 +743,8 @@ export const receive = (s: State, line: string): Provider.Items => {
     case "Notification":
       return message.method === SESSION_UPDATE
         ? update(s, message)
+        : message.method === CANCEL_REQUEST
+        ? cancelRequest(s, message)
         : frame(message.method, undefined, message.raw, undefined, "session")
     case "Request":
       return agentRequest(s, message)
@@ -750,10 +818,12 @@ export const answerPermission = (
       throw new Error("an ACP agent runs what it asked about or nothing: approve the original input or deny")
     }
     const always = verdict.updatedPermissions?.find((update) => update.type === allowAlwaysType)
+    // An agent that offers no allow_once (only allow_always and rejects) is allowed by its allow_always: an allow
+    // never becomes a reject.
     const chosen = always !== undefined && typeof always["optionId"] === "string"
       ? always["optionId"]
-      : optionOf(track, "allow_once")
-    if (chosen === undefined) throw new Error("the agent offered no allow_once option")
+      : optionOf(track, "allow_once", "allow_always")
+    if (chosen === undefined) throw new Error("the agent offered no option that allows")
     s.permissions.delete(request.requestId)
     return {
       _tag: "Write",
@@ -762,8 +832,10 @@ export const answerPermission = (
   }
   s.permissions.delete(request.requestId)
   const meta = { tether: { reason: verdict.message } }
-  if (verdict.interrupt === true && s.prompts.size > 0) {
-    for (const prompt of s.prompts.values()) prompt.cancelling = true
+  // The prompt the request belongs to is the one cancelled (never a queued one, which the agent has not seen).
+  const running = request.turnId === undefined ? undefined : s.prompts.get(request.turnId)
+  if (verdict.interrupt === true && running !== undefined) {
+    running.cancelling = true
     return [
       { _tag: "Write", line: Wire.encodeResponse(track.id, { outcome: { outcome: "cancelled" }, _meta: meta }) },
       ...cancelPermissions(s),
@@ -839,7 +911,8 @@ export const initial = (options: MachineOptions): State => ({
   prompts: new Map(),
   output: { text: "", message: "" },
   permissions: new Map(),
-  requests: new Map()
+  requests: new Map(),
+  toolCalls: new Map()
 })
 
 /** The protocol machine of one ACP session: its state, and the provider's operations over it. */
