@@ -19,7 +19,8 @@
  *   `suggestions`; `reject_once`); a rewritten input cannot be honoured; a deny's reason travels only in the
  *   answer's `_meta` (ACP has no field for it).
  * - Updates replayed by `session/load` (the `resume` option) are published as session events (`Frame`), never as a
- *   turn's.
+ *   turn's; an agent that replays after answering the load (Gemini CLI) is given {@link Options.replayQuiet} to
+ *   finish before the session is ready.
  * - The agent's requests Tether does not serve are answered with JSON-RPC's "method not found". File reads and
  *   writes, and terminals, are served only when the host turns them on (`client`, see `AcpClient`).
  *
@@ -342,7 +343,7 @@ export const make: <R = never>(
     }
     return acp
   }
-) as never
+)
 
 /**
  * What starting an ACP session can fail with.
