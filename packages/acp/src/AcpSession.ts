@@ -19,7 +19,8 @@
  *   `suggestions`; `reject_once`); a rewritten input cannot be honoured; a deny's reason travels only in the
  *   answer's `_meta` (ACP has no field for it).
  * - Updates replayed by `session/load` (the `resume` option) are published as session events (`Frame`), never as a
- *   turn's.
+ *   turn's; an agent that replays after answering the load (Gemini CLI) is given {@link Options.replayQuiet} to
+ *   finish before the session is ready.
  * - The agent's requests Tether does not serve are answered with JSON-RPC's "method not found". File reads and
  *   writes, and terminals, are served only when the host turns them on (`client`, see `AcpClient`).
  *
@@ -57,6 +58,7 @@ import type * as Scope from "effect/Scope"
 import type * as AcpAgent from "./AcpAgent.ts"
 import * as AcpClient from "./AcpClient.ts"
 import type { TurnLimitReached, TurnRefused } from "./AcpError.ts"
+import * as Client from "./internal/client.ts"
 import * as internal from "./internal/machine.ts"
 import * as Terminals from "./internal/terminals.ts"
 
@@ -75,6 +77,11 @@ export interface Options<R = never> extends Session.HostOptions {
   readonly resume?: string | undefined
   /** MCP servers for the session, in ACP's shape (`{ name, command, args, env }`, or `http` / `sse`). */
   readonly mcpServers?: ReadonlyArray<unknown> | undefined
+  /**
+   * More directories of the session's workspace (absolute), named in `session/new` / `session/load` and served by
+   * `client` like the cwd. The agent must advertise `sessionCapabilities.additionalDirectories`, else the handshake
+   * fails (`HandshakeFailed`).
+   */
   readonly additionalDirectories?: ReadonlyArray<string> | undefined
   /** An `authenticate` method id (one of the agent's `authMethods`) to call before the session is opened. */
   readonly authMethod?: string | undefined
@@ -91,6 +98,12 @@ export interface Options<R = never> extends Session.HostOptions {
     | undefined
   /** The model, as the session's spans report it (a preset's own `model` option chooses it). */
   readonly model?: string | undefined
+  /**
+   * With `resume`: how long the agent must stay quiet after answering `session/load` before the session is ready.
+   * Gemini CLI replays the conversation after its answer, without awaiting it: a prompt written during the replay
+   * would take the replay for its own output. Bounded by the startup timeout. Default 200 milliseconds.
+   */
+  readonly replayQuiet?: Duration.Input | undefined
 }
 
 /**
@@ -166,8 +179,10 @@ export interface AcpSession extends Session.Session<TurnResult, TurnError> {
   /** `session/set_mode`, for a mode the agent advertised (else `ControlFailed` with code `not_advertised`). */
   readonly setMode: (modeId: string) => Effect.Effect<void, Session.ControlError>
   /**
-   * `session/set_config_option` on the agent's configuration option of category `model` (ACP v1 has no other way
-   * to choose a model), if it advertised one (else `ControlFailed` with code `not_advertised`).
+   * Chooses the session's model: `session/set_config_option` on the agent's configuration option of category
+   * `model` if it advertised one (claude-agent-acp), else the unstable `session/set_model` for one of the `models`
+   * it advertised (Gemini CLI, which has no configuration options); else `ControlFailed` with code
+   * `not_advertised`.
    */
   readonly setModel: (modelId: string) => Effect.Effect<void, Session.ControlError>
   /** `session/set_config_option` on an option the agent advertised. */
@@ -183,7 +198,7 @@ const handler = (
   fileSystem: FileSystem.FileSystem | undefined,
   terminals: Terminals.Terminals | undefined
 ) => {
-  const client = AcpClient.serve(options.client, cwd, fileSystem, terminals)
+  const client = Client.serve(options.client, [cwd, ...(options.additionalDirectories ?? [])], fileSystem, terminals)
   return (request: unknown): Effect.Effect<Provider.Reply> => {
     const r = request as internal.AgentRequest
     const answer = AcpClient.handles(r.method)
@@ -206,9 +221,13 @@ const absolute = (path: string): boolean => path.startsWith("/") || /^[A-Za-z]:[
 
 const cwdOf = (options: Options<unknown>): Effect.Effect<string, InvalidConfig> => {
   const cwd = options.cwd ?? globalThis.process?.cwd?.()
-  return cwd !== undefined && absolute(cwd)
-    ? Effect.succeed(cwd)
-    : Effect.fail(new InvalidConfig({ problems: ["cwd must be an absolute path (ACP names the session's directory)"] }))
+  const problems = [
+    ...(cwd !== undefined && absolute(cwd) ? [] : ["cwd must be an absolute path (ACP names the session's directory)"]),
+    ...(options.additionalDirectories ?? []).flatMap((dir) =>
+      absolute(dir) ? [] : [`additionalDirectories: ${dir} is not an absolute path`]
+    )
+  ]
+  return problems.length === 0 && cwd !== undefined ? Effect.succeed(cwd) : Effect.fail(new InvalidConfig({ problems }))
 }
 
 /**
@@ -237,40 +256,65 @@ export const make: <R = never>(
         termGrace: Duration.fromInputUnsafe(options.client?.terminalTermGrace ?? "2 seconds")
       })
       : undefined
-    // Served files need a file system: the host's own (`client.fileSystem`), or the one in context.
-    const fileSystem = clientCapabilities.readTextFile || clientCapabilities.writeTextFile
-      ? Option.getOrUndefined(yield* Effect.serviceOption(FileSystem.FileSystem))
-      : undefined
-    const session = yield* (Session.make({
-      provider: internal.make({
-        clientInfo: {
-          name: options.clientInfo?.name ?? "tether",
-          title: options.clientInfo?.title ?? null,
-          version: options.clientInfo?.version ?? "0.1.0"
+    // Served files (and terminals' directories) need a file system: the host's own (`client.fileSystem`), or the
+    // one in context.
+    const fileSystem =
+      clientCapabilities.readTextFile || clientCapabilities.writeTextFile || clientCapabilities.terminal
+        ? Option.getOrUndefined(yield* Effect.serviceOption(FileSystem.FileSystem))
+        : undefined
+    // Every line the agent prints, counted: after a `session/load` the session waits for the replay to go quiet.
+    let heard = 0
+    const machine = internal.make({
+      clientInfo: {
+        name: options.clientInfo?.name ?? "tether",
+        title: options.clientInfo?.title ?? null,
+        version: options.clientInfo?.version ?? "0.1.0"
+      },
+      clientCapabilities,
+      opening: options.resume === undefined
+        ? {
+          _tag: "New",
+          cwd,
+          mcpServers: options.mcpServers ?? [],
+          additionalDirectories: options.additionalDirectories
+        }
+        : {
+          _tag: "Load",
+          sessionId: options.resume,
+          cwd,
+          mcpServers: options.mcpServers ?? [],
+          additionalDirectories: options.additionalDirectories
         },
-        clientCapabilities,
-        opening: options.resume === undefined
-          ? {
-            _tag: "New",
-            cwd,
-            mcpServers: options.mcpServers ?? [],
-            additionalDirectories: options.additionalDirectories
-          }
-          : {
-            _tag: "Load",
-            sessionId: options.resume,
-            cwd,
-            mcpServers: options.mcpServers ?? [],
-            additionalDirectories: options.additionalDirectories
-          },
-        authMethod: options.authMethod,
-        hostMethods: new Set(Object.keys(options.requests ?? {}))
-      }),
+      authMethod: options.authMethod,
+      hostMethods: new Set(Object.keys(options.requests ?? {}))
+    })
+    const session = yield* (Session.make({
+      provider: {
+        ...machine,
+        receive: (line) => {
+          heard++
+          return machine.receive(line)
+        }
+      },
       handle: handler(options as Options<unknown>, cwd, fileSystem, terminals),
       launch: { program: launched.program, args: launched.args, cwd: Option.some(cwd), env: launched.env },
       model: options.model,
       ...Session.hostOptions(options)
     }) as Effect.Effect<Session.Session<TurnResult, TurnError>, Session.StartError, Transport.Transport | Scope.Scope>)
+    if (options.resume !== undefined) {
+      const quiet = Duration.fromInputUnsafe(options.replayQuiet ?? "200 millis")
+      const replayed = Effect.gen(function*() {
+        while (true) {
+          const before = heard
+          yield* Effect.sleep(quiet)
+          if (heard === before) return
+        }
+      })
+      yield* replayed.pipe(
+        // The startup timeout (core's default, 60 s, unless the host set one).
+        Effect.timeoutOrElse({ duration: options.timeouts?.startup ?? "60 seconds", orElse: () => Effect.void })
+      )
+    }
     const info = session.handshake as HandshakeInfo
     const setConfigOption = (configId: string, value: string | boolean) =>
       info.configOptions.some((option) => option.id === configId)
@@ -289,15 +333,17 @@ export const make: <R = never>(
           : notAdvertised("session/set_mode", `the agent advertised no mode ${modeId}`),
       setModel: (modelId) => {
         const option = info.configOptions.find((candidate) => candidate.category === "model")
-        return option === undefined
-          ? notAdvertised("session/set_config_option", "the agent advertised no model option")
-          : setConfigOption(option.id, modelId)
+        if (option !== undefined) return setConfigOption(option.id, modelId)
+        if (info.models === null) return notAdvertised("session/set_model", "the agent advertised no models")
+        return info.models.availableModels.some((model) => model.modelId === modelId)
+          ? Effect.asVoid(session.control({ method: "session/set_model", params: { modelId } }))
+          : notAdvertised("session/set_model", `the agent advertised no model ${modelId}`)
       },
       setConfigOption
     }
     return acp
   }
-) as never
+)
 
 /**
  * What starting an ACP session can fail with.

@@ -156,6 +156,25 @@ describe("AcpMachine", () => {
       })
     }
 
+    it("additionalDirectories only where the agent advertises them; then they are named in session/new", () => {
+      const opening = { _tag: "New", cwd: CWD, mcpServers: [], additionalDirectories: ["/srv/lib"] } as const
+      const refused = machine({ opening })
+      refused.start()
+      assert.deepStrictEqual(receive(refused, L.initialize(1)), [
+        "Refused additionalDirectories: the agent does not advertise sessionCapabilities.additionalDirectories"
+      ])
+      const m = machine({ opening })
+      m.start()
+      const sent = written(
+        m.receive(L.initialize(1, {
+          agentCapabilities: { loadSession: true, sessionCapabilities: { additionalDirectories: {} } }
+        }))
+      )
+      assert.deepStrictEqual(sent.map((line) => [line.method, line.params.additionalDirectories]), [
+        ["session/new", ["/srv/lib"]]
+      ])
+    })
+
     it("a failed session/load names the session and the agent's error", () => {
       const m = machine({
         opening: { _tag: "Load", sessionId: "old", cwd: CWD, mcpServers: [], additionalDirectories: undefined }
@@ -241,7 +260,7 @@ describe("AcpMachine", () => {
           ["Frame session/update/plan"]
         ],
         [L.update({ sessionUpdate: "current_mode_update", currentModeId: "yolo" }), [
-          "Frame session/update/current_mode_update"
+          "Frame session/update/current_mode_update (session)"
         ]],
         [L.update({ sessionUpdate: "something_new", x: 1 }), ["Frame session/update/something_new"]],
         [L.update({ sessionUpdate: "tool_call", toolCallId: "c3" }), ["Malformed malformed"]],
@@ -254,6 +273,24 @@ describe("AcpMachine", () => {
       for (const [line, expected] of table) assert.deepStrictEqual(receive(m, line), expected, line)
       // Between turns, updates are the session's.
       assert.deepStrictEqual(receive(m, L.chunk("later")), ["Frame session/update/agent_message_chunk (session)"])
+    })
+
+    it("what is about the session is never the prompt's receipt or output, even while a prompt runs", () => {
+      // claude-agent-acp and Gemini announce their commands from a timer: after the client's first prompt. Gemini
+      // replays a loaded conversation after its load answer, user_message_chunk first.
+      const m = running()
+      for (
+        const update of [
+          { sessionUpdate: "available_commands_update", availableCommands: [] },
+          { sessionUpdate: "current_mode_update", currentModeId: "yolo" },
+          { sessionUpdate: "config_option_update", configOptions: [] },
+          { sessionUpdate: "usage_update", used: 1, size: 2 },
+          { sessionUpdate: "session_info_update", title: "t" },
+          { sessionUpdate: "user_message_chunk", content: { type: "text", text: "old question" } }
+        ]
+      ) {
+        assert.deepStrictEqual(receive(m, L.update(update)), [`Frame session/update/${update.sessionUpdate} (session)`])
+      }
     })
 
     it("the result carries every chunk's text and the stop reason, no usage", () => {
@@ -405,6 +442,71 @@ describe("AcpMachine", () => {
       })
     }
 
+    it("allow where the agent offers no allow_once selects its allow_always; with no allowing option, refused", () => {
+      const m = running()
+      const ask = (id: number, kinds: ReadonlyArray<string>) => {
+        const [item] = itemsOf(m.receive(AcpProtocol.encodeRequest(id, "session/request_permission", {
+          sessionId: SESSION,
+          toolCall: { toolCallId: `call-${id}`, title: "Running ls" },
+          options: kinds.map((kind) => ({ optionId: kind, name: kind, kind }))
+        })))
+        return { ...(item as Extract<Provider.Item, { _tag: "PermissionRequest" }>).request, turnId: "t1" }
+      }
+      const onlyAlways = ask(10, ["allow_always", "reject_once"])
+      assert.deepStrictEqual(written(m.answerPermission(onlyAlways, Permission.allow())).map((line) => line.result), [
+        { outcome: { outcome: "selected", optionId: "allow_always" } }
+      ])
+      assert.throws(() => m.answerPermission(ask(11, ["reject_once"]), Permission.allow()))
+    })
+
+    it("names the tool by what the agent said of the call before (claude-agent-acp's requests omit its kind)", () => {
+      const m = running()
+      m.receive(L.update({
+        sessionUpdate: "tool_call",
+        toolCallId: "tu1",
+        title: "`rm -rf x`",
+        kind: "execute",
+        status: "pending",
+        rawInput: { command: "rm -rf x" }
+      }))
+      const [item] = itemsOf(m.receive(AcpProtocol.encodeRequest(0, "session/request_permission", {
+        sessionId: SESSION,
+        toolCall: { toolCallId: "tu1", title: "`rm -rf x`" },
+        options: [{ kind: "allow_once", name: "Allow", optionId: "allow" }]
+      })))
+      const request = (item as Extract<Provider.Item, { _tag: "PermissionRequest" }>).request
+      assert.deepStrictEqual([request.toolName, request.input], ["execute", { command: "rm -rf x" }])
+    })
+
+    it("deny with interrupt cancels the prompt the request belongs to, never a queued one", () => {
+      const { m, request } = asked()
+      m.prompt("t2", "queued")
+      const items = itemsOf(m.answerPermission(request, Permission.deny("stop", { interrupt: true })))
+      assert.isTrue(items.length > 0)
+      // t1 ends cancelled (an interrupt); t2, written next, ends on its own answer as a success.
+      assert.deepStrictEqual(receive(m, L.response(3, { stopReason: "cancelled" })).at(-1), "TurnEnd@t1 Interrupted")
+      assert.deepStrictEqual(
+        receive(m, L.error(4, -32800, "Request cancelled")).at(-1)?.startsWith("TurnEnd@t2 Api"),
+        true
+      )
+    })
+
+    it("the agent's $/cancel_request withdraws its request and answers it -32800", () => {
+      const m = running({ clientCapabilities: { readTextFile: true, writeTextFile: false, terminal: false } })
+      m.receive(L.permission(7))
+      m.receive(L.request(8, "fs/read_text_file", { sessionId: SESSION, path: `${CWD}/a.txt` }))
+      for (const id of [7, 8]) {
+        const items = itemsOf(m.receive(AcpProtocol.encodeNotification("$/cancel_request", { requestId: id })))
+        assert.deepStrictEqual(items.flatMap((item) => item._tag === "Cancel" ? [item.requestId] : []), [String(id)])
+        assert.deepStrictEqual(written(items), [
+          { jsonrpc: "2.0", id, error: { code: -32800, message: "Request cancelled" } }
+        ])
+      }
+      // Withdrawn: the host's late answers write nothing, and the prompt's end has nothing left to answer.
+      assert.deepStrictEqual(written(m.reply("8", { _tag: "Success", payload: { content: "x" } })), [])
+      assert.deepStrictEqual(written(m.receive(L.response(3, { stopReason: "end_turn" }))), [])
+    })
+
     it("a rewritten input cannot be honoured: refused before anything is written; the host's failure rejects", () => {
       const { m, request } = asked()
       assert.throws(() => m.answerPermission(request, Permission.allow({ command: "rm -rf /" })))
@@ -463,6 +565,42 @@ describe("AcpMachine", () => {
         { jsonrpc: "2.0", id: 5, error: { code: -32603, message: "refused" } }
       ])
       assert.deepStrictEqual(written(m.reply("5", { _tag: "Error", message: "again" })), [])
+      // An error with a code of its own (a missing file: -32002) keeps it.
+      m.receive(read.replace(`"id":4`, `"id":6`))
+      assert.deepStrictEqual(written(m.reply("6", { _tag: "Error", message: "Resource not found: x", code: -32002 })), [
+        { jsonrpc: "2.0", id: 6, error: { code: -32002, message: "Resource not found: x" } }
+      ])
+    })
+  })
+
+  describe("the prompt's end", () => {
+    it("answers every request of the agent still open: a permission cancelled, any other -32800; forgets them", () => {
+      const m = running({ clientCapabilities: { readTextFile: false, writeTextFile: false, terminal: true } })
+      m.receive(L.permission(7))
+      m.receive(L.request(8, "terminal/wait_for_exit", { sessionId: SESSION, terminalId: "terminal-1" }))
+      const items = itemsOf(m.receive(L.response(3, { stopReason: "end_turn" })))
+      assert.deepStrictEqual(items.flatMap((item) => item._tag === "Cancel" ? [item.requestId] : []), ["7", "8"])
+      assert.deepStrictEqual(written(items), [
+        { jsonrpc: "2.0", id: 7, result: { outcome: { outcome: "cancelled" } } },
+        { jsonrpc: "2.0", id: 8, error: { code: -32800, message: "Request cancelled" } }
+      ])
+      assert.strictEqual(items.at(-1)?._tag, "TurnEnd")
+      // Answered once: a late answer of the host writes nothing.
+      assert.deepStrictEqual(written(m.reply("8", { _tag: "Success", payload: { exitCode: 0 } })), [])
+    })
+  })
+
+  describe("prompts the session dropped", () => {
+    it("are forgotten when a later prompt ends: the machine then has no prompt open", () => {
+      const m = ready()
+      m.prompt("t1", "first")
+      m.prompt("dropped", "queued, then interrupted before it was written")
+      m.prompt("t3", "third")
+      assert.deepStrictEqual(receive(m, L.response(3, { stopReason: "end_turn" })).at(-1), "TurnEnd@t1 Success")
+      assert.deepStrictEqual(receive(m, L.response(5, { stopReason: "end_turn" })).at(-1), "TurnEnd@t3 Success")
+      // Nothing is open: what the agent says now is the session's.
+      assert.deepStrictEqual(receive(m, L.chunk("idle")), ["Frame session/update/agent_message_chunk (session)"])
+      assert.deepStrictEqual(receive(m, L.response(4, { stopReason: "end_turn" })), ["Frame response (session)"])
     })
   })
 

@@ -91,7 +91,8 @@ export type TurnOutcome =
  */
 export type Reply =
   | { readonly _tag: "Success"; readonly payload: unknown }
-  | { readonly _tag: "Error"; readonly message: string }
+  /** `code`: the protocol's own error code for this failure, where the provider's protocol has codes. */
+  | { readonly _tag: "Error"; readonly message: string; readonly code?: number | undefined }
 
 /**
  * An event as a provider builds it: a {@link SessionEvent} whose `turnId` the session may complete.

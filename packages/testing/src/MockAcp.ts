@@ -4,10 +4,14 @@
  *
  * What it does follows the protocol's v1 specification (agentclientprotocol.com) and what was checked of Gemini CLI
  * 0.61 in ACP mode (docs/protocol/acp.md): `initialize` answers version 1 with `loadSession: true`; `session/new`
- * answers a session id with modes (`default`, `yolo`) and a model option, then announces its commands; a prompt
+ * answers a session id with modes (`default`, `yolo`) and its models (`models`, chosen by `session/set_model`, as
+ * Gemini's; a configuration option of category `model` too with `modelOption`, as claude-agent-acp's), and
+ * announces its commands later (from a
+ * timer, after the client's first prompt); a prompt
  * streams `session/update` notifications and is answered with its `stopReason` when the turn ends; `session/cancel`
  * ends the prompt with `cancelled`; a tool asks `session/request_permission` with `allow_once`, `allow_always` and
- * `reject_once` options; `session/load` replays the conversation as updates, then answers; methods it does not
+ * `reject_once` options; `session/load` answers, then replays the conversation as updates (Gemini does not await
+ * the replay before answering); methods it does not
  * know are answered "method not found".
  *
  * The seam for recorded transcripts: {@link Options.agentInfo}, the option ids and the updates' shapes are this
@@ -51,6 +55,11 @@ export interface Timing {
   readonly result: Duration.Input
   /** `session/cancel` to the prompt's `cancelled` answer. */
   readonly cancel: Duration.Input
+  /**
+   * The answer of `session/new` or `session/load` to `available_commands_update` (sent from a timer, as Gemini CLI
+   * and claude-agent-acp do: after the answer, in practice after the client's first prompt).
+   */
+  readonly commands: Duration.Input
   /** stdin's EOF to the exit. */
   readonly exit: Duration.Input
 }
@@ -69,6 +78,7 @@ export const defaultTiming: Timing = {
   tool: "40 millis",
   result: "10 millis",
   cancel: "50 millis",
+  commands: "60 millis",
   exit: "20 millis"
 }
 
@@ -86,6 +96,7 @@ export const noWait: Timing = {
   tool: 0,
   result: 0,
   cancel: 0,
+  commands: 0,
   exit: 0
 }
 
@@ -133,7 +144,9 @@ export interface Tool {
 
 /**
  * A file request to the client (`fs/read_text_file` or `fs/write_text_file`), inside a tool call of kind `read` /
- * `edit`: the tool's output is the answer (the content read, `wrote <path>`), or the error's message.
+ * `edit`: the tool's output is the answer (the content read, `wrote <path>`), or the error's message. As Gemini CLI's
+ * write tool does, a write reads the file first, and gives up unless the read succeeds or fails with an error Gemini
+ * takes for a missing file ("Resource not found", "ENOENT", "does not exist", "No such file").
  *
  * @category steps
  * @since 0.1.0
@@ -502,6 +515,11 @@ export interface Options {
   readonly agentInfo: { readonly name: string; readonly version: string }
   /** `agentCapabilities.loadSession`. */
   readonly loadSession: boolean
+  /**
+   * The model as a configuration option of category `model` (`session/set_config_option`), as claude-agent-acp
+   * advertises it, beside `models`. Without it, as Gemini CLI: `models` only, chosen by `session/set_model`.
+   */
+  readonly modelOption: boolean
   /** Faults applied once the process has started. */
   readonly faults: ReadonlyArray<Fault>
 }
@@ -542,6 +560,7 @@ export const make = (
     readonly timing?: Partial<Timing> | undefined
     readonly agentInfo?: { readonly name: string; readonly version: string } | undefined
     readonly loadSession?: boolean | undefined
+    readonly modelOption?: boolean | undefined
     readonly faults?: ReadonlyArray<Fault> | undefined
   } = {}
 ): Script => ({
@@ -552,6 +571,7 @@ export const make = (
     timing: { ...defaultTiming, ...options.timing },
     agentInfo: options.agentInfo ?? { name: "mock-acp", version: "0.1.0" },
     loadSession: options.loadSession ?? true,
+    modelOption: options.modelOption ?? false,
     faults: options.faults ?? []
   }
 })

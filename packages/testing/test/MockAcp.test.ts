@@ -145,9 +145,12 @@ describe("MockAcp", () => {
       "tool_call_update"
     ])
     assert.deepStrictEqual(out.find((line) => line.id === 2)?.result, { stopReason: "end_turn" })
-    // The load replayed the turn before answering.
+    // The load answered, then replayed the turn (as Gemini does: its replay is not awaited).
     const loadAnswer = out.findIndex((line) => line.id === 4)
-    const replayed = out.slice(loadAnswer - 2, loadAnswer).map((line) => line.params.update)
+    const replayed = out.slice(loadAnswer + 1).filter((line) =>
+      line.method === "session/update" &&
+      ["user_message_chunk", "agent_message_chunk"].includes(line.params.update.sessionUpdate)
+    ).map((line) => line.params.update)
     assert.deepStrictEqual(replayed.map((update) => [update.sessionUpdate, update.content.text]), [
       ["user_message_chunk", "work"],
       ["agent_message_chunk", "a bTool said: file body"]

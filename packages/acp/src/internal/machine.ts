@@ -100,8 +100,33 @@ export interface HandshakeInfo {
   readonly configOptions: ReadonlyArray<
     { readonly id: string; readonly name: string; readonly category?: string | null; readonly type: string }
   >
+  /**
+   * The session's models as the agent advertised them outside configuration options (`models`: Gemini CLI,
+   * claude-agent-acp; chosen by the unstable `session/set_model`), if it did.
+   */
+  readonly models:
+    | {
+      readonly currentModelId: string
+      readonly availableModels: ReadonlyArray<{ readonly modelId: string; readonly name: string }>
+    }
+    | null
   /** Whether the session was loaded (`session/load`) rather than created. */
   readonly loaded: boolean
+}
+
+/** `models` of a `session/new` or `session/load` answer (not in ACP v1's schema: checked here), if well formed. */
+const modelsOf = (result: unknown): HandshakeInfo["models"] => {
+  const models = (result as { readonly models?: unknown } | null)?.models as
+    | { readonly currentModelId?: unknown; readonly availableModels?: unknown }
+    | null
+    | undefined
+  if (typeof models !== "object" || models === null) return null
+  const available = models.availableModels
+  if (typeof models.currentModelId !== "string" || !Array.isArray(available)) return null
+  const valid = available.every((model: { readonly modelId?: unknown; readonly name?: unknown } | null) =>
+    typeof model === "object" && model !== null && typeof model.modelId === "string" && typeof model.name === "string"
+  )
+  return valid ? { currentModelId: models.currentModelId, availableModels: available } : null
 }
 
 type Pending =
@@ -148,6 +173,26 @@ export interface State {
   readonly permissions: Map<string, PermissionTrack>
   /** Other agent requests waiting for the host. */
   readonly requests: Map<string, Wire.Id>
+  /** What the running prompt's tool calls said of themselves so far, by `toolCallId` (updates merged in). */
+  readonly toolCalls: Map<string, ToolCallFields>
+}
+
+/** The fields of a tool call a permission request may leave out (claude-agent-acp names only id, title, input). */
+interface ToolCallFields {
+  readonly name?: string | null
+  readonly kind?: string | null
+  readonly title?: string | null
+  readonly rawInput?: unknown
+}
+
+/** `fields` with the defined ones of `update` over them. */
+const mergeFields = (fields: ToolCallFields | undefined, update: ToolCallFields): ToolCallFields => {
+  const merged: { -readonly [K in keyof ToolCallFields]: ToolCallFields[K] } = { ...fields }
+  if (update.name !== undefined && update.name !== null) merged.name = update.name
+  if (update.kind !== undefined && update.kind !== null) merged.kind = update.kind
+  if (update.title !== undefined && update.title !== null) merged.title = update.title
+  if (update.rawInput !== undefined) merged.rawInput = update.rawInput
+  return merged
 }
 
 const SESSION_UPDATE = "session/update"
@@ -233,6 +278,17 @@ const initialized = (s: State, message: Wire.Message): Provider.Items => {
       reason: `session/load of ${opening.sessionId}: the agent does not advertise loadSession`
     }
   }
+  const additional = opening.additionalDirectories
+  if (
+    additional !== undefined && additional.length > 0 &&
+    (result.agentCapabilities?.sessionCapabilities?.additionalDirectories ?? null) === null
+  ) {
+    // The agent would ignore them (or refuse the session): the host asked for a workspace it cannot have.
+    return {
+      _tag: "Refused",
+      reason: "additionalDirectories: the agent does not advertise sessionCapabilities.additionalDirectories"
+    }
+  }
   const event = frame("initialize", undefined, message.raw, undefined, "session")
   if (s.options.authMethod !== undefined) {
     return [event, request(s, "authenticate", { methodId: s.options.authMethod }, { _tag: "Authenticate" })]
@@ -281,6 +337,7 @@ const opened = (s: State, message: Wire.Message): Provider.Items => {
     sessionId,
     modes: (result.modes ?? null) as HandshakeInfo["modes"],
     configOptions: (result.configOptions ?? []) as HandshakeInfo["configOptions"],
+    models: modelsOf(message.result),
     loaded: opening._tag === "Load"
   }
   return [
@@ -340,11 +397,27 @@ const resultOf = (
   stopReason
 })
 
-/** Permission requests still open when a turn ends or is cancelled: the agent no longer waits for them. */
-const withdrawPermissions = (s: State): Array<Provider.Item> => {
+/**
+ * The agent's requests still open when its prompt ends: withdrawn from the host, and answered, so that the agent
+ * (which may still hold them: a `terminal/wait_for_exit` on a terminal it left running) never waits on an answer
+ * that cannot come: a permission `cancelled`, any other request `-32800` "Request cancelled".
+ */
+const withdrawRequests = (s: State): Array<Provider.Item> => {
   const items: Array<Provider.Item> = []
-  for (const [key] of s.permissions) items.push({ _tag: "Cancel", requestId: key })
+  for (const [key, track] of s.permissions) {
+    items.push(
+      { _tag: "Cancel", requestId: key },
+      { _tag: "Write", line: Wire.encodeResponse(track.id, { outcome: { outcome: "cancelled" } }) }
+    )
+  }
   s.permissions.clear()
+  for (const [key, id] of s.requests) {
+    items.push(
+      { _tag: "Cancel", requestId: key },
+      { _tag: "Write", line: Wire.encodeErrorResponse(id, Wire.errorCodes.requestCancelled, "Request cancelled") }
+    )
+  }
+  s.requests.clear()
   return items
 }
 
@@ -367,11 +440,28 @@ const flushMessage = (s: State, raw: unknown, turnId: string | undefined): Array
   return [{ _tag: "AssistantMessage", turnId, raw, text }]
 }
 
+/**
+ * Prompts are encoded when the host sends them (queued ones too) and written in that order, one at a time: when
+ * `turnId`'s prompt ends, the prompts sent before it and still unanswered were dropped by the session (a queued turn
+ * interrupted, a prompt never taken): forgotten, with their requests' ids.
+ */
+const forgetDropped = (s: State, turnId: string): void => {
+  for (const earlier of s.prompts.keys()) {
+    if (earlier === turnId) return
+    s.prompts.delete(earlier)
+    for (const [id, pending] of s.pending) {
+      if (pending._tag === "Prompt" && pending.turnId === earlier) s.pending.delete(id)
+    }
+  }
+}
+
 const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.Items => {
   const track = s.prompts.get(turnId)
   if (track === undefined) return frame("session/prompt", undefined, message.raw, undefined, "session")
+  forgetDropped(s, turnId)
   s.prompts.delete(turnId)
-  const withdrawn = withdrawPermissions(s)
+  s.toolCalls.clear()
+  const withdrawn = withdrawRequests(s)
   const said = flushMessage(s, message.raw, turnId)
   const text = s.output.text
   s.output.text = ""
@@ -467,6 +557,21 @@ const inputOf = (
 const toolName = (call: { readonly name?: string | null; readonly kind?: string | null }): string =>
   call.name ?? call.kind ?? "other"
 
+/**
+ * Updates about the session rather than the running prompt. Agents send them whenever they like: claude-agent-acp
+ * and Gemini CLI announce their commands from a timer started when `session/new` is answered, which in practice
+ * fires after the client's first prompt was written; Gemini replays a loaded conversation (`user_message_chunk`
+ * first) after answering `session/load`.
+ */
+const sessionWide: ReadonlySet<string> = new Set([
+  "available_commands_update",
+  "current_mode_update",
+  "config_option_update",
+  "session_info_update",
+  "usage_update",
+  "user_message_chunk"
+])
+
 const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notification" }>): Provider.Items => {
   const params = message.params as { readonly sessionId?: unknown; readonly update?: unknown } | undefined
   const raw = message.raw
@@ -478,8 +583,10 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
     )
   }
   const kind = body.sessionUpdate
-  // Replayed history (during session/load, before any prompt), and anything outside a prompt, is the session's.
-  if (s.prompts.size === 0 || params.sessionId !== s.sessionId) {
+  // Replayed history (during session/load, before any prompt), anything outside a prompt, and what says nothing
+  // about the running prompt (the session's commands, mode, options, usage; the user's own words, which an agent
+  // sends only when it replays a conversation) is the session's: never a turn's output, nor its receipt.
+  if (s.prompts.size === 0 || params.sessionId !== s.sessionId || sessionWide.has(kind)) {
     return frame(SESSION_UPDATE, kind, raw, undefined, "session")
   }
   // The running turn's: the session attributes it.
@@ -498,6 +605,7 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
     }
     case "tool_call": {
       const call = decoded.success as Decode.ToolCall
+      s.toolCalls.set(call.toolCallId, mergeFields(undefined, call as ToolCallFields))
       const use: Provider.Item = {
         _tag: "ToolUse",
         turnId,
@@ -512,6 +620,7 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
     }
     case "tool_call_update": {
       const call = decoded.success as Decode.ToolCallUpdate
+      s.toolCalls.set(call.toolCallId, mergeFields(s.toolCalls.get(call.toolCallId), call as ToolCallFields))
       if (call.status !== "completed" && call.status !== "failed") return frame(SESSION_UPDATE, kind, raw, turnId)
       return toolResult(turnId, raw, call.toolCallId, call.status, call.rawOutput, call.content)
     }
@@ -571,7 +680,11 @@ const agentRequest = (s: State, message: Extract<Wire.Message, { readonly _tag: 
     }
     const p = decoded.success
     s.permissions.set(key, { id, options: p.options })
-    const call = p.toolCall
+    // What the agent said of the tool call before, under what the request says of it now.
+    const call = {
+      ...mergeFields(s.toolCalls.get(p.toolCall.toolCallId), p.toolCall),
+      toolCallId: p.toolCall.toolCallId
+    }
     const allowAlways = p.options.filter((option) => option.kind === "allow_always")
     return {
       _tag: "PermissionRequest",
@@ -653,6 +766,29 @@ const response = (
   }
 }
 
+const CANCEL_REQUEST = "$/cancel_request"
+
+/**
+ * The agent's `$/cancel_request { requestId }`: it no longer wants the answer to one of its requests. The request
+ * is withdrawn from the host (its handler stopped, a permission expired) and answered `-32800` "Request cancelled",
+ * as the protocol's cancellation asks; one the machine does not hold is a session frame.
+ */
+const cancelRequest = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notification" }>): Provider.Items => {
+  const event = frame(CANCEL_REQUEST, undefined, message.raw, undefined, "session")
+  const requestId = (message.params as { readonly requestId?: unknown } | undefined)?.requestId
+  if (typeof requestId !== "string" && typeof requestId !== "number") return event
+  const key = String(requestId)
+  const id = s.permissions.get(key)?.id ?? s.requests.get(key)
+  if (id === undefined) return event
+  s.permissions.delete(key)
+  s.requests.delete(key)
+  return [
+    event,
+    { _tag: "Cancel", requestId: key },
+    { _tag: "Write", line: Wire.encodeErrorResponse(id, Wire.errorCodes.requestCancelled, "Request cancelled") }
+  ]
+}
+
 /** Decodes one line of the agent's stdout. */
 export const receive = (s: State, line: string): Provider.Items => {
   const message = Wire.decodeLineOrError(line)
@@ -665,6 +801,8 @@ export const receive = (s: State, line: string): Provider.Items => {
     case "Notification":
       return message.method === SESSION_UPDATE
         ? update(s, message)
+        : message.method === CANCEL_REQUEST
+        ? cancelRequest(s, message)
         : frame(message.method, undefined, message.raw, undefined, "session")
     case "Request":
       return agentRequest(s, message)
@@ -738,10 +876,12 @@ export const answerPermission = (
       throw new Error("an ACP agent runs what it asked about or nothing: approve the original input or deny")
     }
     const always = verdict.updatedPermissions?.find((update) => update.type === allowAlwaysType)
+    // An agent that offers no allow_once (only allow_always and rejects) is allowed by its allow_always: an allow
+    // never becomes a reject.
     const chosen = always !== undefined && typeof always["optionId"] === "string"
       ? always["optionId"]
-      : optionOf(track, "allow_once")
-    if (chosen === undefined) throw new Error("the agent offered no allow_once option")
+      : optionOf(track, "allow_once", "allow_always")
+    if (chosen === undefined) throw new Error("the agent offered no option that allows")
     s.permissions.delete(request.requestId)
     return {
       _tag: "Write",
@@ -750,8 +890,10 @@ export const answerPermission = (
   }
   s.permissions.delete(request.requestId)
   const meta = { tether: { reason: verdict.message } }
-  if (verdict.interrupt === true && s.prompts.size > 0) {
-    for (const prompt of s.prompts.values()) prompt.cancelling = true
+  // The prompt the request belongs to is the one cancelled (never a queued one, which the agent has not seen).
+  const running = request.turnId === undefined ? undefined : s.prompts.get(request.turnId)
+  if (verdict.interrupt === true && running !== undefined) {
+    running.cancelling = true
     return [
       { _tag: "Write", line: Wire.encodeResponse(track.id, { outcome: { outcome: "cancelled" }, _meta: meta }) },
       ...cancelPermissions(s),
@@ -792,7 +934,10 @@ export const reply = (s: State, requestId: string, answer: Provider.Reply): Prov
   s.requests.delete(requestId)
   return answer._tag === "Success"
     ? { _tag: "Write", line: Wire.encodeResponse(id, answer.payload) }
-    : { _tag: "Write", line: Wire.encodeErrorResponse(id, Wire.errorCodes.internalError, answer.message) }
+    : {
+      _tag: "Write",
+      line: Wire.encodeErrorResponse(id, answer.code ?? Wire.errorCodes.internalError, answer.message)
+    }
 }
 
 /** What the provider can do, as the agent's `initialize` showed it. */
@@ -824,7 +969,8 @@ export const initial = (options: MachineOptions): State => ({
   prompts: new Map(),
   output: { text: "", message: "" },
   permissions: new Map(),
-  requests: new Map()
+  requests: new Map(),
+  toolCalls: new Map()
 })
 
 /** The protocol machine of one ACP session: its state, and the provider's operations over it. */

@@ -2,7 +2,7 @@
  * The terminals an agent runs through the client (`terminal/*`): each is a process the session's transport opens in
  * a scope of its own, forked from the session's, so that it is torn down (whole tree, within its grace) when the
  * agent releases or kills it, and at the latest with the session. Its output is its stdout, and its stderr's tail
- * once it exits, kept to the agent's byte limit from the end.
+ * once it exits, kept to the agent's byte limit (else {@link defaultOutputLimit}) from the end.
  *
  * @internal
  */
@@ -26,26 +26,47 @@ export interface Host {
 interface Terminal {
   readonly scope: Scope.Closeable
   output: string
+  /** The UTF-8 size of `output`, kept as it grows (never re-encoded whole). */
+  bytes: number
   truncated: boolean
-  readonly limit: number | undefined
+  readonly limit: number
   exit: Transport.ExitStatus | undefined
   readonly exited: Deferred.Deferred<Transport.ExitStatus>
 }
 
-const encoder = new TextEncoder()
+/** The output kept of a terminal when the agent gives no `outputByteLimit`: its last 1 MiB. */
+export const defaultOutputLimit = 1024 * 1024
 
-/** Keeps the last `limit` bytes of the output (cut at a character boundary). */
-const append = (terminal: Terminal, text: string): void => {
+/** The UTF-8 size of the code point at `index` of `text` (a surrogate pair is one code point of 4 bytes). */
+const codePointBytes = (code: number): number => code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4
+
+const utf8Length = (text: string): number => {
+  let bytes = 0
+  for (let i = 0; i < text.length; i++) {
+    const code = text.codePointAt(i)!
+    bytes += codePointBytes(code)
+    if (code > 0xffff) i++
+  }
+  return bytes
+}
+
+/**
+ * Appends `text`, then keeps the last `limit` bytes of the output, cut at a character boundary (never inside a
+ * surrogate pair): what is dropped is measured as it is dropped, never by encoding the whole output again.
+ */
+export const append = (
+  terminal: { output: string; bytes: number; truncated: boolean; readonly limit: number },
+  text: string
+): void => {
   terminal.output += text
-  const limit = terminal.limit
-  if (limit === undefined) return
-  let bytes = encoder.encode(terminal.output).length
-  if (bytes <= limit) return
+  terminal.bytes += utf8Length(text)
+  if (terminal.bytes <= terminal.limit) return
   terminal.truncated = true
   let start = 0
-  while (bytes > limit && start < terminal.output.length) {
-    bytes -= encoder.encode(terminal.output[start]).length
-    start++
+  while (terminal.bytes > terminal.limit && start < terminal.output.length) {
+    const code = terminal.output.codePointAt(start)!
+    terminal.bytes -= codePointBytes(code)
+    start += code > 0xffff ? 2 : 1
   }
   terminal.output = terminal.output.slice(start)
 }
@@ -69,8 +90,9 @@ export const make = (host: Host) => {
       const terminal: Terminal = {
         scope,
         output: "",
+        bytes: 0,
         truncated: false,
-        limit,
+        limit: limit ?? defaultOutputLimit,
         exit: undefined,
         exited: yield* Deferred.make<Transport.ExitStatus>()
       }

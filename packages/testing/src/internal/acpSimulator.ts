@@ -65,6 +65,15 @@ const modelOption = (current: string) => ({
   options: [{ value: "mock-pro", name: "Mock Pro" }, { value: "mock-flash", name: "Mock Flash" }]
 })
 
+/**
+ * The models as Gemini CLI advertises them (`models`, from the unstable `session/set_model`), and as
+ * claude-agent-acp does too, beside its configuration option.
+ */
+const modelsOf = (current: string) => ({
+  currentModelId: current,
+  availableModels: [{ modelId: "mock-pro", name: "Mock Pro" }, { modelId: "mock-flash", name: "Mock Flash" }]
+})
+
 /** Starts the simulated agent of `script`. */
 export const make = (script: MockAcp.Script): Simulator.Factory<MockAcp.Fault> => (launch, now) =>
   new AcpAgent(script, launch, now)
@@ -220,11 +229,8 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
         return this.later(delay, () => {
           this.sessionId = sessionId
           this.sessions.set(sessionId, [])
-          this.respond(id, { sessionId, modes, configOptions: [modelOption(this.model)] })
-          this.notifyUpdate({
-            sessionUpdate: "available_commands_update",
-            availableCommands: [{ name: "memory", description: "Manage memory", input: null }]
-          })
+          this.respond(id, { sessionId, modes, ...this.modelState() })
+          this.commandsLater()
         })
       }
       case "session/load": {
@@ -272,8 +278,20 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
           this.notifyUpdate({ sessionUpdate: "current_mode_update", currentModeId: this.mode })
         })
       }
+      case "session/set_model": {
+        if (params.modelId !== "mock-pro" && params.modelId !== "mock-flash") {
+          return this.respondError(id, -32602, `Invalid params: unknown model ${String(params.modelId)}`)
+        }
+        return this.later(delay, () => {
+          this.model = String(params.modelId)
+          this.respond(id, {})
+        })
+      }
       case "session/set_config_option": {
-        if (params.configId !== "model" || (params.value !== "mock-pro" && params.value !== "mock-flash")) {
+        if (
+          !this.script.options.modelOption || params.configId !== "model" ||
+          (params.value !== "mock-pro" && params.value !== "mock-flash")
+        ) {
           return this.respondError(id, -32602, "Invalid params: unknown option or value")
         }
         return this.later(delay, () => {
@@ -286,15 +304,42 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
     }
   }
 
-  /** `session/load`: the conversation replayed as updates, then the answer. */
+  /**
+   * `session/load` as Gemini CLI answers it: the answer first, then the conversation replayed as updates, one
+   * `timing.chunk` apart (Gemini's `loadSession` starts `streamHistory` without awaiting it: the replay runs on
+   * after the answer, while the client may already prompt).
+   */
   private *load(id: AcpProtocol.Id, sessionId: string, history: ReadonlyArray<Exchange>): Task {
     yield* sleep(this.timing.request)
     this.sessionId = sessionId
+    this.respond(id, { modes: { ...modes, currentModeId: this.mode }, ...this.modelState() })
+    this.commandsLater()
     for (const exchange of history) {
+      yield* sleep(this.timing.chunk)
       this.notifyUpdate({ sessionUpdate: "user_message_chunk", content: { type: "text", text: exchange.prompt } })
+      yield* sleep(this.timing.chunk)
       this.notifyUpdate({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: exchange.text } })
     }
-    this.respond(id, { modes: { ...modes, currentModeId: this.mode }, configOptions: [modelOption(this.model)] })
+  }
+
+  /**
+   * `available_commands_update`, from a timer started when the session is answered (Gemini CLI and
+   * claude-agent-acp both `setTimeout` it): it arrives after the answer, `timing.commands` later, in practice after
+   * the client's first prompt.
+   */
+  private commandsLater(): void {
+    this.later(this.timing.commands, () =>
+      this.notifyUpdate({
+        sessionUpdate: "available_commands_update",
+        availableCommands: [{ name: "memory", description: "Manage memory", input: null }]
+      }))
+  }
+
+  /** How the session's model is advertised: `models` always; a configuration option as well with `modelOption`. */
+  private modelState(): JsonObject {
+    return this.script.options.modelOption
+      ? { models: modelsOf(this.model), configOptions: [modelOption(this.model)] }
+      : { models: modelsOf(this.model) }
   }
 
   private cancel(params: JsonObject): void {
@@ -445,12 +490,18 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
       rawInput: { path: step.path },
       locations: [{ path: step.path }]
     })
-    const answer = yield* this.ask(
-      step.method,
-      step.content === undefined
-        ? { sessionId: this.sessionId, path: step.path }
-        : { sessionId: this.sessionId, path: step.path, content: step.content }
-    )
+    // Gemini CLI's write tool reads the file first: only an error it takes for ENOENT lets it create a new one.
+    const before = step.content === undefined
+      ? undefined
+      : yield* this.ask("fs/read_text_file", { sessionId: this.sessionId, path: step.path })
+    const answer = before !== undefined && before._tag === "Error" && !isEnoent(before.message)
+      ? before
+      : yield* this.ask(
+        step.method,
+        step.content === undefined
+          ? { sessionId: this.sessionId, path: step.path }
+          : { sessionId: this.sessionId, path: step.path, content: step.content }
+      )
     const output = answer._tag === "Error"
       ? answer.message
       : step.content === undefined
@@ -589,6 +640,10 @@ function* after(delay: number, f: () => void): Task {
   yield* sleep(delay)
   f()
 }
+
+/** The errors Gemini CLI's `AcpFileSystemService` takes for a missing file (`normalizeFileSystemError`). */
+const isEnoent = (message: string): boolean =>
+  ["Resource not found", "ENOENT", "does not exist", "No such file"].some((needle) => message.includes(needle))
 
 const promptOf = (prompt: unknown): string =>
   Array.isArray(prompt)

@@ -34,10 +34,11 @@ const fakeScript = (env: Env): MockAcp.Script => {
     }
   })
   let turns = 0
-  // Terminals the agent asks the client for carry the fake's own TEST_MARK, so that tests find them in /proc.
+  // Terminals the agent asks the client for carry the fake's own TEST_MARK, so that tests find them in /proc. The
+  // command is the whole shell line, as real agents send it (the client runs it through a shell, as Zed does).
   const mark: { [name: string]: string } = env.TEST_MARK === undefined ? {} : { TEST_MARK: env.TEST_MARK }
   const shell = (prefix: string, wait: boolean) => (prompt: string) => [
-    MockAcp.terminal("sh", { args: ["-c", prompt.slice(prompt.indexOf(prefix) + prefix.length)], env: mark, wait })
+    MockAcp.terminal(prompt.slice(prompt.indexOf(prefix) + prefix.length), { env: mark, wait })
   ]
   return MockAcp.make([
     { match: (prompt) => prompt.startsWith("run: "), once: false, steps: shell("run: ", true) },

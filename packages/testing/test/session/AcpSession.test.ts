@@ -8,7 +8,7 @@ import { AcpAgent, AcpClient, AcpSession } from "@tether/acp"
 import { ClaudeSession } from "@tether/claude"
 import { Permission, SessionRegistry, Timeouts, Transport } from "@tether/core"
 import { MockAcp, MockClaude, MockTransport } from "@tether/testing"
-import { Effect, Exit, FileSystem, Layer, Option, Redacted, Scope } from "effect"
+import { Effect, Exit, FileSystem, Layer, Option, PlatformError, Redacted, Scope } from "effect"
 import { tagged } from "../../../core/test/support/SessionLog.ts"
 import * as SessionLog from "../../../core/test/support/SessionLog.ts"
 import { advance, settle, withSession } from "../support/Sessions.ts"
@@ -22,13 +22,21 @@ const timeouts = (overrides: Parameters<typeof Timeouts.make>[0]) => Effect.runS
 const make = (options: Partial<AcpSession.Options> = {}) =>
   AcpSession.make({ agent: AcpAgent.command(["mock-acp"]), cwd: CWD, ...options })
 
+const missing = (method: string, path: string) =>
+  PlatformError.systemError({ _tag: "NotFound", module: "FileSystem", method, pathOrDescriptor: path })
+
 /** An in-memory file system of `files` (absolute paths), for the client's file requests and the presets. */
 const memoryFs = (files: Map<string, string>) => {
   let temps = 0
   const exists = (path: string) => files.has(path) || [...files.keys()].some((file) => file.startsWith(`${path}/`))
   return FileSystem.makeNoop({
     exists: (path) => Effect.succeed(exists(path)),
-    realPath: (path) => Effect.succeed(path),
+    // As a real file system's: a path that is not there has no real path, nor an entry.
+    realPath: (path) => exists(path) ? Effect.succeed(path) : Effect.fail(missing("realPath", path)),
+    lstat: (path) =>
+      exists(path)
+        ? Effect.succeed({ type: files.has(path) ? "File" : "Directory" } as FileSystem.File.Info)
+        : Effect.fail(missing("lstat", path)),
     readFileString: (path) =>
       files.has(path) ? Effect.succeed(files.get(path)!) : Effect.die(new Error(`no file ${path}`)),
     writeFileString: (path, content) => Effect.sync(() => void files.set(path, content)),
@@ -137,6 +145,33 @@ describe("AcpSession", () => {
       }).pipe(Effect.provide(MockTransport.layer(MockAcp.make([], { faults: [MockAcp.failLoad()] })))))
   })
 
+  describe("a loaded session", () => {
+    it.effect("the agent's replay after its load answer is the session's: never the first turn's text or receipt", () =>
+      Effect.gen(function*() {
+        const agentSessionId = yield* withSession(make(), (session) =>
+          Effect.gen(function*() {
+            yield* settle(session.run("old question"))
+            return session.agentSessionId
+          }))
+        yield* withSession(make({ resume: agentSessionId }), (session) =>
+          Effect.gen(function*() {
+            const turn = yield* session.send("new question")
+            const result = yield* settle(turn.result)
+            assert.strictEqual(result.text, "new question")
+            const events = yield* SessionLog.events(session)
+            // The replay (Gemini's, after its answer) was published as the session's frames, before the turn.
+            const replayed = events.flatMap((event) =>
+              event._tag === "Frame" && event.type === "session/update" && event.subtype !== undefined &&
+                ["user_message_chunk", "agent_message_chunk"].includes(event.subtype)
+                ? [[event.subtype, event.turnId]]
+                : []
+            )
+            assert.deepStrictEqual(replayed, [["user_message_chunk", undefined], ["agent_message_chunk", undefined]])
+            assert.deepStrictEqual(tagged(events, "TextDelta").map((delta) => delta.text), ["new question"])
+          }))
+      }).pipe(Effect.provide(MockTransport.layer(MockAcp.make()))))
+  })
+
   describe("controls where the agent advertises them", () => {
     it.effect("setMode and setModel; anything not advertised fails without writing", () =>
       withSession(make(), (session, connection) =>
@@ -154,10 +189,13 @@ describe("AcpSession", () => {
           const written = (yield* connection.written).flatMap((line: any) =>
             line.method?.startsWith("session/set") === true ? [[line.method, line.params]] : []
           )
+          // Gemini advertises its models as `models` (no configuration option): chosen by session/set_model.
           assert.deepStrictEqual(written, [
             ["session/set_mode", { sessionId: session.agentSessionId, modeId: "yolo" }],
-            ["session/set_config_option", { sessionId: session.agentSessionId, configId: "model", value: "mock-flash" }]
+            ["session/set_model", { sessionId: session.agentSessionId, modelId: "mock-flash" }]
           ])
+          const model = yield* Effect.flip(session.setModel("mock-ultra"))
+          assert.strictEqual(model._tag === "ControlFailed" ? model.code : undefined, "not_advertised")
           // In yolo mode the agent runs tools without asking.
           const result = yield* settle(session.run("touch it"))
           assert.include(result.text, "done")
@@ -165,6 +203,22 @@ describe("AcpSession", () => {
         })).pipe(Effect.provide(MockTransport.layer(MockAcp.make([
           MockAcp.when("touch", MockAcp.tool({ command: "touch a", output: "done" }))
         ])))))
+
+    it.effect("setModel through the configuration option of category model, where the agent has one", () =>
+      withSession(make(), (session, connection) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(session.info.models?.availableModels.map((model) => model.modelId), [
+            "mock-pro",
+            "mock-flash"
+          ])
+          yield* settle(session.setModel("mock-flash"))
+          const written = (yield* connection.written).flatMap((line: any) =>
+            line.method?.startsWith("session/set") === true ? [[line.method, line.params]] : []
+          )
+          assert.deepStrictEqual(written, [
+            ["session/set_config_option", { sessionId: session.agentSessionId, configId: "model", value: "mock-flash" }]
+          ])
+        })).pipe(Effect.provide(MockTransport.layer(MockAcp.make([], { modelOption: true })))))
   })
 
   describe("the client's file requests", () => {
@@ -172,6 +226,7 @@ describe("AcpSession", () => {
       MockAcp.when("read inside", MockAcp.readFile(`${CWD}/notes.txt`)),
       MockAcp.when("read outside", MockAcp.readFile("/etc/passwd")),
       MockAcp.when("climb out", MockAcp.readFile(`${CWD}/../../../etc/passwd`)),
+      MockAcp.when("read missing", MockAcp.readFile(`${CWD}/out.txt`)),
       MockAcp.when("write", MockAcp.writeFile(`${CWD}/out.txt`, "written by the agent"))
     ])
     const files = () => new Map([[`${CWD}/notes.txt`, "line 1\nline 2"], ["/etc/passwd", "root:x:0:0"]])
@@ -210,9 +265,11 @@ describe("AcpSession", () => {
             assert.include((yield* settle(session.run("read inside"))).text, "line 1\nline 2")
             assert.include(
               (yield* settle(session.run("read outside"))).text,
-              "not a file inside the session's directory"
+              "is not inside the session's directory"
             )
-            assert.include((yield* settle(session.run("climb out"))).text, "not a file inside the session's directory")
+            assert.include((yield* settle(session.run("climb out"))).text, "is not inside the session's directory")
+            // A missing file as agents recognise one; Gemini's write tool reads first, and creates the file on it.
+            assert.include((yield* settle(session.run("read missing"))).text, `Resource not found: ${CWD}/out.txt`)
             assert.include((yield* settle(session.run("write"))).text, `wrote ${CWD}/out.txt`)
             assert.strictEqual(fs.get(`${CWD}/out.txt`), "written by the agent")
             // Only the requests inside the cwd reached the policy.
@@ -264,7 +321,7 @@ describe("AcpSession", () => {
           Effect.gen(function*() {
             const result = yield* settle(session.run("list"))
             assert.include(result.text, "the host refused to run ls")
-            assert.deepStrictEqual(asked, [{ command: "ls", args: ["-la"], cwd: CWD, env: {} }])
+            assert.deepStrictEqual(asked, [{ command: "ls", args: ["-la"], commandLine: "ls -la", cwd: CWD, env: {} }])
             assert.strictEqual((yield* (yield* MockTransport.MockTransport).connections).length, 1)
           })
       ).pipe(Effect.provide(MockTransport.layer(script)))
@@ -329,10 +386,20 @@ describe("AcpSession", () => {
         assert.strictEqual(empty._tag, "InvalidConfig")
       }))
 
-    it.effect("a session's cwd must be absolute", () =>
+    it.effect("a session's cwd and additional directories must be absolute", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(Effect.scoped(make({ cwd: "relative/dir" })))
         assert.strictEqual(error._tag, "InvalidConfig")
+        const extra = yield* Effect.flip(Effect.scoped(make({ additionalDirectories: ["lib"] })))
+        assert.strictEqual(extra._tag, "InvalidConfig")
+        assert.strictEqual((yield* (yield* MockTransport.MockTransport).connections).length, 0)
+      }).pipe(Effect.provide(MockTransport.layer(MockAcp.make()))))
+
+    it.effect("additional directories the agent does not advertise: HandshakeFailed, never silently ignored", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(settle(Effect.scoped(make({ additionalDirectories: ["/srv/lib"] }))))
+        assert.strictEqual(error._tag, "HandshakeFailed")
+        if (error._tag === "HandshakeFailed") assert.include(error.reason, "sessionCapabilities.additionalDirectories")
       }).pipe(Effect.provide(MockTransport.layer(MockAcp.make()))))
   })
 

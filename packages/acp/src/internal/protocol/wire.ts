@@ -148,8 +148,8 @@ export const encodeErrorResponse = (id: Id, code: number, message: string): stri
 
 /**
  * JSON-RPC error codes Tether answers with: `-32601` for a method it does not serve, `-32602` for params that do
- * not fit, `-32603` for a host handler that failed, `-32002` for a resource (a file, a terminal) it refuses or cannot
- * find.
+ * not fit, `-32603` for a request the host refused or whose handler failed, `-32002` for a file that is not there,
+ * `-32800` for a request withdrawn because the prompt it belonged to ended (or that the agent cancelled).
  *
  * @category encoding
  * @since 0.1.0
@@ -158,5 +158,6 @@ export const errorCodes = {
   methodNotFound: -32601,
   invalidParams: -32602,
   internalError: -32603,
-  resourceNotFound: -32002
+  resourceNotFound: -32002,
+  requestCancelled: -32800
 } as const
