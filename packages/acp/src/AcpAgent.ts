@@ -170,6 +170,36 @@ const writeFile = (fs: FileSystem.FileSystem, directory: string, file: string, c
     Effect.mapError((error) => new InvalidConfig({ problems: [`could not write ${directory}/${file}: ${error}`] }))
   )
 
+/** Gemini CLI's name of a saved session: `session-<minute>-<id prefix>.jsonl`. */
+const savedSession = /^session-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2})-(.+\.jsonl)$/
+
+/** The minute the gemini preset gives saved sessions' names, one no process starts in. */
+const unpinnedMinute = "2000-01-01T00-00"
+
+/**
+ * Renames the sessions Gemini CLI saved under `home` (`.gemini/tmp/<project>/chats/session-<minute>-<id>.jsonl`) to
+ * the minute {@link unpinnedMinute}. A new process names the session file it writes by the minute it starts in, so
+ * a `session/load` in the minute the session was created would write over the saved conversation (the load fails
+ * with "No previous sessions found for this project"); the CLI finds a session by the id inside its file, not by
+ * the file's name. A file that cannot be renamed is left as it is.
+ */
+const unpinSessions = (fs: FileSystem.FileSystem, home: string) =>
+  Effect.gen(function*() {
+    const root = `${home}/.gemini/tmp`
+    const projects = yield* Effect.orElseSucceed(fs.readDirectory(root), () => [] as Array<string>)
+    for (const project of projects) {
+      const chats = `${root}/${project}/chats`
+      const files = yield* Effect.orElseSucceed(fs.readDirectory(chats), () => [] as Array<string>)
+      for (const file of files) {
+        const named = savedSession.exec(file)
+        if (named === null || named[1] === unpinnedMinute) continue
+        const target = `${chats}/session-${unpinnedMinute}-${named[2]}`
+        if (yield* Effect.orElseSucceed(fs.exists(target), () => true)) continue
+        yield* Effect.ignore(fs.rename(`${chats}/${file}`, target))
+      }
+    }
+  })
+
 /**
  * Google's Gemini CLI (`@google/gemini-cli`) in ACP mode: `gemini --acp`, with `GEMINI_CLI_NO_RELAUNCH=true` (no
  * second Node process), a `GEMINI_CLI_HOME` of the session's own with the offline {@link geminiSettings}, and the
@@ -192,6 +222,7 @@ export const gemini = (options: GeminiOptions = {}): Agent<FileSystem.FileSystem
       const fs = yield* FileSystem.FileSystem
       const home = yield* homeDirectory(fs, context.home ?? options.home, "tether-gemini-")
       yield* writeFile(fs, home, ".gemini/settings.json", JSON.stringify(geminiSettings, null, 2), false)
+      yield* unpinSessions(fs, home)
       const defaults: { [name: string]: string | Redacted.Redacted<string> } = {
         GEMINI_CLI_NO_RELAUNCH: "true",
         GEMINI_CLI_HOME: home

@@ -11,7 +11,7 @@ import { AcpAgent, AcpSession } from "@tether/acp"
 import { Permission, Timeouts } from "@tether/core"
 import { MockAnthropic, MockGemini, PinnedAcp } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
-import { Effect, Exit, Layer, Redacted, Scope, Stream } from "effect"
+import { Effect, Exit, Layer, Option, Redacted, Scope, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import { marked as markedWith, type Proc } from "../../utils.ts"
@@ -134,6 +134,44 @@ describe("AcpSession over NodeTransport, against the real agents offline", () =>
         assert.isAtLeast(outcome.running, 1)
         assert.deepStrictEqual(outcome.left, [], "no process of the agent is left")
         assert.isBelow(outcome.releaseMillis, releaseBoundMillis)
+      }).pipe(Effect.scoped, Effect.provide(Live)),
+    120_000
+  )
+
+  it.live(
+    "the gemini preset resumes a session in a new process within the minute it was created, its history seen",
+    () =>
+      Effect.gen(function*() {
+        const mock = yield* MockGemini.make([
+          MockGemini.text("I will remember the word apple"),
+          MockGemini.text("The word was apple")
+        ])
+        const home = yield* MockGemini.offlineHome({ baseUrl: mock.url, prefix: "tether-it-acp-gemini-resume-" })
+        const mark = newMark()
+        const agent = AcpAgent.gemini({
+          executable: gemini.script,
+          baseUrl: mock.url,
+          apiKey: Redacted.make("mock-gemini-api-key"),
+          home: home.home,
+          env: { mode: "clean", set: { HOME: home.home, TMPDIR: home.env.TMPDIR, [markVariable]: mark } }
+        })
+        const open = (resume?: string) =>
+          AcpSession.make({ agent, cwd: home.cwd, policy, timeouts, ...(resume === undefined ? {} : { resume }) })
+        const sessionId = yield* Effect.scoped(Effect.gen(function*() {
+          const first = yield* open()
+          assert.strictEqual((yield* first.run("Remember the word apple")).text, "I will remember the word apple")
+          return first.agentSessionId
+        }))
+        // A new process, a few seconds later: the same minute as the session's creation, most of the time.
+        const resumed = yield* Effect.scoped(Effect.gen(function*() {
+          const second = yield* open(sessionId)
+          return yield* second.run("Which word?")
+        }))
+        assert.strictEqual(resumed.text, "The word was apple")
+        const calls = (yield* mock.requests).flatMap((entry) => Option.toArray(entry.request))
+        const last = calls.at(-1)
+        assert.include(JSON.stringify(last?.body), "Remember the word apple", "the model saw the earlier turn")
+        assert.deepStrictEqual(marked(mark), [], "no process of the agent is left")
       }).pipe(Effect.scoped, Effect.provide(Live)),
     120_000
   )
