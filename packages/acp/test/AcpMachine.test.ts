@@ -662,6 +662,31 @@ describe("AcpMachine", () => {
       })
     })
 
+    it("an end_turn at once with no update and zero usage (claude-agent-acp after a cancel) fails as an empty answer", () => {
+      const zero = { inputTokens: 0, outputTokens: 0, cachedReadTokens: 0, cachedWriteTokens: 0, totalTokens: 0 }
+      const empty = itemsOf(running().receive(L.response(3, { stopReason: "end_turn", usage: zero })))
+        .find((item) => item._tag === "TurnEnd")
+      assert.isTrue(
+        empty?._tag === "TurnEnd" && empty.outcome._tag === "Failed" &&
+          empty.outcome.error("T")._tag === "TurnFailed" &&
+          (empty.outcome.error("T") as { readonly subtype?: string }).subtype === "empty-answer",
+        JSON.stringify(empty)
+      )
+      // Something said, or no usage reported at all (Gemini CLI): an ordinary end.
+      const said = running()
+      said.receive(L.chunk(""))
+      assert.deepStrictEqual(
+        receive(said, L.response(3, { stopReason: "end_turn", usage: zero })).filter((line) =>
+          line.startsWith("TurnEnd")
+        ),
+        ["TurnEnd@t1 Success"]
+      )
+      assert.deepStrictEqual(
+        receive(running(), L.response(3, { stopReason: "end_turn" })).filter((line) => line.startsWith("TurnEnd")),
+        ["TurnEnd@t1 Success"]
+      )
+    })
+
     it("an execute call with no rawInput (Gemini CLI's shell tool) has its title as input.command", () => {
       const m = running()
       const [item] = itemsOf(m.receive(L.request(0, "session/request_permission", {

@@ -151,6 +151,8 @@ interface Output {
   text: string
   /** The text of the agent's message being streamed (it ends at a tool call or with the turn). */
   message: string
+  /** How many updates about the running prompt the agent sent (any kind but the session-wide ones). */
+  updates: number
 }
 
 interface PermissionTrack {
@@ -382,6 +384,18 @@ export const usageOf = (result: unknown): Usage => {
   }
 }
 
+/**
+ * A prompt's answer that reports token usage, all of it zero: no model call ran for it. claude-agent-acp ends the
+ * prompt after a cancelled or failed one so, at once, before its model call for that prompt starts (whose answer
+ * then reaches no prompt). An agent that reports no usage (Gemini CLI reports it in `_meta`) is never taken for it.
+ */
+const answeredUnasked = (result: unknown): boolean => {
+  const usage = record(record(result)?.usage)
+  if (usage === undefined) return false
+  const used = usageOf(result)
+  return used.inputTokens === 0 && used.outputTokens === 0 && count(usage.totalTokens) === 0
+}
+
 const resultOf = (
   s: State,
   text: string,
@@ -464,7 +478,9 @@ const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.
   const withdrawn = withdrawRequests(s)
   const said = flushMessage(s, message.raw, turnId)
   const text = s.output.text
+  const updates = s.output.updates
   s.output.text = ""
+  s.output.updates = 0
   const end = (outcome: Provider.TurnOutcome, stopReason: string): Array<Provider.Item> => [
     ...withdrawn,
     ...said,
@@ -503,7 +519,21 @@ const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.
   const sessionId = s.sessionId ?? null
   switch (stopReason) {
     case "end_turn":
-      return end({ _tag: "Success" }, stopReason)
+      return updates === 0 && answeredUnasked(message.result)
+        ? end({
+          _tag: "Failed",
+          error: (id) =>
+            new TurnFailed({
+              turnId: id,
+              subtype: "empty-answer",
+              terminalReason: null,
+              errors: [
+                "the agent ended the prompt at once, with no update and zero token usage: the model's answer did not " +
+                "reach the turn (claude-agent-acp answers so the prompt after a cancelled or failed one)"
+              ]
+            })
+        }, stopReason)
+        : end({ _tag: "Success" }, stopReason)
     case "cancelled":
       return end({ _tag: "Interrupted" }, stopReason)
     case "refusal":
@@ -591,6 +621,7 @@ const update = (s: State, message: Extract<Wire.Message, { readonly _tag: "Notif
   }
   // The running turn's: the session attributes it.
   const turnId = undefined
+  s.output.updates++
   const decoder = (Decode.updates as { readonly [key: string]: Decode.Decoder<unknown> | undefined })[kind]
   if (decoder === undefined) return frame(SESSION_UPDATE, kind, raw, turnId)
   const decoded = decoder(`${SESSION_UPDATE} ${kind}`, body)
@@ -967,7 +998,7 @@ export const initial = (options: MachineOptions): State => ({
   initialize: undefined,
   sessionId: undefined,
   prompts: new Map(),
-  output: { text: "", message: "" },
+  output: { text: "", message: "", updates: 0 },
   permissions: new Map(),
   requests: new Map(),
   toolCalls: new Map()
