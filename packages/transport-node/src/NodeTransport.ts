@@ -115,6 +115,42 @@ export interface Options {
    * that parent. `0` reads the table only at teardown.
    */
   readonly scanInterval?: Duration.Input | undefined
+  /**
+   * Limits of each session's whole tree (the CLI and everything it starts): memory, processes, CPU; none by
+   * default. Enforced by the kernel's cgroup controllers, on cgroup v2 where the host's cgroup offers them to its
+   * children, else on the cgroup v1 hierarchies a machine has (each session gets a cgroup of its own in each, torn
+   * down with it). `transport.capabilities.limits` says which this machine can enforce; a limit asked for that
+   * cannot be makes every `open` fail with `SpawnFailed`. A process OOM-killed or a fork refused is a
+   * `Connection.limitHits` item (a `LimitHit` session event), a warning and the `tether_limit_hits` metric; the CLI
+   * itself OOM-killed exits `Signaled` with `cause: "out-of-memory"` (a turn in flight fails with `CliExited`,
+   * `cause: "out-of-memory"`).
+   */
+  readonly limits?: Limits | undefined
+  /** How often each session's limit counters are read for hits (default 250 ms). */
+  readonly limitsInterval?: Duration.Input | undefined
+  /**
+   * Give each session a private temporary directory (default true; not on Windows): made under the host's
+   * `os.tmpdir()` (mode 0700), passed to the CLI as `TMPDIR`, `TMP` and `TEMP`, and removed with whatever its tools
+   * left in it when the session is released (a host that died without finalizers leaves its own to the next layer
+   * made on the machine). A `TMPDIR` in the launch spec's `env.set` wins, and then no directory is made. Programs
+   * that write to `/tmp` by name still share it.
+   */
+  readonly privateTmp?: boolean | undefined
+}
+
+/**
+ * Per-session resource limits (see {@link Options.limits}); each one absent is no limit.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Limits {
+  /** The memory of the session's tree, in bytes (page cache included; swap not allowed past it). */
+  readonly memoryBytes?: number | undefined
+  /** The processes (and threads) of the session's tree at once: a fork bomb stops there. */
+  readonly processes?: number | undefined
+  /** The CPU time of the session's tree, in CPUs (`0.5`: half of one CPU, `2`: two CPUs' worth). */
+  readonly cpus?: number | undefined
 }
 
 /**
@@ -167,6 +203,23 @@ export const defaultScanInterval: Duration.Duration = defaults.defaultScanInterv
  * @since 0.1.0
  */
 export const survivorsMetric: Metric.Counter<number> = defaults.survivorsMetric
+
+/**
+ * The metric of the limits hit by the sessions' processes: OOM kills (attribute `limit=memory`) and refused forks
+ * (`limit=processes`), counted as they are seen.
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const limitHitsMetric: Metric.Counter<number> = defaults.limitHitsMetric
+
+/**
+ * The default interval the limits' counters are read at (250 ms).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultLimitsInterval: Duration.Duration = defaults.defaultLimitsInterval
 
 /**
  * What the transport guarantees on this platform under a containment mechanism, with or without the watchdog.

@@ -305,7 +305,8 @@ describe("NodeTransport", () => {
 
       const clean = yield* readEnv({ mode: "clean", set: { ONLY: "this" }, unset: [] })
       delete process.env.TETHER_TEST_INHERITED
-      const expected = ["ONLY", "PATH", NodeTransport.markerVariable]
+      // The session's private temporary directory, under its three names.
+      const expected = ["ONLY", "PATH", NodeTransport.markerVariable, "TMPDIR", "TMP", "TEMP"]
       if (process.env.HOME !== undefined) expected.push("HOME")
       assert.deepStrictEqual([...clean.keys()].sort(), expected.sort())
     }).pipe(Effect.provide(TransportLive)))

@@ -34,6 +34,24 @@ export const capabilitiesFor = (options: {
    * kernel ends the namespace when the host dies (default false).
    */
   readonly parentDeathSignal?: boolean | undefined
+  /** The per-session limits this transport can enforce here. */
+  readonly limits?: Transport.LimitSupport | undefined
+  /** How they are enforced, or why not (and the session's temporary directory). */
+  readonly limitNotes?: ReadonlyArray<string> | undefined
+}): Transport.Capabilities => {
+  const capabilities = capabilitiesOf(options)
+  return options.limits === undefined && options.limitNotes === undefined ? capabilities : {
+    ...capabilities,
+    limits: options.limits ?? { memory: false, processes: false, cpu: false },
+    notes: [...capabilities.notes, ...(options.limitNotes ?? [])]
+  }
+}
+
+const capabilitiesOf = (options: {
+  readonly containment: Transport.Containment
+  readonly watchdog?: boolean | undefined
+  readonly note?: string | undefined
+  readonly parentDeathSignal?: boolean | undefined
 }): Transport.Capabilities => {
   const watchdog = watchdogEnabled(options)
   // The session's tools run as the host's user (root, when the host is): they can kill the watchdog, and after that

@@ -6,29 +6,37 @@
 import { SpawnFailed } from "@tether/core/TetherError"
 import type { SpawnError } from "@tether/core/TetherError"
 import * as Transport from "@tether/core/Transport"
+import type * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Executable from "../Executable.ts"
 import type { Options } from "../NodeTransport.ts"
+import * as Box from "./box.ts"
 import { capabilitiesFor, watchdogEnabled } from "./capabilities.ts"
 import * as Cgroup from "./cgroup.ts"
 import { type Handle, makeConnection } from "./connection.ts"
 import * as Containment from "./containment.ts"
 import {
   defaultKillGrace,
+  defaultLimitsInterval,
   defaultMaxLineBytes,
   defaultScanInterval,
   defaultStderrTailBytes,
+  limitHitsMetric,
   markerVariable,
   survivorsMetric
 } from "./defaults.ts"
 import { buildEnvironment, findNul, secretsOf } from "./environment.ts"
+import * as Limits from "./limits.ts"
 import { handOver, planFor } from "./plans.ts"
 import { isWindows } from "./platform.ts"
 import * as ProcessTree from "./processTree.ts"
@@ -59,15 +67,30 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     ? resolved.backend
     : undefined
   const watchdog = useWatchdog ? Watchdog.make() : undefined
+  const limitsMillis = Duration.toMillis(options?.limitsInterval ?? defaultLimitsInterval)
+  const privateTmp = (options?.privateTmp ?? true) && !isWindows
+  const requestedLimits = options?.limits ?? {}
+  const limitProblems = Limits.problems(requestedLimits)
+  const limitsLayer = limitProblems.length === 0 && Limits.controllersOf(requestedLimits).length > 0 &&
+      process.platform === "linux"
+    ? Limits.makeLayer(requestedLimits, resolved._tag === "Cgroup" ? resolved.layer.path : undefined)
+    : undefined
+  // Why every open fails: limits asked for that cannot be (enforced here).
+  const limitsRefused = limitProblems.length > 0
+    ? limitProblems.join("; ")
+    : Limits.controllersOf(requestedLimits).length > 0 && limitsLayer?.complete !== true
+    ? `limits were asked for and cannot all be enforced here: ${limitsLayer?.notes.join("; ") ?? "cgroups are Linux's"}`
+    : undefined
+  const services = yield* Effect.context<never>()
 
   // The layer's cgroup is removed when the layer is released and its last session is gone, whichever is last.
   let open = 0
   let released = false
   const cgroupLayer = resolved._tag === "Cgroup" ? resolved.layer : undefined
   const removeLayer = () => {
-    if (cgroupLayer !== undefined && released && open === 0 && Cgroup.removeDir(cgroupLayer.path)) {
-      watchdog?.layer(cgroupLayer.path, false)
-    }
+    if (!released || open > 0) return
+    limitsLayer?.remove()
+    if (cgroupLayer !== undefined && Cgroup.removeDir(cgroupLayer.path)) watchdog?.layer(cgroupLayer.path, false)
   }
   if (cgroupLayer !== undefined) watchdog?.layer(cgroupLayer.path, true)
   yield* Effect.addFinalizer(() =>
@@ -126,6 +149,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           reason: `${resolved.requested} containment was requested and is unavailable: ${resolved.reason}`
         })
       }
+      if (limitsRefused !== undefined) return yield* new SpawnFailed({ program, reason: limitsRefused })
       const secrets = secretsOf(spec)
       // Scrubbed of every open connection's secrets too: a tool that reads another session's key hands it on to
       // this session's host otherwise.
@@ -134,7 +158,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const marker = `${markerVariable}=${token}`
       const env = buildEnvironment(spec.env)
       env[markerVariable] = token
-      const plan = planFor(resolved, file, spec.args)
+      const plan = planFor(resolved, file, spec.args, limitsLayer !== undefined)
       const secretPipes = spec.secretPipes ?? []
       if (secretPipes.length > 0 && isWindows) {
         return yield* new SpawnFailed({ program, reason: "secret pipes are not supported on Windows" })
@@ -142,7 +166,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       secretPipes.forEach((pipe, i) => {
         env[pipe.variable] = String(plan.firstSecretFd + i)
       })
-      if (resolved._tag === "Cgroup") {
+      if (plan.firstSecretFd === 4) {
         const absent = Cgroup.shellVariables.filter((name) => env[name] === undefined)
         if (absent.length > 0) env.TETHER_LAUNCHER_UNSET = absent.join(" ")
       }
@@ -152,6 +176,35 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       if (unrunnable !== undefined) return yield* new SpawnFailed({ program, reason: scrub(unrunnable) })
 
       const session = cgroupLayer?.session()
+      const limits = yield* Effect.try({
+        try: () => limitsLayer?.session(session?.path),
+        catch: (error) => new SpawnFailed({ program, reason: `could not set the session's limits: ${describe(error)}` })
+      }).pipe(Effect.tapError(() => Effect.sync(() => session?.remove())))
+      // The session's private temporary directory, unless the host set TMPDIR itself.
+      const tmp = privateTmp && !Object.hasOwn(spec.env.set, "TMPDIR")
+        ? yield* Effect.try({
+          try: () => Box.makeTmp(),
+          catch: (error) =>
+            new SpawnFailed({
+              program,
+              reason: `could not create the session's temporary directory: ${describe(error)}`
+            })
+        }).pipe(Effect.tapError(() =>
+          Effect.sync(() => {
+            session?.remove()
+            limits?.remove()
+          })
+        ))
+        : undefined
+      if (tmp !== undefined) {
+        env.TMPDIR = tmp
+        env.TMP = tmp
+        env.TEMP = tmp
+      }
+      const removeBox = () => {
+        limits?.remove()
+        if (tmp !== undefined) Box.removeTmp(tmp)
+      }
       const stdio: Array<"pipe" | "ignore"> = ["pipe", "pipe", "pipe"]
       if (plan.firstSecretFd === 4) stdio.push("pipe")
       for (let i = 0; i < secretPipes.length; i++) stdio.push("pipe")
@@ -161,6 +214,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const unregister = Effect.sync(() => {
         watchdog?.unregister(marker)
         session?.remove()
+        removeBox()
         unregisterSecrets()
       })
       open++
@@ -181,9 +235,16 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           } catch (error) {
             throw new Error(`could not place the CLI in its cgroup ${session.path}: ${describe(error)}`)
           }
-          // Placed: the launcher may exec the CLI now.
-          handOver(child.stdio[3], "go")
         }
+        if (limits !== undefined) {
+          try {
+            limits.place(child.pid!)
+          } catch (error) {
+            throw new Error(`could not place the CLI in its limits' cgroups: ${describe(error)}`)
+          }
+        }
+        // Placed: the launcher may exec the CLI now.
+        if (plan.firstSecretFd === 4) handOver(child.stdio[3], "go")
         return start
       }, scrub).pipe(
         Effect.tapError(() =>
@@ -199,7 +260,43 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       secretPipes.forEach((pipe, i) => handOver(child.stdio[plan.firstSecretFd + i], Redacted.value(pipe.value)))
       const pid = child.pid!
       watchdog?.setRoot(marker, pid, start)
-      const { connection, exited } = makeConnection(child, { maxLineBytes, stderrTailBytes, scrub })
+      let exitedNow = () => false
+      const hits = limits === undefined ? undefined : yield* Queue.unbounded<Transport.LimitHit, Cause.Done>()
+      const limitWatch = limits === undefined || hits === undefined ? undefined : Box.watchLimits({
+        session: limits,
+        requested: requestedLimits,
+        pid,
+        exited: () => exitedNow(),
+        intervalMillis: limitsMillis,
+        report: (hit) => {
+          Queue.offerUnsafe(hits, hit)
+          Effect.runSyncWith(services)(
+            Effect.andThen(
+              Effect.logWarning(
+                `a process of the session hit its ${hit.limit} limit (${hit.max}): ` +
+                  (hit.limit === "memory" ? `${hit.count} OOM kill(s)` : `${hit.count} fork(s) refused`),
+                hit
+              ),
+              Metric.update(Metric.withAttributes(limitHitsMetric, { limit: hit.limit }), hit.count)
+            ).pipe(Effect.annotateLogs({ pid }))
+          )
+        }
+      })
+      const { connection, exited } = makeConnection(child, {
+        maxLineBytes,
+        stderrTailBytes,
+        scrub,
+        outOfMemory: limitWatch?.outOfMemory,
+        limitHits: hits === undefined ? undefined : Stream.fromQueue(hits)
+      })
+      exitedNow = exited
+      const box = {
+        lastLook: () => {
+          limitWatch?.lastLook()
+          if (hits !== undefined) Queue.endUnsafe(hits)
+        },
+        remove: removeBox
+      }
       const rootOnly = (): ReadonlyArray<ProcessTree.ProcessInfo> =>
         exited() ? [] : [{ pid, ppid: 0, pgid: pid, sid: -1, zombie: false, start: "" }]
       let container: Teardown.Container
@@ -225,7 +322,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           unwatch = watch(tree)
         }
       }
-      return { child, pid, marker, container, exited, connection, scrub, unregisterSecrets, unwatch }
+      return { child, pid, marker, container, exited, connection, scrub, unregisterSecrets, unwatch, box }
     })
 
   const release = (handle: Handle, termGraceMillis: number) =>
@@ -244,6 +341,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     ).pipe(
       Effect.tap((report) => Teardown.logReport(report, survivorsMetric)),
       Effect.ensuring(Effect.sync(() => {
+        handle.box.lastLook()
+        handle.box.remove()
         handle.unwatch()
         handle.unregisterSecrets()
         watchdog?.unregister(handle.marker)
@@ -282,7 +381,18 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       containment: Containment.mechanismOf(resolved),
       watchdog: useWatchdog,
       note,
-      parentDeathSignal: resolved._tag === "PidNamespace" && resolved.parentDeathSignal
+      parentDeathSignal: resolved._tag === "PidNamespace" && resolved.parentDeathSignal,
+      limits: limitsLayer?.support ?? Limits.probe(resolved._tag === "Cgroup" ? resolved.layer.path : undefined),
+      limitNotes: [
+        ...(limitsLayer?.notes ?? []),
+        ...(limitsRefused === undefined ? [] : [`${limitsRefused}: every open fails with SpawnFailed`]),
+        ...(privateTmp
+          ? [
+            "each session gets a private temporary directory (TMPDIR, TMP, TEMP), removed with what is in it when " +
+            "the session is released; other paths (/tmp itself) are shared"
+          ]
+          : [])
+      ]
     })
   })
 })
