@@ -433,6 +433,14 @@ export interface Capabilities {
    * @since 0.1.0
    */
   readonly limits?: LimitSupport | undefined
+  /**
+   * Each session's processes are isolated from every other session's: they cannot read another's environment,
+   * memory or files, signal it, or move it between cgroups (the Node transport: namespaces and a uid range per
+   * session). Absent or false: not isolated, `notes` say why.
+   *
+   * @since 0.1.0
+   */
+  readonly isolatesSessions?: boolean | undefined
   readonly notes: ReadonlyArray<string>
 }
 

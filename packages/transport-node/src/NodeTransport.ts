@@ -136,6 +136,23 @@ export interface Options {
    * that write to `/tmp` by name still share it.
    */
   readonly privateTmp?: boolean | undefined
+  /**
+   * Isolate the sessions from each other (default: where this host can, that is Linux as root; reported by
+   * `transport.capabilities.isolatesSessions`). Each session's CLI runs in namespaces of its own: a user namespace
+   * whose root is a uid range of its own outside (65,536 uids, distinct from every other live session's on the
+   * machine, other hosts' included), a PID namespace (its tools see only its processes), a mount namespace (a
+   * private `/tmp`, `/dev/shm` and `/var/tmp`; the directories the launch spec names under `/tmp` stay visible) and
+   * a cgroup namespace. So no session's tools can read another's environment, memory or files, signal it, or move
+   * it between cgroups. Its workspace (`cwd`) and config directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) are lent to
+   * its uid range while it runs: every entry owned by the directory's owner is chowned to the range (the directory
+   * made 0700) and given back at release. Gotchas: `connection.pid` is the CLI's pid outside its namespace (its
+   * parent is `unshare`); other users' files are `nobody`'s inside, `HOME` and the rest of the host's files are
+   * not writable, and a workspace two sessions share at once is lent to the last. `true`: where it cannot be
+   * done, every `open` fails with `SpawnFailed`; `false`: off.
+   */
+  readonly isolation?: boolean | undefined
+  /** How long an isolated session's start may take to make its namespaces (default 5 seconds). */
+  readonly isolationTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -212,6 +229,14 @@ export const survivorsMetric: Metric.Counter<number> = defaults.survivorsMetric
  * @since 0.1.0
  */
 export const limitHitsMetric: Metric.Counter<number> = defaults.limitHitsMetric
+
+/**
+ * The default bound of an isolated session's namespaces' making (5 seconds).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultIsolationTimeout: Duration.Duration = defaults.defaultIsolationTimeout
 
 /**
  * The default interval the limits' counters are read at (250 ms).

@@ -42,14 +42,19 @@ export interface Handle {
   readonly unwatch: () => void
   /** After teardown: the last look at the limits' counters, then the session's v1 cgroups and temporary files go. */
   readonly box: Box
+  /** The session's box, when it is isolated: its uid range's root outside. */
+  readonly isolated?: { readonly base: number } | undefined
 }
 
 /** What a session has besides its processes: its limits' cgroups and watch, its private temporary directory. */
 export interface Box {
   /** Looks at the limits' counters once more and stops watching them (before the teardown's report). */
   readonly lastLook: () => void
-  /** Removes the session's v1 cgroups and its temporary directory (after the teardown). */
-  readonly remove: () => void
+  /**
+   * Removes the session's v1 cgroups and its temporary directory (after the teardown), gives back what its box
+   * borrowed, and its uid range when `clean` (nothing survived).
+   */
+  readonly remove: (clean?: boolean) => void
 }
 
 export const makeConnection = (

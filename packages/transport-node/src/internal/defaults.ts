@@ -30,3 +30,5 @@ export const limitHitsMetric: Metric.Counter<number> = Metric.counter("tether_li
     "(limit=processes)",
   incremental: true
 })
+
+export const defaultIsolationTimeout: Duration.Duration = Duration.seconds(5)

@@ -18,6 +18,7 @@ import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import type { Writable } from "node:stream"
 import * as Executable from "../Executable.ts"
 import type { Options } from "../NodeTransport.ts"
 import * as Box from "./box.ts"
@@ -26,6 +27,7 @@ import * as Cgroup from "./cgroup.ts"
 import { type Handle, makeConnection } from "./connection.ts"
 import * as Containment from "./containment.ts"
 import {
+  defaultIsolationTimeout,
   defaultKillGrace,
   defaultLimitsInterval,
   defaultMaxLineBytes,
@@ -36,6 +38,7 @@ import {
   survivorsMetric
 } from "./defaults.ts"
 import { buildEnvironment, findNul, secretsOf } from "./environment.ts"
+import * as Isolation from "./isolation.ts"
 import * as Limits from "./limits.ts"
 import { handOver, planFor } from "./plans.ts"
 import { isWindows } from "./platform.ts"
@@ -81,6 +84,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     : Limits.controllersOf(requestedLimits).length > 0 && limitsLayer?.complete !== true
     ? `limits were asked for and cannot all be enforced here: ${limitsLayer?.notes.join("; ") ?? "cgroups are Linux's"}`
     : undefined
+  // Isolation between sessions: on where it can be (unless turned off); asked for where it cannot, every open fails.
+  const isolationProbe = options?.isolation === false || isWindows ? undefined : Isolation.probe()
+  const isolated = isolationProbe === true
+  const isolationRefused = options?.isolation === true && isolationProbe !== true
+    ? `isolation between sessions was requested and is unavailable: ${isolationProbe ?? "Windows has no namespaces"}`
+    : undefined
+  const isolationMillis = Duration.toMillis(options?.isolationTimeout ?? defaultIsolationTimeout)
+  const ownUserNamespace = isolated ? Isolation.userNamespace("self") : undefined
   const services = yield* Effect.context<never>()
 
   // The layer's cgroup is removed when the layer is released and its last session is gone, whichever is last.
@@ -150,6 +161,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         })
       }
       if (limitsRefused !== undefined) return yield* new SpawnFailed({ program, reason: limitsRefused })
+      if (isolationRefused !== undefined) return yield* new SpawnFailed({ program, reason: isolationRefused })
       const secrets = secretsOf(spec)
       // Scrubbed of every open connection's secrets too: a tool that reads another session's key hands it on to
       // this session's host otherwise.
@@ -158,7 +170,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const marker = `${markerVariable}=${token}`
       const env = buildEnvironment(spec.env)
       env[markerVariable] = token
-      const plan = planFor(resolved, file, spec.args, limitsLayer !== undefined)
+      // The box: a uid range of its own, its directories lent to it, its /tmp (see isolation.ts).
+      const box = isolated ? yield* makeBox(program, spec, cwd) : undefined
+      const plan = planFor(resolved, file, spec.args, limitsLayer !== undefined, box)
       const secretPipes = spec.secretPipes ?? []
       if (secretPipes.length > 0 && isWindows) {
         return yield* new SpawnFailed({ program, reason: "secret pipes are not supported on Windows" })
@@ -171,17 +185,28 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         if (absent.length > 0) env.TETHER_LAUNCHER_UNSET = absent.join(" ")
       }
       const nul = findNul(file, spec.args, env)
-      if (nul !== undefined) return yield* new SpawnFailed({ program, reason: nul })
+      if (nul !== undefined) {
+        box?.undo()
+        return yield* new SpawnFailed({ program, reason: nul })
+      }
       const unrunnable = Runnable.check(file, env.PATH)
-      if (unrunnable !== undefined) return yield* new SpawnFailed({ program, reason: scrub(unrunnable) })
+      if (unrunnable !== undefined) {
+        box?.undo()
+        return yield* new SpawnFailed({ program, reason: scrub(unrunnable) })
+      }
 
       const session = cgroupLayer?.session()
       const limits = yield* Effect.try({
         try: () => limitsLayer?.session(session?.path),
         catch: (error) => new SpawnFailed({ program, reason: `could not set the session's limits: ${describe(error)}` })
-      }).pipe(Effect.tapError(() => Effect.sync(() => session?.remove())))
-      // The session's private temporary directory, unless the host set TMPDIR itself.
-      const tmp = privateTmp && !Object.hasOwn(spec.env.set, "TMPDIR")
+      }).pipe(Effect.tapError(() =>
+        Effect.sync(() => {
+          session?.remove()
+          box?.undo()
+        })
+      ))
+      // The session's private temporary directory, unless the host set TMPDIR itself (a box has its own: /tmp).
+      const tmp = box !== undefined ? undefined : privateTmp && !Object.hasOwn(spec.env.set, "TMPDIR")
         ? yield* Effect.try({
           try: () => Box.makeTmp(),
           catch: (error) =>
@@ -196,14 +221,17 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           })
         ))
         : undefined
-      if (tmp !== undefined) {
-        env.TMPDIR = tmp
-        env.TMP = tmp
-        env.TEMP = tmp
+      const tmpVariable = box !== undefined && privateTmp && !Object.hasOwn(spec.env.set, "TMPDIR") ? "/tmp" : tmp
+      if (tmpVariable !== undefined) {
+        env.TMPDIR = tmpVariable
+        env.TMP = tmpVariable
+        env.TEMP = tmpVariable
       }
-      const removeBox = () => {
+      // `clean`: nothing of the session survived its teardown, so its uid range may be given to another.
+      const removeBox = (clean = true) => {
         limits?.remove()
         if (tmp !== undefined) Box.removeTmp(tmp)
+        box?.undo(clean)
       }
       const stdio: Array<"pipe" | "ignore"> = ["pipe", "pipe", "pipe"]
       if (plan.firstSecretFd === 4) stdio.push("pipe")
@@ -244,7 +272,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           }
         }
         // Placed: the launcher may exec the CLI now.
-        if (plan.firstSecretFd === 4) handOver(child.stdio[3], "go")
+        if (box !== undefined) (child.stdio[3] as Writable).write("go\n")
+        else if (plan.firstSecretFd === 4) handOver(child.stdio[3], "go")
         return start
       }, scrub).pipe(
         Effect.tapError(() =>
@@ -290,7 +319,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         limitHits: hits === undefined ? undefined : Stream.fromQueue(hits)
       })
       exitedNow = exited
-      const box = {
+      const extras = {
         lastLook: () => {
           limitWatch?.lastLook()
           if (hits !== undefined) Queue.endUnsafe(hits)
@@ -322,11 +351,24 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           unwatch = watch(tree)
         }
       }
-      return { child, pid, marker, container, exited, connection, scrub, unregisterSecrets, unwatch, box }
+      return {
+        child,
+        pid,
+        marker,
+        container,
+        exited,
+        connection,
+        scrub,
+        unregisterSecrets,
+        unwatch,
+        box: extras,
+        isolated: box
+      }
     })
 
-  const release = (handle: Handle, termGraceMillis: number) =>
-    Effect.callback<Teardown.Report>((resume) =>
+  const release = (handle: Handle, termGraceMillis: number) => {
+    let survived = false
+    return Effect.callback<Teardown.Report>((resume) =>
       Effect.sync(
         Teardown.run({
           child: handle.child,
@@ -340,9 +382,14 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       )
     ).pipe(
       Effect.tap((report) => Teardown.logReport(report, survivorsMetric)),
+      Effect.tap((report) =>
+        Effect.sync(() => {
+          survived = report.survivors.length > 0
+        })
+      ),
       Effect.ensuring(Effect.sync(() => {
         handle.box.lastLook()
-        handle.box.remove()
+        handle.box.remove(!survived)
         handle.unwatch()
         handle.unregisterSecrets()
         watchdog?.unregister(handle.marker)
@@ -352,6 +399,89 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       Effect.annotateLogs({ pid: handle.pid }),
       Effect.withSpan("NodeTransport.teardown", { attributes: { pid: handle.pid } })
     )
+  }
+
+  /**
+   * A session's box, before its spawn: a uid range of its own, its private /tmp directory and the directories it
+   * keeps visible under /tmp (owned by its range), its workspace and config directories lent to its range.
+   */
+  const makeBox = (program: string, spec: Transport.LaunchSpec, cwd: string | undefined) =>
+    Effect.suspend(() => {
+      const range = Isolation.allocate()
+      if (typeof range === "string") {
+        return Effect.fail(
+          new SpawnFailed({ program, reason: `could not allocate the session's uid range: ${range}` })
+        )
+      }
+      const lent: Array<Isolation.Lent> = []
+      let tmp: string | undefined
+      const undo = (clean = true) => {
+        for (const each of lent.splice(0)) each.restore()
+        if (tmp !== undefined) Box.removeTmp(tmp)
+        tmp = undefined
+        if (clean) range.release()
+      }
+      return Effect.try({
+        try: () => {
+          const directories = Isolation.directoriesOf(spec, cwd)
+          for (const dir of directories.lent) {
+            if (Path.resolve(dir) === "/") throw new Error("the workspace or config directory is /")
+            lent.push(Isolation.lend(dir, range.base))
+          }
+          tmp = Box.makeTmp()
+          Fs.chownSync(tmp, range.base, range.base)
+          const keep = Isolation.keepUnderTmp(tmp, directories.kept, range.base)
+          return { tmp, keep, base: range.base, undo }
+        },
+        catch: (error) => {
+          undo()
+          return new SpawnFailed({ program, reason: `could not make the session's box: ${describe(error)}` })
+        }
+      })
+    })
+
+  /**
+   * The box's handshake, after the spawn: waits (native timers, bounded by `isolationTimeout`) until the launcher is
+   * in a user namespace of its own, writes its maps, sends `mapped`, and waits for the namespace's first process
+   * (the CLI, once its stages have exec'd): its pid is the connection's.
+   */
+  const mapBox = (program: string, handle: Handle, base: number) =>
+    Effect.callback<number, SpawnFailed>((resume) => {
+      const deadline = Date.now() + isolationMillis
+      const pid = handle.pid
+      let mapped = false
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const fail = (reason: string) => {
+        // Stage 1 exits when its descriptor 3 ends without `mapped`.
+        ;(handle.child.stdio[3] as Writable | null)?.destroy()
+        resume(Effect.fail(new SpawnFailed({ program, reason })))
+      }
+      const poll = () => {
+        if (handle.exited()) return fail("the CLI's launcher exited before its box was made")
+        if (!mapped) {
+          const namespace = Isolation.userNamespace(pid)
+          if (namespace !== undefined && namespace !== ownUserNamespace) {
+            try {
+              Isolation.writeMaps(pid, base)
+            } catch (error) {
+              return fail(`could not write the uid and gid maps of the session's user namespace: ${describe(error)}`)
+            }
+            mapped = true
+            handOver(handle.child.stdio[3], "mapped")
+          }
+        }
+        if (mapped) {
+          const [cli] = Isolation.children(pid)
+          if (cli !== undefined) return resume(Effect.succeed(cli))
+        }
+        if (Date.now() > deadline) {
+          return fail(`the session's box was not made within ${isolationMillis} ms (isolationTimeout)`)
+        }
+        timer = setTimeout(poll, 2)
+      }
+      poll()
+      return Effect.sync(() => clearTimeout(timer))
+    })
 
   const openConnection = Effect.fn("NodeTransport.open")(function*(
     spec: Transport.LaunchSpec,
@@ -367,7 +497,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       acquire(spec.program, file, spec, cwd === undefined ? undefined : Path.resolve(cwd), termGraceMillis),
       (handle) => release(handle, termGraceMillis)
     )
-    return handle.connection
+    if (handle.isolated === undefined) return handle.connection
+    // A failure here closes the scope as any other: the teardown ends what was started.
+    const cli = yield* mapBox(spec.program, handle, handle.isolated.base)
+    return { ...handle.connection, pid: Option.some(cli) }
   })
 
   const note = resolved._tag === "ProcessTree" && resolved.fallback !== undefined
@@ -386,13 +519,21 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       limitNotes: [
         ...(limitsLayer?.notes ?? []),
         ...(limitsRefused === undefined ? [] : [`${limitsRefused}: every open fails with SpawnFailed`]),
-        ...(privateTmp
+        ...(privateTmp && !isolated
           ? [
             "each session gets a private temporary directory (TMPDIR, TMP, TEMP), removed with what is in it when " +
             "the session is released; other paths (/tmp itself) are shared"
           ]
           : [])
-      ]
+      ],
+      isolation: isolated
+        ? true
+        : isolationRefused !== undefined
+        ? `${isolationRefused}: every open fails with SpawnFailed`
+        : options?.isolation === false
+        ? "isolation between sessions is off (isolation: false): the sessions' tools run as the host's user and " +
+          "can read each other's environment, memory and files, and signal each other"
+        : isolationProbe ?? "isolation between sessions needs Linux namespaces"
     })
   })
 })
