@@ -5,13 +5,15 @@
  * PID namespace) and a cgroup namespace rooted at its session's cgroup.
  *
  * Start (the handshake): the launcher waits on descriptor 3 until the host has placed it in its cgroups (`go`), then
- * execs `unshare --user --pid --mount --cgroup --fork --keep-caps --kill-child` with {@link stage1}. The host waits
- * until the launcher's user namespace differs from its own (unshare made it), writes its `uid_map` and `gid_map`
+ * execs `unshare --user --pid --mount --cgroup --keep-caps` with {@link stage1}. The host waits until the
+ * launcher's user namespace differs from its own (unshare made it), writes its `uid_map` and `gid_map`
  * (`0 <base> 65536`: as root it may map any range; no `newuidmap`), and sends `mapped` on descriptor 3. Stage 1
- * (the namespace's PID 1, still the host's root outside until then, with every capability in the namespace kept by
- * `--keep-caps`) reads it and becomes the namespace's root (`setpriv --reuid 0 --regid 0 --clear-groups`: uid
- * `<base>` outside, no capability outside); stage 2 mounts the namespace's `/proc`, the directories the session
- * keeps at their paths under `/tmp`, the private `/tmp`, and fresh `/dev/shm` and `/var/tmp`, then execs the CLI.
+ * (still the host's root outside until then, with every capability in the namespace kept by `--keep-caps`) reads
+ * it and starts the namespace's first process as its root (`setpriv --reuid 0 --regid 0 --clear-groups`: uid
+ * `<base>` outside, no capability outside); that one (stage 2) mounts the namespace's `/proc`, the directories the
+ * session keeps at their paths under `/tmp`, the private `/tmp`, and fresh `/dev/shm` and `/var/tmp`, then execs
+ * the CLI in a session of its own (`setsid`). The CLI is the namespace's PID 1: when it dies, so does every process
+ * of its namespace.
  *
  * Uid ranges: slot `i` is uids `firstUid + i × 65536 …` for {@link slots} slots, held by a lock file
  * (`/run/tether/uid-ranges/<i>`, created with `O_EXCL`, holding the host's pid and start time): two hosts on one
@@ -209,23 +211,33 @@ export const children = (pid: number): ReadonlyArray<number> => {
   }
 }
 
-/** What `unshare` is given: every namespace, its capabilities kept across the exec of stage 1. @internal */
+/**
+ * What `unshare` is given: every namespace, its capabilities kept across the exec of stage 1. No `--fork`: stage 1
+ * forks the namespace's first process itself, and reports how it ended (`unshare --fork` of util-linux 2.38 turns a
+ * child's SIGKILL into `exit 1`).
+ *
+ * @internal
+ */
 export const unshareArgs: ReadonlyArray<string> = [
   "unshare",
   "--user",
   "--pid",
   "--mount",
   "--cgroup",
-  "--fork",
   "--keep-caps",
-  "--kill-child=SIGKILL",
   "--"
 ]
 
 /**
- * Stage 1, the namespace's PID 1 (`sh -c stage1 tether-box <stage2> <tmp> <n> <keep…> <file> <args…>`): waits for
- * `mapped` on descriptor 3, then becomes the namespace's root and runs stage 2. Exits 125 when the host went away
- * first.
+ * Stage 1 (`sh -c stage1 tether-box <stage2> <tmp> <n> <keep…> <file> <args…>`), the process the host spawned (in
+ * the host's PID namespace, in the new others): waits for `mapped` on descriptor 3, then starts stage 2 as the
+ * namespace's root, as the first process of the new PID namespace (the CLI, once stage 2 execs it), with a
+ * parent-death signal (stage 1 killed, the namespace dies) and its stdio; closes its own (the host sees the CLI's
+ * stdout end when the CLI closes it), waits for it, and ends as it ended: its exit code, or the same signal (so an
+ * exit code above 128 reads as a signal). Started in the background (so that stage 1 can close its stdio), the
+ * child gets SIGINT and SIGQUIT back to their defaults (`env --default-signal`: a shell ignores them in background
+ * commands, and the CLI would inherit that). Stage 1 outlives SIGTERM/SIGINT/SIGHUP while the CLI runs (a
+ * handler: teardown signals the CLI itself). Exits 125 when the host went away first.
  *
  * @internal
  */
@@ -233,11 +245,25 @@ export const stage1 = `IFS= read -r m <&3 && [ "$m" = mapped ] || exit 125
 exec 3<&-
 s=$1
 shift
-exec setpriv --reuid 0 --regid 0 --clear-groups -- /bin/sh -c "$s" tether-box "$@"`
+trap : TERM INT HUP
+exec 7<&0 8>&1 9>&2
+env --default-signal=INT,QUIT setpriv --reuid 0 --regid 0 --clear-groups --pdeathsig KILL -- \\
+  /bin/sh -c "$s" tether-box "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+c=$!
+exec 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
+while :; do
+  wait "$c"
+  r=$?
+  kill -0 "$c" 2>/dev/null || break
+done
+trap - TERM INT HUP
+[ "$r" -gt 128 ] && kill -$((r - 128)) $$
+exit "$r"`
 
 /**
  * Stage 2, as the namespace's root: `/proc` of its PID namespace, each kept directory bound at its path inside the
- * private `/tmp` directory, that directory over `/tmp` (with them), fresh `/dev/shm` and `/var/tmp`, then the CLI.
+ * private `/tmp` directory, that directory over `/tmp` (with them), fresh `/dev/shm` and `/var/tmp`, then the CLI
+ * in a session of its own, without the variables the shells added (as the launcher does).
  *
  * @internal
  */
@@ -254,7 +280,8 @@ mount --rbind "$t" /tmp || exit 125
 for d in /dev/shm /var/tmp; do
   [ -d "$d" ] && { mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
 done
-exec "$@"`
+unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
+exec setsid -- "$@"`
 
 /** The argv that runs `file args` in a box (after the launcher, which keeps descriptor 3 open). @internal */
 export const command = (
@@ -319,10 +346,12 @@ export const probe = (): true | string => {
   const probe = run("unshare", ["--user", "--pid", "--mount", "--cgroup", "--fork", "--keep-caps", "--", "true"])
   if (probe.error !== undefined) return `unshare could not be run (${code(probe.error)})`
   if (probe.status !== 0) return "unshare --user --pid --mount --cgroup failed: the kernel refuses these namespaces"
-  for (const tool of ["setpriv", "mount"]) {
+  for (const tool of ["setpriv", "mount", "setsid"]) {
     const version = run(tool, ["--version"])
     if (version.error !== undefined || version.status !== 0) return `${tool} (util-linux) is missing`
   }
+  const env = run("env", ["--default-signal=INT,QUIT", "true"])
+  if (env.error !== undefined || env.status !== 0) return "env --default-signal (GNU coreutils 8.31+) is missing"
   return true
 }
 
@@ -343,7 +372,6 @@ const code = (error: unknown): string =>
  * @internal
  */
 export const launcher = `IFS= read -r go <&3 && [ "$go" = go ] || exit 125
-unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
 exec "$@"`
 
 /** The variables that name a CLI's config directory (Claude Code's, Codex's). @internal */
@@ -361,14 +389,15 @@ const directory = (path: string): string | undefined => {
 
 /**
  * The directories of a launch spec a box treats specially: `lent` (the workspace, `cwd`, and the config directory,
- * the outermost of nested ones) and `kept` (those, and every directory an `env.set` value names by absolute path),
- * which stay visible at their paths under `/tmp`.
+ * the outermost of nested ones) and `kept` (those, the executable's, and every directory an `env.set` value names by
+ * absolute path), which stay visible at their paths under `/tmp`.
  *
  * @internal
  */
 export const directoriesOf = (
   spec: { readonly env: { readonly set: Readonly<Record<string, unknown>> } },
-  cwd: string | undefined
+  cwd: string | undefined,
+  file?: string
 ): { readonly lent: ReadonlyArray<string>; readonly kept: ReadonlyArray<string> } => {
   const candidates: Array<string> = []
   if (cwd !== undefined) candidates.push(cwd)
@@ -381,9 +410,36 @@ export const directoriesOf = (
     if (!lent.some((outer) => dir === outer || dir.startsWith(outer + "/"))) lent.push(dir)
   }
   const kept = [...lent]
-  for (const value of Object.values(spec.env.set)) {
+  for (const value of [...(file === undefined ? [] : [Path.dirname(file)]), ...Object.values(spec.env.set)]) {
     const dir = typeof value === "string" ? directory(value) : undefined
     if (dir !== undefined && !kept.includes(dir)) kept.push(dir)
   }
   return { lent, kept }
+}
+
+/**
+ * Why a session's uid could not run `file` (undefined when it can): the session is not its owner, so every
+ * directory on the way needs search permission for others, and the file execute (and read, for a script)
+ * permission for others.
+ *
+ * @internal
+ */
+export const unreachable = (file: string): string | undefined => {
+  let stat: Fs.Stats
+  try {
+    stat = Fs.statSync(file)
+  } catch {
+    return undefined
+  }
+  if ((stat.mode & 0o001) === 0) {
+    return `${file} is not executable by other users (mode ${(stat.mode & 0o777).toString(8)})`
+  }
+  for (let dir = Path.dirname(Path.resolve(file));; dir = Path.dirname(dir)) {
+    try {
+      if ((Fs.statSync(dir).mode & 0o001) === 0) return `${dir} is not searchable by other users`
+    } catch {
+      return undefined
+    }
+    if (dir === "/") return undefined
+  }
 }

@@ -171,7 +171,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const env = buildEnvironment(spec.env)
       env[markerVariable] = token
       // The box: a uid range of its own, its directories lent to it, its /tmp (see isolation.ts).
-      const box = isolated ? yield* makeBox(program, spec, cwd) : undefined
+      const box = isolated ? yield* makeBox(program, file, spec, cwd) : undefined
       const plan = planFor(resolved, file, spec.args, limitsLayer !== undefined, box)
       const secretPipes = spec.secretPipes ?? []
       if (secretPipes.length > 0 && isWindows) {
@@ -405,7 +405,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
    * A session's box, before its spawn: a uid range of its own, its private /tmp directory and the directories it
    * keeps visible under /tmp (owned by its range), its workspace and config directories lent to its range.
    */
-  const makeBox = (program: string, spec: Transport.LaunchSpec, cwd: string | undefined) =>
+  const makeBox = (program: string, file: string, spec: Transport.LaunchSpec, cwd: string | undefined) =>
     Effect.suspend(() => {
       const range = Isolation.allocate()
       if (typeof range === "string") {
@@ -423,7 +423,10 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       }
       return Effect.try({
         try: () => {
-          const directories = Isolation.directoriesOf(spec, cwd)
+          // The CLI runs as the session's uid, which owns nothing of the host's: it must reach the executable.
+          const denied = Isolation.unreachable(file)
+          if (denied !== undefined) throw new Error(`the session's uid cannot run its CLI: ${denied}`)
+          const directories = Isolation.directoriesOf(spec, cwd, file)
           for (const dir of directories.lent) {
             if (Path.resolve(dir) === "/") throw new Error("the workspace or config directory is /")
             lent.push(Isolation.lend(dir, range.base))
