@@ -568,11 +568,13 @@ describe("NodeTransport", () => {
         return cli() !== undefined && /^\S*node\S* \S*fake-claude/.test(cli()!.args)
       })
       assert.strictEqual(cli()!.sid, pid)
-      // The other marked process, where there is one, is the isolated session's box (stage 1), the CLI's parent.
-      const others = found.filter((proc) => proc.pid !== pid)
+      // The other marked processes, where there are any, are the isolated session's box: its namespace's first
+      // process (the CLI's parent) and stage 1 (that one's parent).
+      const others = found.filter((proc) => proc.pid !== pid).map((proc) => proc.pid).sort()
+      const init = cli()!.ppid
       assert.deepStrictEqual(
-        others.map((proc) => proc.pid),
-        transport.capabilities.isolatesSessions ? [cli()!.ppid] : []
+        others,
+        transport.capabilities.isolatesSessions ? [init, stat(init)!.ppid].sort() : []
       )
       assert.isTrue(isAlive(pid))
     }).pipe(Effect.scoped, Effect.provide(TransportLive)))

@@ -11,9 +11,9 @@
  * (still the host's root outside until then, with every capability in the namespace kept by `--keep-caps`) reads
  * it and starts the namespace's first process as its root (`setpriv --reuid 0 --regid 0 --clear-groups`: uid
  * `<base>` outside, no capability outside); that one (stage 2) mounts the namespace's `/proc`, the directories the
- * session keeps at their paths under `/tmp`, the private `/tmp`, and fresh `/dev/shm` and `/var/tmp`, then execs
- * the CLI in a session of its own (`setsid`). The CLI is the namespace's PID 1: when it dies, so does every process
- * of its namespace.
+ * session keeps at their paths under `/tmp`, the private `/tmp`, and fresh `/dev/shm` and `/var/tmp`, then starts
+ * the CLI in a session of its own (`setsid`) and waits for it: when the CLI ends, so does stage 2 and with it every
+ * process of the namespace.
  *
  * Uid ranges: slot `i` is uids `firstUid + i × 65536 …` for {@link slots} slots, held by a lock file
  * (`/run/tether/uid-ranges/<i>`, created with `O_EXCL`, holding the host's pid and start time): two hosts on one
@@ -211,6 +211,30 @@ export const children = (pid: number): ReadonlyArray<number> => {
   }
 }
 
+const cmdline = (pid: number): string | undefined => {
+  try {
+    return Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1")
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The CLI of a box, by the pid of its namespace's first process (stage 2), once it has been started: the child that
+ * is neither one of stage 2's `mount`s nor a fork of stage 2 that has not exec'd yet (its command line is stage 2's).
+ * From `env` on, the pid is the CLI's (`env` execs `setsid`, which execs the CLI).
+ *
+ * @internal
+ */
+export const cliOf = (init: number): number | undefined => {
+  const own = cmdline(init)
+  if (own === undefined) return undefined
+  return children(init).find((child) => {
+    const command = cmdline(child)
+    return command !== undefined && command !== own && command !== "" && !command.startsWith("mount\0")
+  })
+}
+
 /**
  * What `unshare` is given: every namespace, its capabilities kept across the exec of stage 1. No `--fork`: stage 1
  * forks the namespace's first process itself, and reports how it ended (`unshare --fork` of util-linux 2.38 turns a
@@ -231,7 +255,7 @@ export const unshareArgs: ReadonlyArray<string> = [
 /**
  * Stage 1 (`sh -c stage1 tether-box <stage2> <tmp> <n> <keep…> <file> <args…>`), the process the host spawned (in
  * the host's PID namespace, in the new others): waits for `mapped` on descriptor 3, then starts stage 2 as the
- * namespace's root, as the first process of the new PID namespace (the CLI, once stage 2 execs it), with a
+ * namespace's root, as the first process of the new PID namespace, with a
  * parent-death signal (stage 1 killed, the namespace dies) and its stdio; closes its own (the host sees the CLI's
  * stdout end when the CLI closes it), waits for it, and ends as it ended: its exit code, or the same signal (so an
  * exit code above 128 reads as a signal). Started in the background (so that stage 1 can close its stdio), the
@@ -261,9 +285,12 @@ trap - TERM INT HUP
 exit "$r"`
 
 /**
- * Stage 2, as the namespace's root: `/proc` of its PID namespace, each kept directory bound at its path inside the
- * private `/tmp` directory, that directory over `/tmp` (with them), fresh `/dev/shm` and `/var/tmp`, then the CLI
- * in a session of its own, without the variables the shells added (as the launcher does).
+ * Stage 2, as the namespace's root and its PID 1: `/proc` of its PID namespace, each kept directory bound at its path
+ * inside the private `/tmp` directory, that directory over `/tmp` (with them), fresh `/dev/shm` and `/var/tmp`; then
+ * it starts the CLI in a session of its own, without the variables the shells added (as the launcher does), with its
+ * stdio (closing its own), and waits for it, reaping the orphans re-parented to it meanwhile. Its exit (the CLI's
+ * code, or 128 + its signal) ends the namespace. The CLI is not PID 1: the kernel ignores a signal to a namespace's
+ * PID 1 that it has no handler for, SIGTERM included, and teardown's SIGTERM must end the CLI as anywhere else.
  *
  * @internal
  */
@@ -281,7 +308,11 @@ for d in /dev/shm /var/tmp; do
   [ -d "$d" ] && { mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
 done
 unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
-exec setsid -- "$@"`
+exec 7<&0 8>&1 9>&2
+env --default-signal=INT,QUIT setsid -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+c=$!
+exec 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
+wait "$c"`
 
 /** The argv that runs `file args` in a box (after the launcher, which keeps descriptor 3 open). @internal */
 export const command = (

@@ -351,6 +351,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           unwatch = watch(tree)
         }
       }
+      // An isolated session's stage 1 is the transport's, as a launcher is: never signalled by itself nor counted (it
+      // ends when the CLI does; cgroup.kill, or the CLI's parent-death signal the other way round).
+      if (box !== undefined) container = Teardown.sparing(container, pid)
       return {
         child,
         pid,
@@ -445,8 +448,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
 
   /**
    * The box's handshake, after the spawn: waits (native timers, bounded by `isolationTimeout`) until the launcher is
-   * in a user namespace of its own, writes its maps, sends `mapped`, and waits for the namespace's first process
-   * (the CLI, once its stages have exec'd): its pid is the connection's.
+   * in a user namespace of its own, writes its maps, sends `mapped`, and waits for the CLI (the child of the
+   * namespace's first process, once it has exec'd): its pid is the connection's.
    */
   const mapBox = (program: string, handle: Handle, base: number) =>
     Effect.callback<number, SpawnFailed>((resume) => {
@@ -474,7 +477,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
           }
         }
         if (mapped) {
-          const [cli] = Isolation.children(pid)
+          // Stage 1's child is the namespace's PID 1 (stage 2), whose child is the CLI.
+          const [init] = Isolation.children(pid)
+          const cli = init === undefined ? undefined : Isolation.cliOf(init)
           if (cli !== undefined) return resume(Effect.succeed(cli))
         }
         if (Date.now() > deadline) {
