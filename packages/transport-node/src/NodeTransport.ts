@@ -143,12 +143,15 @@ export interface Options {
    * machine, other hosts' included), a PID namespace (its tools see only its processes), a mount namespace (a
    * private `/tmp`, `/dev/shm` and `/var/tmp`; the directories the launch spec names under `/tmp` stay visible) and
    * a cgroup namespace. So no session's tools can read another's environment, memory or files, signal it, or move
-   * it between cgroups. Its workspace (`cwd`) and config directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) are lent to
-   * its uid range while it runs: every entry owned by the directory's owner is chowned to the range (the directory
-   * made 0700) and given back at release. Gotchas: `connection.pid` is the CLI's pid outside its namespace (its
-   * parent is `unshare`); other users' files are `nobody`'s inside, `HOME` and the rest of the host's files are
-   * not writable, and a workspace two sessions share at once is lent to the last. `true`: where it cannot be
-   * done, every `open` fails with `SpawnFailed`; `false`: off.
+   * it between cgroups. Its workspace (`cwd`), config directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) and a `HOME` the
+   * launch spec sets (not the host's own) are lent to its uid range while it runs: every entry owned by the
+   * directory's owner is chowned to the range (the directory made 0700) and given back at release.
+   *
+   * Gotchas: `connection.pid` is the CLI's pid outside its namespace (its parent is the box's first process); the
+   * executable must be runnable by other users; other users' files are `nobody`'s inside, and the rest of the
+   * host's files (the host's own `HOME` included) are not writable; a workspace two sessions share at once is lent
+   * to the last; a CLI's exit ends every process of its namespace; an exit code above 128 reads as a signal. `true`:
+   * where it cannot be done, every `open` fails with `SpawnFailed`; `false`: off.
    */
   readonly isolation?: boolean | undefined
   /** How long an isolated session's start may take to make its namespaces (default 5 seconds). */

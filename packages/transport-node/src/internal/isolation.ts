@@ -30,6 +30,7 @@
 import * as NodeChildProcess from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import * as ProcessTree from "./processTree.ts"
 
@@ -419,8 +420,8 @@ const directory = (path: string): string | undefined => {
 }
 
 /**
- * The directories of a launch spec a box treats specially: `lent` (the workspace, `cwd`, and the config directory,
- * the outermost of nested ones) and `kept` (those, the executable's, and every directory an `env.set` value names by
+ * The directories of a launch spec a box treats specially: `lent` (the workspace, `cwd`, the config directory, and
+ * `HOME` when the spec sets one that is not the host's own; the outermost of nested ones) and `kept` (those, the executable's, and every directory an `env.set` value names by
  * absolute path), which stay visible at their paths under `/tmp`.
  *
  * @internal
@@ -436,6 +437,9 @@ export const directoriesOf = (
     const value = spec.env.set[name]
     if (typeof value === "string") candidates.push(value)
   }
+  // A home of the session's own, which the host set (never the host's own, which sessions would share).
+  const home = spec.env.set["HOME"]
+  if (typeof home === "string" && directory(home) !== directory(Os.homedir())) candidates.push(home)
   const lent: Array<string> = []
   for (const dir of candidates.flatMap((each) => directory(each) ?? []).sort((a, b) => a.length - b.length)) {
     if (!lent.some((outer) => dir === outer || dir.startsWith(outer + "/"))) lent.push(dir)
