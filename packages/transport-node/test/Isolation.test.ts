@@ -266,6 +266,10 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       Fs.writeFileSync(Path.join(dir, "21"), `999999999 -`)
       const fourth = Isolation.allocate(dir, 20)
       assert.strictEqual(typeof fourth === "string" ? fourth : fourth.slot, 21)
+      // The sweep removes a dead host's lock files, not a live one's.
+      Fs.writeFileSync(Path.join(dir, "30"), `999999999 -`)
+      Isolation.sweep(dir)
+      assert.deepStrictEqual(Fs.readdirSync(dir).sort(), ["20", "21", "7", "8"])
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })
     }

@@ -121,6 +121,32 @@ export const allocate = (dir: string = defaultLockDir, start: number = randomByt
   return `every uid range (${slots}) is held`
 }
 
+/**
+ * Removes the lock files of hosts that are gone (killed without their finalizers), so that the directory does not
+ * grow with them; the slots were free to take anyway.
+ *
+ * @internal
+ */
+export const sweep = (dir: string = defaultLockDir): void => {
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const file = Path.join(dir, name)
+    try {
+      if (!/^[0-9]+$/.test(name) || !stale(Fs.readFileSync(file, "utf8"))) continue
+      const aside = `${file}.stale-${randomBytes(4).toString("hex")}`
+      Fs.renameSync(file, aside)
+      Fs.unlinkSync(aside)
+    } catch {
+      // Taken back by another host meanwhile.
+    }
+  }
+}
+
 /** A directory lent to a session's uid range, and how to give it back. @internal */
 export interface Lent {
   readonly restore: () => void

@@ -92,6 +92,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     : undefined
   const isolationMillis = Duration.toMillis(options?.isolationTimeout ?? defaultIsolationTimeout)
   const ownUserNamespace = isolated ? Isolation.userNamespace("self") : undefined
+  if (isolated) Isolation.sweep()
   const services = yield* Effect.context<never>()
 
   // The layer's cgroup is removed when the layer is released and its last session is gone, whichever is last.
