@@ -4,7 +4,7 @@
  * report file, so that a test finds it by pid and start time — never by a marker in its environment, which most
  * of them clear — and checks from /proc that teardown left nothing.
  */
-import { Data, Effect } from "effect"
+import { Data, Effect, type Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -301,27 +301,34 @@ export const isAlive = (escaped: Escaped): boolean => {
  * nested-cgroup escape made where no session's teardown removes them (in the host's cgroup, under the process tree
  * and a PID namespace), once their processes are gone (killed a moment before, by the escapes' own finalizer).
  */
-export const makeReport = Effect.acquireRelease(
-  Effect.sync(() => {
-    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-escapes-"))
-    Fs.chmodSync(dir, 0o777)
-    return Path.join(dir, "report")
-  }),
-  (report) =>
-    Effect.gen(function*() {
-      Fs.rmSync(Path.dirname(report), { recursive: true, force: true })
-      if (cgroupMount === undefined) return
-      const own = Cgroup.locate(
-        Fs.readFileSync("/proc/self/mountinfo", "utf8"),
-        Fs.readFileSync("/proc/self/cgroup", "utf8")
-      )
-      if (own._tag === "Missing") return
-      const nest = Path.join(own.own, nestName(report))
-      yield* waitUntil("the escape's nested cgroups to be removed", () => Cgroup.removeTree(nest), 2_000).pipe(
-        Effect.ignore
-      )
-    })
-)
+export const makeReport: Effect.Effect<string, never, Scope.Scope> = Effect.suspend(() => makeReportIn(Os.tmpdir()))
+
+/**
+ * {@link makeReport}, its directory made in `parent`: a session's workspace, for a session in a box (which sees
+ * neither the host's /tmp nor, as another uid, a directory it was not lent).
+ */
+export const makeReportIn = (parent: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const dir = Fs.mkdtempSync(Path.join(parent, "tether-escapes-"))
+      Fs.chmodSync(dir, 0o777)
+      return Path.join(dir, "report")
+    }),
+    (report) =>
+      Effect.gen(function*() {
+        Fs.rmSync(Path.dirname(report), { recursive: true, force: true })
+        if (cgroupMount === undefined) return
+        const own = Cgroup.locate(
+          Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+          Fs.readFileSync("/proc/self/cgroup", "utf8")
+        )
+        if (own._tag === "Missing") return
+        const nest = Path.join(own.own, nestName(report))
+        yield* waitUntil("the escape's nested cgroups to be removed", () => Cgroup.removeTree(nest), 2_000).pipe(
+          Effect.ignore
+        )
+      })
+  )
 
 const hostPidNamespace = Fs.readlinkSync("/proc/self/ns/pid")
 

@@ -93,7 +93,8 @@ export interface Watch {
 export const watchLimits = (options: {
   readonly session: Limits.Session
   readonly requested: Limits.Requested
-  readonly pid: number
+  /** The CLI's pid (in a box, known once its namespaces are made: the launcher's until then). */
+  readonly pid: () => number
   readonly exited: () => boolean
   readonly intervalMillis: number
   readonly report: (hit: Transport.LimitHit) => void
@@ -103,7 +104,7 @@ export const watchLimits = (options: {
   let forks = session.forkFailures()
   const cliDeadUnhandled = () => {
     if (options.exited()) return false
-    const info = ProcessTree.readStat(options.pid)
+    const info = ProcessTree.readStat(options.pid())
     return info === undefined || info.zombie
   }
   const look = () => {

@@ -43,7 +43,11 @@ export interface Handle {
   /** After teardown: the last look at the limits' counters, then the session's v1 cgroups and temporary files go. */
   readonly box: Box
   /** The session's box, when it is isolated: its uid range's root outside. */
-  readonly isolated?: { readonly base: number } | undefined
+  readonly isolated?: {
+    readonly base: number
+    /** The CLI was found in the box: its pid is the one the limits' watch looks at. */
+    readonly found: (cli: number) => void
+  } | undefined
 }
 
 /** What a session has besides its processes: its limits' cgroups and watch, its private temporary directory. */

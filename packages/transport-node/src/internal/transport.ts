@@ -291,11 +291,13 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const pid = child.pid!
       watchdog?.setRoot(marker, pid, start)
       let exitedNow = () => false
+      // The CLI's pid: the launcher's, until a box's handshake finds the CLI in its namespace.
+      let cliPid = pid
       const hits = limits === undefined ? undefined : yield* Queue.unbounded<Transport.LimitHit, Cause.Done>()
       const limitWatch = limits === undefined || hits === undefined ? undefined : Box.watchLimits({
         session: limits,
         requested: requestedLimits,
-        pid,
+        pid: () => cliPid,
         exited: () => exitedNow(),
         intervalMillis: limitsMillis,
         report: (hit) => {
@@ -366,7 +368,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         unregisterSecrets,
         unwatch,
         box: extras,
-        isolated: box
+        isolated: box === undefined ? undefined : {
+          base: box.base,
+          found: (cli: number) => {
+            cliPid = cli
+          }
+        }
       }
     })
 
@@ -458,13 +465,17 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       const pid = handle.pid
       let mapped = false
       let timer: ReturnType<typeof setTimeout> | undefined
+      let cli: number | undefined
       const fail = (reason: string) => {
         // Stage 1 exits when its descriptor 3 ends without `mapped`.
         ;(handle.child.stdio[3] as Writable | null)?.destroy()
         resume(Effect.fail(new SpawnFailed({ program, reason })))
       }
       const poll = () => {
-        if (handle.exited()) return fail("the CLI's launcher exited before its box was made")
+        // Ended after `mapped`: the CLI ran (and ended before it was seen, perhaps); its exit status says how.
+        if (handle.exited()) {
+          return mapped ? resume(Effect.succeed(cli ?? pid)) : fail("the CLI's launcher exited before its box was made")
+        }
         if (!mapped) {
           const namespace = Isolation.userNamespace(pid)
           if (namespace !== undefined && namespace !== ownUserNamespace) {
@@ -480,7 +491,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         if (mapped) {
           // Stage 1's child is the namespace's PID 1 (stage 2), whose child is the CLI.
           const [init] = Isolation.children(pid)
-          const cli = init === undefined ? undefined : Isolation.cliOf(init)
+          cli = init === undefined ? undefined : Isolation.cliOf(init)
           if (cli !== undefined) return resume(Effect.succeed(cli))
         }
         if (Date.now() > deadline) {
@@ -509,6 +520,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     if (handle.isolated === undefined) return handle.connection
     // A failure here closes the scope as any other: the teardown ends what was started.
     const cli = yield* mapBox(spec.program, handle, handle.isolated.base)
+    handle.isolated.found(cli)
     return { ...handle.connection, pid: Option.some(cli) }
   })
 
