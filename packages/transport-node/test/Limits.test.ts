@@ -153,7 +153,7 @@ describe.runIf(runs)("per-session limits, with real processes", { timeout: 20_00
       const error = yield* Effect.flip(claude.run("hog"))
       assert.strictEqual(error._tag, "CliExited")
       if (error._tag !== "CliExited") return
-      assert.strictEqual(error.cause, "out-of-memory")
+      assert.strictEqual(error.cause, "out-of-memory", error.message)
       assert.strictEqual(error.signal, "SIGKILL")
       assert.include(error.message, "out of memory")
       // The fake acknowledges its prompts: delivery is certain once it did.

@@ -107,11 +107,19 @@ export const watchLimits = (options: {
     const info = ProcessTree.readStat(options.pid())
     return info === undefined || info.zombie
   }
-  const look = () => {
+  // An OOM kill is counted when the victim is chosen, before it is gone: one seen while the CLI still runs is
+  // reported at the next look, if the CLI still runs then (a CLI that was the victim has died meanwhile, and its
+  // exit is what reports it).
+  let seen = ooms
+  const look = (last = false) => {
     const nowOoms = session.oomKills()
     if (nowOoms > ooms && requested.memoryBytes !== undefined && !cliDeadUnhandled()) {
-      options.report({ limit: "memory", count: nowOoms - ooms, max: requested.memoryBytes })
-      ooms = nowOoms
+      if (nowOoms > seen && !last) {
+        seen = nowOoms
+      } else {
+        options.report({ limit: "memory", count: nowOoms - ooms, max: requested.memoryBytes })
+        ooms = nowOoms
+      }
     }
     const nowForks = session.forkFailures()
     if (nowForks > forks && requested.processes !== undefined) {
@@ -129,7 +137,7 @@ export const watchLimits = (options: {
     },
     lastLook: () => {
       clearInterval(timer)
-      look()
+      look(true)
     }
   }
 }
