@@ -15,7 +15,7 @@
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ClaudeSession } from "@tether/claude"
-import { Permission } from "@tether/core"
+import { Permission, Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Data, Effect, Exit, Fiber, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
@@ -169,6 +169,7 @@ describe.runIf(process.platform === "linux" && process.getuid?.() === 0)(
     const boxed = NodeTransport.layer({ executables: { claude: claudePath }, containment: "cgroup", scanInterval: 0 })
     it.live("the session is closed after the turn", () =>
       Effect.gen(function*() {
+        assert.isTrue((yield* Transport.Transport).capabilities.isolatesSessions)
         const world = yield* makeWorld()
         const report = yield* makeReportIn(world.cwd)
         const scope = yield* Scope.make()
