@@ -64,6 +64,12 @@ export type SessionEvent = Data.TaggedEnum<{
     readonly message: string | undefined
   }
   ProtocolError: Common & { readonly error: ProtocolError }
+  /**
+   * A process of the session's tree ran into one of its limits (the transport's `limits`): `memory`, the OOM killer
+   * ended `count` of them; `processes`, `count` forks were refused. The session goes on; an OOM kill of the CLI
+   * itself is its `Exit` (and the turn's `CliExited`, `cause: "out-of-memory"`).
+   */
+  LimitHit: Common & Transport.LimitHit
   Exit: Common & { readonly status: Transport.ExitStatus; readonly stderrTail: string }
   /** Any other decoded frame (system/init, lifecycle, control traffic, unknown types). */
   Frame: Common & { readonly type: string; readonly subtype: string | undefined }

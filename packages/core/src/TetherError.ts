@@ -313,7 +313,9 @@ export interface CliExited extends Disposition {}
 
 /**
  * The CLI process exited while a turn (or request) was in flight. Before the acknowledgement, delivery is
- * uncertain. The session is failed, never reused.
+ * uncertain. The session is failed, never reused. `cause` is `out-of-memory` when the kernel's OOM killer ended the
+ * CLI because its session reached its memory limit (the transport's `limits`): a retry in the same session box gets
+ * the same limit.
  *
  * @category delivery
  * @since 0.1.0
@@ -324,6 +326,7 @@ export class CliExited extends TaggedError("CliExited")<{
   readonly signal: string | null
   readonly stderrTail: string
   readonly acknowledged: boolean
+  readonly cause?: "out-of-memory" | undefined
 }> {
   static {
     uncertainUnlessAcknowledged(this)

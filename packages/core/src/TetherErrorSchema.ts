@@ -196,7 +196,8 @@ export const CliExited = make(TetherError.CliExited, "CliExited", {
   code: Schema.NullOr(Schema.Finite),
   signal: Schema.NullOr(Schema.String),
   stderrTail: Schema.String,
-  acknowledged: Schema.Boolean
+  acknowledged: Schema.Boolean,
+  cause: Schema.optional(Schema.UndefinedOr(Schema.Literal("out-of-memory")))
 })
 
 /**

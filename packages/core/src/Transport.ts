@@ -29,9 +29,21 @@ import type { SpawnError, TransportWriteError } from "./TetherError.ts"
 export type ExitStatus = Data.TaggedEnum<{
   /** The process exited by itself (or after stdin EOF) with this code. */
   Exited: { readonly code: number }
-  /** The process was ended by a signal (for example during teardown). */
-  Signaled: { readonly signal: string }
+  /**
+   * The process was ended by a signal (for example during teardown). `cause` is `out-of-memory` when the kernel's
+   * OOM killer ended it because its session hit its memory limit (a transport that enforces limits says so).
+   */
+  Signaled: { readonly signal: string; readonly cause?: ExitCause | undefined }
 }>
+
+/**
+ * Why the kernel ended a process: `out-of-memory`, its session's memory limit was reached and the OOM killer chose
+ * it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ExitCause = "out-of-memory"
 
 /**
  * Constructors and matchers for {@link ExitStatus}.
@@ -55,7 +67,11 @@ export const ExitStatus = Data.taggedEnum<ExitStatus>()
  * @since 0.1.0
  */
 export const formatExitStatus = (status: ExitStatus): string =>
-  status._tag === "Exited" ? `exit code ${status.code}` : `signal ${status.signal}`
+  status._tag === "Exited"
+    ? `exit code ${status.code}`
+    : status.cause === "out-of-memory"
+    ? `signal ${status.signal}, out of memory: the session's memory limit`
+    : `signal ${status.signal}`
 
 /**
  * The environment a process starts with. `inherit` starts from the host's environment, minus the
@@ -250,6 +266,47 @@ export interface Connection {
   readonly exit: Effect.Effect<ExitStatus>
   /** The exit status if the process has already exited. */
   readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
+  /**
+   * The session's limits hit by the processes it started (a tool OOM-killed, the process limit reached), as they
+   * are seen; ends when the connection's teardown is done. Absent where the transport enforces no limits.
+   *
+   * @since 0.1.0
+   */
+  readonly limitHits?: Stream.Stream<LimitHit> | undefined
+}
+
+/**
+ * A session limit that one of its processes ran into:
+ *
+ * - `memory`: the kernel's OOM killer ended `count` processes of the session (its memory limit was reached);
+ * - `processes`: `count` forks (or clones) failed because the session's process limit was reached.
+ *
+ * An OOM kill of the CLI itself is its exit status (`ExitStatus.Signaled` with `cause: "out-of-memory"`), not a hit.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface LimitHit {
+  readonly limit: "memory" | "processes"
+  readonly count: number
+  /** The limit in force (bytes, or processes). */
+  readonly max: number
+}
+
+/**
+ * Per-session resource limits a transport enforces on this machine (each `false` where it cannot, `notes` in
+ * {@link Capabilities} say why).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface LimitSupport {
+  /** The memory of the session's whole tree (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`). */
+  readonly memory: boolean
+  /** The number of processes (and threads) of the session (`pids.max`). */
+  readonly processes: boolean
+  /** The CPU time of the session's whole tree (v2 `cpu.max`, v1 `cpu.cfs_quota_us`). */
+  readonly cpu: boolean
 }
 
 /**
@@ -370,6 +427,20 @@ export interface Capabilities {
    * make this true; `notes` says what there is instead.
    */
   readonly diesWithHost: boolean
+  /**
+   * The per-session limits this transport can enforce here (absent: none, as for a transport without limits).
+   *
+   * @since 0.1.0
+   */
+  readonly limits?: LimitSupport | undefined
+  /**
+   * Each session's processes are isolated from every other session's: they cannot read another's environment,
+   * memory or files, signal it, or move it between cgroups (the Node transport: namespaces and a uid range per
+   * session). Absent or false: not isolated, `notes` say why.
+   *
+   * @since 0.1.0
+   */
+  readonly isolatesSessions?: boolean | undefined
   readonly notes: ReadonlyArray<string>
 }
 

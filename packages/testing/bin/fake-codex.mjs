@@ -5,8 +5,11 @@
 // TypeScript source in the workspace and the build when installed.
 import module from "node:module"
 
-// The simulator is TypeScript and the codec it encodes with is big: Node's compile cache (in the OS's temporary
-// directory) spares the next starts the parsing and compiling.
-module.enableCompileCache?.()
+// The simulator is TypeScript and the codec it encodes with is big: Node's compile cache spares the next starts the
+// parsing and compiling. It is kept next to the package, not in the OS's temporary directory: a session's TMPDIR is
+// its own (the transport's privateTmp) and goes with it.
+module.enableCompileCache?.(
+  process.env.NODE_COMPILE_CACHE ?? new URL("../node_modules/.cache/node-compile-cache", import.meta.url).pathname
+)
 const { main } = await import("@tether/testing/FakeCodex")
 main()

@@ -5,6 +5,10 @@
 // simulator through the package's own export: the TypeScript source in the workspace, the build when installed.
 import module from "node:module"
 
-module.enableCompileCache?.()
+// Node's compile cache, kept next to the package, not in the OS's temporary directory: a session's TMPDIR is its own
+// (the transport's privateTmp) and goes with it.
+module.enableCompileCache?.(
+  process.env.NODE_COMPILE_CACHE ?? new URL("../node_modules/.cache/node-compile-cache", import.meta.url).pathname
+)
 const { main } = await import("@tether/testing/FakeCodex")
 main({ fast: true })

@@ -115,6 +115,62 @@ export interface Options {
    * that parent. `0` reads the table only at teardown.
    */
   readonly scanInterval?: Duration.Input | undefined
+  /**
+   * Limits of each session's whole tree (the CLI and everything it starts): memory, processes, CPU; none by
+   * default. Enforced by the kernel's cgroup controllers, on cgroup v2 where the host's cgroup offers them to its
+   * children, else on the cgroup v1 hierarchies a machine has (each session gets a cgroup of its own in each, torn
+   * down with it). `transport.capabilities.limits` says which this machine can enforce; a limit asked for that
+   * cannot be makes every `open` fail with `SpawnFailed`. A process OOM-killed or a fork refused is a
+   * `Connection.limitHits` item (a `LimitHit` session event), a warning and the `tether_limit_hits` metric; the CLI
+   * itself OOM-killed exits `Signaled` with `cause: "out-of-memory"` (a turn in flight fails with `CliExited`,
+   * `cause: "out-of-memory"`).
+   */
+  readonly limits?: Limits | undefined
+  /** How often each session's limit counters are read for hits (default 250 ms). */
+  readonly limitsInterval?: Duration.Input | undefined
+  /**
+   * Give each session a private temporary directory (default true; not on Windows): made under the host's
+   * `os.tmpdir()` (mode 0700), passed to the CLI as `TMPDIR`, `TMP` and `TEMP`, and removed with whatever its tools
+   * left in it when the session is released (a host that died without finalizers leaves its own to the next layer
+   * made on the machine). A `TMPDIR` in the launch spec's `env.set` wins, and then no directory is made. Programs
+   * that write to `/tmp` by name still share it.
+   */
+  readonly privateTmp?: boolean | undefined
+  /**
+   * Isolate the sessions from each other (default: where this host can, that is Linux as root; reported by
+   * `transport.capabilities.isolatesSessions`). Each session's CLI runs in namespaces of its own: a user namespace
+   * whose root is a uid range of its own outside (65,536 uids, distinct from every other live session's on the
+   * machine, other hosts' included), a PID namespace (its tools see only its processes), a mount namespace (a
+   * private `/tmp`, `/dev/shm` and `/var/tmp`; the directories the launch spec names under `/tmp` stay visible) and
+   * a cgroup namespace. So no session's tools can read another's environment, memory or files, signal it, or move
+   * it between cgroups. Its workspace (`cwd`), config directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) and a `HOME` the
+   * launch spec sets (not the host's own) are lent to its uid range while it runs: every entry owned by the
+   * directory's owner is chowned to the range (the directory made 0700) and given back at release.
+   *
+   * Gotchas: `connection.pid` is the CLI's pid outside its namespace (its parent is the box's first process); the
+   * executable must be runnable by other users; other users' files are `nobody`'s inside, and the rest of the
+   * host's files (the host's own `HOME` included) are not writable; a workspace two sessions share at once is lent
+   * to the last; a CLI's exit ends every process of its namespace; an exit code above 128 reads as a signal. `true`:
+   * where it cannot be done, every `open` fails with `SpawnFailed`; `false`: off.
+   */
+  readonly isolation?: boolean | undefined
+  /** How long an isolated session's start may take to make its namespaces (default 5 seconds). */
+  readonly isolationTimeout?: Duration.Input | undefined
+}
+
+/**
+ * Per-session resource limits (see {@link Options.limits}); each one absent is no limit.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Limits {
+  /** The memory of the session's tree, in bytes (page cache included; swap not allowed past it). */
+  readonly memoryBytes?: number | undefined
+  /** The processes (and threads) of the session's tree at once: a fork bomb stops there. */
+  readonly processes?: number | undefined
+  /** The CPU time of the session's tree, in CPUs (`0.5`: half of one CPU, `2`: two CPUs' worth). */
+  readonly cpus?: number | undefined
 }
 
 /**
@@ -167,6 +223,31 @@ export const defaultScanInterval: Duration.Duration = defaults.defaultScanInterv
  * @since 0.1.0
  */
 export const survivorsMetric: Metric.Counter<number> = defaults.survivorsMetric
+
+/**
+ * The metric of the limits hit by the sessions' processes: OOM kills (attribute `limit=memory`) and refused forks
+ * (`limit=processes`), counted as they are seen.
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const limitHitsMetric: Metric.Counter<number> = defaults.limitHitsMetric
+
+/**
+ * The default bound of an isolated session's namespaces' making (5 seconds).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultIsolationTimeout: Duration.Duration = defaults.defaultIsolationTimeout
+
+/**
+ * The default interval the limits' counters are read at (250 ms).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultLimitsInterval: Duration.Duration = defaults.defaultLimitsInterval
 
 /**
  * What the transport guarantees on this platform under a containment mechanism, with or without the watchdog.

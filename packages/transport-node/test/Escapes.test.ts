@@ -16,6 +16,7 @@ import { Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Data, Duration, Effect, Exit, Fiber, Scope, Stream } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { awaitEscaped, awaitToolShellGone, commandFor, escapes, makeReport, survives, survivors } from "./escapes.ts"
 import { fakeClaudePath, fakeSpec, killMarked, newMark, stat, userMessage, waitUntil } from "./utils.ts"
@@ -36,25 +37,32 @@ const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
  * left it (root can) with nothing the tree could find it by. The fake's tool shell exits as soon as it started the
  * escapes: teardown never sees it alive.
  */
-const expected = (mechanism: Mechanism): ReadonlyArray<string> =>
-  escapes.filter((escape) => survives(escape, mechanism, { toolShellAlive: false })).map((escape) => escape.name)
+const expected = (mechanism: Mechanism, isolated: boolean): ReadonlyArray<string> =>
+  escapes.filter((escape) => survives(escape, mechanism, { toolShellAlive: false, isolated }))
+    .map((escape) => escape.name)
     .sort()
 
-/** The outcomes, for the table printed at the end: mechanism -> closing -> survivors. */
-const outcomes = new Map<Mechanism, Map<Closing, ReadonlyArray<string>>>()
-const record = (mechanism: Mechanism, closing: Closing, left: ReadonlyArray<string>) => {
-  const row = outcomes.get(mechanism) ?? new Map<Closing, ReadonlyArray<string>>()
-  row.set(closing, left)
-  outcomes.set(mechanism, row)
-}
+/** Isolation between sessions (the default where it can be, as root) and without it. */
+const isolations = [true, false] as const
+const isolationAvailable = process.platform === "linux" && process.getuid?.() === 0
 
-const layerFor = (mechanism: Mechanism) =>
+/** The outcomes, for the table printed at the end: mechanism (and isolation) -> closing -> survivors. */
+const outcomes = new Map<string, Map<Closing, ReadonlyArray<string>>>()
+const record = (column: string, closing: Closing, left: ReadonlyArray<string>) => {
+  const row = outcomes.get(column) ?? new Map<Closing, ReadonlyArray<string>>()
+  row.set(closing, left)
+  outcomes.set(column, row)
+}
+const columnOf = (mechanism: Mechanism, isolated: boolean) => isolated ? `${mechanism}, isolated` : mechanism
+
+const layerFor = (mechanism: Mechanism, isolated: boolean) =>
   NodeTransport.layer({
     executables: { claude: fakeClaudePath },
     killGrace: Duration.millis(killGraceMillis),
     watchdog: false,
     containment: mechanism,
-    scanInterval: 0
+    scanInterval: 0,
+    isolation: isolated
   })
 
 const knobsFor = (report: string) => ({
@@ -64,7 +72,7 @@ const knobsFor = (report: string) => ({
 
 class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
 
-const startHost = (mechanism: Mechanism, mark: string, report: string) =>
+const startHost = (mechanism: Mechanism, isolated: boolean, mark: string, report: string) =>
   Effect.acquireRelease(
     Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
       const knobs = knobsFor(report)
@@ -73,7 +81,13 @@ const startHost = (mechanism: Mechanism, mark: string, report: string) =>
         [hostScript, "runPromise", "watchdog", mark, fakeClaudePath, mechanism],
         {
           stdio: ["ignore", "pipe", "inherit"],
-          env: { ...process.env, TETHER_TEST_TOOL: knobs.tool, TETHER_TEST_CLI_TOOL: knobs.cliTool }
+          env: {
+            ...process.env,
+            TETHER_TEST_TOOL: knobs.tool,
+            TETHER_TEST_CLI_TOOL: knobs.cliTool,
+            TETHER_TEST_CWD: Path.dirname(report),
+            TETHER_TEST_ISOLATION: isolated ? "on" : "off"
+          }
         }
       )
       host.stdout.setEncoding("utf8")
@@ -86,8 +100,9 @@ const startHost = (mechanism: Mechanism, mark: string, report: string) =>
       Effect.sync(() => host.kill("SIGKILL"))
   )
 
-const suite = (mechanism: Mechanism) =>
-  describe(`escapes under ${mechanism}`, { timeout: 20_000 }, () => {
+const suite = (mechanism: Mechanism, isolated: boolean) =>
+  describe(`escapes under ${mechanism}${isolated ? ", isolated" : ""}`, { timeout: 20_000 }, () => {
+    const column = columnOf(mechanism, isolated)
     it.live("the scope closes", () =>
       Effect.gen(function*() {
         const mark = newMark()
@@ -96,7 +111,11 @@ const suite = (mechanism: Mechanism) =>
         const transport = yield* Transport.Transport
         assert.strictEqual(transport.capabilities.containment, mechanism)
         const scope = yield* Scope.make()
-        yield* transport.open(fakeSpec(mark, knobsFor(report)), { termGrace: Duration.millis(termGraceMillis) }).pipe(
+        assert.strictEqual(transport.capabilities.isolatesSessions, isolated)
+        // The report is in the session's workspace: what its tools can write to, isolated or not.
+        yield* transport.open(fakeSpec(mark, knobsFor(report), { cwd: Path.dirname(report) }), {
+          termGrace: Duration.millis(termGraceMillis)
+        }).pipe(
           Scope.provide(scope)
         )
         const escaped = yield* awaitEscaped(escapes, report)
@@ -106,10 +125,10 @@ const suite = (mechanism: Mechanism) =>
         yield* Scope.close(scope, Exit.void)
         const millis = Date.now() - started
         const left = survivors(escaped)
-        record(mechanism, "close", left)
-        assert.deepStrictEqual(left, expected(mechanism))
+        record(column, "close", left)
+        assert.deepStrictEqual(left, expected(mechanism, isolated))
         assert.isBelow(millis, boundMillis, `teardown took ${millis} ms`)
-      }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism))))
+      }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism, isolated))))
 
     it.live("the host fiber is interrupted mid-turn", () =>
       Effect.gen(function*() {
@@ -120,7 +139,9 @@ const suite = (mechanism: Mechanism) =>
         const session = yield* Effect.forkChild(
           Effect.gen(function*() {
             const connection = yield* transport.open(
-              fakeSpec(mark, { ...knobsFor(report), spawnAt: "turn", frameDelayMillis: 60_000 }),
+              fakeSpec(mark, { ...knobsFor(report), spawnAt: "turn", frameDelayMillis: 60_000 }, {
+                cwd: Path.dirname(report)
+              }),
               { termGrace: Duration.millis(termGraceMillis) }
             )
             yield* connection.write(userMessage("a long turn"))
@@ -136,17 +157,17 @@ const suite = (mechanism: Mechanism) =>
         const millis = Date.now() - started
         assert.isTrue(Exit.hasInterrupts(exit))
         const left = survivors(escaped)
-        record(mechanism, "interrupt", left)
-        assert.deepStrictEqual(left, expected(mechanism))
+        record(column, "interrupt", left)
+        assert.deepStrictEqual(left, expected(mechanism, isolated))
         assert.isBelow(millis, boundMillis, `teardown took ${millis} ms`)
-      }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism))))
+      }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism, isolated))))
 
     it.live("the host is SIGKILLed (the watchdog ends the session)", () =>
       Effect.gen(function*() {
         const mark = newMark()
         yield* Effect.addFinalizer(() => Effect.sync(() => killMarked(mark)))
         const report = yield* makeReport
-        const host = yield* startHost(mechanism, mark, report)
+        const host = yield* startHost(mechanism, isolated, mark, report)
         const escaped = yield* awaitEscaped(escapes, report)
         // What the process tree finds depends on whether the tool's shell is still there: it is gone.
         yield* awaitToolShellGone(escaped)
@@ -154,18 +175,21 @@ const suite = (mechanism: Mechanism) =>
         // The watchdog waits termGrace (300 ms) after the host's pipe closes, then kills; 3 s leaves it room.
         yield* waitUntil(
           "the watchdog to end the session",
-          () => survivors(escaped).length === expected(mechanism).length,
+          () => survivors(escaped).length === expected(mechanism, isolated).length,
           3_000
         ).pipe(Effect.ignore)
         // Whatever the mechanism cannot reach must still be alive: give the watchdog its full bound first.
-        if (expected(mechanism).length > 0) yield* Effect.sleep("1500 millis")
+        if (expected(mechanism, isolated).length > 0) yield* Effect.sleep("1500 millis")
         const left = survivors(escaped)
-        record(mechanism, "host SIGKILL", left)
-        assert.deepStrictEqual(left, expected(mechanism))
+        record(column, "host SIGKILL", left)
+        assert.deepStrictEqual(left, expected(mechanism, isolated))
       }).pipe(Effect.scoped))
   })
 
-for (const mechanism of mechanisms) suite(mechanism)
+for (const isolated of isolations) {
+  if (isolated && !isolationAvailable) continue
+  for (const mechanism of mechanisms) suite(mechanism, isolated)
+}
 
 describe("the process tree's periodic scan", { timeout: 20_000 }, () => {
   // `env -i … &` from a shell that leads its own session and lives half a second: with scans every 100 ms one
@@ -196,7 +220,9 @@ describe("the process tree's periodic scan", { timeout: 20_000 }, () => {
           executables: { claude: fakeClaudePath },
           watchdog: false,
           containment: "process-tree",
-          scanInterval: Duration.millis(scanMillis)
+          scanInterval: Duration.millis(scanMillis),
+          // The process tree's own reach: in a box, the CLI's PID namespace would end the orphan with it.
+          isolation: false
         }))
       ))
   }
@@ -204,12 +230,13 @@ describe("the process tree's periodic scan", { timeout: 20_000 }, () => {
 
 afterAll(() => {
   const closings: ReadonlyArray<Closing> = ["close", "interrupt", "host SIGKILL"]
+  const columns = [...outcomes.keys()]
   const lines = [
-    "| escape | " + mechanisms.flatMap((m) => closings.map((c) => `${m}: ${c}`)).join(" | ") + " |",
-    "| --- | " + mechanisms.flatMap(() => closings.map(() => ":---:")).join(" | ") + " |",
+    "| escape | " + columns.flatMap((m) => closings.map((c) => `${m}: ${c}`)).join(" | ") + " |",
+    "| --- | " + columns.flatMap(() => closings.map(() => ":---:")).join(" | ") + " |",
     ...escapes.map((escape) =>
       `| ${escape.shape} | ` +
-      mechanisms.flatMap((m) =>
+      columns.flatMap((m) =>
         closings.map((c) => {
           const left = outcomes.get(m)?.get(c)
           return left === undefined ? "not run" : left.includes(escape.name) ? "**survived**" : "gone"

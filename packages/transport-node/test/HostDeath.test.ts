@@ -1,6 +1,8 @@
 /**
  * What happens to a session's processes when its host dies. Each test runs a real host program
- * (`fixtures/host.ts`, Node 24) as a child process and looks at /proc for the session's marker afterwards.
+ * (`fixtures/host.ts`, Node 24) as a child process and looks at /proc for the session's marker afterwards. The
+ * hosts run without isolation between sessions (the trees counted here are the CLI's, with no box around it); an
+ * isolated session's host death is in the escape suite (a SIGKILLed host under every containment).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
@@ -58,6 +60,7 @@ const startHost = (
           stdio: ["ignore", "pipe", "inherit"],
           env: {
             ...process.env,
+            TETHER_TEST_ISOLATION: "off",
             ...(options?.tool === undefined ? {} : { TETHER_TEST_TOOL: options.tool }),
             ...(options?.modes === undefined ? {} : { TETHER_TEST_MODES: options.modes }),
             ...(options?.termGraceMillis === undefined
@@ -234,7 +237,7 @@ describe("host death", { timeout: 20_000 }, () => {
       // Released by the test, or here when it fails first: the watchdog process must not outlive the test.
       yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
       const context = yield* Layer.buildWithScope(
-        NodeTransport.layer({ executables: { claude: fakeClaudePath } }),
+        NodeTransport.layer({ executables: { claude: fakeClaudePath }, isolation: false }),
         scope
       )
       const transport = yield* Effect.provide(Transport.Transport, context)

@@ -78,6 +78,8 @@ const script = (content: string | Buffer) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-script-"))
+      // Reachable by others, as an installed CLI is: an isolated session runs it as a uid of its own.
+      Fs.chmodSync(dir, 0o755)
       const file = Path.join(dir, "claude")
       Fs.writeFileSync(file, content, { mode: 0o755 })
       return file
@@ -305,7 +307,8 @@ describe("NodeTransport", () => {
 
       const clean = yield* readEnv({ mode: "clean", set: { ONLY: "this" }, unset: [] })
       delete process.env.TETHER_TEST_INHERITED
-      const expected = ["ONLY", "PATH", NodeTransport.markerVariable]
+      // The session's private temporary directory, under its three names.
+      const expected = ["ONLY", "PATH", NodeTransport.markerVariable, "TMPDIR", "TMP", "TEMP"]
       if (process.env.HOME !== undefined) expected.push("HOME")
       assert.deepStrictEqual([...clean.keys()].sort(), expected.sort())
     }).pipe(Effect.provide(TransportLive)))
@@ -385,7 +388,8 @@ describe("NodeTransport", () => {
         })
         const pid = Option.getOrThrow(b.pid)
         yield* waitUntil("B to run sleep", () => /sleep 30$/.test(stat(pid)?.args ?? ""))
-        // A: a session with no secret of its own, whose tool reads B's environment (root, or the same user, can).
+        // A: a session with no secret of its own, whose tool reads B's environment (root, or the same user, can, when
+        // the sessions are not isolated).
         return yield* printed(["-c", `tr '\\0' '\\n' < /proc/${pid}/environ`])
       }))
       const texts = fromA.map((line) => line._tag === "Text" ? line.text : "")
@@ -394,7 +398,13 @@ describe("NodeTransport", () => {
       // B is closed: its key is no longer anyone's to scrub (the set does not grow with every session ever opened).
       const after = yield* printed(["-c", `echo ${keyB}`])
       assert.deepStrictEqual(after, [Transport.Line.Text({ text: keyB })])
-    }).pipe(Effect.provide(TransportLive)))
+      // Not isolated: where sessions are (the default as root), A cannot read B's environment at all (see
+      // Isolation.test.ts); the scrub is what a host without isolation has.
+    }).pipe(
+      Effect.provide(
+        NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false, isolation: false })
+      )
+    ))
 
   it.live("a missing executable is ExecutableNotFound, naming the places searched, safe to fall back", () =>
     Effect.gen(function*() {
@@ -484,7 +494,8 @@ describe("NodeTransport", () => {
       yield* killOnExit(mark)
       const timeouts = yield* Timeouts.make({ stall: "20 seconds", turn: "1 minute", closeGrace: "500 millis" })
       const session = yield* ClaudeSession.make({ env: { set: { TEST_MARK: mark } }, timeouts })
-      yield* waitUntil("the CLI is up", () => marked(mark).length === 1)
+      // The CLI (node running the fast fake; an isolated session's box has a shell of its own marked too).
+      yield* waitUntil("the CLI is up", () => marked(mark).some((proc) => /^\S*node\S* \S*fast-claude/.test(proc.args)))
       const started = Date.now()
       // The fast fake closes its stdout on reading this prompt, before its receipt, and goes on running.
       const error = yield* Effect.flip(session.run("FRAMES:1 FAULT:stdout-closed"))
@@ -544,15 +555,27 @@ describe("NodeTransport", () => {
 
   it.live("the pid is the CLI's, in its own session", () =>
     Effect.gen(function*() {
+      const transport = yield* Transport.Transport
       const mark = newMark()
       const connection = yield* open(fakeSpec(mark, {}))
       const pid = Option.getOrThrow(connection.pid)
       // One read of /proc, kept: the launcher execs the CLI under the same pid, and while it does, its environment
       // may read as empty, so a second read can find nothing.
-      let found: ReadonlyArray<{ readonly pid: number; readonly sid: number }> = []
-      yield* waitUntil("the CLI", () => (found = marked(mark)).length === 1)
-      assert.strictEqual(found[0]!.pid, pid)
-      assert.strictEqual(found[0]!.sid, pid)
+      let found: ReadonlyArray<{ readonly pid: number; readonly ppid: number; readonly sid: number; args: string }> = []
+      const cli = () => found.find((proc) => proc.pid === pid && /fake-claude/.test(proc.args))
+      yield* waitUntil("the CLI", () => {
+        found = marked(mark)
+        return cli() !== undefined && /^\S*node\S* \S*fake-claude/.test(cli()!.args)
+      })
+      assert.strictEqual(cli()!.sid, pid)
+      // The other marked processes, where there are any, are the isolated session's box: its namespace's first
+      // process (the CLI's parent) and stage 1 (that one's parent).
+      const others = found.filter((proc) => proc.pid !== pid).map((proc) => proc.pid).sort()
+      const init = cli()!.ppid
+      assert.deepStrictEqual(
+        others,
+        transport.capabilities.isolatesSessions ? [init, stat(init)!.ppid].sort() : []
+      )
       assert.isTrue(isAlive(pid))
     }).pipe(Effect.scoped, Effect.provide(TransportLive)))
 

@@ -4,7 +4,10 @@
  * its session's `cgroup.procs`. After the close nothing of the session is alive, its cgroups are gone, the host and
  * its ancestors are, and the teardown's report says what was there (never 0 when something was).
  *
- * Root on Linux with a cgroup2 hierarchy only (as the machine these tests run on); skipped elsewhere.
+ * Root on Linux with a cgroup2 hierarchy only (as the machine these tests run on); skipped elsewhere. Without
+ * isolation between sessions (`isolation: false`): in a session's box (the default as root) a tool can write neither
+ * its cgroup's files nor another's, so these rearrangements cannot happen (Isolation.test.ts and the escape suite
+ * show them refused); here they are made to happen, for what teardown does about them.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
@@ -79,7 +82,8 @@ const layer = NodeTransport.layer({
   executables: { claude: fakeClaudePath },
   killGrace: Duration.millis(killGraceMillis),
   watchdog: false,
-  containment: "cgroup"
+  containment: "cgroup",
+  isolation: false
 })
 
 describe.runIf(runs)("teardown of a session cgroup a tool nested cgroups in", { timeout: 20_000 }, () => {
@@ -380,7 +384,7 @@ const watchedHost = (mark: string, env: { readonly [name: string]: string }) =>
     Effect.sync(() =>
       ChildProcess.spawn(process.execPath, [hostScript, "runPromise", "watchdog", mark, fakeClaudePath, "cgroup"], {
         stdio: ["ignore", "pipe", "inherit"],
-        env: { ...process.env, ...env }
+        env: { ...process.env, TETHER_TEST_ISOLATION: "off", ...env }
       })
     ),
     (host) => Effect.sync(() => host.kill("SIGKILL"))

@@ -4,7 +4,7 @@
  * report file, so that a test finds it by pid and start time — never by a marker in its environment, which most
  * of them clear — and checks from /proc that teardown left nothing.
  */
-import { Data, Effect } from "effect"
+import { Data, Effect, type Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -44,29 +44,32 @@ export const treeFinds = (escape: Escape, options: { readonly toolShellAlive: bo
   (options.toolShellAlive && (!escape.orphaned || !escape.leavesSession))
 
 /**
- * Whether an escape outlives the session under a containment: nothing does in a PID namespace; under a cgroup, what
- * left the cgroup and is not found by the process tree's rules either (teardown looks for those too); under the
- * process tree, what its rules do not find.
+ * Whether an escape outlives the session under a containment: nothing does in a PID namespace, nor in a session
+ * isolated from the others (its box is a PID namespace whose first process is the CLI, and its tools cannot leave
+ * their cgroup); under a cgroup, what left the cgroup and is not found by the process tree's rules either (teardown
+ * looks for those too); under the process tree, what its rules do not find.
  */
 export const survives = (
   escape: Escape,
   mechanism: "cgroup" | "pid-namespace" | "process-tree",
-  options: { readonly toolShellAlive: boolean }
+  options: { readonly toolShellAlive: boolean; readonly isolated?: boolean | undefined }
 ): boolean =>
-  mechanism === "pid-namespace"
+  mechanism === "pid-namespace" || options.isolated === true
     ? false
     : mechanism === "cgroup"
     ? escape.leavesCgroup === "root" && !treeFinds(escape, options)
     : !treeFinds(escape, options)
 
 /**
- * Appends `<name> <pid>` to the report. The pid is read from /proc/self/stat, not `$$`: inside a PID namespace `$$`
- * is the namespace's pid, while the host's /proc (not remounted there) names the process by its host pid.
+ * Appends `<name> <pid> <pid namespace>` to the report. The pid is read from /proc/self/stat, not `$$`: inside a PID
+ * namespace whose /proc is the host's (the pid-namespace containment), that is the host's pid; in an isolated
+ * session, whose /proc is its namespace's, it is the namespace's, and the test finds the host's by the namespace.
  */
-const reportSelf = (name: string, report: string) => `read -r p x < /proc/self/stat; echo ${name} $p >> ${report}`
+const reportSelf = (name: string, report: string) =>
+  `read -r p x < /proc/self/stat; echo ${name} $p $(readlink /proc/self/ns/pid) >> ${report}`
 const perlReport = (name: string, report: string) =>
-  `open my $s, "<", "/proc/self/stat"; my ($p) = split / /, <$s>; ` +
-  `open my $f, ">>", "${report}"; print $f "${name} $p\\n"; close $f;`
+  `open my $s, "<", "/proc/self/stat"; my ($p) = split / /, <$s>; my $n = readlink("/proc/self/ns/pid"); ` +
+  `open my $f, ">>", "${report}"; print $f "${name} $p $n\\n"; close $f;`
 
 // Debian's own python3 when there is one: a pyenv shim first on PATH takes seconds to start on a loaded machine.
 const python = Fs.existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3"
@@ -121,7 +124,8 @@ export const escapes: ReadonlyArray<Escape> = [
     where: "tool",
     command: (report) =>
       `${python} -c 'import os; os.setsid(); p = open("/proc/self/stat").read().split()[0]; ` +
-      `f = open("${report}", "a"); f.write("python-setsid-exec %s\\n" % p); f.close(); ` +
+      `f = open("${report}", "a"); f.write("python-setsid-exec %s %s\\n" % (p, os.readlink("/proc/self/ns/pid"))); ` +
+      `f.close(); ` +
       `os.execve("/bin/sleep", ["sleep", "300"], {})' &`,
     clearsEnvironment: true,
     leavesSession: true,
@@ -297,27 +301,54 @@ export const isAlive = (escaped: Escaped): boolean => {
  * nested-cgroup escape made where no session's teardown removes them (in the host's cgroup, under the process tree
  * and a PID namespace), once their processes are gone (killed a moment before, by the escapes' own finalizer).
  */
-export const makeReport = Effect.acquireRelease(
-  Effect.sync(() => {
-    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-escapes-"))
-    Fs.chmodSync(dir, 0o777)
-    return Path.join(dir, "report")
-  }),
-  (report) =>
-    Effect.gen(function*() {
-      Fs.rmSync(Path.dirname(report), { recursive: true, force: true })
-      if (cgroupMount === undefined) return
-      const own = Cgroup.locate(
-        Fs.readFileSync("/proc/self/mountinfo", "utf8"),
-        Fs.readFileSync("/proc/self/cgroup", "utf8")
-      )
-      if (own._tag === "Missing") return
-      const nest = Path.join(own.own, nestName(report))
-      yield* waitUntil("the escape's nested cgroups to be removed", () => Cgroup.removeTree(nest), 2_000).pipe(
-        Effect.ignore
-      )
-    })
-)
+export const makeReport: Effect.Effect<string, never, Scope.Scope> = Effect.suspend(() => makeReportIn(Os.tmpdir()))
+
+/**
+ * {@link makeReport}, its directory made in `parent`: a session's workspace, for a session in a box (which sees
+ * neither the host's /tmp nor, as another uid, a directory it was not lent).
+ */
+export const makeReportIn = (parent: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const dir = Fs.mkdtempSync(Path.join(parent, "tether-escapes-"))
+      Fs.chmodSync(dir, 0o777)
+      return Path.join(dir, "report")
+    }),
+    (report) =>
+      Effect.gen(function*() {
+        Fs.rmSync(Path.dirname(report), { recursive: true, force: true })
+        if (cgroupMount === undefined) return
+        const own = Cgroup.locate(
+          Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+          Fs.readFileSync("/proc/self/cgroup", "utf8")
+        )
+        if (own._tag === "Missing") return
+        const nest = Path.join(own.own, nestName(report))
+        yield* waitUntil("the escape's nested cgroups to be removed", () => Cgroup.removeTree(nest), 2_000).pipe(
+          Effect.ignore
+        )
+      })
+  )
+
+const hostPidNamespace = Fs.readlinkSync("/proc/self/ns/pid")
+
+/** The host's pid of a process that saw itself as `pid` in the PID namespace `namespace`, by their NSpid. */
+const hostPid = (pid: number, namespace: string | undefined): number | undefined => {
+  if (namespace === undefined || namespace === hostPidNamespace) return pid
+  for (const name of Fs.readdirSync("/proc")) {
+    if (!/^[0-9]+$/.test(name)) continue
+    try {
+      if (Fs.readlinkSync(`/proc/${name}/ns/pid`) !== namespace) continue
+      const nspid = /^NSpid:\s+(.*)$/m.exec(Fs.readFileSync(`/proc/${name}/status`, "latin1"))?.[1].split(/\s+/)
+      if (nspid?.map(Number).includes(pid)) return Number(name)
+    } catch {
+      continue
+    }
+  }
+  return undefined
+}
+
+const resolved = new Map<string, number>()
 
 const readReport = (report: string): ReadonlyArray<{ readonly name: string; readonly pid: number }> => {
   let text: string
@@ -326,9 +357,14 @@ const readReport = (report: string): ReadonlyArray<{ readonly name: string; read
   } catch {
     return []
   }
-  return text.split("\n").filter((line) => line.length > 0).map((line) => {
-    const [name, pid] = line.split(" ")
-    return { name, pid: Number(pid) }
+  return text.split("\n").filter((line) => line.length > 0).flatMap((line) => {
+    const [name, pid, namespace] = line.split(" ")
+    // Kept once found (the process may exit later, and its namespace with it), by report: a namespace's inode is
+    // reused once it is gone, and the same escapes get the same pids in the next session's.
+    const key = `${report} ${line}`
+    const host = resolved.get(key) ?? hostPid(Number(pid), namespace)
+    if (host !== undefined) resolved.set(key, host)
+    return host === undefined ? [] : [{ name, pid: host }]
   })
 }
 

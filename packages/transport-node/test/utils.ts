@@ -169,10 +169,11 @@ export const tempDir = (prefix: string) =>
 export const fakeSpec = (mark: string, knobs: FakeClaude.Knobs, extra?: {
   readonly args?: ReadonlyArray<string>
   readonly set?: Transport.Environment["set"]
+  readonly cwd?: string | undefined
 }): Transport.LaunchSpec => ({
   program: "claude",
   args: extra?.args ?? ["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"],
-  cwd: Option.none(),
+  cwd: Option.fromUndefinedOr(extra?.cwd),
   env: { mode: "inherit", set: { ...FakeClaude.env(knobs), TEST_MARK: mark, ...extra?.set }, unset: [] }
 })
 

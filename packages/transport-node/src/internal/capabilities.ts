@@ -34,6 +34,39 @@ export const capabilitiesFor = (options: {
    * kernel ends the namespace when the host dies (default false).
    */
   readonly parentDeathSignal?: boolean | undefined
+  /** The per-session limits this transport can enforce here. */
+  readonly limits?: Transport.LimitSupport | undefined
+  /** How they are enforced, or why not (and the session's temporary directory). */
+  readonly limitNotes?: ReadonlyArray<string> | undefined
+  /** `true`: each session is isolated from the others (see `NodeTransport.Options.isolation`); else why not. */
+  readonly isolation?: true | string | undefined
+}): Transport.Capabilities => {
+  const capabilities = capabilitiesOf(options)
+  const withLimits = options.limits === undefined && options.limitNotes === undefined ? capabilities : {
+    ...capabilities,
+    limits: options.limits ?? { memory: false, processes: false, cpu: false },
+    notes: [...capabilities.notes, ...(options.limitNotes ?? [])]
+  }
+  return options.isolation === undefined ? withLimits : {
+    ...withLimits,
+    isolatesSessions: options.isolation === true,
+    notes: [...withLimits.notes, options.isolation === true ? isolatedNote : options.isolation]
+  }
+}
+
+const isolatedNote = "each session is isolated from the others: its CLI runs in a user namespace whose root is a " +
+  "uid range of its own outside (distinct from every live session's on the machine; a lock file per range under " +
+  "/run/tether/uid-ranges), a PID namespace, a mount namespace (a private /tmp, /dev/shm and /var/tmp) and a " +
+  "cgroup namespace: its tools cannot read another session's environment, memory or files, signal it or move it " +
+  "between cgroups; its workspace and config directory are lent to its uid range while it runs (chowned, 0700) " +
+  "and given back at release. A tool as the namespace's root can unmount its /proc and /tmp and see the host's " +
+  "process list and /tmp again: it still reads and signals nothing there (another uid, no capability outside)"
+
+const capabilitiesOf = (options: {
+  readonly containment: Transport.Containment
+  readonly watchdog?: boolean | undefined
+  readonly note?: string | undefined
+  readonly parentDeathSignal?: boolean | undefined
 }): Transport.Capabilities => {
   const watchdog = watchdogEnabled(options)
   // The session's tools run as the host's user (root, when the host is): they can kill the watchdog, and after that

@@ -9,6 +9,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import type * as Stream from "effect/Stream"
 import * as NodeChildProcess from "node:child_process"
 import * as Framing from "../Framing.ts"
 import { endSettleMillis, makeTail, readLines } from "./readers.ts"
@@ -16,9 +17,15 @@ import * as Secrets from "./secrets.ts"
 import { describe } from "./spawn.ts"
 import * as Teardown from "./teardown.ts"
 
-export const toExitStatus = (code: number | null, signal: NodeJS.Signals | null): Transport.ExitStatus =>
+export const toExitStatus = (
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  outOfMemory = false
+): Transport.ExitStatus =>
   code !== null
     ? Transport.ExitStatus.Exited({ code })
+    : outOfMemory
+    ? Transport.ExitStatus.Signaled({ signal: signal ?? "unknown", cause: "out-of-memory" })
     : Transport.ExitStatus.Signaled({ signal: signal ?? "unknown" })
 
 export interface Handle {
@@ -33,6 +40,25 @@ export interface Handle {
   readonly unregisterSecrets: () => void
   /** Stops the periodic scans of this connection's tree (process-tree containment). */
   readonly unwatch: () => void
+  /** After teardown: the last look at the limits' counters, then the session's v1 cgroups and temporary files go. */
+  readonly box: Box
+  /** The session's box, when it is isolated: its uid range's root outside. */
+  readonly isolated?: {
+    readonly base: number
+    /** The CLI was found in the box: its pid is the one the limits' watch looks at. */
+    readonly found: (cli: number) => void
+  } | undefined
+}
+
+/** What a session has besides its processes: its limits' cgroups and watch, its private temporary directory. */
+export interface Box {
+  /** Looks at the limits' counters once more and stops watching them (before the teardown's report). */
+  readonly lastLook: () => void
+  /**
+   * Removes the session's v1 cgroups and its temporary directory (after the teardown), gives back what its box
+   * borrowed, and its uid range when `clean` (nothing survived).
+   */
+  readonly remove: (clean?: boolean) => void
 }
 
 export const makeConnection = (
@@ -41,6 +67,12 @@ export const makeConnection = (
     readonly maxLineBytes: number
     readonly stderrTailBytes: number
     readonly scrub: Secrets.ConnectionScrub
+    /**
+     * Asked when the CLI was killed by SIGKILL: whether the kernel's OOM killer did it (its session's memory
+     * limit). Absent without a memory limit.
+     */
+    readonly outOfMemory?: (() => boolean) | undefined
+    readonly limitHits?: Stream.Stream<Transport.LimitHit> | undefined
   }
 ) => {
   const pid = child.pid!
@@ -66,7 +98,7 @@ export const makeConnection = (
   }
   const settle = (code: number | null, signal: NodeJS.Signals | null) => {
     if (status !== undefined) return
-    status = toExitStatus(code, signal)
+    status = toExitStatus(code, signal, signal === "SIGKILL" && options.outOfMemory?.() === true)
     Deferred.doneUnsafe(exitDeferred, Exit.succeed(status))
     check()
   }
@@ -148,7 +180,8 @@ export const makeConnection = (
     stdout,
     stderrTail,
     exit: Deferred.await(exitDeferred),
-    exitStatus: Effect.sync(() => Option.fromUndefinedOr(status))
+    exitStatus: Effect.sync(() => Option.fromUndefinedOr(status)),
+    ...(options.limitHits === undefined ? {} : { limitHits: options.limitHits })
   }
   return { connection, exited: () => status !== undefined }
 }

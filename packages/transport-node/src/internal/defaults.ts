@@ -22,3 +22,13 @@ export const survivorsMetric: Metric.Counter<number> = Metric.counter("tether_te
   description: "Processes of a Tether session still alive after its teardown's kill",
   incremental: true
 })
+
+export const defaultLimitsInterval: Duration.Duration = Duration.millis(250)
+
+export const limitHitsMetric: Metric.Counter<number> = Metric.counter("tether_limit_hits", {
+  description: "Limits hit by the processes of Tether sessions: OOM kills (limit=memory), refused forks " +
+    "(limit=processes)",
+  incremental: true
+})
+
+export const defaultIsolationTimeout: Duration.Duration = Duration.seconds(5)

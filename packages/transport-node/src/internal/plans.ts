@@ -6,6 +6,7 @@
 import type { Writable } from "node:stream"
 import * as Cgroup from "./cgroup.ts"
 import * as Containment from "./containment.ts"
+import * as Isolation from "./isolation.ts"
 
 export interface Plan {
   readonly file: string
@@ -14,19 +15,40 @@ export interface Plan {
   readonly firstSecretFd: number
 }
 
+/**
+ * How to start `file` under `resolved`. `placed`: the host places the process in cgroups before it may run (a v1
+ * cgroup of the limits), so it is started through the cgroup launcher whatever the containment: the launcher waits
+ * on descriptor 3, then execs the rest (`unshare …` under a PID namespace), with the same pid. `box`: the session
+ * is isolated (see `isolation.ts`): the launcher keeps descriptor 3 for the box's `mapped`, and execs the box's
+ * `unshare` (which also makes the PID namespace of that containment).
+ */
 export const planFor = (
   resolved: Containment.Resolved,
   file: string,
-  args: ReadonlyArray<string>
+  args: ReadonlyArray<string>,
+  placed = false,
+  box?: { readonly tmp: string; readonly keep: ReadonlyArray<string> }
 ): Plan => {
-  switch (resolved._tag) {
-    case "Cgroup":
-      return { file: "/bin/sh", args: ["-c", Cgroup.launcher, Cgroup.launcherName, file, ...args], firstSecretFd: 4 }
-    case "PidNamespace":
-      return { file: resolved.unshare[0], args: [...resolved.unshare.slice(1), file, ...args], firstSecretFd: 3 }
-    default:
-      return { file, args, firstSecretFd: 3 }
+  if (box !== undefined) {
+    // The box's unshare makes the PID namespace; under that containment, still with the parent-death signal.
+    const prefix = resolved._tag === "PidNamespace" && resolved.parentDeathSignal
+      ? ["setpriv", "--pdeathsig", "KILL", "--"]
+      : []
+    return {
+      file: "/bin/sh",
+      args: [
+        "-c",
+        Isolation.launcher,
+        Cgroup.launcherName,
+        ...Isolation.command(box.tmp, box.keep, file, args, prefix)
+      ],
+      firstSecretFd: 4
+    }
   }
+  const command = resolved._tag === "PidNamespace" ? [...resolved.unshare, file, ...args] : [file, ...args]
+  return resolved._tag === "Cgroup" || placed
+    ? { file: "/bin/sh", args: ["-c", Cgroup.launcher, Cgroup.launcherName, ...command], firstSecretFd: 4 }
+    : { file: command[0], args: command.slice(1), firstSecretFd: 3 }
 }
 
 /** Writes a secret into its pipe and closes the host's end: the CLI reads it, then EOF; nothing is left after. */

@@ -207,6 +207,17 @@ export const cgroupContainer = (
 }
 
 /**
+ * `container` without the process `pid` in what it holds: it is neither signalled by pid nor counted (an isolated
+ * session's stage 1, which waits for the CLI and ends with it). A cgroup's kill still reaches it.
+ *
+ * @internal
+ */
+export const sparing = (container: Container, pid: number): Container => ({
+  ...container,
+  alive: () => container.alive().filter((info) => info.pid !== pid)
+})
+
+/**
  * A tree read from the process table. `spare` is not sent SIGTERM (a launcher whose death would kill the rest
  * before they could end cleanly); SIGKILL reaches it with the others.
  *

@@ -11,17 +11,25 @@
  * that cleared their environment survive where nothing alive links them to the CLI: all four once the tool's
  * shell exited (close, after the turn); mid-tool (interrupt, host SIGKILL), while the shell runs, only the one
  * that left its session and lost its parent at once (`env -i setsid -f`). The table of outcomes is printed at the
- * end.
+ * end. Without isolation between sessions (see `layerFor`).
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ClaudeSession } from "@tether/claude"
-import { Permission } from "@tether/core"
+import { Permission, Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
 import { Data, Effect, Exit, Fiber, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { awaitEscaped, commandFor, escapes as allEscapes, makeReport, survives, survivors } from "../escapes.ts"
+import {
+  awaitEscaped,
+  commandFor,
+  escapes as allEscapes,
+  makeReport,
+  makeReportIn,
+  survives,
+  survivors
+} from "../escapes.ts"
 import { allProcs } from "../utils.ts"
 import { claudePath, claudeVersion, makeWorld, sleeping, waitUntil } from "./harness.ts"
 
@@ -43,8 +51,15 @@ const expected = (mechanism: Mechanism, closing: Closing): ReadonlyArray<string>
 
 const outcomes = new Map<string, ReadonlyArray<string>>()
 
+// Without isolation between sessions: the escapes report to a file under the host's /tmp, which a session's box does
+// not see (the fake CLI's escape suite runs them in boxes too, under every containment: none survives).
 const layerFor = (mechanism: Mechanism) =>
-  NodeTransport.layer({ executables: { claude: claudePath }, containment: mechanism, scanInterval: 0 })
+  NodeTransport.layer({
+    executables: { claude: claudePath },
+    containment: mechanism,
+    scanInterval: 0,
+    isolation: false
+  })
 
 class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
 
@@ -142,9 +157,61 @@ const suite = (mechanism: Mechanism) =>
 
 for (const mechanism of mechanisms) suite(mechanism)
 
+/**
+ * In a box (the default as root): the report is in the session's workspace, the one directory of the host's it may
+ * write. Nothing survives (its PID namespace ends with the CLI, its tools cannot leave their cgroup). The host-SIGKILL
+ * case is the fake CLI's (the host fixture makes its world inside itself).
+ */
+describe.runIf(process.platform === "linux" && process.getuid?.() === 0)(
+  "the real claude CLI's escapes in a box, under cgroup",
+  { timeout: 90_000 },
+  () => {
+    const boxed = NodeTransport.layer({ executables: { claude: claudePath }, containment: "cgroup", scanInterval: 0 })
+    it.live("the session is closed after the turn", () =>
+      Effect.gen(function*() {
+        assert.isTrue((yield* Transport.Transport).capabilities.isolatesSessions)
+        const world = yield* makeWorld()
+        const report = yield* makeReportIn(world.cwd)
+        const scope = yield* Scope.make()
+        const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll })).pipe(
+          Scope.provide(scope)
+        )
+        yield* session.run(prompt(report, false))
+        const escaped = yield* awaitEscaped(escapes, report)
+        yield* Scope.close(scope, Exit.void)
+        const left = survivors(escaped)
+        outcomes.set("cgroup, isolated/close", left)
+        assert.deepStrictEqual(left, [])
+      }).pipe(Effect.scoped, Effect.provide(boxed)))
+
+    it.live("the host fiber is interrupted mid-tool", () =>
+      Effect.gen(function*() {
+        const world = yield* makeWorld()
+        const report = yield* makeReportIn(world.cwd)
+        const fiber = yield* Effect.forkChild(
+          Effect.gen(function*() {
+            const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll }))
+            return yield* session.run(prompt(report, true))
+          }).pipe(Effect.scoped)
+        )
+        const escaped = yield* awaitEscaped(escapes, report, 30_000)
+        yield* waitUntil("the tool's sleep 20", () => sleeping(allProcs()).some((proc) => proc.args === "sleep 20"))
+        yield* Fiber.interrupt(fiber)
+        assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
+        const left = survivors(escaped)
+        outcomes.set("cgroup, isolated/interrupt", left)
+        assert.deepStrictEqual(left, [])
+      }).pipe(Effect.scoped, Effect.provide(boxed)))
+  }
+)
+
 afterAll(() => {
   const closings: ReadonlyArray<Closing> = ["close", "interrupt", "host SIGKILL"]
-  const columns = mechanisms.flatMap((m) => closings.map((c) => `${m}/${c}`))
+  const columns = [
+    ...mechanisms.flatMap((m) => closings.map((c) => `${m}/${c}`)),
+    "cgroup, isolated/close",
+    "cgroup, isolated/interrupt"
+  ]
   const lines = [
     "| escape | " + columns.join(" | ") + " |",
     "| --- | " + columns.map(() => ":---:").join(" | ") + " |",

@@ -785,6 +785,12 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
     )
   )
 
+  // The session's limits hit by its tools, as the transport sees them: events of the session, which goes on.
+  const limitHits = connection.limitHits
+  if (limitHits !== undefined) {
+    run(Stream.runForEach(limitHits, (hit) => Effect.sync(() => driver.step(() => machine.limitHit(hit)))))
+  }
+
   let releaseReason: InterruptReason = "closed"
   yield* Scope.addFinalizer(
     sessionScope,

@@ -36,7 +36,7 @@ import {
   TurnInFlight,
   TurnInterrupted
 } from "../../TetherError.ts"
-import type * as Transport from "../../Transport.ts"
+import * as Transport from "../../Transport.ts"
 import { type AnyTurnError, ApiError, type Phase, type Prompt, type TurnResult } from "../../Turn.ts"
 
 /**
@@ -200,8 +200,7 @@ interface PendingControl {
 
 const never = Number.POSITIVE_INFINITY
 
-const formatExit = (status: Transport.ExitStatus): string =>
-  status._tag === "Exited" ? `exit code ${status.code}` : `signal ${status.signal}`
+const formatExit = Transport.formatExitStatus
 
 /** The subtype of a control request, as errors (and the driver's telemetry) name it. */
 export const subtypeOf = (request: unknown): string =>
@@ -296,6 +295,11 @@ export class Machine<H = unknown> {
   stdoutEnded(now: number): void {
     if (this.exit !== undefined || this.closing) return
     this.retire(now, "the CLI closed its stdout but did not exit", undefined, "stdout-closed")
+  }
+
+  /** One of the session's limits was hit by a process of its tree (a tool OOM-killed, a fork refused). */
+  limitHit(hit: Transport.LimitHit): void {
+    this.emit({ _tag: "LimitHit", turnId: this.active?.id, raw: undefined, ...hit })
   }
 
   /** The process exited (stdout is closed and its exit status known). */
@@ -1176,7 +1180,8 @@ export class Machine<H = unknown> {
         code: exit.status._tag === "Exited" ? exit.status.code : null,
         signal: exit.status._tag === "Signaled" ? exit.status.signal : null,
         stderrTail: exit.stderrTail,
-        acknowledged
+        acknowledged,
+        ...(exit.status._tag === "Signaled" && exit.status.cause !== undefined ? { cause: exit.status.cause } : {})
       })
   }
 

@@ -1,0 +1,506 @@
+/**
+ * Isolation between sessions (Linux, as root): each session's CLI runs in a user namespace whose root is a uid range
+ * of its own outside (65,536 uids, distinct from every other live session's on the machine), a PID namespace (it
+ * sees its own processes only), a mount namespace (a private `/tmp`, `/dev/shm` and `/var/tmp`; `/proc` of its own
+ * PID namespace) and a cgroup namespace rooted at its session's cgroup.
+ *
+ * Start (the handshake): the launcher waits on descriptor 3 until the host has placed it in its cgroups (`go`), then
+ * execs `unshare --user --pid --mount --cgroup --keep-caps` with {@link stage1}. The host waits until the
+ * launcher's user namespace differs from its own (unshare made it), writes its `uid_map` and `gid_map`
+ * (`0 <base> 65536`: as root it may map any range; no `newuidmap`), and sends `mapped` on descriptor 3. Stage 1
+ * (still the host's root outside until then, with every capability in the namespace kept by `--keep-caps`) reads
+ * it and starts the namespace's first process as its root (`setpriv --reuid 0 --regid 0 --clear-groups`: uid
+ * `<base>` outside, no capability outside); that one (stage 2) mounts the namespace's `/proc`, the directories the
+ * session keeps at their paths under `/tmp`, the private `/tmp`, and fresh `/dev/shm` and `/var/tmp`, then starts
+ * the CLI in a session of its own (`setsid`) and waits for it: when the CLI ends, so does stage 2 and with it every
+ * process of the namespace.
+ *
+ * Uid ranges: slot `i` is uids `firstUid + i × 65536 …` for {@link slots} slots, held by a lock file
+ * (`/run/tether/uid-ranges/<i>`, created with `O_EXCL`, holding the host's pid and start time): two hosts on one
+ * machine never hold the same slot, and a dead host's slots are taken back (its pid gone, or another process's).
+ * A slot is searched from a random one, so a range released is rarely the next one given.
+ *
+ * What the session may write: its directories (its workspace, its config directory, its private `/tmp`) are lent
+ * to its uid for its life: every entry owned by the directory's owner is chowned to the range's root, the directory
+ * made 0700, and at release every entry owned by a uid of the range is given back to that owner (and the mode
+ * restored). Files of other owners are left as they are (the session sees them as `nobody`'s).
+ *
+ * @internal
+ */
+import * as NodeChildProcess from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as ProcessTree from "./processTree.ts"
+
+/** The first uid of the first range (2^30: far above the ranges of /etc/subuid, systemd and LXD's). @internal */
+export const firstUid = 0x40000000
+
+/** The uids of one session. @internal */
+export const rangeSize = 65536
+
+/** How many ranges there are (the last uid is below 2^31). @internal */
+export const slots = 8192
+
+/** Where the slots' lock files are. @internal */
+export const defaultLockDir = "/run/tether/uid-ranges"
+
+/** Whether a uid is one of a session's (of any host's). @internal */
+export const isSessionUid = (uid: number): boolean => uid >= firstUid && uid < firstUid + slots * rangeSize
+
+/** A range held by this host. @internal */
+export interface Range {
+  readonly slot: number
+  /** The uid (and gid) outside of the namespace's root. */
+  readonly base: number
+  /** Gives the slot back (removes its lock file when it is still this host's). */
+  readonly release: () => void
+}
+
+const identity = (): string => `${process.pid} ${ProcessTree.readStat(process.pid)?.start ?? "-"}`
+
+/** Whether a lock file's holder is gone (its pid not alive, or alive as another process). */
+const stale = (text: string): boolean => {
+  const [pid, start] = text.trim().split(" ")
+  const info = ProcessTree.readStat(Number(pid))
+  return info === undefined || (start !== "-" && info.start !== start)
+}
+
+/**
+ * Takes a free slot: a lock file created with `O_EXCL` (a dead host's is taken back, through a rename that only
+ * one taker wins). `start` is where the search begins (random by default). Returns why not, as a string.
+ *
+ * @internal
+ */
+export const allocate = (dir: string = defaultLockDir, start: number = randomBytes(2).readUInt16BE() % slots) => {
+  try {
+    Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  } catch (error) {
+    return `cannot create ${dir} (${code(error)})`
+  }
+  const me = identity()
+  for (let i = 0; i < slots; i++) {
+    const slot = (start + i) % slots
+    const file = Path.join(dir, String(slot))
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        Fs.writeFileSync(file, me, { flag: "wx", mode: 0o600 })
+        const range: Range = {
+          slot,
+          base: firstUid + slot * rangeSize,
+          release: () => {
+            try {
+              if (Fs.readFileSync(file, "utf8") === me) Fs.unlinkSync(file)
+            } catch {
+              // Gone already.
+            }
+          }
+        }
+        return range
+      } catch (error) {
+        if (code(error) !== "EEXIST") return `cannot create a lock file in ${dir} (${code(error)})`
+      }
+      let holder: string
+      try {
+        holder = Fs.readFileSync(file, "utf8")
+      } catch {
+        continue
+      }
+      if (!stale(holder)) break
+      // Taken back by whoever renames it first; the others go on to the next slot.
+      const aside = `${file}.stale-${randomBytes(4).toString("hex")}`
+      try {
+        Fs.renameSync(file, aside)
+        Fs.unlinkSync(aside)
+      } catch {
+        break
+      }
+    }
+  }
+  return `every uid range (${slots}) is held`
+}
+
+/**
+ * Removes the lock files of hosts that are gone (killed without their finalizers), so that the directory does not
+ * grow with them; the slots were free to take anyway.
+ *
+ * @internal
+ */
+export const sweep = (dir: string = defaultLockDir): void => {
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const file = Path.join(dir, name)
+    try {
+      if (!/^[0-9]+$/.test(name) || !stale(Fs.readFileSync(file, "utf8"))) continue
+      const aside = `${file}.stale-${randomBytes(4).toString("hex")}`
+      Fs.renameSync(file, aside)
+      Fs.unlinkSync(aside)
+    } catch {
+      // Taken back by another host meanwhile.
+    }
+  }
+}
+
+/** A directory lent to a session's uid range, and how to give it back. @internal */
+export interface Lent {
+  readonly restore: () => void
+}
+
+const walk = (dir: string, visit: (path: string, stat: Fs.Stats) => void): void => {
+  let stat: Fs.Stats
+  try {
+    stat = Fs.lstatSync(dir)
+  } catch {
+    return
+  }
+  visit(dir, stat)
+  if (!stat.isDirectory()) return
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) walk(Path.join(dir, name), visit)
+}
+
+/**
+ * Lends `dir` to the range (see the module's notes): entries owned by its owner (or by a session's uid: left by a
+ * session whose host died) are chowned to `base`, the directory made 0700. `restore` gives them back.
+ *
+ * @internal
+ */
+export const lend = (dir: string, base: number): Lent => {
+  const root = Fs.statSync(dir)
+  // A directory left lent by a host that died: given back to the host's user.
+  const owner = isSessionUid(root.uid) ? process.getuid?.() ?? 0 : root.uid
+  const group = isSessionUid(root.gid) ? process.getgid?.() ?? 0 : root.gid
+  const mode = isSessionUid(root.uid) ? 0o700 : root.mode & 0o7777
+  walk(dir, (path, stat) => {
+    const uid = stat.uid === root.uid || isSessionUid(stat.uid) ? base : stat.uid
+    const gid = stat.gid === root.gid || isSessionUid(stat.gid) ? base : stat.gid
+    if (uid !== stat.uid || gid !== stat.gid) Fs.lchownSync(path, uid, gid)
+  })
+  Fs.chmodSync(dir, 0o700)
+  return {
+    restore: () => {
+      walk(dir, (path, stat) => {
+        const mine = (id: number) => id >= base && id < base + rangeSize
+        if (!mine(stat.uid) && !mine(stat.gid)) return
+        try {
+          Fs.lchownSync(path, mine(stat.uid) ? owner : stat.uid, mine(stat.gid) ? group : stat.gid)
+        } catch {
+          // Removed meanwhile.
+        }
+      })
+      try {
+        Fs.chmodSync(dir, mode)
+      } catch {
+        // Removed meanwhile.
+      }
+    }
+  }
+}
+
+/** The user namespace of a process (`user:[inode]`), undefined when it is gone. @internal */
+export const userNamespace = (pid: number | "self"): string | undefined => {
+  try {
+    return Fs.readlinkSync(`/proc/${pid}/ns/user`)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Writes a process's user namespace's maps: its root is `base` outside, for {@link rangeSize} uids and gids.
+ * Throws on failure (the process is gone, or not in a namespace of its own yet).
+ *
+ * @internal
+ */
+export const writeMaps = (pid: number, base: number): void => {
+  Fs.writeFileSync(`/proc/${pid}/uid_map`, `0 ${base} ${rangeSize}\n`)
+  Fs.writeFileSync(`/proc/${pid}/gid_map`, `0 ${base} ${rangeSize}\n`)
+}
+
+/** The children of a process (`/proc/<pid>/task/<pid>/children`). @internal */
+export const children = (pid: number): ReadonlyArray<number> => {
+  try {
+    return Fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "latin1").split(" ").filter((each) => each !== "")
+      .map(Number)
+  } catch {
+    return []
+  }
+}
+
+const cmdline = (pid: number): string | undefined => {
+  try {
+    return Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1")
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The CLI of a box, by the pid of its namespace's first process (stage 2), once it has been started: the child that
+ * is neither one of stage 2's `mount`s nor a fork of stage 2 that has not exec'd yet (its command line is stage 2's).
+ * From `env` on, the pid is the CLI's (`env` execs `setsid`, which execs the CLI).
+ *
+ * @internal
+ */
+export const cliOf = (init: number): number | undefined => {
+  const own = cmdline(init)
+  if (own === undefined) return undefined
+  return children(init).find((child) => {
+    const command = cmdline(child)
+    return command !== undefined && command !== own && command !== "" && !command.startsWith("mount\0")
+  })
+}
+
+/**
+ * What `unshare` is given: every namespace, its capabilities kept across the exec of stage 1. No `--fork`: stage 1
+ * forks the namespace's first process itself, and reports how it ended (`unshare --fork` of util-linux 2.38 turns a
+ * child's SIGKILL into `exit 1`).
+ *
+ * @internal
+ */
+export const unshareArgs: ReadonlyArray<string> = [
+  "unshare",
+  "--user",
+  "--pid",
+  "--mount",
+  "--cgroup",
+  "--keep-caps",
+  "--"
+]
+
+/**
+ * Stage 1 (`sh -c stage1 tether-box <stage2> <tmp> <n> <keep…> <file> <args…>`), the process the host spawned (in
+ * the host's PID namespace, in the new others): waits for `mapped` on descriptor 3, then starts stage 2 as the
+ * namespace's root, as the first process of the new PID namespace, with a
+ * parent-death signal (stage 1 killed, the namespace dies) and its stdio; closes its own (the host sees the CLI's
+ * stdout end when the CLI closes it), waits for it, and ends as it ended: its exit code, or the same signal (so an
+ * exit code above 128 reads as a signal). Started in the background (so that stage 1 can close its stdio), the
+ * child gets SIGINT and SIGQUIT back to their defaults (`env --default-signal`: a shell ignores them in background
+ * commands, and the CLI would inherit that). Stage 1 outlives SIGTERM/SIGINT/SIGHUP while the CLI runs (a
+ * handler: teardown signals the CLI itself). Exits 125 when the host went away first.
+ *
+ * @internal
+ */
+export const stage1 = `IFS= read -r m <&3 && [ "$m" = mapped ] || exit 125
+exec 3<&-
+s=$1
+shift
+trap : TERM INT HUP
+exec 7<&0 8>&1 9>&2
+env --default-signal=INT,QUIT setpriv --reuid 0 --regid 0 --clear-groups --pdeathsig KILL -- \\
+  /bin/sh -c "$s" tether-box "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+c=$!
+exec 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
+while :; do
+  wait "$c"
+  r=$?
+  kill -0 "$c" 2>/dev/null || break
+done
+trap - TERM INT HUP
+[ "$r" -gt 128 ] && kill -$((r - 128)) $$
+exit "$r"`
+
+/**
+ * Stage 2, as the namespace's root and its PID 1: `/proc` of its PID namespace, each kept directory bound at its path
+ * inside the private `/tmp` directory, that directory over `/tmp` (with them), fresh `/dev/shm` and `/var/tmp`; then
+ * it starts the CLI in a session of its own, without the variables the shells added (as the launcher does), with its
+ * stdio (closing its own), and waits for it, reaping the orphans re-parented to it meanwhile. Its exit (the CLI's
+ * code, or 128 + its signal) ends the namespace. The CLI is not PID 1: the kernel ignores a signal to a namespace's
+ * PID 1 that it has no handler for, SIGTERM included, and teardown's SIGTERM must end the CLI as anywhere else.
+ *
+ * @internal
+ */
+export const stage2 = `mount -t proc -o nosuid,nodev,noexec proc /proc || exit 125
+t=$1
+n=$2
+shift 2
+while [ "$n" -gt 0 ]; do
+  mount --bind "$1" "$t/\${1#/tmp/}" || exit 125
+  shift
+  n=$((n - 1))
+done
+mount --rbind "$t" /tmp || exit 125
+for d in /dev/shm /var/tmp; do
+  [ -d "$d" ] && { mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
+done
+unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
+exec 7<&0 8>&1 9>&2
+env --default-signal=INT,QUIT setsid -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+c=$!
+exec 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
+wait "$c"`
+
+/** The argv that runs `file args` in a box (after the launcher, which keeps descriptor 3 open). @internal */
+export const command = (
+  tmp: string,
+  keep: ReadonlyArray<string>,
+  file: string,
+  args: ReadonlyArray<string>,
+  prefix: ReadonlyArray<string> = []
+): ReadonlyArray<string> => [
+  ...prefix,
+  ...unshareArgs,
+  "/bin/sh",
+  "-c",
+  stage1,
+  "tether-box",
+  stage2,
+  tmp,
+  String(keep.length),
+  ...keep,
+  file,
+  ...args
+]
+
+/**
+ * The directories of `paths` under `/tmp` (real paths; `/tmp` itself excluded), whose mount points are made in the
+ * private directory `tmp` (owned by `base`): they stay visible at their paths once it covers `/tmp`.
+ *
+ * @internal
+ */
+export const keepUnderTmp = (tmp: string, paths: ReadonlyArray<string>, base: number): ReadonlyArray<string> => {
+  const kept: Array<string> = []
+  for (const path of paths) {
+    let real: string
+    try {
+      real = Fs.realpathSync(path)
+      if (!Fs.statSync(real).isDirectory()) continue
+    } catch {
+      continue
+    }
+    if (!real.startsWith("/tmp/") || kept.includes(real)) continue
+    // The private directory is itself under /tmp: never bound into itself.
+    if (real === tmp || real.startsWith(tmp + "/") || tmp.startsWith(real + "/")) continue
+    const point = Path.join(tmp, real.slice("/tmp/".length))
+    Fs.mkdirSync(point, { recursive: true })
+    for (let dir = point; dir !== tmp; dir = Path.dirname(dir)) Fs.chownSync(dir, base, base)
+    kept.push(real)
+  }
+  return kept
+}
+
+/**
+ * Whether sessions can be isolated here, or why not. Linux, root (only root can map a range other than its own
+ * uid without `newuidmap`), and `unshare` that makes every namespace (probed with `true`), `setpriv` and `mount`.
+ *
+ * @internal
+ */
+export const probe = (): true | string => {
+  if (process.platform !== "linux") return "isolation between sessions needs Linux namespaces"
+  if (process.getuid?.() !== 0) return nonRoot
+  const run = (file: string, args: ReadonlyArray<string>) =>
+    NodeChildProcess.spawnSync(file, args, { stdio: "ignore", timeout: 5_000 })
+  const probe = run("unshare", ["--user", "--pid", "--mount", "--cgroup", "--fork", "--keep-caps", "--", "true"])
+  if (probe.error !== undefined) return `unshare could not be run (${code(probe.error)})`
+  if (probe.status !== 0) return "unshare --user --pid --mount --cgroup failed: the kernel refuses these namespaces"
+  for (const tool of ["setpriv", "mount", "setsid"]) {
+    const version = run(tool, ["--version"])
+    if (version.error !== undefined || version.status !== 0) return `${tool} (util-linux) is missing`
+  }
+  const env = run("env", ["--default-signal=INT,QUIT", "true"])
+  if (env.error !== undefined || env.status !== 0) return "env --default-signal (GNU coreutils 8.31+) is missing"
+  return true
+}
+
+/** What a host that is not root needs, and what it gets without it. @internal */
+export const nonRoot = "isolation between sessions needs root here: each session's user namespace maps its root to " +
+  "a uid range of its own outside, which only root may write into uid_map; a host that is not root would need " +
+  "newuidmap and newgidmap (setuid, the uidmap package) and a subordinate range for its user in /etc/subuid and " +
+  "/etc/subgid (65,536 uids per concurrent session), which this transport does not use yet. Without them the " +
+  "sessions run as the host's own uid: one session's tools can read another's /proc/<pid>/environ and memory, its " +
+  "files, and signal it (the pid-namespace containment's user namespace hides the process list only)"
+
+const code = (error: unknown): string =>
+  (error as NodeJS.ErrnoException | undefined)?.code ?? (error instanceof Error ? error.message : String(error))
+
+/**
+ * The launcher of a box: the cgroup launcher's, but descriptor 3 stays open for stage 1's `mapped`.
+ *
+ * @internal
+ */
+export const launcher = `IFS= read -r go <&3 && [ "$go" = go ] || exit 125
+exec "$@"`
+
+/** The variables that name a CLI's config directory (Claude Code's, Codex's). @internal */
+export const configVariables: ReadonlyArray<string> = ["CLAUDE_CONFIG_DIR", "CODEX_HOME"]
+
+const directory = (path: string): string | undefined => {
+  if (!Path.isAbsolute(path)) return undefined
+  try {
+    const real = Fs.realpathSync(path)
+    return Fs.statSync(real).isDirectory() ? real : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The directories of a launch spec a box treats specially: `lent` (the workspace, `cwd`, the config directory, and
+ * `HOME` when the spec sets one that is not the host's own; the outermost of nested ones) and `kept` (those, the executable's, and every directory an `env.set` value names by
+ * absolute path), which stay visible at their paths under `/tmp`.
+ *
+ * @internal
+ */
+export const directoriesOf = (
+  spec: { readonly env: { readonly set: Readonly<Record<string, unknown>> } },
+  cwd: string | undefined,
+  file?: string
+): { readonly lent: ReadonlyArray<string>; readonly kept: ReadonlyArray<string> } => {
+  const candidates: Array<string> = []
+  if (cwd !== undefined) candidates.push(cwd)
+  for (const name of configVariables) {
+    const value = spec.env.set[name]
+    if (typeof value === "string") candidates.push(value)
+  }
+  // A home of the session's own, which the host set (never the host's own, which sessions would share).
+  const home = spec.env.set["HOME"]
+  if (typeof home === "string" && directory(home) !== directory(Os.homedir())) candidates.push(home)
+  const lent: Array<string> = []
+  for (const dir of candidates.flatMap((each) => directory(each) ?? []).sort((a, b) => a.length - b.length)) {
+    if (!lent.some((outer) => dir === outer || dir.startsWith(outer + "/"))) lent.push(dir)
+  }
+  const kept = [...lent]
+  for (const value of [...(file === undefined ? [] : [Path.dirname(file)]), ...Object.values(spec.env.set)]) {
+    const dir = typeof value === "string" ? directory(value) : undefined
+    if (dir !== undefined && !kept.includes(dir)) kept.push(dir)
+  }
+  return { lent, kept }
+}
+
+/**
+ * Why a session's uid could not run `file` (undefined when it can): the session is not its owner, so every
+ * directory on the way needs search permission for others, and the file execute (and read, for a script)
+ * permission for others.
+ *
+ * @internal
+ */
+export const unreachable = (file: string): string | undefined => {
+  let stat: Fs.Stats
+  try {
+    stat = Fs.statSync(file)
+  } catch {
+    return undefined
+  }
+  if ((stat.mode & 0o001) === 0) {
+    return `${file} is not executable by other users (mode ${(stat.mode & 0o777).toString(8)})`
+  }
+  for (let dir = Path.dirname(Path.resolve(file));; dir = Path.dirname(dir)) {
+    try {
+      if ((Fs.statSync(dir).mode & 0o001) === 0) return `${dir} is not searchable by other users`
+    } catch {
+      return undefined
+    }
+    if (dir === "/") return undefined
+  }
+}

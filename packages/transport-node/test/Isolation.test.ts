@@ -1,0 +1,299 @@
+/**
+ * Isolation between sessions (Linux, as root): two sessions of one host, each the fake CLI; A's tool (run the way
+ * the Bash tool runs one) attacks B — reads B's CLI's environment and memory, B's config directory, signals B's
+ * CLI, moves it into A's cgroup — first as it finds itself, then after unmounting its /proc and /tmp (its root can)
+ * to see the host's. Every attack must fail in the default mode, and succeed with `isolation: false` (so the suite
+ * can fail). Also: each session's uid range outside is its own, its /tmp is private, its tools still work in its
+ * workspace, which is given back at release; the uid ranges' allocator never hands one range to two holders.
+ * Real processes.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Transport } from "@tether/core"
+import { FakeClaude } from "@tether/testing"
+import { NodeTransport } from "@tether/transport-node"
+import { Duration, Effect, Option, Redacted, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Cgroup from "../src/internal/cgroup.ts"
+import * as Isolation from "../src/internal/isolation.ts"
+import { fakeClaudePath, killOnExit, newMark, tempDir, waitUntil } from "./utils.ts"
+
+const isRoot = process.getuid?.() === 0 && process.platform === "linux"
+const termGrace = { termGrace: Duration.millis(200) }
+
+const layer = (isolation?: boolean) =>
+  NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false, isolation })
+
+/** The fake CLI in `cwd`, its tool `tool` run at start, its config directory `config`, its key in its environment. */
+const fakeIn = (mark: string, cwd: string, config: string, key: string, tool?: string): Transport.LaunchSpec => ({
+  program: "claude",
+  args: ["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"],
+  cwd: Option.some(cwd),
+  env: {
+    mode: "inherit",
+    set: {
+      ...FakeClaude.env({ tool }),
+      TEST_MARK: mark,
+      CLAUDE_CONFIG_DIR: config,
+      ANTHROPIC_API_KEY: Redacted.make(key)
+    },
+    unset: []
+  }
+})
+
+/** A process's uid outside (the real uid of /proc/<pid>/status). */
+const uidOf = (pid: number): number => {
+  const status = Fs.readFileSync(`/proc/${pid}/status`, "latin1")
+  return Number(/^Uid:\s+([0-9]+)/m.exec(status)![1])
+}
+
+const cgroupOf = (pid: number): string =>
+  Fs.readFileSync(`/proc/${pid}/cgroup`, "latin1").split("\n").find((line) => line.startsWith("0::"))!.slice(3)
+
+const cgroupMount = (() => {
+  const location = Cgroup.locate(
+    Fs.readFileSync("/proc/self/mountinfo", "utf8"),
+    Fs.readFileSync("/proc/self/cgroup", "utf8")
+  )
+  return location._tag === "Found" ? location.mount : "/sys/fs/cgroup"
+})()
+
+/**
+ * A's tool: each attack once as the tool finds itself (`1`) and once after unmounting /proc and /tmp where it is in
+ * a mount namespace of its own (`2`), each writing `<attack><phase> ok|refused` to `results`.
+ */
+const attacks = (options: {
+  readonly results: string
+  readonly pid: number
+  readonly configFile: string
+  readonly cgroupProcs: string
+  readonly hostMountNamespace: string
+}) => {
+  const { pid, results } = options
+  const attempt = (name: string, command: string) =>
+    `if ${command} >/dev/null 2>&1; then echo "${name}$n ok"; else echo "${name}$n refused"; fi >> ${results}`
+  const round = [
+    attempt("visible", `[ -e /proc/${pid} ]`),
+    attempt("environ", `tr '\\0' '\\n' < /proc/${pid}/environ | grep -q '^ANTHROPIC_API_KEY='`),
+    attempt(
+      "mem",
+      `a=$(head -1 /proc/${pid}/maps | cut -d- -f1) && [ -n "$a" ] && ` +
+        `dd if=/proc/${pid}/mem bs=4096 count=1 skip=$((0x$a / 4096)) status=none | od | grep -q .`
+    ),
+    attempt("config", `grep -q secret ${options.configFile}`),
+    attempt("cgroup", `sh -c 'echo ${pid} > ${options.cgroupProcs}'`),
+    attempt("signal", `kill -STOP ${pid}`),
+    `kill -CONT ${pid} 2>/dev/null`
+  ].join("\n")
+  return [
+    `n=1`,
+    round,
+    // Only in a mount namespace of its own: unmounting the host's /proc would break the machine.
+    `if [ "$(readlink /proc/self/ns/mnt)" != "${options.hostMountNamespace}" ]; then umount /proc; umount -l /tmp; fi`,
+    `n=2`,
+    round,
+    `echo done >> ${results}`
+  ].join("\n")
+}
+
+const readResults = (file: string): Map<string, string> => {
+  const out = new Map<string, string>()
+  for (const line of Fs.readFileSync(file, "utf8").split("\n")) {
+    const [name, outcome] = line.split(" ")
+    if (outcome !== undefined) out.set(name, outcome)
+  }
+  return out
+}
+
+describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => {
+  it.live("the capabilities say it is on by default, as root", () =>
+    Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      assert.isTrue(transport.capabilities.isolatesSessions)
+      assert.isTrue(transport.capabilities.notes.some((note) => note.includes("uid range of its own")))
+    }).pipe(Effect.provide(layer())))
+
+  for (const isolation of [undefined, false] as const) {
+    const label = isolation === false ? "isolation: false" : "the default"
+    it.live(`A's tool attacks B (${label}): environment, memory, config files, a signal, a cgroup move`, () =>
+      Effect.gen(function*() {
+        const mark = newMark()
+        yield* killOnExit(mark)
+        const transport = yield* Transport.Transport
+        assert.strictEqual(transport.capabilities.isolatesSessions, isolation !== false)
+        const workA = yield* tempDir("tether-iso-a-")
+        const workB = yield* tempDir("tether-iso-b-")
+        const configA = yield* tempDir("tether-iso-config-a-")
+        const configB = yield* tempDir("tether-iso-config-b-")
+        const configFile = Path.join(configB, "transcript.jsonl")
+        Fs.writeFileSync(configFile, "a secret prompt\n", { mode: 0o644 })
+        const b = yield* transport.open(fakeIn(mark, workB, configB, `sk-ant-b-${randomUUID()}`), termGrace)
+        const pidB = Option.getOrThrow(b.pid)
+        yield* waitUntil("B's CLI to run", () => isFake(pidB))
+        const cgroupB = cgroupOf(pidB)
+        const results = Path.join(workA, "results")
+        // A's tool, started by A's CLI as the Bash tool starts one: its script is in A's workspace, where the
+        // host wrote it before A started.
+        const hostMount = Fs.readlinkSync("/proc/self/ns/mnt")
+        const aCgroupProcs = "$A_CGROUP_PROCS"
+        const script = attacks({
+          results,
+          pid: pidB,
+          configFile,
+          cgroupProcs: aCgroupProcs,
+          hostMountNamespace: hostMount
+        })
+        Fs.writeFileSync(Path.join(workA, "attack.sh"), script)
+        // A's own cgroup, as the host names it: the tool cannot see it inside its cgroup namespace (`0::/`).
+        const tool = `A_CGROUP_PROCS=${cgroupMount}$(cat ${Path.join(workA, "cgroup")})/cgroup.procs ` +
+          `bash ${Path.join(workA, "attack.sh")}`
+        // The tool waits for the host to name A's cgroup (known once A runs).
+        const waiting = `while [ ! -s ${Path.join(workA, "cgroup")} ]; do sleep 0.02; done; ${tool}`
+        const a = yield* transport.open(
+          fakeIn(mark, workA, configA, `sk-ant-a-${randomUUID()}`, waiting),
+          termGrace
+        )
+        const pidA = Option.getOrThrow(a.pid)
+        Fs.writeFileSync(Path.join(workA, "cgroup"), cgroupOf(pidA))
+        yield* waitUntil("A's tool to be done", () => {
+          try {
+            return Fs.readFileSync(results, "utf8").includes("done")
+          } catch {
+            return false
+          }
+        }, 10_000)
+        const outcome = readResults(results)
+        const bAlive = isFake(pidB) && stateOf(pidB) !== "T"
+        const bCgroup = cgroupOf(pidB)
+        if (isolation === false) {
+          // Not isolated: the attacks work (as the suite's own control), B is stopped and in A's cgroup.
+          for (const name of ["environ1", "mem1", "config1", "cgroup1", "signal1"]) {
+            assert.strictEqual(outcome.get(name), "ok", `${name}: ${JSON.stringify([...outcome])}`)
+          }
+          assert.notStrictEqual(bCgroup, cgroupB, "B's CLI was moved into A's cgroup")
+          return
+        }
+        // Its PID namespace hides B; once its root unmounted its /proc, the host's shows B, and still every read,
+        // the signal and the move are refused: another uid, no capability outside its namespaces.
+        for (const [name, result] of outcome) {
+          assert.strictEqual(result, name === "visible2" ? "ok" : "refused", `${name}: ${JSON.stringify([...outcome])}`)
+        }
+        assert.strictEqual(outcome.size, 12, JSON.stringify([...outcome]))
+        assert.isTrue(bAlive, "B's CLI runs, not stopped")
+        assert.strictEqual(bCgroup, cgroupB, "B's CLI is still in its own cgroup")
+        // B still answers.
+        yield* b.write(JSON.stringify({
+          type: "control_request",
+          request_id: "req_1",
+          request: { subtype: "initialize", hooks: {} }
+        }))
+        const first = yield* Stream.runHead(b.stdout).pipe(Effect.timeout("5 seconds"))
+        assert.isTrue(Option.isSome(first))
+      }).pipe(Effect.scoped, Effect.provide(layer(isolation))))
+  }
+
+  it.live("each session: a uid range of its own outside, a PID namespace, a private /tmp; its tools work", () =>
+    Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      const work = yield* tempDir("tether-iso-work-")
+      Fs.writeFileSync(Path.join(work, "file.txt"), "before\n")
+      const name = `tether-iso-${randomUUID()}`
+      const openShell = (script: string) =>
+        Effect.gen(function*() {
+          const connection = yield* transport.open({
+            program: "sh",
+            args: ["-c", script],
+            cwd: Option.some(work),
+            env: { mode: "clean", set: {}, unset: [] }
+          }, termGrace)
+          const lines = yield* connection.stdout.pipe(
+            Stream.map((line) => line._tag === "Text" ? line.text : ""),
+            Stream.takeWhile((line) => line !== "ready"),
+            Stream.runCollect,
+            Effect.timeout("5 seconds")
+          )
+          return { pid: Option.getOrThrow(connection.pid), lines: Array.from(lines) }
+        })
+      const [a, b] = yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* openShell(
+          `id -u; echo "$TMPDIR"; echo a > /tmp/${name}; ls /proc | grep -c '^[0-9]'; ` +
+            `sed -i s/before/after/ file.txt && echo edited > new.txt && cat file.txt; echo ready; exec sleep 30`
+        )
+        const b = yield* openShell(
+          `id -u; echo "$TMPDIR"; cat /tmp/${name} 2>/dev/null || echo absent; echo ready; exec sleep 30`
+        )
+        // Outside: distinct ranges, both session uids, neither the host's.
+        const uids = [uidOf(a.pid), uidOf(b.pid)]
+        assert.notStrictEqual(uids[0], uids[1])
+        for (const uid of uids) assert.isTrue(Isolation.isSessionUid(uid), `uid ${uid}`)
+        assert.notStrictEqual(Fs.readlinkSync(`/proc/${a.pid}/ns/pid`), Fs.readlinkSync("/proc/self/ns/pid"))
+        assert.notStrictEqual(Fs.readlinkSync(`/proc/${a.pid}/ns/pid`), Fs.readlinkSync(`/proc/${b.pid}/ns/pid`))
+        assert.strictEqual(Fs.statSync(work).uid, uids[1], "the workspace is lent to the last session")
+        return [a, b]
+      }))
+      // Inside: root, TMPDIR is /tmp, a few processes of its own.
+      assert.strictEqual(a.lines[0], "0")
+      assert.strictEqual(a.lines[1], "/tmp")
+      assert.isBelow(Number(a.lines[2]), 5, "its /proc shows its own processes only")
+      assert.strictEqual(a.lines[3], "after", "the tool edited the workspace's file")
+      assert.strictEqual(b.lines[2], "absent", "B does not see A's /tmp")
+      assert.isFalse(Fs.existsSync(Path.join(Os.tmpdir(), name)), "A's /tmp is not the host's")
+      // Released: the workspace and what the tools made in it are the host's again.
+      assert.strictEqual(Fs.readFileSync(Path.join(work, "file.txt"), "utf8"), "after\n")
+      for (const file of [work, Path.join(work, "file.txt"), Path.join(work, "new.txt")]) {
+        assert.strictEqual(Fs.statSync(file).uid, process.getuid!(), file)
+      }
+      assert.strictEqual(Fs.statSync(work).mode & 0o777, 0o700, "its mode given back (tempDir's 0700)")
+    }).pipe(Effect.provide(layer())))
+
+  it("the uid ranges: one holder per range, two hosts on one machine included; a dead host's taken back", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-uid-ranges-"))
+    try {
+      const first = Isolation.allocate(dir, 7)
+      const second = Isolation.allocate(dir, 7)
+      assert.isFalse(typeof first === "string" || typeof second === "string")
+      if (typeof first === "string" || typeof second === "string") return
+      assert.strictEqual(first.slot, 7)
+      assert.strictEqual(second.slot, 8, "the held range is skipped")
+      assert.strictEqual(second.base - first.base, Isolation.rangeSize)
+      first.release()
+      const third = Isolation.allocate(dir, 7)
+      assert.strictEqual(typeof third === "string" ? third : third.slot, 7, "released, it can be held again")
+      // Another host's lock (this test's parent: alive) is respected; a dead one's is taken back.
+      Fs.writeFileSync(Path.join(dir, "20"), `${process.ppid} -`)
+      Fs.writeFileSync(Path.join(dir, "21"), `999999999 -`)
+      const fourth = Isolation.allocate(dir, 20)
+      assert.strictEqual(typeof fourth === "string" ? fourth : fourth.slot, 21)
+      // The sweep removes a dead host's lock files, not a live one's.
+      Fs.writeFileSync(Path.join(dir, "30"), `999999999 -`)
+      Isolation.sweep(dir)
+      assert.deepStrictEqual(Fs.readdirSync(dir).sort(), ["20", "21", "7", "8"])
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+describe.runIf(process.platform === "linux" && process.getuid?.() !== 0)("isolation without root", () => {
+  it.live("is reported as not isolated, saying what it needs", () =>
+    Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      assert.isFalse(transport.capabilities.isolatesSessions)
+      assert.isTrue(transport.capabilities.notes.some((note) => note.includes("newuidmap")))
+    }).pipe(Effect.provide(layer())))
+})
+
+const isFake = (pid: number): boolean => {
+  try {
+    return /fake-claude/.test(Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1"))
+  } catch {
+    return false
+  }
+}
+
+const stateOf = (pid: number): string => {
+  const stat = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]
+}
