@@ -148,7 +148,8 @@ export interface Options {
    * directory's owner is chowned to the range (the directory made 0700) and given back at release.
    *
    * Gotchas: `connection.pid` is the CLI's pid outside its namespace (its parent is the box's first process); the
-   * executable must be runnable by other users; other users' files are `nobody`'s inside, and the rest of the
+   * executable must be runnable by other users and the directories above it and the workspace searchable by them (by
+   * default a session for which they are not runs without the box, with a warning; `true` refuses it); other users' files are `nobody`'s inside, and the rest of the
    * host's files (the host's own `HOME` included) are not writable; a workspace two sessions share at once is lent
    * to the last; a CLI's exit ends every process of its namespace; an exit code above 128 reads as a signal. `true`:
    * where it cannot be done, every `open` fails with `SpawnFailed`; `false`: off.

@@ -248,6 +248,39 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.strictEqual(Fs.statSync(work).mode & 0o777, 0o700, "its mode given back (tempDir's 0700)")
     }).pipe(Effect.provide(layer())))
 
+  it.live("a workspace its uid cannot reach: unboxed by default (with a warning), SpawnFailed when required", () =>
+    Effect.gen(function*() {
+      // Under a directory only its owner may enter (as `mktemp -d` makes them): the session's uid could not reach it.
+      const closed = yield* tempDir("tether-iso-closed-")
+      Fs.chmodSync(closed, 0o700)
+      const work = Path.join(closed, "work")
+      Fs.mkdirSync(work)
+      const spec: Transport.LaunchSpec = {
+        program: "sh",
+        args: ["-c", "id -u; echo ready; exec sleep 30"],
+        cwd: Option.some(work),
+        env: { mode: "clean", set: {}, unset: [] }
+      }
+      const uid = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* (yield* Transport.Transport).open(spec, termGrace)
+        const lines = yield* connection.stdout.pipe(
+          Stream.map((line) => line._tag === "Text" ? line.text : ""),
+          Stream.takeWhile((line) => line !== "ready"),
+          Stream.runCollect,
+          Effect.timeout("5 seconds")
+        )
+        return Array.from(lines)[0]
+      })).pipe(Effect.provide(layer()))
+      assert.strictEqual(uid, String(process.getuid!()), "the session ran, unboxed, as the host's user")
+      const refused = yield* Effect.flip(
+        Effect.scoped(Effect.gen(function*() {
+          return yield* (yield* Transport.Transport).open(spec, termGrace)
+        })).pipe(Effect.provide(layer(true)))
+      )
+      assert.strictEqual(refused._tag, "SpawnFailed")
+      assert.include((refused as { readonly reason: string }).reason, "is not searchable by other users")
+    }).pipe(Effect.scoped))
+
   it("the uid ranges: one holder per range, two hosts on one machine included; a dead host's taken back", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-uid-ranges-"))
     try {

@@ -479,6 +479,25 @@ export const directoriesOf = (
 }
 
 /**
+ * Why a session's uid could not reach one of `directories` (undefined when it can reach them all): they are lent to
+ * it, but every directory above them needs search permission for others.
+ *
+ * @internal
+ */
+export const unreachableDirectories = (directories: ReadonlyArray<string>): string | undefined => {
+  for (const each of directories) {
+    for (let dir = Path.dirname(Path.resolve(each)); dir !== "/"; dir = Path.dirname(dir)) {
+      try {
+        if ((Fs.statSync(dir).mode & 0o001) === 0) return `${dir} (above ${each}) is not searchable by other users`
+      } catch {
+        break
+      }
+    }
+  }
+  return undefined
+}
+
+/**
  * Why a session's uid could not run `file` (undefined when it can): the session is not its owner, so every
  * directory on the way needs search permission for others, and the file execute (and read, for a script)
  * permission for others.

@@ -418,6 +418,20 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
    */
   const makeBox = (program: string, file: string, spec: Transport.LaunchSpec, cwd: string | undefined) =>
     Effect.suspend(() => {
+      // The CLI runs as the session's uid, which owns nothing of the host's: it must reach the executable and its
+      // directories. Where it cannot (a repository or workspace under a directory only its owner may enter, as
+      // `mktemp -d` makes them), the default runs the session unboxed and says why; `isolation: true` refuses.
+      const denied = Isolation.unreachable(file) ??
+        Isolation.unreachableDirectories(Isolation.directoriesOf(spec, cwd, file).lent)
+      if (denied !== undefined) {
+        const reason = `the session's uid cannot run its CLI: ${denied}`
+        return options?.isolation === true
+          ? Effect.fail(new SpawnFailed({ program, reason: `could not make the session's box: ${reason}` }))
+          : Effect.as(
+            Effect.logWarning(`NodeTransport: this session runs without isolation from other sessions (${reason})`),
+            undefined
+          )
+      }
       const range = Isolation.allocate()
       if (typeof range === "string") {
         return Effect.fail(
@@ -434,9 +448,6 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
       }
       return Effect.try({
         try: () => {
-          // The CLI runs as the session's uid, which owns nothing of the host's: it must reach the executable.
-          const denied = Isolation.unreachable(file)
-          if (denied !== undefined) throw new Error(`the session's uid cannot run its CLI: ${denied}`)
           const directories = Isolation.directoriesOf(spec, cwd, file)
           for (const dir of directories.lent) {
             if (Path.resolve(dir) === "/") throw new Error("the workspace or config directory is /")
