@@ -479,25 +479,34 @@ const makeUnsafe = <A>(
       )
     }).pipe(Effect.uninterruptible)
 
+  // The transform runs when the stream is run, inside the run's own effect: registering there, synchronously, is
+  // atomic with respect to publishing, and costs the run no effect of its own.
   const stream = (from: From, view?: View<A>): Stream.Stream<Delivery<A>, ReplayUnavailable> =>
-    Stream.fromChannel(Channel.fromTransform((_, scope) =>
-      Effect.suspend(() => {
-        const sub = register(from)
-        if (sub instanceof ReplayUnavailable) return Effect.fail(sub)
-        return Effect.as(Scope.addFinalizer(scope, unsubscribe(sub)), makePull(sub, view))
-      })
-    ))
+    Stream.fromChannel(Channel.fromTransform((_, scope) => {
+      const sub = register(from)
+      if (sub instanceof ReplayUnavailable) return Effect.fail(sub)
+      return Effect.as(Scope.addFinalizerExit(scope, () => release(sub)), makePull(sub, view))
+    }))
 
-  const unsubscribe = (sub: Subscriber) =>
-    Effect.suspend(() => {
-      sub.closed = true
-      subscribers.delete(sub)
-      if (sub.resume !== undefined && !sub.queued) {
+  /** Closes a subscriber (its stream ends) and wakes it if it is parked. */
+  const close = (sub: Subscriber): void => {
+    sub.closed = true
+    subscribers.delete(sub)
+    if (sub.resume !== undefined) {
+      if (!sub.queued) {
         sub.queued = true
         waiting.push(sub)
       }
-      return wake
-    })
+      scheduleFlush()
+    }
+  }
+
+  const release = (sub: Subscriber): Effect.Effect<void> => {
+    close(sub)
+    return Effect.void
+  }
+
+  const unsubscribe = (sub: Subscriber) => Effect.sync(() => close(sub))
 
   return {
     publish,

@@ -367,6 +367,35 @@ describe("Turns", () => {
         MockClaude.when("spend", MockClaude.maxBudget(0.5)),
         MockClaude.when("api down", MockClaude.apiError({ status: 529 }))
       ))))
+
+  it.effect("a settled turn's handle answers from its outcome: result, settled and events, read again and again", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const failed = yield* session.send("api down")
+        const failedExit = yield* settle(failed.settled)
+        const ok = yield* session.send("fine now")
+        const okResult = yield* settle(ok.result)
+        yield* settle(session.run("a later turn"))
+        // Read after later turns, twice each, with the clock still: nothing is waited for.
+        for (let i = 0; i < 2; i++) {
+          const error = yield* Effect.flip(failed.result)
+          assert.strictEqual(error._tag, "ApiError")
+          if (error._tag === "ApiError") assert.strictEqual(error.status, 529)
+          assert.strictEqual(error, Exit.isFailure(failedExit) ? Cause.squash(failedExit.cause) : undefined)
+          assert.deepStrictEqual(yield* failed.settled, failedExit)
+          assert.strictEqual(yield* ok.result, okResult)
+          const settled = yield* ok.settled
+          assert.isTrue(Exit.isSuccess(settled) && settled.value === okResult)
+          const own = Array.from(yield* Stream.runCollect(ok.events)).flatMap((d) =>
+            d._tag === "Event" ? [d.event] : []
+          )
+          assert.strictEqual(own.at(-1)?._tag, "TurnCompleted")
+          assert.isTrue(own.every((e) => e.turnId === ok.id))
+          assert.include(okResult.text, "fine now")
+        }
+        assert.strictEqual(yield* ok.phase, "completed")
+        assert.strictEqual(yield* failed.phase, "failed")
+      })).pipe(mock(script(MockClaude.when("api down", MockClaude.apiError({ status: 529 }))))))
 })
 
 describe("Permissions", () => {
