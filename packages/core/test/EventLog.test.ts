@@ -405,6 +405,64 @@ describe("EventLog", () => {
       assert.strictEqual((yield* log.diagnostics).subscribers, 1, "held by the pull's scope until it closes")
     }))
 
+  it.effect("forEach with a view: the deliveries stream gives, one at a time, subscribed only while it runs", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<readonly [string, string]>({ ringSize: 16, subscriberBuffer: 2 })
+      const { box, view } = viewOf("a")
+      yield* log.publishAll([["a", "1"], ["b", "x"], ["a", "2"], ["a", "3"]])
+      const seen: Array<string> = []
+      const reader = yield* Effect.forkChild(log.forEach({ after: 0 }, view, (d) =>
+        Effect.sync(() => {
+          seen.push(describeDelivery(d))
+        })))
+      // A stream of the same view run alongside, for comparison.
+      const streamed = yield* Effect.forkChild(Stream.runCollect(log.stream({ after: 0 }, view)))
+      yield* yieldTimes(3)
+      // Caught up and parked: two subscribers, both waiting.
+      assert.deepStrictEqual(seen, ["1", "3", "4"])
+      assert.deepStrictEqual([(yield* log.diagnostics).subscribers, (yield* log.diagnostics).waiting], [2, 2])
+      yield* log.publishAll([["a", "4"], ["a", "5"], ["a", "6"], ["a", "end"], ["a", "after the end"]])
+      box.seq = 8
+      yield* Fiber.join(reader)
+      // Five behind with a buffer of two: a lag, then the view's last event, and the end.
+      assert.deepStrictEqual(seen, ["1", "3", "4", "lag(3->8)", "8"])
+      assert.deepStrictEqual((yield* Fiber.join(streamed)).map(describeDelivery), seen)
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+    }))
+
+  it.effect("forEach: a failing consumer, an interruption or a replay out of reach leave no subscription", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<readonly [string, string]>({ ringSize: 2, subscriberBuffer: 2 })
+      const { view } = viewOf("a")
+      yield* log.publishAll([["a", "1"], ["a", "2"]])
+      let calls = 0
+      const failed = yield* Effect.flip(log.forEach({ after: 0 }, view, () => {
+        calls++
+        return Effect.fail("no" as const)
+      }))
+      assert.deepStrictEqual([failed, calls], ["no", 1])
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      const parked = yield* Effect.forkChild(log.forEach("latest", view, () => Effect.void))
+      yield* yieldTimes(3)
+      assert.strictEqual((yield* log.diagnostics).waiting, 1)
+      yield* Fiber.interrupt(parked)
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      yield* log.publish(["a", "3"])
+      const error = yield* Effect.flip(log.forEach({ after: 0 }, view, () => Effect.void))
+      assert.deepStrictEqual([error._tag, error.oldestAvailable], ["ReplayUnavailable", 2])
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      // The log's end ends it, after what was published.
+      const seen: Array<number> = []
+      const reader = yield* Effect.forkChild(log.forEach({ after: 2 }, view, (d) =>
+        Effect.sync(() => {
+          if (d._tag === "Event") seen.push(d.seq)
+        })))
+      yield* log.publish(["a", "4"])
+      yield* log.end
+      yield* Fiber.join(reader)
+      assert.deepStrictEqual(seen, [3, 4])
+    }))
+
   it.effect("memory stays bounded: 100k events with a stalled subscriber", () =>
     Effect.gen(function*() {
       const log = yield* EventLog.make<number>({ ringSize: 64, subscriberBuffer: 16 })

@@ -8,7 +8,8 @@ import {
   SessionEvent,
   TetherError,
   Timeouts,
-  Transport
+  Transport,
+  Turn
 } from "@tether/core"
 import { MockClaude, MockTransport } from "@tether/testing"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Scope, Stream } from "effect"
@@ -1098,6 +1099,75 @@ describe("Races and dispositions", () => {
         // The terminal event itself was skipped: the stream ended on the turn's end, not on reading it.
         assert.isFalse(deliveries.some((d) => d._tag === "Event" && d.event._tag === "TurnCompleted"))
       })).pipe(mock()))
+
+  it.effect("Turn.forEachEvent hands over what turn.events gives, one delivery at a time, and ends with the turn", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("hello")
+        const seen: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+        const reader = yield* Effect.forkChild(Turn.forEachEvent(turn, (d) => Effect.sync(() => void seen.push(d))))
+        const result = yield* settle(turn.result)
+        yield* settle(Fiber.join(reader))
+        const streamed = Array.from(yield* Stream.runCollect(turn.events))
+        assert.deepStrictEqual(seen, streamed)
+        assert.isTrue(seen.every((d) => d._tag === "Event" && d.event.turnId === turn.id))
+        const last = seen.at(-1)
+        assert.strictEqual(last?._tag === "Event" ? last.event._tag : undefined, "TurnCompleted")
+        assert.include(result.text, "hello")
+        // Read again after the turn: the same, at once.
+        const again: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+        yield* Turn.forEachEvent(turn, (d) => Effect.sync(() => void again.push(d)))
+        assert.deepStrictEqual(again, seen)
+        // A consumer's failure is the reading's failure; the session goes on.
+        const failed = yield* Effect.flip(Turn.forEachEvent(turn, () => Effect.fail("stop" as const)))
+        assert.strictEqual(failed, "stop")
+        assert.include((yield* settle(session.run("still there?"))).text, "still there?")
+      })).pipe(mock()))
+
+  it.effect("Turn.forEachEvent ends with its turn even when a lag skipped the terminal event", () =>
+    withSession({ subscriberBuffer: 2, eventRing: 256 }, (session) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("hello")
+        const seen: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+        const reader = yield* Effect.forkChild(
+          Turn.forEachEvent(
+            turn,
+            (d) => Effect.andThen(Effect.sleep("2 seconds"), Effect.sync(() => void seen.push(d)))
+          )
+        )
+        yield* settle(turn.result)
+        yield* settle(session.run("second"))
+        yield* advance("30 seconds")
+        yield* Fiber.join(reader)
+        assert.isTrue(seen.some((d) => d._tag === "Lag"))
+        assert.isFalse(seen.some((d) => d._tag === "Event" && d.event._tag === "TurnCompleted"))
+      })).pipe(mock()))
+
+  it.effect("Turn.forEachEvent on a handle without its own reading runs the turn's events stream", () =>
+    Effect.gen(function*() {
+      const event = SessionEvent.SessionEvent.TurnStarted({ turnId: "t", raw: undefined })
+      const deliveries: ReadonlyArray<EventLog.Delivery<SessionEvent.SessionEvent>> = [
+        { _tag: "Event", seq: 1, event },
+        { _tag: "Lag", missed: 2, resumeSeq: 4 }
+      ]
+      // A handle as another registry (`@tether/cluster`) makes it: the interface only.
+      const remote: Turn.Turn = {
+        id: "t",
+        result: Effect.die("not read"),
+        settled: Effect.die("not read"),
+        events: Stream.fromIterable(deliveries),
+        phase: Effect.succeed("completed"),
+        interrupt: Effect.void
+      }
+      const seen: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+      yield* Turn.forEachEvent(remote, (d) => Effect.sync(() => void seen.push(d)))
+      assert.deepStrictEqual(seen, deliveries)
+      const unavailable = new EventLog.ReplayUnavailable({ requestedAfter: 0, oldestAvailable: 3, latestSeq: 9 })
+      const error = yield* Effect.flip(
+        Turn.forEachEvent({ ...remote, events: Stream.fail(unavailable) }, () => Effect.void)
+      )
+      assert.strictEqual(error, unavailable)
+    }))
 
   it.effect("an interrupt racing the turn's result sends nothing and leaves the session idle", () =>
     Effect.gen(function*() {

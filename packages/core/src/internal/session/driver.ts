@@ -47,6 +47,7 @@ import type { Timeouts } from "../../Timeouts.ts"
 import * as Transport from "../../Transport.ts"
 import type { AnyTurnError, Phase, Prompt, ProviderTurnError, Turn, TurnResult } from "../../Turn.ts"
 import { validate as validateTimeouts } from "../timeouts.ts"
+import { ForEachEvent, type HasForEachEvent } from "../turn.ts"
 import * as Machine from "./machine.ts"
 import * as Telemetry from "./telemetry.ts"
 
@@ -125,7 +126,7 @@ const writeThrew = (defect: unknown): TransportWriteError =>
  * A turn's handle: an object with accessors, its effects and stream built when read (most hosts read `result`
  * alone).
  */
-class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
+class TurnHandle implements Turn<TurnResult, ProviderTurnError>, HasForEachEvent {
   readonly id: string
   readonly #state: TurnState
   readonly #driver: Driver
@@ -152,6 +153,13 @@ class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
   get events(): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
     const view = this.#state.view
     return this.#driver.log.stream(view.from, view)
+  }
+  /** `Turn.forEachEvent` on this handle: the same view of the log as `events`, read without a stream run. */
+  [ForEachEvent]<E, R>(
+    f: (delivery: EventLog.Delivery<SessionEvent>) => Effect.Effect<void, E, R>
+  ): Effect.Effect<void, EventLog.ReplayUnavailable | E, R> {
+    const view = this.#state.view
+    return this.#driver.log.forEach(view.from, view, f)
   }
 }
 
