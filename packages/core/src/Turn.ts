@@ -240,7 +240,7 @@ export interface Turn<A extends TurnResult = TurnResult, E = KnownProviderTurnEr
  * each `f` before the next: what `Stream.runForEach(turn.events, f)` does, with the same deliveries, lag markers and
  * `ReplayUnavailable`, and the same end. A turn of a local session reads them from the session's log without running
  * a stream (a channel, a scope and a pull each time), which is most of what reading a tiny turn's events costs: a
- * host that handles every turn's events this way pays about what one session-wide subscriber pays
+ * host that handles every turn's events this way pays close to what one session-wide subscriber pays
  * (docs/performance.md). Interrupting it, or a failure of `f`, stops the reading; nothing is left subscribed.
  *
  * @example
