@@ -8,8 +8,9 @@
  * `CodexSession`, in a third table and as a row of the second (Tether for Codex against the bare Codex host).
  *
  * Tether is measured read two ways: with one session-wide subscriber (tether.ts, "Tether (subscriber)") and the way
- * the README's host reads a turn (tether-events.ts, "Tether (turn.events)": `send`, `turn.events` to its end,
- * `turn.result`, one `runPromise` per turn); both against the SDK and the bare host, both held to the targets.
+ * the README's host reads a turn (tether-events.ts, "Tether (per turn)": `send`, `Turn.forEachEvent` to the turn's
+ * end, `turn.result`, one `runPromise` per turn); both against the SDK and the bare host, both held to the targets.
+ * (hosts/tether-stream.ts, run by hand, reads each turn as the stream `turn.events` instead.)
  *
  * Two figures need the built packages (it runs `pnpm build`'s `tsc -b` first, unless BENCH_BUILD=0, and stops if a
  * package's `dist/` is missing): a cold host (a fresh process: import the host's library, open one session, run one
@@ -441,7 +442,7 @@ const ratio = (f: Figure, host: string, against: string): number | undefined => 
   return a.median / b.median
 }
 
-/** The Tether hosts the targets hold: the session-wide subscriber and the README's `turn.events` path. */
+/** The Tether hosts the targets hold: the session-wide subscriber and the README's per-turn path. */
 const tetherHosts = (): ReadonlyArray<string> => ["tether", "tether-events"].filter((h) => config.hosts.includes(h))
 
 const goal = (t: Target): string =>
@@ -482,7 +483,7 @@ const hostLabel: Record<string, string> = {
   transport: "transport + decoder",
   sdk: "SDK",
   tether: "Tether (subscriber)",
-  "tether-events": "Tether (turn.events)",
+  "tether-events": "Tether (per turn)",
   "codex-bare": "bare (Codex)",
   "codex-tether": "Tether (Codex)"
 }
@@ -1021,8 +1022,8 @@ const main = async () => {
     `(lifecycle: ${config.runs} × ${config.cycles} cycles after a cold one), memory: ${config.memRuns}. ` +
     `Each measurement in its own Node process; medians with min–max across runs. ` +
     `Tether (subscriber) reads every turn through one session-wide subscriber (\`session.subscribe("latest")\`, ` +
-    `\`session.run\` per turn); Tether (turn.events) runs each turn as the README's host does (\`send\`, ` +
-    `\`turn.events\` to its end, \`turn.result\`: one \`runPromise\` per turn). The cold host is a fresh process ` +
+    `\`session.run\` per turn); Tether (per turn) runs each turn as the README's host does (\`send\`, ` +
+    `\`Turn.forEachEvent\` to the turn's end, \`turn.result\`: one \`runPromise\` per turn). The cold host is a fresh process ` +
     `per run (${config.coldRuns} per host) on the built packages; every other figure runs on the sources.`,
     "",
     // Only Codex hosts asked for (BENCH_HOSTS=codex-bare,codex-tether): no Claude table.

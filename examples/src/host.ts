@@ -7,9 +7,9 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { ClaudeSession } from "@tether/claude"
-import { Permission, TetherError } from "@tether/core"
+import { Permission, TetherError, Turn } from "@tether/core"
 import { NodeTransport, ShellPolicy } from "@tether/transport-node"
-import { Console, Context, Effect, Layer, Stream } from "effect"
+import { Console, Context, Effect, Layer } from "effect"
 
 // The session is a service of the host: acquired when the layer is built, released (stdin EOF, grace, SIGTERM
 // to the whole process tree, SIGKILL) when the program ends — including on Ctrl-C under NodeRuntime.runMain.
@@ -32,14 +32,12 @@ class Assistant extends Context.Service<Assistant, ClaudeSession.ClaudeSession>(
 const ask = Effect.fnUntraced(function*(prompt: string) {
   const session = yield* Assistant
   const turn = yield* session.send(prompt)
-  // Stream the turn's text as it arrives; the turn's own stream ends with its terminal event.
-  yield* turn.events.pipe(
-    Stream.runForEach((delivery) => {
-      const event = delivery._tag === "Event" ? delivery.event : undefined
-      return event?._tag === "TextDelta" ? Effect.sync(() => process.stdout.write(event.text)) : Effect.void
-    }),
-    Effect.ignore
-  )
+  // The turn's text as it arrives: each of its events in turn, up to its terminal one (the deliveries of
+  // `turn.events`, without running a stream per turn).
+  yield* Turn.forEachEvent(turn, (delivery) => {
+    const event = delivery._tag === "Event" ? delivery.event : undefined
+    return event?._tag === "TextDelta" ? Effect.sync(() => process.stdout.write(event.text)) : Effect.void
+  }).pipe(Effect.ignore)
   const result = yield* turn.result
   yield* Console.log(
     `\n\n${result.usage.inputTokens} tokens in, ${result.usage.outputTokens} out, $${result.totalCostUsd ?? 0}`

@@ -39,6 +39,7 @@ import type * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Channel from "effect/Channel"
 import * as Effect from "effect/Effect"
+import { constVoid } from "effect/Function"
 import type * as Pull from "effect/Pull"
 import * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
@@ -213,6 +214,17 @@ export interface EventLog<A> {
    * filtered where it reads the ring.
    */
   readonly stream: (from: From, view?: View<A>) => Stream.Stream<Delivery<A>, ReplayUnavailable>
+  /**
+   * {@link EventLog.stream} read to its end by `f`, one delivery at a time, as `Stream.runForEach` would, without
+   * running a stream: it subscribes when run, hands each delivery to `f` and waits for its effect before the next,
+   * and unsubscribes when it ends (after the view's last event, or the log's end), fails (with `f`'s error) or is
+   * interrupted. What a consumer that only handles each delivery pays: no channel, scope or pull per run.
+   */
+  readonly forEach: <E, R>(
+    from: From,
+    view: View<A> | undefined,
+    f: (delivery: Delivery<A>) => Effect.Effect<void, E, R>
+  ) => Effect.Effect<void, ReplayUnavailable | E, R>
   /** The seq of the last published event, 0 before the first. */
   readonly latestSeq: Effect.Effect<number>
   /** {@link EventLog.latestSeq} as a plain function, for code that already runs inside an effect. */
@@ -253,6 +265,9 @@ interface Subscriber {
 }
 
 const ended = (): Effect.Effect<never, Cause.Done> => Cause.done()
+
+/** What a reader's step returns when its subscription has ended. */
+const END: unique symbol = Symbol("EventLog/END")
 
 const publishedAfterEnd = Effect.die(new Error("EventLog.publish: the log has ended"))
 
@@ -372,14 +387,14 @@ const makeUnsafe = <A>(
 
   const ready = (sub: Subscriber) => sub.closed || sub.done || isEnded || sub.next <= latest
 
-  // One pull step: a non-empty chunk, the end of the stream, or undefined when the subscriber must wait.
-  const step = (
+  // One step of a reader: a non-empty chunk, END, or undefined when the subscriber must wait.
+  const take = (
     sub: Subscriber,
     view: View<A> | undefined
-  ): Effect.Effect<Arr.NonEmptyReadonlyArray<Delivery<A>>, Cause.Done> | undefined => {
-    if (sub.closed || sub.done) return ended()
+  ): Arr.NonEmptyReadonlyArray<Delivery<A>> | typeof END | undefined => {
+    if (sub.closed || sub.done) return END
     if (sub.next > latest) {
-      return isEnded ? ended() : undefined
+      return isEnded ? END : undefined
     }
     const out: Array<Delivery<A>> = []
     let resume = sub.next
@@ -395,7 +410,7 @@ const makeUnsafe = <A>(
         if (lastSeq !== undefined && resume > lastSeq) {
           sub.done = true
           sub.next = resume
-          return Effect.succeed(out as unknown as Arr.NonEmptyReadonlyArray<Delivery<A>>)
+          return out as unknown as Arr.NonEmptyReadonlyArray<Delivery<A>>
         }
       }
     }
@@ -418,13 +433,14 @@ const makeUnsafe = <A>(
         }
       }
       sub.next = seq
-      if (out.length === 0) return sub.next > latest ? (isEnded ? ended() : undefined) : step(sub, view)
+      if (out.length === 0) return sub.next > latest ? (isEnded ? END : undefined) : take(sub, view)
     }
-    return Effect.succeed(out as unknown as Arr.NonEmptyReadonlyArray<Delivery<A>>)
+    return out as unknown as Arr.NonEmptyReadonlyArray<Delivery<A>>
   }
 
-  const makePull = (sub: Subscriber, view?: View<A>): Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> => {
-    const wait = Effect.callback<void>((resume) => {
+  /** Parks the reader of `sub` until it has something to take (or must end); its interruption unparks it. */
+  const waitFor = (sub: Subscriber): Effect.Effect<void> =>
+    Effect.callback<void>((resume) => {
       if (ready(sub)) {
         resume(Effect.void)
         return
@@ -442,10 +458,13 @@ const makeUnsafe = <A>(
         if (sub.resume === resume) sub.resume = undefined
       })
     })
-    const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> = Effect.suspend(() =>
-      step(sub, view) ?? waitThenPull
-    )
-    const waitThenPull = Effect.flatMap(wait, () => pull)
+
+  const makePull = (sub: Subscriber, view?: View<A>): Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> => {
+    const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Delivery<A>>> = Effect.suspend(() => {
+      const chunk = take(sub, view)
+      return chunk === undefined ? waitThenPull : chunk === END ? ended() : Effect.succeed(chunk)
+    })
+    const waitThenPull = Effect.flatMap(waitFor(sub), () => pull)
     return pull
   }
 
@@ -479,27 +498,66 @@ const makeUnsafe = <A>(
       )
     }).pipe(Effect.uninterruptible)
 
+  // The transform runs when the stream is run, inside the run's own effect: registering there, synchronously, is
+  // atomic with respect to publishing, and costs the run no effect of its own.
   const stream = (from: From, view?: View<A>): Stream.Stream<Delivery<A>, ReplayUnavailable> =>
-    Stream.fromChannel(Channel.fromTransform((_, scope) =>
-      Effect.suspend(() => {
-        const sub = register(from)
-        if (sub instanceof ReplayUnavailable) return Effect.fail(sub)
-        return Effect.as(Scope.addFinalizer(scope, unsubscribe(sub)), makePull(sub, view))
-      })
-    ))
+    Stream.fromChannel(Channel.fromTransform((_, scope) => {
+      const sub = register(from)
+      if (sub instanceof ReplayUnavailable) return Effect.fail(sub)
+      return Effect.as(Scope.addFinalizerExit(scope, () => release(sub)), makePull(sub, view))
+    }))
 
-  const unsubscribe = (sub: Subscriber) =>
-    Effect.suspend(() => {
-      sub.closed = true
-      subscribers.delete(sub)
-      if (sub.resume !== undefined && !sub.queued) {
+  const forEach = <E, R>(
+    from: From,
+    view: View<A> | undefined,
+    f: (delivery: Delivery<A>) => Effect.Effect<void, E, R>
+  ): Effect.Effect<void, ReplayUnavailable | E, R> =>
+    Effect.suspend((): Effect.Effect<void, ReplayUnavailable | E, R> => {
+      const sub = register(from)
+      if (sub instanceof ReplayUnavailable) return Effect.fail(sub)
+      let chunk: ReadonlyArray<Delivery<A>> = []
+      let i = 0
+      // Each chunk's deliveries in turn, as Stream.runForEach runs them.
+      const each = Effect.whileLoop({
+        while: () => i < chunk.length,
+        body: () => f(chunk[i++]),
+        step: constVoid
+      })
+      const next: Effect.Effect<void, E, R> = Effect.suspend(() => {
+        const taken = take(sub, view)
+        if (taken === undefined) return waitThenNext
+        if (taken === END) return Effect.void
+        chunk = taken
+        i = 0
+        return eachThenNext
+      })
+      const waitThenNext = Effect.flatMap(waitFor(sub), () => next)
+      const eachThenNext = Effect.flatMap(each, () => next)
+      return Effect.onExit(next, () => release(sub))
+    })
+
+  /** Closes a subscriber (its stream ends) and wakes it if it is parked. */
+  const close = (sub: Subscriber): void => {
+    sub.closed = true
+    subscribers.delete(sub)
+    if (sub.resume !== undefined) {
+      if (!sub.queued) {
         sub.queued = true
         waiting.push(sub)
       }
-      return wake
-    })
+      scheduleFlush()
+    }
+  }
+
+  const release = (sub: Subscriber): Effect.Effect<void> => {
+    close(sub)
+    return Effect.void
+  }
+
+  const unsubscribe = (sub: Subscriber) => Effect.sync(() => close(sub))
 
   return {
+    forEach,
     publish,
     publishAll,
     publishUnsafe,

@@ -5,10 +5,12 @@
  */
 import type * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
-import type * as Stream from "effect/Stream"
+import { dual } from "effect/Function"
+import * as Stream from "effect/Stream"
 import type * as EventLog from "./EventLog.ts"
 import { fixDisposition } from "./internal/disposition.ts"
 import { TaggedError } from "./internal/taggedError.ts"
+import { ForEachEvent, hasForEachEvent } from "./internal/turn.ts"
 import type { SessionEvent } from "./SessionEvent.ts"
 import type {
   CliExited,
@@ -208,7 +210,8 @@ export type Phase = "queued" | "started" | "acknowledged" | "completed" | "faile
  * - `result` waits for the terminal outcome. Interrupting the fiber that waits interrupts the turn in the CLI
  *   (unless the turn was sent with `interruptOnCancel: false`).
  * - `events` is the turn's own stream of session events, from its start, ending with its terminal event. It fails
- *   with `ReplayUnavailable` only if the turn's first events have already left the session's replay ring.
+ *   with `ReplayUnavailable` only if the turn's first events have already left the session's replay ring. A host
+ *   that handles each event as it comes reads them with {@link forEachEvent}, which costs less per turn.
  *
  * A handle is an object with accessors, not a plain record: its effects and stream are built when read (most hosts
  * read `result` alone), so spreading or copying it (`{ ...turn }`) keeps only `id`. Pass the handle itself around.
@@ -231,3 +234,43 @@ export interface Turn<A extends TurnResult = TurnResult, E = KnownProviderTurnEr
   /** Interrupts this turn (bounded by the interrupt timeout) and waits for it to settle. */
   readonly interrupt: Effect.Effect<void>
 }
+
+/**
+ * Runs `f` on each of the turn's deliveries, in order, from the turn's start up to its terminal event, and waits for
+ * each `f` before the next: what `Stream.runForEach(turn.events, f)` does, with the same deliveries, lag markers and
+ * `ReplayUnavailable`, and the same end. A turn of a local session reads them from the session's log without running
+ * a stream (a channel, a scope and a pull each time), which is most of what reading a tiny turn's events costs: a
+ * host that handles every turn's events this way pays close to what one session-wide subscriber pays
+ * (docs/performance.md). Interrupting it, or a failure of `f`, stops the reading; nothing is left subscribed.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { type Session, Turn } from "@tether/core"
+ *
+ * const ask = Effect.fnUntraced(function*(session: Session.Session, prompt: string) {
+ *   const turn = yield* session.send(prompt)
+ *   yield* Turn.forEachEvent(turn, (delivery) => {
+ *     const event = delivery._tag === "Event" ? delivery.event : undefined
+ *     return event?._tag === "TextDelta" ? Effect.sync(() => process.stdout.write(event.text)) : Effect.void
+ *   })
+ *   return yield* turn.result
+ * })
+ * ```
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const forEachEvent: {
+  <E2, R>(
+    f: (delivery: EventLog.Delivery<SessionEvent>) => Effect.Effect<void, E2, R>
+  ): <A extends TurnResult, E>(self: Turn<A, E>) => Effect.Effect<void, EventLog.ReplayUnavailable | E2, R>
+  <A extends TurnResult, E, E2, R>(
+    self: Turn<A, E>,
+    f: (delivery: EventLog.Delivery<SessionEvent>) => Effect.Effect<void, E2, R>
+  ): Effect.Effect<void, EventLog.ReplayUnavailable | E2, R>
+} = dual(2, <A extends TurnResult, E, E2, R>(
+  self: Turn<A, E>,
+  f: (delivery: EventLog.Delivery<SessionEvent>) => Effect.Effect<void, E2, R>
+): Effect.Effect<void, EventLog.ReplayUnavailable | E2, R> =>
+  hasForEachEvent(self) ? self[ForEachEvent](f) : Stream.runForEach(self.events, f))

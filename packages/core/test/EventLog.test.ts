@@ -309,6 +309,160 @@ describe("EventLog", () => {
       assert.deepStrictEqual(seqs(yield* Fiber.join(other)), [1, 2])
     }))
 
+  // A view of tagged events, as a turn's stream reads the session's log: the events of `id`, up to its "end".
+  const viewOf = (id: string) => {
+    const box: { seq: number | undefined } = { seq: undefined }
+    const view: EventLog.View<readonly [string, string]> = {
+      keep: ([owner]) => owner === id,
+      last: ([, what]) => what === "end",
+      lastSeq: () => box.seq
+    }
+    return { box, view }
+  }
+
+  it.effect("stream with a view: subscribes when run, delivers the kept events in order, ends after the last", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<readonly [string, string]>({ ringSize: 16, subscriberBuffer: 16 })
+      yield* log.publish(["b", "x"])
+      const { view } = viewOf("a")
+      const stream = log.stream({ after: 1 }, view)
+      // Made, not run: no subscription yet.
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      yield* log.publishAll([["a", "1"], ["b", "y"], ["a", "2"]])
+      const reader = yield* Effect.forkChild(Stream.runCollect(stream))
+      yield* yieldTimes(3)
+      assert.deepStrictEqual(yield* log.diagnostics, {
+        ringSize: 16,
+        subscriberBuffer: 16,
+        retained: 4,
+        latestSeq: 4,
+        subscribers: 1,
+        waiting: 1,
+        ended: false
+      })
+      yield* log.publishAll([["a", "end"], ["a", "after the end"], ["b", "z"]])
+      const got = yield* Fiber.join(reader)
+      assert.deepStrictEqual(got.map((d) => d._tag === "Event" ? `${d.seq}:${d.event[1]}` : describeDelivery(d)), [
+        "2:1",
+        "4:2",
+        "5:end"
+      ])
+      // Ended on its last event, the log still open: unregistered.
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      // Run again, it subscribes afresh from the same point.
+      assert.deepStrictEqual(seqs(yield* Stream.runCollect(stream)), [2, 4, 5])
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+    }))
+
+  it.effect("stream with a view: a consumer that stops early or is interrupted leaves no subscription", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<readonly [string, string]>({ ringSize: 16, subscriberBuffer: 16 })
+      const { view } = viewOf("a")
+      yield* log.publishAll([["a", "1"], ["a", "2"]])
+      // Stops after one delivery, the stream not at its end and not parked.
+      assert.deepStrictEqual(seqs(yield* Stream.runCollect(Stream.take(log.stream({ after: 0 }, view), 1))), [1])
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      // Interrupted while parked waiting for an event.
+      const parked = yield* Effect.forkChild(Stream.runCollect(log.stream("latest", view)))
+      yield* yieldTimes(3)
+      assert.strictEqual((yield* log.diagnostics).waiting, 1)
+      yield* Fiber.interrupt(parked)
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      // A consumer that fails mid-stream.
+      const failed = yield* Effect.exit(Stream.runForEach(log.stream({ after: 0 }, view), () => Effect.fail("no")))
+      assert.isTrue(Exit.isFailure(failed))
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      // The log goes on for the others.
+      yield* log.publish(["a", "end"])
+      assert.deepStrictEqual(seqs(yield* Stream.runCollect(log.stream({ after: 0 }, view))), [1, 2, 3])
+    }))
+
+  it.effect("stream with a view: fails with ReplayUnavailable when its start left the ring, registering nothing", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<readonly [string, string]>({ ringSize: 2, subscriberBuffer: 2 })
+      yield* log.publishAll([["a", "1"], ["a", "2"], ["a", "3"]])
+      const error = yield* Effect.flip(Stream.runCollect(log.stream({ after: 0 }, viewOf("a").view)))
+      assert.deepStrictEqual(
+        [error._tag, error.requestedAfter, error.oldestAvailable, error.latestSeq],
+        ["ReplayUnavailable", 0, 2, 3]
+      )
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+    }))
+
+  it.effect("stream with a view: a lag past its last event ends it; without the last seq known it goes on", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<readonly [string, string]>({ ringSize: 16, subscriberBuffer: 2 })
+      const { box, view } = viewOf("a")
+      const pull = yield* Stream.toPull(log.stream("latest", view))
+      yield* log.publishAll([["a", "1"], ["a", "2"], ["a", "3"], ["a", "4"]])
+      // Behind by 4 with a buffer of 2: a lag, the last event not yet known.
+      assert.deepStrictEqual((yield* pull).map(describeDelivery), ["lag(2->3)", "3", "4"])
+      yield* log.publishAll([["a", "end"], ["b", "1"], ["b", "2"], ["b", "3"]])
+      box.seq = 5
+      // The lag skipped seq 5, the view's last: the stream ends with the lag.
+      assert.deepStrictEqual((yield* pull).map(describeDelivery), ["lag(2->7)"])
+      assert.isTrue(Pull.isDoneCause(yield* Effect.flip(Effect.sandbox(pull))))
+      assert.strictEqual((yield* log.diagnostics).subscribers, 1, "held by the pull's scope until it closes")
+    }))
+
+  it.effect("forEach with a view: the deliveries stream gives, one at a time, subscribed only while it runs", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<readonly [string, string]>({ ringSize: 16, subscriberBuffer: 2 })
+      const { box, view } = viewOf("a")
+      yield* log.publishAll([["a", "1"], ["b", "x"], ["a", "2"], ["a", "3"]])
+      const seen: Array<string> = []
+      const reader = yield* Effect.forkChild(log.forEach({ after: 0 }, view, (d) =>
+        Effect.sync(() => {
+          seen.push(describeDelivery(d))
+        })))
+      // A stream of the same view run alongside, for comparison.
+      const streamed = yield* Effect.forkChild(Stream.runCollect(log.stream({ after: 0 }, view)))
+      yield* yieldTimes(3)
+      // Caught up and parked: two subscribers, both waiting.
+      assert.deepStrictEqual(seen, ["1", "3", "4"])
+      assert.deepStrictEqual([(yield* log.diagnostics).subscribers, (yield* log.diagnostics).waiting], [2, 2])
+      yield* log.publishAll([["a", "4"], ["a", "5"], ["a", "6"], ["a", "end"], ["a", "after the end"]])
+      box.seq = 8
+      yield* Fiber.join(reader)
+      // Five behind with a buffer of two: a lag, then the view's last event, and the end.
+      assert.deepStrictEqual(seen, ["1", "3", "4", "lag(3->8)", "8"])
+      assert.deepStrictEqual((yield* Fiber.join(streamed)).map(describeDelivery), seen)
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+    }))
+
+  it.effect("forEach: a failing consumer, an interruption or a replay out of reach leave no subscription", () =>
+    Effect.gen(function*() {
+      const log = yield* EventLog.make<readonly [string, string]>({ ringSize: 2, subscriberBuffer: 2 })
+      const { view } = viewOf("a")
+      yield* log.publishAll([["a", "1"], ["a", "2"]])
+      let calls = 0
+      const failed = yield* Effect.flip(log.forEach({ after: 0 }, view, () => {
+        calls++
+        return Effect.fail("no" as const)
+      }))
+      assert.deepStrictEqual([failed, calls], ["no", 1])
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      const parked = yield* Effect.forkChild(log.forEach("latest", view, () => Effect.void))
+      yield* yieldTimes(3)
+      assert.strictEqual((yield* log.diagnostics).waiting, 1)
+      yield* Fiber.interrupt(parked)
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      yield* log.publish(["a", "3"])
+      const error = yield* Effect.flip(log.forEach({ after: 0 }, view, () => Effect.void))
+      assert.deepStrictEqual([error._tag, error.oldestAvailable], ["ReplayUnavailable", 2])
+      assert.strictEqual((yield* log.diagnostics).subscribers, 0)
+      // The log's end ends it, after what was published.
+      const seen: Array<number> = []
+      const reader = yield* Effect.forkChild(log.forEach({ after: 2 }, view, (d) =>
+        Effect.sync(() => {
+          if (d._tag === "Event") seen.push(d.seq)
+        })))
+      yield* log.publish(["a", "4"])
+      yield* log.end
+      yield* Fiber.join(reader)
+      assert.deepStrictEqual(seen, [3, 4])
+    }))
+
   it.effect("memory stays bounded: 100k events with a stalled subscriber", () =>
     Effect.gen(function*() {
       const log = yield* EventLog.make<number>({ ringSize: 64, subscriberBuffer: 16 })

@@ -1,16 +1,19 @@
 /**
- * What the Tether hosts share, whatever the provider (tether.ts and tether-events.ts for Claude, codex-tether.ts for
- * Codex): a session started in its own Scope over the host's runtime, its turn's events read one of two ways.
+ * What the Tether hosts share, whatever the provider (tether.ts, tether-events.ts and tether-stream.ts for Claude,
+ * codex-tether.ts for Codex): a session started in its own Scope over the host's runtime, its turn's events read one
+ * of three ways.
  *
  * - `"subscriber"`: one session-wide subscriber (`session.subscribe("latest")`) forked for the session's life counts
  *   the turn's deltas and events; a turn is done for the host when `session.run` has its result and the subscriber
  *   has seen the turn's terminal event, so a subscriber that falls behind costs time, and one that lags (skipped
  *   events) shows up as missing deltas and as `Lag` deliveries.
  * - `"turn-events"`: the README's host pattern (`ask` in examples/src/host.ts, one `Effect.fnUntraced` function):
- *   `session.send(prompt)`, then `turn.events` read to its end by `Stream.runForEach` counting deltas (and `Lag`
- *   deliveries), then `turn.result`, all in one Effect, so one `runPromise` per turn (the README runs `ask` as one
- *   program; a host that ran `send`, the events and the result as three separate `runPromise` calls would pay two
- *   more runtime entries per turn).
+ *   `session.send(prompt)`, then the turn's events read to their end by `Turn.forEachEvent` counting deltas (and
+ *   `Lag` deliveries), then `turn.result`, all in one Effect, so one `runPromise` per turn (the README runs `ask` as
+ *   one program; a host that ran `send`, the events and the result as three separate `runPromise` calls would pay
+ *   two more runtime entries per turn).
+ * - `"turn-stream"`: the same, the events read as a stream, `Stream.runForEach(turn.events, …)`: what a turn costs
+ *   a host that runs a stream per turn (tether-stream.ts, run by hand: it is not in `pnpm bench`'s table).
  *
  * Only the packages' public exports are used. Promises wrap the Effect calls so the measuring code in runner.ts is the
  * same for every host; the wrapping costs one `runPromise` per turn.
@@ -20,7 +23,8 @@ import * as Exit from "effect/Exit"
 import type * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import type { EventLog, Session, SessionEvent, Transport, Turn } from "../../../packages/core/src/index.ts"
+import type { EventLog, Session, SessionEvent, Transport } from "../../../packages/core/src/index.ts"
+import * as Turn from "../../../packages/core/src/Turn.ts"
 import type { Host, HostSession, TurnStats } from "../host.ts"
 
 interface Waiter {
@@ -32,8 +36,11 @@ interface Waiter {
   lags: number
 }
 
-/** How a Tether host reads a turn's events: one session-wide subscriber, or each turn's own `turn.events`. */
-export type Read = "subscriber" | "turn-events"
+/**
+ * How a Tether host reads a turn's events: one session-wide subscriber, or each turn's own events by
+ * `Turn.forEachEvent` or as the stream `turn.events`.
+ */
+export type Read = "subscriber" | "turn-events" | "turn-stream"
 
 /** What a consumer that only counts has counted of one turn's deliveries. */
 interface Counts {
@@ -103,18 +110,18 @@ export const sessionHost = <A extends Turn.TurnResult, E>(
     }
   }
 
-  const openTurnEvents = async (): Promise<HostSession> => {
+  const openTurnEvents = async (asStream: boolean): Promise<HostSession> => {
     const scope = await runtime.runPromise(Scope.make())
     const session = await runtime.runPromise(start.pipe(Scope.provide(scope)))
     // Built once, as the README's `ask` is (`Effect.fnUntraced`), not a generator function per turn.
     const ask = Effect.fnUntraced(function*(prompt: string) {
       const turn = yield* session.send(prompt)
       const counts: Counts = { deltas: 0, messages: 0, missed: 0, lags: 0 }
-      // As the README's host reads it: every delivery, to the stream's end (the turn's terminal event).
-      yield* turn.events.pipe(
-        Stream.runForEach((delivery) => Effect.sync(() => tally(counts, delivery))),
-        Effect.ignore
-      )
+      // As the README's host reads it: every delivery, to the turn's terminal event.
+      const count = (delivery: EventLog.Delivery<SessionEvent.SessionEvent>) =>
+        Effect.sync(() => tally(counts, delivery))
+      if (asStream) yield* turn.events.pipe(Stream.runForEach(count), Effect.ignore)
+      else yield* Turn.forEachEvent(turn, count).pipe(Effect.ignore)
       const result = yield* turn.result
       return { counts, result }
     })
@@ -132,6 +139,6 @@ export const sessionHost = <A extends Turn.TurnResult, E>(
   return {
     // Builds the layer (and its host-death watchdog) once per process, like importing a library.
     init: () => runtime.runPromise(Effect.void),
-    open: read === "subscriber" ? openSubscriber : openTurnEvents
+    open: read === "subscriber" ? openSubscriber : () => openTurnEvents(read === "turn-stream")
   }
 }

@@ -1,7 +1,8 @@
 /**
  * Tether read the documented way: `ClaudeSession.make` in its own Scope over `NodeTransport.layer` (pointed at the
- * fake), each turn as the README's host runs it (`session.send`, then `turn.events` to its end, then `turn.result`,
- * one `runPromise` per turn); see session.ts. The same session as tether.ts, without its session-wide subscriber.
+ * fake), each turn as the README's host runs it (`session.send`, then `Turn.forEachEvent` to the turn's end, then
+ * `turn.result`, one `runPromise` per turn); see session.ts. The same session as tether.ts, without its session-wide
+ * subscriber.
  */
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as ClaudeSession from "../../../packages/claude/src/ClaudeSession.ts"
@@ -12,7 +13,7 @@ import { sessionHost } from "./session.ts"
 
 const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { claude: fakeClaude } }))
 
-/** The Tether host reading `turn.events`: `ClaudeSession` over `NodeTransport`, for runner.ts. */
+/** The Tether host reading each turn's events: `ClaudeSession` over `NodeTransport`, for runner.ts. */
 export const host: Host = sessionHost(
   runtime,
   ClaudeSession.make({ includePartialMessages: true, env: { set: { PATH: fakeEnv().PATH! } } }),

@@ -8,7 +8,8 @@ import {
   SessionEvent,
   TetherError,
   Timeouts,
-  Transport
+  Transport,
+  Turn
 } from "@tether/core"
 import { MockClaude, MockTransport } from "@tether/testing"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Scope, Stream } from "effect"
@@ -367,6 +368,35 @@ describe("Turns", () => {
         MockClaude.when("spend", MockClaude.maxBudget(0.5)),
         MockClaude.when("api down", MockClaude.apiError({ status: 529 }))
       ))))
+
+  it.effect("a settled turn's handle answers from its outcome: result, settled and events, read again and again", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const failed = yield* session.send("api down")
+        const failedExit = yield* settle(failed.settled)
+        const ok = yield* session.send("fine now")
+        const okResult = yield* settle(ok.result)
+        yield* settle(session.run("a later turn"))
+        // Read after later turns, twice each, with the clock still: nothing is waited for.
+        for (let i = 0; i < 2; i++) {
+          const error = yield* Effect.flip(failed.result)
+          assert.strictEqual(error._tag, "ApiError")
+          if (error._tag === "ApiError") assert.strictEqual(error.status, 529)
+          assert.strictEqual(error, Exit.isFailure(failedExit) ? Cause.squash(failedExit.cause) : undefined)
+          assert.deepStrictEqual(yield* failed.settled, failedExit)
+          assert.strictEqual(yield* ok.result, okResult)
+          const settled = yield* ok.settled
+          assert.isTrue(Exit.isSuccess(settled) && settled.value === okResult)
+          const own = Array.from(yield* Stream.runCollect(ok.events)).flatMap((d) =>
+            d._tag === "Event" ? [d.event] : []
+          )
+          assert.strictEqual(own.at(-1)?._tag, "TurnCompleted")
+          assert.isTrue(own.every((e) => e.turnId === ok.id))
+          assert.include(okResult.text, "fine now")
+        }
+        assert.strictEqual(yield* ok.phase, "completed")
+        assert.strictEqual(yield* failed.phase, "failed")
+      })).pipe(mock(script(MockClaude.when("api down", MockClaude.apiError({ status: 529 }))))))
 })
 
 describe("Permissions", () => {
@@ -1069,6 +1099,75 @@ describe("Races and dispositions", () => {
         // The terminal event itself was skipped: the stream ended on the turn's end, not on reading it.
         assert.isFalse(deliveries.some((d) => d._tag === "Event" && d.event._tag === "TurnCompleted"))
       })).pipe(mock()))
+
+  it.effect("Turn.forEachEvent hands over what turn.events gives, one delivery at a time, and ends with the turn", () =>
+    withSession({}, (session) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("hello")
+        const seen: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+        const reader = yield* Effect.forkChild(Turn.forEachEvent(turn, (d) => Effect.sync(() => void seen.push(d))))
+        const result = yield* settle(turn.result)
+        yield* settle(Fiber.join(reader))
+        const streamed = Array.from(yield* Stream.runCollect(turn.events))
+        assert.deepStrictEqual(seen, streamed)
+        assert.isTrue(seen.every((d) => d._tag === "Event" && d.event.turnId === turn.id))
+        const last = seen.at(-1)
+        assert.strictEqual(last?._tag === "Event" ? last.event._tag : undefined, "TurnCompleted")
+        assert.include(result.text, "hello")
+        // Read again after the turn: the same, at once.
+        const again: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+        yield* Turn.forEachEvent(turn, (d) => Effect.sync(() => void again.push(d)))
+        assert.deepStrictEqual(again, seen)
+        // A consumer's failure is the reading's failure; the session goes on.
+        const failed = yield* Effect.flip(Turn.forEachEvent(turn, () => Effect.fail("stop" as const)))
+        assert.strictEqual(failed, "stop")
+        assert.include((yield* settle(session.run("still there?"))).text, "still there?")
+      })).pipe(mock()))
+
+  it.effect("Turn.forEachEvent ends with its turn even when a lag skipped the terminal event", () =>
+    withSession({ subscriberBuffer: 2, eventRing: 256 }, (session) =>
+      Effect.gen(function*() {
+        const turn = yield* session.send("hello")
+        const seen: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+        const reader = yield* Effect.forkChild(
+          Turn.forEachEvent(
+            turn,
+            (d) => Effect.andThen(Effect.sleep("2 seconds"), Effect.sync(() => void seen.push(d)))
+          )
+        )
+        yield* settle(turn.result)
+        yield* settle(session.run("second"))
+        yield* advance("30 seconds")
+        yield* Fiber.join(reader)
+        assert.isTrue(seen.some((d) => d._tag === "Lag"))
+        assert.isFalse(seen.some((d) => d._tag === "Event" && d.event._tag === "TurnCompleted"))
+      })).pipe(mock()))
+
+  it.effect("Turn.forEachEvent on a handle without its own reading runs the turn's events stream", () =>
+    Effect.gen(function*() {
+      const event = SessionEvent.SessionEvent.TurnStarted({ turnId: "t", raw: undefined })
+      const deliveries: ReadonlyArray<EventLog.Delivery<SessionEvent.SessionEvent>> = [
+        { _tag: "Event", seq: 1, event },
+        { _tag: "Lag", missed: 2, resumeSeq: 4 }
+      ]
+      // A handle as another registry (`@tether/cluster`) makes it: the interface only.
+      const remote: Turn.Turn = {
+        id: "t",
+        result: Effect.die("not read"),
+        settled: Effect.die("not read"),
+        events: Stream.fromIterable(deliveries),
+        phase: Effect.succeed("completed"),
+        interrupt: Effect.void
+      }
+      const seen: Array<EventLog.Delivery<SessionEvent.SessionEvent>> = []
+      yield* Turn.forEachEvent(remote, (d) => Effect.sync(() => void seen.push(d)))
+      assert.deepStrictEqual(seen, deliveries)
+      const unavailable = new EventLog.ReplayUnavailable({ requestedAfter: 0, oldestAvailable: 3, latestSeq: 9 })
+      const error = yield* Effect.flip(
+        Turn.forEachEvent({ ...remote, events: Stream.fail(unavailable) }, () => Effect.void)
+      )
+      assert.strictEqual(error, unavailable)
+    }))
 
   it.effect("an interrupt racing the turn's result sends nothing and leaves the session idle", () =>
     Effect.gen(function*() {

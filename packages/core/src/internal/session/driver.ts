@@ -47,6 +47,7 @@ import type { Timeouts } from "../../Timeouts.ts"
 import * as Transport from "../../Transport.ts"
 import type { AnyTurnError, Phase, Prompt, ProviderTurnError, Turn, TurnResult } from "../../Turn.ts"
 import { validate as validateTimeouts } from "../timeouts.ts"
+import { ForEachEvent, type HasForEachEvent } from "../turn.ts"
 import * as Machine from "./machine.ts"
 import * as Telemetry from "./telemetry.ts"
 
@@ -73,10 +74,37 @@ interface TurnState extends Telemetry.TurnTrace {
   readonly done: Deferred.Deferred<TurnResult, AnyTurnError>
   written: Deferred.Deferred<void> | undefined
   isWritten: boolean
-  /** The log's position when the turn was sent: its handle's events start after it. */
-  readonly startSeq: number
-  /** The seq of the turn's terminal event, once published (a box: the turn's stream must not hold the turn). */
-  readonly terminal: { seq: number | undefined }
+  /** The turn's outcome once settled: its handle's `result` is then this exit, with nothing to wait for. */
+  exit: Exit.Exit<TurnResult, AnyTurnError> | undefined
+  /** What the turn's own event stream reads of the session's log. */
+  readonly view: TurnView
+}
+
+/**
+ * What a turn's own event stream reads of the session's log: the events after the turn was sent that are the turn's,
+ * up to its terminal one. Made once per turn, its methods on the prototype: reading `turn.events` allocates no
+ * closure, and the stream holds this and not the turn (whatever a stream reaches can survive minor GCs until the
+ * next full one: see docs/performance.md).
+ */
+class TurnView implements EventLog.View<SessionEvent> {
+  readonly turnId: string
+  /** Where the stream starts: after the log's position when the turn was sent. */
+  readonly from: { readonly after: number }
+  /** The seq of the turn's terminal event, once published. */
+  seq: number | undefined = undefined
+  constructor(turnId: string, after: number) {
+    this.turnId = turnId
+    this.from = { after }
+  }
+  keep(event: SessionEvent): boolean {
+    return event.turnId === this.turnId
+  }
+  last(event: SessionEvent): boolean {
+    return isTerminal(event)
+  }
+  lastSeq(): number | undefined {
+    return this.seq
+  }
 }
 
 /** A control request waiting for its answer. */
@@ -98,7 +126,7 @@ const writeThrew = (defect: unknown): TransportWriteError =>
  * A turn's handle: an object with accessors, its effects and stream built when read (most hosts read `result`
  * alone).
  */
-class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
+class TurnHandle implements Turn<TurnResult, ProviderTurnError>, HasForEachEvent {
   readonly id: string
   readonly #state: TurnState
   readonly #driver: Driver
@@ -108,10 +136,12 @@ class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
     this.#driver = driver
   }
   get result(): Effect.Effect<TurnResult, AnyTurnError> {
-    return this.#driver.awaitTurn(this.#state)
+    // A settled turn's result is its exit: nothing to wait for, nothing to interrupt.
+    return this.#state.exit ?? this.#driver.awaitTurn(this.#state)
   }
   get settled(): Effect.Effect<Exit.Exit<TurnResult, AnyTurnError>> {
-    return Effect.exit(Deferred.await(this.#state.done))
+    const exit = this.#state.exit
+    return exit !== undefined ? Effect.succeed(exit) : Effect.exit(Deferred.await(this.#state.done))
   }
   get phase(): Effect.Effect<Phase> {
     const turn = this.#state.turn
@@ -121,7 +151,15 @@ class TurnHandle implements Turn<TurnResult, ProviderTurnError> {
     return Effect.asVoid(this.#driver.interruptTurn(this.#state.turn, "host"))
   }
   get events(): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
-    return this.#driver.turnEvents(this.id, this.#state.startSeq, this.#state.terminal)
+    const view = this.#state.view
+    return this.#driver.log.stream(view.from, view)
+  }
+  /** `Turn.forEachEvent` on this handle: the same view of the log as `events`, read without a stream run. */
+  [ForEachEvent]<E, R>(
+    f: (delivery: EventLog.Delivery<SessionEvent>) => Effect.Effect<void, E, R>
+  ): Effect.Effect<void, EventLog.ReplayUnavailable | E, R> {
+    const view = this.#state.view
+    return this.#driver.log.forEach(view.from, view, f)
   }
 }
 
@@ -256,7 +294,8 @@ class Driver {
       }
       case "Settle": {
         const state = output.turn.handle!
-        state.terminal.seq = this.latest()
+        state.view.seq = this.latest()
+        state.exit = output.exit
         const turn = output.turn
         if (turn.firstOutputAt !== undefined) this.telemetry.firstOutput(state, turn.firstOutputAt - turn.startedAt)
         Deferred.doneUnsafe(state.done, output.exit)
@@ -568,8 +607,8 @@ class Driver {
       done: Deferred.makeUnsafe(),
       written: undefined,
       isWritten: turn.phase === "queued",
-      startSeq,
-      terminal: { seq: undefined },
+      exit: undefined,
+      view: new TurnView(turn.id, startSeq),
       sentAt: trace.sentAt,
       span: trace.span,
       firstOutputMillis: undefined
@@ -706,22 +745,6 @@ class Driver {
       const error = this.machine.answerPermission(this.now(), requestId, verdict)
       this.drain()
       return error === undefined ? Effect.void : Effect.fail(error)
-    })
-  }
-
-  /**
-   * A turn's own event stream. It closes over the turn's id and terminal box only, never the turn: whatever a
-   * stream's closures reach can survive minor GCs until the next full one (see the README's performance notes).
-   */
-  turnEvents(
-    turnId: string,
-    after: number,
-    terminal: TurnState["terminal"]
-  ): Stream.Stream<EventLog.Delivery<SessionEvent>, EventLog.ReplayUnavailable> {
-    return this.log.stream({ after }, {
-      keep: (event) => event.turnId === turnId,
-      last: isTerminal,
-      lastSeq: () => terminal.seq
     })
   }
 }
