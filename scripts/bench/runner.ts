@@ -3,7 +3,8 @@
  *
  *   node [--expose-gc] scripts/bench/runner.ts <host> <throughput|rtt|warmup|segments|code|lifecycle|memory|probe> '<params json>'
  *
- * where <host> is a module of hosts/ (bare, validated, transport, sdk, tether, tether-events, codex-bare, codex-tether).
+ * where <host> is a module of hosts/ (bare, validated, transport, sdk, tether, tether-events, codex-bare, codex-tether,
+ * acp-bare, acp-tether).
  *
  * Prints one line `BENCH_RESULT <json>` on stdout and exits; anything else on stdout is ignored by bench.ts.
  */
