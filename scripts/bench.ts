@@ -5,7 +5,9 @@
  * (validation), then that decoder behind Tether's transport under the Effect runtime (Tether without its session);
  * a second table sets every host against the bare one. Codex has its own pair of hosts on its own fast fake
  * (packages/testing/bin/fast-codex.mjs, the Codex simulator as `codex app-server`): a bare JSON-RPC host and Tether's
- * `CodexSession`, in a third table and as a row of the second (Tether for Codex against the bare Codex host).
+ * `CodexSession`, in a third table and as a row of the second (Tether for Codex against the bare Codex host). ACP has
+ * its pair the same way on packages/testing/bin/fast-acp.mjs (the ACP simulator as an agent): a bare JSON-RPC client
+ * and Tether's `AcpSession` with `AcpAgent.command`, in a table of their own and as a row of the second.
  *
  * Tether is measured read two ways: with one session-wide subscriber (tether.ts, "Tether (subscriber)") and the way
  * the README's host reads a turn (tether-events.ts, "Tether (per turn)": `send`, `Turn.forEachEvent` to the turn's
@@ -41,7 +43,7 @@
  *   BENCH_COLD_RUNS (5)      cold-host processes per host (process start → first result, peak RSS of a one-session host)
  *   BENCH_IMPORT_RUNS (5)    `node -e "await import(X)"` processes per module of the before-any-session table
  *   BENCH_BUILD (1)          0 skips building the packages before the two figures above (their dist/ must exist)
- *   BENCH_HOSTS (bare,validated,transport,sdk,tether,tether-events,codex-bare,codex-tether)
+ *   BENCH_HOSTS (bare,validated,transport,sdk,tether,tether-events,codex-bare,codex-tether,acp-bare,acp-tether)
  *   BENCH_CEILING (1)        0 leaves out the fake's ceiling: hosts/ceiling.ts (reads stdout, decodes nothing), whose
  *                            throughput in each run says how fast the fake delivers frames to a host that does nothing
  *                            (measured only with the SDK host, which the throughput target is set against)
@@ -86,7 +88,8 @@ const config = {
   importRuns: int("BENCH_IMPORT_RUNS", 5),
   build: env.BENCH_BUILD !== "0",
   levels: (env.BENCH_SESSIONS ?? "1,10,100").split(",").map((s) => Number(s.trim())).filter((n) => n > 0),
-  hosts: (env.BENCH_HOSTS ?? "bare,validated,transport,sdk,tether,tether-events,codex-bare,codex-tether").split(",")
+  hosts: (env.BENCH_HOSTS ??
+    "bare,validated,transport,sdk,tether,tether-events,codex-bare,codex-tether,acp-bare,acp-tether").split(",")
     .map((
       s
     ) => s.trim()).filter((s) => s.length > 0),
@@ -485,13 +488,60 @@ const hostLabel: Record<string, string> = {
   tether: "Tether (subscriber)",
   "tether-events": "Tether (per turn)",
   "codex-bare": "bare (Codex)",
-  "codex-tether": "Tether (Codex)"
+  "codex-tether": "Tether (Codex)",
+  "acp-bare": "bare (ACP)",
+  "acp-tether": "Tether (ACP)"
 }
 
-/** The Codex hosts: their own fake, their own table; set against each other, never against the Claude hosts. */
-const isCodexHost = (host: string): boolean => host.startsWith("codex-")
-const claudeHosts = (): ReadonlyArray<string> => config.hosts.filter((host) => !isCodexHost(host))
-const codexHosts = (): ReadonlyArray<string> => config.hosts.filter(isCodexHost)
+/**
+ * A provider with a pair of hosts on its own fake (Codex, ACP): a bare JSON-RPC host and Tether's session, set against
+ * each other in a table of their own and in a row of the table against the bare hosts, never against the Claude hosts.
+ */
+interface Pair {
+  /** The provider's name, as the tables show it. */
+  readonly name: string
+  /** What its hosts' names start with. */
+  readonly prefix: string
+  readonly bare: string
+  readonly tether: string
+  /** The key of Tether's ratio to the bare host in bench.json's `ratios`. */
+  readonly ratioKey: string
+  /** The section's heading and what it says of the two hosts. */
+  readonly heading: string
+  readonly description: string
+}
+
+const pairs: ReadonlyArray<Pair> = [
+  {
+    name: "Codex",
+    prefix: "codex-",
+    bare: "codex-bare",
+    tether: "codex-tether",
+    ratioKey: "codexTetherVsCodexBare",
+    heading: "Codex: Tether's CodexSession against a bare host",
+    description:
+      "Both drive packages/testing/bin/fast-codex.mjs (`codex app-server` simulated, no waits) over JSON-RPC: the bare " +
+      "host with `child_process`, `readline` and `JSON.parse`, Tether with `CodexSession` over `NodeTransport`, " +
+      "every line decoded into events read by one subscriber."
+  },
+  {
+    name: "ACP",
+    prefix: "acp-",
+    bare: "acp-bare",
+    tether: "acp-tether",
+    ratioKey: "acpTetherVsAcpBare",
+    heading: "ACP: Tether's AcpSession against a bare host",
+    description:
+      "Both drive packages/testing/bin/fast-acp.mjs (an ACP agent simulated, no waits) over JSON-RPC: the bare host " +
+      "with `child_process`, `readline` and `JSON.parse` (`initialize`, `session/new`, then per turn " +
+      "`session/prompt`, its `session/update` lines counted until the prompt's answer), Tether with `AcpSession` and " +
+      "`AcpAgent.command` over `NodeTransport`, every line decoded into events read by one subscriber."
+  }
+]
+
+const pairOf = (host: string): Pair | undefined => pairs.find((p) => host.startsWith(p.prefix))
+const claudeHosts = (): ReadonlyArray<string> => config.hosts.filter((host) => pairOf(host) === undefined)
+const pairHosts = (pair: Pair): ReadonlyArray<string> => config.hosts.filter((host) => pairOf(host) === pair)
 
 /** A markdown table; `align` gives the separator of every column after the first (which is left-aligned). */
 const markdownTable = (
@@ -522,18 +572,20 @@ const renderDecomposition = (): string => {
     })
   ]
   const rows = claudeHosts().filter((h) => h !== "bare").map((host) => row(hostLabel[host] ?? host, host, "bare"))
-  if (config.hosts.includes("codex-bare") && config.hosts.includes("codex-tether")) {
-    rows.push(row("Tether (Codex), against the bare Codex host", "codex-tether", "codex-bare"))
+  for (const pair of pairs) {
+    if (config.hosts.includes(pair.bare) && config.hosts.includes(pair.tether)) {
+      rows.push(row(`Tether (${pair.name}), against the bare ${pair.name} host`, pair.tether, pair.bare))
+    }
   }
   return markdownTable(header, rows, () => ":---:")
 }
 
-/** Codex: Tether's `CodexSession` against a bare host driving the same fake app-server, every figure. */
-const renderCodexTable = (): string => {
-  const hosts = codexHosts()
+/** A provider's pair: Tether's session against a bare host driving the same fake, every figure. */
+const renderPairTable = (pair: Pair): string => {
+  const hosts = pairHosts(pair)
   const header = ["figure", ...hosts.map((h) => `${hostLabel[h] ?? h} median (min–max)`), "Tether/bare"]
   const rows = Object.values(figures).map((f) => {
-    const x = ratio(f, "codex-tether", "codex-bare")
+    const x = ratio(f, pair.tether, pair.bare)
     return [
       `${f.label} (${f.better} is better)`,
       ...hosts.map((h) => cell(f, h)),
@@ -875,7 +927,7 @@ const main = async () => {
     }
   }
   // How each Claude host warms up, once per host: what says how long the steady state's warm-up must be.
-  const claudeRunHosts = hosts.filter((h) => !isCodexHost(h))
+  const claudeRunHosts = hosts.filter((h) => pairOf(h) === undefined)
   const curveErrors: Array<string> = []
   const curves = new Map<string, WarmupCurve>()
   if (config.warmupBlocks > 0) {
@@ -1026,7 +1078,7 @@ const main = async () => {
     `\`Turn.forEachEvent\` to the turn's end, \`turn.result\`: one \`runPromise\` per turn). The cold host is a fresh process ` +
     `per run (${config.coldRuns} per host) on the built packages; every other figure runs on the sources.`,
     "",
-    // Only Codex hosts asked for (BENCH_HOSTS=codex-bare,codex-tether): no Claude table.
+    // Only Codex or ACP hosts asked for (BENCH_HOSTS=codex-bare,codex-tether): no Claude table.
     claudeHosts().length > 0 ? renderTable() : "(no Claude host in BENCH_HOSTS)",
     "",
     ...renderCeiling(),
@@ -1107,17 +1159,10 @@ const main = async () => {
       ""
     )
   }
-  if (codexHosts().length > 0) {
-    lines.push(
-      "### Codex: Tether's CodexSession against a bare host",
-      "",
-      "Both drive packages/testing/bin/fast-codex.mjs (`codex app-server` simulated, no waits) over JSON-RPC: the bare " +
-        "host with `child_process`, `readline` and `JSON.parse`, Tether with `CodexSession` over `NodeTransport`, " +
-        "every line decoded into events read by one subscriber.",
-      "",
-      renderCodexTable(),
-      ""
-    )
+  for (const pair of pairs) {
+    if (pairHosts(pair).length > 0) {
+      lines.push(`### ${pair.heading}`, "", pair.description, "", renderPairTable(pair), "")
+    }
   }
   const failed = new Map<string, Array<string>>()
   for (const f of Object.values(figures)) {
@@ -1171,7 +1216,11 @@ const main = async () => {
         ...Object.fromEntries(
           claudeHosts().filter((h) => h !== "bare").map((h) => [`${h}VsBare`, ratio(f, h, "bare") ?? null])
         ),
-        ...(codexHosts().length > 0 ? { codexTetherVsCodexBare: ratio(f, "codex-tether", "codex-bare") ?? null } : {})
+        ...Object.fromEntries(
+          pairs.filter((pair) => pairHosts(pair).length > 0).map((
+            pair
+          ) => [pair.ratioKey, ratio(f, pair.tether, pair.bare) ?? null])
+        )
       }
     })),
     imports: Object.fromEntries(

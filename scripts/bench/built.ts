@@ -13,7 +13,7 @@ import * as Path from "node:path"
 import { root } from "./fake.ts"
 
 /** The packages whose `dist/` the figures load. */
-export const packages: ReadonlyArray<string> = ["core", "claude", "codex", "transport-node", "testing"]
+export const packages: ReadonlyArray<string> = ["core", "claude", "codex", "acp", "transport-node", "testing"]
 
 /** Builds the packages as `pnpm build` does (incremental: quick when nothing changed); rejects if tsc fails. */
 export const build = (): Promise<void> =>

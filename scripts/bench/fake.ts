@@ -1,6 +1,7 @@
 /**
  * Where the fast fake CLIs are and how every host starts them, so the hosts of a provider drive the very same
- * program: fast-claude for the Claude hosts, fast-codex (the Codex simulator as `codex app-server`) for the Codex ones.
+ * program: fast-claude for the Claude hosts, fast-codex (the Codex simulator as `codex app-server`) for the Codex ones,
+ * fast-acp (the ACP simulator as an agent) for the ACP ones.
  */
 import { randomUUID } from "node:crypto"
 import * as Path from "node:path"
@@ -12,6 +13,9 @@ export const fakeClaude = Path.join(root, "packages/testing/bin/fast-claude.mjs"
 
 /** packages/testing/bin/fast-codex.mjs: the `codex app-server` stand-in the Codex hosts spawn. */
 export const fastCodex = Path.join(root, "packages/testing/bin/fast-codex.mjs")
+
+/** packages/testing/bin/fast-acp.mjs: the ACP agent stand-in the ACP hosts spawn. */
+export const fastAcp = Path.join(root, "packages/testing/bin/fast-acp.mjs")
 
 /** The argv Tether and the bare host pass: the stream-json duplex with replays and partial messages. */
 export const claudeArgs: ReadonlyArray<string> = [

@@ -4,7 +4,7 @@
  *   node [--expose-gc] scripts/bench/runner.ts <host> <throughput|rtt|warmup|segments|code|lifecycle|memory|probe> '<params json>'
  *
  * where <host> is a module of hosts/ (bare, validated, transport, sdk, tether, tether-events, tether-stream, codex-bare,
- * codex-tether).
+ * codex-tether, acp-bare, acp-tether).
  *
  * Prints one line `BENCH_RESULT <json>` on stdout and exits; anything else on stdout is ignored by bench.ts.
  */

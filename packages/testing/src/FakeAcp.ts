@@ -1,7 +1,8 @@
 /**
  * A fake ACP agent executable for process-level tests: the simulated agent of `MockAcp` (the same simulator
  * `MockTransport` runs in memory) run as a real process over real stdio, with real timers and signals.
- * `bin/fake-acp.mjs` is the executable; it reaches the simulator through this package's own export
+ * `bin/fake-acp.mjs` is the executable; `bin/fast-acp.mjs`, the benchmarks' agent, is the same simulator with no
+ * waits, streaming `FRAMES:<n>` text chunks. Both reach the simulator through this package's own export
  * (`@tether/testing/FakeAcp`). Run an `AcpSession` against it with `AcpAgent.command([FakeAcp.path])`.
  *
  * Its knobs are environment variables: `FAKE_ACP_CHUNKS` (3) and `FAKE_ACP_CHUNK_DELAY_MS` (0) shape every answer
@@ -32,9 +33,20 @@ import * as internal from "./internal/fakeAcp.ts"
 export const path: string = fileURLToPath(new URL("../bin/fake-acp.mjs", import.meta.url))
 
 /**
- * Runs this process as the fake ACP agent: the entry point of `bin/fake-acp.mjs`.
+ * The absolute path of the benchmarks' agent (`bin/fast-acp.mjs`): no waits; a prompt `FRAMES:<n>` streams n text
+ * chunks (default `FAST_ACP_FRAMES`, 3), written in batches of `FAST_ACP_BATCH_BYTES` (256 KiB).
+ *
+ * @category paths
+ * @since 0.1.0
+ */
+export const fastPath: string = fileURLToPath(new URL("../bin/fast-acp.mjs", import.meta.url))
+
+/**
+ * Runs this process as the fake ACP agent: the entry point of `bin/fake-acp.mjs` (and, with `fast`, of
+ * `bin/fast-acp.mjs`).
  *
  * @category entry points
  * @since 0.1.0
  */
-export const main = (): void => internal.main()
+export const main = (options: { readonly fast?: boolean | undefined } = {}): void =>
+  internal.main({ fast: options.fast ?? false })

@@ -8,7 +8,7 @@ import { AcpAgent, AcpSession } from "@tether/acp"
 import { Timeouts } from "@tether/core"
 import { FakeAcp } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
-import { Effect, Exit, Option, Scope } from "effect"
+import { Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { execFileSync } from "node:child_process"
 import { readFile } from "node:fs/promises"
 import { isAlive, marked, scopedMark, tempDir } from "./utils.ts"
@@ -97,4 +97,30 @@ describe("AcpSession over NodeTransport, against the fake ACP agent", () => {
       yield* Scope.close(scope, Exit.void)
       assert.deepStrictEqual(marked(mark), [])
     }).pipe(Effect.scoped, Effect.provide(NodeTransport.layer({ containment: "process-tree" }))), 30_000)
+
+  it.live(
+    "the fast fake (the benchmarks' agent): a prompt FRAMES:<n> streams n text chunks, else FAST_ACP_FRAMES",
+    () =>
+      Effect.gen(function*() {
+        const acp = yield* AcpSession.make({
+          agent: AcpAgent.command([FakeAcp.fastPath], { env: { set: { FAST_ACP_FRAMES: "2" } } }),
+          cwd: process.cwd()
+        })
+        // One text delta per chunk, none skipped, read as the bench's Tether host reads them: the deltas it counts.
+        const deltas = yield* (yield* acp.subscribe("latest")).pipe(
+          Stream.takeUntil((delivery) => delivery._tag === "Event" && delivery.event._tag === "TurnCompleted"),
+          Stream.filter((delivery) => delivery._tag !== "Event" || delivery.event._tag === "TextDelta"),
+          Stream.runCollect,
+          Effect.forkScoped
+        )
+        const big = yield* acp.run("FRAMES:1000")
+        assert.strictEqual(big.text, Array.from({ length: 1000 }, (_, i) => `tok ${i} `).join(""))
+        assert.strictEqual(big.stopReason, "end_turn")
+        const seen = yield* Fiber.join(deltas)
+        assert.strictEqual(seen.length, 1000)
+        assert.isTrue(seen.every((delivery) => delivery._tag === "Event"))
+        assert.strictEqual((yield* acp.run("anything")).text, "tok 0 tok 1 ")
+      }).pipe(Effect.scoped, Effect.provide(NodeTransport.layer({ containment: "process-tree" }))),
+    30_000
+  )
 })

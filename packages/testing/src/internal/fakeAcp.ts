@@ -6,6 +6,7 @@
  */
 import * as MockAcp from "../MockAcp.ts"
 import * as ProcessShell from "./processShell.ts"
+import { framesTurns } from "./script.ts"
 
 type Env = { readonly [name: string]: string | undefined }
 
@@ -55,11 +56,19 @@ const fakeScript = (env: Env): MockAcp.Script => {
   })
 }
 
-/** Runs this process as a fake ACP agent. */
-export const main = (): void => {
+/** `bin/fast-acp.mjs` (the benchmarks' agent): a prompt `FRAMES:<n>` streams n text chunks, at once. */
+const fastScript = (env: Env): MockAcp.Script =>
+  MockAcp.make([], {
+    otherwise: framesTurns(Number(env.FAST_ACP_FRAMES ?? "3"), (chunks) => MockAcp.text(chunks)),
+    timing: MockAcp.noWait
+  })
+
+/** Runs this process as a fake ACP agent (with `fast`, the benchmarks' agent). */
+export const main = (options: { readonly fast: boolean }): void => {
+  const env = process.env
   ProcessShell.run<MockAcp.Fault>({
-    simulator: MockAcp.simulator(fakeScript(process.env)),
-    batchBytes: 256 * 1024,
+    simulator: MockAcp.simulator(options.fast ? fastScript(env) : fakeScript(env)),
+    batchBytes: Number(env.FAST_ACP_BATCH_BYTES ?? String(256 * 1024)),
     endInputOnEof: true
   })
 }

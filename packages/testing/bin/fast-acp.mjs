@@ -1,0 +1,10 @@
+#!/usr/bin/env node
+// A fast stand-in for an ACP agent, for benchmarks (`pnpm bench`): the simulated agent of `MockAcp` with no waits,
+// run as this process. A prompt `FRAMES:<n>` streams n text chunks (default FAST_ACP_FRAMES, 3); output goes out in
+// writes of FAST_ACP_BATCH_BYTES (256 KiB) that wait for the pipe, with stdin read in between. It loads the simulator
+// through the package's own export: the TypeScript source in the workspace, the build when installed.
+import module from "node:module"
+
+module.enableCompileCache?.()
+const { main } = await import("@tether/testing/FakeAcp")
+main({ fast: true })
