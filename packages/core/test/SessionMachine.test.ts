@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Machine from "../src/internal/session/machine.ts"
 import * as Permission from "../src/Permission.ts"
+import type * as Provider from "../src/Provider.ts"
 import {
   type Bench,
   type Cli,
@@ -2458,5 +2459,38 @@ describe("resolved permission requests", () => {
     assert.strictEqual(describeError(answer(b, "p512")), "PermissionNotFound")
     assert.strictEqual(describeError(answer(b, "p513")), "PermissionAlreadyResolved(Decided)")
     assert.deepStrictEqual(b.m.pendingPermissions().map((r) => r.requestId), ["pending"])
+  })
+})
+
+describe("a turn's first output", () => {
+  const message = (turnId?: string): Provider.Item => ({ _tag: "AssistantMessage", turnId, raw: {}, text: "m" })
+  const toolUse = (turnId?: string): Provider.Item => ({
+    _tag: "ToolUse",
+    turnId,
+    raw: {},
+    toolUseId: "u1",
+    name: "Bash",
+    input: {}
+  })
+  const firstOutputOf = (items: ReadonlyArray<readonly [number, Provider.Item]>): number | undefined => {
+    const b = fake(undefined, true)
+    const turn = running(b)
+    for (const [ms, item] of items) {
+      b.at(ms)
+      b.cli(item)
+    }
+    return turn.firstOutputAt
+  }
+
+  it("is when the first text, message or tool use of the turn arrives, named or not; nothing else counts", () => {
+    assert.strictEqual(firstOutputOf([[10, I.frame("status")], [20, I.text("a")], [30, I.text("b")]]), 20)
+    assert.strictEqual(firstOutputOf([[10, I.frame("status")], [15, message()], [30, I.text("b")]]), 15)
+    assert.strictEqual(firstOutputOf([[10, I.frame("status")], [17, toolUse()], [30, message()]]), 17)
+    assert.strictEqual(firstOutputOf([[12, I.text("a", "t1")], [30, I.text("b", "t1")]]), 12)
+    assert.strictEqual(firstOutputOf([[10, I.frame("status")], [11, I.frame("status", "t1")]]), undefined)
+    assert.strictEqual(
+      firstOutputOf([[10, I.sessionFrame("status")], [11, { ...I.text("x"), scope: "session" } as Provider.Item]]),
+      undefined
+    )
   })
 })
