@@ -364,7 +364,7 @@ export const command = (
 ]
 
 /**
- * The directories of `paths` under `/tmp` (real paths; `/tmp` itself excluded), whose mount points are made in the
+ * The entries of `/tmp` that hold `paths` (real paths; `/tmp` itself excluded), whose mount points are made in the
  * private directory `tmp` (owned by `base`): they stay visible at their paths once it covers `/tmp`.
  *
  * @internal
@@ -379,9 +379,14 @@ export const keepUnderTmp = (tmp: string, paths: ReadonlyArray<string>, base: nu
     } catch {
       continue
     }
-    if (!real.startsWith("/tmp/") || kept.includes(real)) continue
+    if (!real.startsWith("/tmp/")) continue
+    // The whole entry of /tmp it is in: a CLI installed under /tmp (a checkout there, as CI's) needs its
+    // dependencies beside it, not only its own directory.
+    const top = `/tmp/${real.slice("/tmp/".length).split("/")[0]}`
+    if (kept.includes(top)) continue
     // The private directory is itself under /tmp: never bound into itself.
-    if (real === tmp || real.startsWith(tmp + "/") || tmp.startsWith(real + "/")) continue
+    if (top === tmp || tmp.startsWith(top + "/")) continue
+    real = top
     const point = Path.join(tmp, real.slice("/tmp/".length))
     Fs.mkdirSync(point, { recursive: true })
     for (let dir = point; dir !== tmp; dir = Path.dirname(dir)) Fs.chownSync(dir, base, base)
