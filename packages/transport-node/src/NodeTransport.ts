@@ -137,8 +137,8 @@ export interface Options {
    */
   readonly privateTmp?: boolean | undefined
   /**
-   * Isolate the sessions from each other (default: where this host can, that is Linux as root; reported by
-   * `transport.capabilities.isolatesSessions`). Each session's CLI runs in namespaces of its own: a user namespace
+   * Isolate the sessions from each other (`true`; default off: reported by `transport.capabilities.isolatesSessions`;
+   * it needs Linux as root). Each session's CLI runs in namespaces of its own: a user namespace
    * whose root is a uid range of its own outside (65,536 uids, distinct from every other live session's on the
    * machine, other hosts' included), a PID namespace (its tools see only its processes), a mount namespace (a
    * private `/tmp`, `/dev/shm` and `/var/tmp`; the directories the launch spec names under `/tmp` stay visible) and
@@ -148,8 +148,8 @@ export interface Options {
    * directory's owner is chowned to the range (the directory made 0700) and given back at release.
    *
    * Gotchas: `connection.pid` is the CLI's pid outside its namespace (its parent is the box's first process); the
-   * executable must be runnable by other users and the directories above it and the workspace searchable by them (by
-   * default a session for which they are not runs without the box, with a warning; `true` refuses it); other users' files are `nobody`'s inside, and the rest of the
+   * executable must be runnable by other users and the directories above it and the workspace searchable by them
+   * (else the open fails); other users' files are `nobody`'s inside, and the rest of the
    * host's files (the host's own `HOME` included) are not writable; a workspace two sessions share at once is lent
    * to the last; a CLI's exit ends every process of its namespace; an exit code above 128 reads as a signal. `true`:
    * where it cannot be done, every `open` fails with `SpawnFailed`; `false`: off.

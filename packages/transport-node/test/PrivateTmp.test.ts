@@ -94,6 +94,6 @@ describe.runIf(process.platform !== "win32")("a session's private temporary dire
         assert.strictEqual(tmpdir, "/tmp")
         assert.strictEqual(Number(size), fill, "the tool filled it while the session ran")
         assert.isFalse(Fs.existsSync(Path.join(Os.tmpdir(), mine)), "released: the directory and everything in it")
-      }).pipe(Effect.provide(NodeTransport.layer({ watchdog: false })))
+      }).pipe(Effect.provide(NodeTransport.layer({ watchdog: false, isolation: true })))
   )
 })

@@ -84,8 +84,8 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     : Limits.controllersOf(requestedLimits).length > 0 && limitsLayer?.complete !== true
     ? `limits were asked for and cannot all be enforced here: ${limitsLayer?.notes.join("; ") ?? "cgroups are Linux's"}`
     : undefined
-  // Isolation between sessions: on where it can be (unless turned off); asked for where it cannot, every open fails.
-  const isolationProbe = options?.isolation === false || isWindows ? undefined : Isolation.probe()
+  // Isolation between sessions: on when asked for (`isolation: true`); asked for where it cannot be, every open fails.
+  const isolationProbe = options?.isolation !== true || isWindows ? undefined : Isolation.probe()
   const isolated = isolationProbe === true
   const isolationRefused = options?.isolation === true && isolationProbe !== true
     ? `isolation between sessions was requested and is unavailable: ${isolationProbe ?? "Windows has no namespaces"}`
@@ -420,17 +420,12 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     Effect.suspend(() => {
       // The CLI runs as the session's uid, which owns nothing of the host's: it must reach the executable and its
       // directories. Where it cannot (a repository or workspace under a directory only its owner may enter, as
-      // `mktemp -d` makes them), the default runs the session unboxed and says why; `isolation: true` refuses.
+      // `mktemp -d` makes them), the open fails saying why.
       const denied = Isolation.unreachable(file) ??
         Isolation.unreachableDirectories(Isolation.directoriesOf(spec, cwd, file).lent)
       if (denied !== undefined) {
         const reason = `the session's uid cannot run its CLI: ${denied}`
-        return options?.isolation === true
-          ? Effect.fail(new SpawnFailed({ program, reason: `could not make the session's box: ${reason}` }))
-          : Effect.as(
-            Effect.logWarning(`NodeTransport: this session runs without isolation from other sessions (${reason})`),
-            undefined
-          )
+        return Effect.fail(new SpawnFailed({ program, reason: `could not make the session's box: ${reason}` }))
       }
       const range = Isolation.allocate()
       if (typeof range === "string") {
@@ -562,9 +557,9 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
         ? true
         : isolationRefused !== undefined
         ? `${isolationRefused}: every open fails with SpawnFailed`
-        : options?.isolation === false
-        ? "isolation between sessions is off (isolation: false): the sessions' tools run as the host's user and " +
-          "can read each other's environment, memory and files, and signal each other"
+        : options?.isolation !== true
+        ? "isolation between sessions is off (isolation: true turns it on): the sessions' tools run as the host's " +
+          "user and can read each other's environment, memory and files, and signal each other"
         : isolationProbe ?? "isolation between sessions needs Linux namespaces"
     })
   })

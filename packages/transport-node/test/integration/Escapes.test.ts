@@ -158,7 +158,7 @@ const suite = (mechanism: Mechanism) =>
 for (const mechanism of mechanisms) suite(mechanism)
 
 /**
- * In a box (the default as root): the report is in the session's workspace, the one directory of the host's it may
+ * In a box (`isolation: true`, as root): the report is in the session's workspace, the one directory of the host's it may
  * write. Nothing survives (its PID namespace ends with the CLI, its tools cannot leave their cgroup). The host-SIGKILL
  * case is the fake CLI's (the host fixture makes its world inside itself).
  */
@@ -166,7 +166,12 @@ describe.runIf(process.platform === "linux" && process.getuid?.() === 0)(
   "the real claude CLI's escapes in a box, under cgroup",
   { timeout: 90_000 },
   () => {
-    const boxed = NodeTransport.layer({ executables: { claude: claudePath }, containment: "cgroup", scanInterval: 0 })
+    const boxed = NodeTransport.layer({
+      executables: { claude: claudePath },
+      containment: "cgroup",
+      scanInterval: 0,
+      isolation: true
+    })
     it.live("the session is closed after the turn", () =>
       Effect.gen(function*() {
         assert.isTrue((yield* Transport.Transport).capabilities.isolatesSessions)
