@@ -59,6 +59,12 @@ export interface Agent<R = never> {
   /** The preset's options (a registry fingerprints a session's options by them: functions are left out). */
   readonly options: unknown
   readonly prepare: (context: Context) => Effect.Effect<Launch, InvalidConfig, R | Scope.Scope>
+  /**
+   * Which files of the agent's state directory (the {@link Context} `home`; paths relative to it) hold a
+   * conversation: what `@tether/cluster` saves and restores for `session/load` on another runner. Default
+   * (`Session.namesConversation`): a path that names the conversation's id.
+   */
+  readonly conversationFile?: ((path: string, conversationId: string) => boolean) | undefined
 }
 
 /**
@@ -200,6 +206,24 @@ const unpinSessions = (fs: FileSystem.FileSystem, home: string) =>
     }
   })
 
+/** A conversation's file in Gemini CLI's `GEMINI_CLI_HOME`: `session-<minute>-<first 8 of the id>.jsonl`. */
+const geminiChat = /^\.gemini\/tmp\/[^/]+\/chats\/session-[^/]*-([^-/]{8})\.jsonl?$/
+
+/**
+ * Gemini CLI's conversation files under its `GEMINI_CLI_HOME`: the session's file in its project's `chats`
+ * (named by the id's first eight characters), whatever names the whole id, and what tells the CLI which project
+ * directory is the working directory's (`.gemini/projects.json`, each project's `.project_root`), so that the
+ * conversation is found under the same project after a restore.
+ *
+ * @category presets
+ * @since 0.1.0
+ */
+export const geminiConversationFile = (path: string, conversationId: string): boolean =>
+  path.includes(conversationId) ||
+  path === ".gemini/projects.json" ||
+  /^\.gemini\/(tmp|history)\/[^/]+\/\.project_root$/.test(path) ||
+  geminiChat.exec(path)?.[1] === conversationId.slice(0, 8)
+
 /**
  * Google's Gemini CLI (`@google/gemini-cli`) in ACP mode: `gemini --acp`, with `GEMINI_CLI_NO_RELAUNCH=true` (no
  * second Node process), a `GEMINI_CLI_HOME` of the session's own with the offline {@link geminiSettings}, and the
@@ -211,6 +235,7 @@ const unpinSessions = (fs: FileSystem.FileSystem, home: string) =>
 export const gemini = (options: GeminiOptions = {}): Agent<FileSystem.FileSystem> => ({
   name: "gemini",
   options,
+  conversationFile: geminiConversationFile,
   prepare: (context) =>
     Effect.gen(function*() {
       yield* checked([

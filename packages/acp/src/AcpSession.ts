@@ -299,6 +299,7 @@ export const make: <R = never>(
       handle: handler(options as Options<unknown>, cwd, fileSystem, terminals),
       launch: { program: launched.program, args: launched.args, cwd: Option.some(cwd), env: launched.env },
       model: options.model,
+      conversationFile: options.agent.conversationFile,
       ...Session.hostOptions(options)
     }) as Effect.Effect<Session.Session<TurnResult, TurnError>, Session.StartError, Transport.Transport | Scope.Scope>)
     if (options.resume !== undefined) {

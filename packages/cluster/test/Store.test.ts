@@ -5,6 +5,8 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
+import { AcpAgent } from "@tether/acp"
+import { Session } from "@tether/core"
 import { Postgres } from "@tether/testing"
 import { Effect, Layer } from "effect"
 import * as ChildProcess from "node:child_process"
@@ -124,6 +126,37 @@ layer(Database, { timeout: 60_000, excludeTestServices: true })("Store", (it) =>
       assert.strictEqual((yield* s.read(id))?.state, "evicted")
     }))
 
+  it.effect("the files saved are the ones the session says hold the conversation (Gemini CLI's: by a short id)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const id = "3f1c9a2e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"
+      const files = {
+        ".gemini/settings.json": "{}",
+        ".gemini/projects.json": "{\"projects\":{}}",
+        ".gemini/tmp/work/.project_root": "/work",
+        [`.gemini/tmp/work/chats/session-2026-12-04T21-50-${id.slice(0, 8)}.jsonl`]: "{}\n",
+        ".gemini/tmp/work/chats/session-2026-12-04T21-51-0a1b2c3d.jsonl": "{}\n",
+        [`.gemini/tmp/work/${id}/plan.md`]: "plan"
+      }
+      for (const [path, content] of Object.entries(files)) {
+        Fs.mkdirSync(Path.dirname(Path.join(dir, path)), { recursive: true })
+        Fs.writeFileSync(Path.join(dir, path), content)
+      }
+      const paths = (conversationFile: (path: string, id: string) => boolean) =>
+        Effect.map(
+          Files.collect(dir, id, {}, conversationFile),
+          (collected) => collected.changes.map((change) => change.path).sort()
+        )
+      // By default only what names the whole id: Gemini CLI's conversation would be lost on another runner.
+      assert.deepStrictEqual(yield* paths(Session.namesConversation), [`.gemini/tmp/work/${id}/plan.md`])
+      assert.deepStrictEqual(yield* paths(AcpAgent.geminiConversationFile), [
+        ".gemini/projects.json",
+        ".gemini/tmp/work/.project_root",
+        `.gemini/tmp/work/${id}/plan.md`,
+        `.gemini/tmp/work/chats/session-2026-12-04T21-50-${id.slice(0, 8)}.jsonl`
+      ])
+    }))
+
   it.effect("conversation files are saved in appended chunks and restored whole; evict forgets them", () =>
     Effect.gen(function*() {
       const s = yield* store
@@ -134,14 +167,14 @@ layer(Database, { timeout: 60_000, excludeTestServices: true })("Store", (it) =>
       Fs.writeFileSync(Path.join(dir, "unrelated.json"), "{}")
       Fs.writeFileSync(file, "line 1\n")
       yield* s.begin(id, begin)
-      const first = yield* Files.collect(dir, "conv-1", {})
+      const first = yield* Files.collect(dir, "conv-1", {}, Session.namesConversation)
       assert.deepStrictEqual(first.changes.map((change) => [change.path, change.mode]), [[
         "projects/p/conv-1.jsonl",
         "replace"
       ]])
       yield* s.save(id, 1, { ...empty, conversationId: "conv-1", ...first, seq: 0, final: false })
       Fs.appendFileSync(file, "line 2\n")
-      const second = yield* Files.collect(dir, "conv-1", first.tracked)
+      const second = yield* Files.collect(dir, "conv-1", first.tracked, Session.namesConversation)
       assert.deepStrictEqual(second.changes.map((change) => [change.mode, change.chunk]), [["append", 1]])
       assert.strictEqual(new TextDecoder().decode(second.changes[0].data), "line 2\n")
       yield* s.save(id, 1, { ...empty, conversationId: "conv-1", ...second, seq: 0, final: true })

@@ -144,6 +144,15 @@ export interface Session<A extends TurnResult = TurnResult, E = KnownProviderTur
   readonly status: Effect.Effect<Status>
   /** The CLI's conversation id, once known. */
   readonly sessionId: Effect.Effect<Option.Option<string>>
+  /**
+   * Whether a file of the CLI's conversation directory (a {@link Placement}'s `directory`; `path` relative to it)
+   * holds part of the conversation `conversationId`: what a host that moves conversations between machines saves
+   * and restores (`@tether/cluster` does). Claude's and Codex's files name the id ({@link namesConversation}); an
+   * ACP agent's preset knows its agent's layout (Gemini CLI names its file by the id's first eight characters).
+   * Every session `make` builds has it; a session a host builds by hand may leave it out (then
+   * {@link namesConversation}).
+   */
+  readonly conversationFile?: ((path: string, conversationId: string) => boolean) | undefined
   /** Sends a prompt and returns the turn handle as soon as the prompt is written (or queued). */
   readonly send: (prompt: Prompt, options?: SendOptions) => Effect.Effect<Turn<A, E>, SendError>
   /** Sends a prompt and waits for its result. */
@@ -197,7 +206,19 @@ export interface Options extends HostOptions {
   readonly handle?: ((request: unknown) => Effect.Effect<Provider.Reply>) | undefined
   /** The model the host asked for, as the session's spans report it (`tether.model`). */
   readonly model?: string | undefined
+  /** Which files of the conversation directory hold a conversation (see `Session.conversationFile`). Default: {@link namesConversation}. */
+  readonly conversationFile?: ((path: string, conversationId: string) => boolean) | undefined
 }
+
+/**
+ * The default of `Session.conversationFile`: a file holds part of a conversation when its path names the
+ * conversation's id (Claude: `projects/<cwd>/<session id>.jsonl` and the session's folder; Codex:
+ * `sessions/<date>/rollout-…-<thread id>.jsonl`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const namesConversation = (path: string, conversationId: string): boolean => path.includes(conversationId)
 
 /**
  * The options every provider's session takes from the host, whatever its CLI: a provider's options extend these
@@ -383,7 +404,8 @@ export const make: (options: Options) => Effect.Effect<
     eventRing: options.eventRing ?? 512,
     subscriberBuffer: options.subscriberBuffer ?? 512,
     makeId: options.makeId ?? turnIds(),
-    model: options.model
+    model: options.model,
+    conversationFile: options.conversationFile ?? namesConversation
   }, sessionScope).pipe(
     Effect.onError((cause) => Scope.close(sessionScope, Exit.failCause(cause)))
   )

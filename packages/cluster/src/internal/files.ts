@@ -1,9 +1,10 @@
 /**
  * The CLI's conversation state on disk, as the cluster saves and restores it: every file under the session's
- * conversation directory whose path names the conversation (Claude: `projects/<cwd>/<session id>.jsonl`, and the
- * session's own folder if it has one; Codex: `sessions/<date>/rollout-…-<thread id>.jsonl`). Both CLIs append to
- * these files, so a save after a turn usually stores only what the turn appended; a file that changed otherwise is
- * stored again whole.
+ * conversation directory that the session says holds the conversation (`Session.conversationFile`: by default a
+ * path that names the conversation — Claude: `projects/<cwd>/<session id>.jsonl`, and the session's own folder if it
+ * has one; Codex: `sessions/<date>/rollout-…-<thread id>.jsonl`; Gemini CLI's preset names its own). The CLIs append
+ * to these files, so a save after a turn usually stores only what the turn appended; a file that changed otherwise
+ * is stored again whole.
  *
  * @internal
  */
@@ -44,13 +45,14 @@ const walk = async (dir: string): Promise<Array<string>> => {
 export const collect = (
   dir: string,
   conversationId: string,
-  tracked: { readonly [path: string]: Tracked }
+  tracked: { readonly [path: string]: Tracked },
+  conversationFile: (path: string, conversationId: string) => boolean
 ): Effect.Effect<{ readonly changes: ReadonlyArray<Change>; readonly tracked: { readonly [path: string]: Tracked } }> =>
   Effect.promise(async () => {
     const changes: Array<Change> = []
     const next: Record<string, Tracked> = { ...tracked }
     for (const path of await walk(dir)) {
-      if (!path.includes(conversationId)) continue
+      if (!conversationFile(path, conversationId)) continue
       const data: Uint8Array | undefined = await Fs.readFile(Path.join(dir, path)).catch(() => undefined)
       if (data === undefined) continue
       const known = tracked[path]

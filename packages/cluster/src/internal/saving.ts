@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import { Session } from "@tether/core"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -58,7 +59,12 @@ export const make = <A, TE>(options: Options<A, TE>) => {
         }
         const collected = inc.conversationId === undefined
           ? { changes: [], tracked: inc.tracked }
-          : yield* Files.collect(inc.directory, inc.conversationId, inc.tracked)
+          : yield* Files.collect(
+            inc.directory,
+            inc.conversationId,
+            inc.tracked,
+            inc.session?.conversationFile ?? Session.namesConversation
+          )
         const events = inc.pending
         const ended = inc.ended
         const turns = ended.flatMap((turn) => {

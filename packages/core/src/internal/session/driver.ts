@@ -66,6 +66,8 @@ export interface Options {
   readonly makeId: () => string
   /** The model the host asked for, for the session's spans. */
   readonly model: string | undefined
+  /** `Session.conversationFile`. */
+  readonly conversationFile: (path: string, conversationId: string) => boolean
 }
 
 /** The driver's state for one turn (its handle reads it); its telemetry is the trace it extends. */
@@ -844,6 +846,7 @@ export const make = Effect.fnUntraced(function*(options: Options, sessionScope: 
     capabilities: Effect.sync(() => options.provider.capabilities()),
     status: Effect.sync(() => machine.status),
     sessionId: Effect.sync(() => Option.fromNullishOr(machine.sessionId)),
+    conversationFile: options.conversationFile,
     send: (prompt, sendOptions) =>
       Effect.withFiber((fiber) =>
         driver.send(prompt, sendOptions?.queue, sendOptions?.interruptOnCancel ?? true, fiber)
