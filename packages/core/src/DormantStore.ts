@@ -63,7 +63,10 @@ export interface Record {
   readonly conversationId: string
   /** The directory the CLI kept its state in (its `Session.Conversation` placement). */
   readonly directory: string
-  /** When it went dormant, epoch milliseconds. */
+  /**
+   * When the record was written, epoch milliseconds: when it went dormant, or, for a conversation a dead host left
+   * running, when that host first recorded it.
+   */
   readonly since: number
 }
 
@@ -86,15 +89,17 @@ export type Listing =
 export interface Store {
   /** A new, empty directory for a CLI's conversation state. */
   readonly allocate: Effect.Effect<string, DormantStoreFailed>
-  /** Keeps the conversation dormant: its record, next to the directory its CLI left. */
+  /**
+   * Records the conversation as resumable from the directory its CLI writes: when it goes dormant, and while it runs
+   * (from its first turn), so that a host that dies without releasing its registry finds it dormant at its restart.
+   * Replaces the id's record.
+   */
   readonly save: (record: Record) => Effect.Effect<void, DormantStoreFailed>
   /** The id's dormant record, if it has one. */
   readonly load: (id: string) => Effect.Effect<Option.Option<Record>, DormantStateCorrupt | DormantStoreFailed>
-  /** The conversation runs again: its record goes, its directory stays (the CLI uses it). */
-  readonly awake: (id: string) => Effect.Effect<void, DormantStoreFailed>
   /** Every dormant conversation. */
   readonly list: Effect.Effect<ReadonlyArray<Listing>, DormantStoreFailed>
-  /** Forgets a dormant conversation: its record and its directory. */
+  /** Forgets a conversation: its record and its directory (it was deleted, or ended for good). */
   readonly remove: (id: string) => Effect.Effect<void, DormantStoreFailed>
   /** Removes a directory no conversation needs any more (a conversation that ended without going dormant). */
   readonly release: (directory: string) => Effect.Effect<void, DormantStoreFailed>

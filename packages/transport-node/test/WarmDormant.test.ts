@@ -1,8 +1,8 @@
 /**
  * Warm and dormant sessions as real processes: a registry's warm CLIs and its dormant transitions leave no process
  * behind when a pool shrinks, when a conversation goes dormant, when the registry is released, and when its host is
- * SIGKILLed (checked in /proc by the marker in the CLIs' environment); and the file-system dormant store on a real
- * disk.
+ * SIGKILLed (checked in /proc by the marker in the CLIs' environment), whose live conversation the next host resumes;
+ * and the file-system dormant store on a real disk.
  */
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
@@ -57,11 +57,15 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       const handle = yield* Effect.scoped(registry.getOrCreate("a", config))
       const pid = (yield* handle.snapshot).pid
       assert.strictEqual((yield* registry.run("a", "hello")).text.length > 0, true)
+      // Recorded on disk from its turn on (for a host that dies), dormant once its CLI is gone.
       yield* waitUntil(
-        "the conversation dormant",
+        "the conversation recorded",
         () => Fs.readdirSync(Path.join(directory, "conversations")).length === 1,
         10_000
       )
+      yield* Effect.gen(function*() {
+        while ((yield* registry.dormant).length !== 1) yield* Effect.sleep("50 millis")
+      }).pipe(Effect.timeout("10 seconds"))
       yield* waitUntil("only the refilled warm tree", () => marked(mark).length === treeSize, 10_000)
       assert.isFalse(marked(mark).some((proc) => proc.pid === pid))
       const [listing] = yield* registry.dormant
@@ -75,7 +79,7 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
     }).pipe(Effect.scoped, Effect.ensuring(killAllMarked(mark)))
   })
 
-  it.live("a host SIGKILLed with a warm CLI, a live and a dormant conversation leaves no process", () => {
+  it.live("a host SIGKILLed with a warm CLI, a live and a dormant conversation leaves no process, and both resumable", () => {
     const mark = newMark()
     return Effect.gen(function*() {
       const directory = yield* tempDir("tether-dormant-host-")
@@ -101,12 +105,26 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       yield* waitUntil("two trees", () => marked(mark).length === 2 * treeSize, 5_000)
       host.kill("SIGKILL")
       yield* waitUntil("nothing left", () => marked(mark).length === 0, 10_000)
-      // What the host left dormant is on disk for the next one.
+      // What the host left dormant is on disk for the next one, and so is the conversation it was running.
       const store = yield* storeIn(directory)
       const listings = yield* Context.get(store, DormantStore.DormantStore).list
       assert.deepStrictEqual(listings.map((listing) => listing._tag === "Dormant" ? listing.record.id : ""), [
-        "dormant"
+        "dormant",
+        "live"
       ])
+      // The next host resumes the conversation the dead one was running.
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4, dormancy: true }).pipe(
+        Effect.provideContext(Context.merge(store, yield* transportLayer))
+      )
+      yield* registry.wake("live", configOf(mark))
+      assert.isTrue((yield* registry.run("live", "again")).text.length > 0)
+      const snapshot = yield* registry.snapshot("live")
+      const recorded = listings.find((listing) => listing._tag === "Dormant" && listing.record.id === "live")
+      assert.strictEqual(
+        snapshot.sessionId,
+        recorded?._tag === "Dormant" ? recorded.record.conversationId : "",
+        "the woken CLI resumed the dead host's conversation"
+      )
     }).pipe(Effect.scoped, Effect.ensuring(killAllMarked(mark)))
   })
 

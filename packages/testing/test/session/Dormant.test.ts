@@ -233,6 +233,45 @@ describe("dormant conversations", () => {
         }))
     }))
 
+  it.effect("a host that dies without releasing its registry: its restart finds every conversation that ran a turn dormant", () =>
+    Effect.gen(function*() {
+      const { context, mock } = yield* environment()
+      /** A registry whose host dies: its scope is never closed, so nothing of it runs at the end. */
+      const dying = Effect.provideContext(
+        SessionRegistry.make({ ...ClaudeSession.kind, dormancy: true, capacity: 4 }),
+        Context.add(context, Scope.Scope, yield* Scope.make())
+      )
+      const first = yield* dying
+      yield* settle(Effect.scoped(first.getOrCreate("a", {})))
+      const ran = yield* settle(first.run("a", "hello"))
+      // Started but never used: nothing to resume.
+      yield* settle(Effect.scoped(first.getOrCreate("b", {})))
+      // Ended for good: its record goes with it.
+      yield* settle(Effect.scoped(first.getOrCreate("c", {})))
+      yield* settle(first.run("c", "hello"))
+      yield* settle(first.evict("c"))
+      // While they run, they are not listed dormant.
+      assert.deepStrictEqual(yield* dormantIds(first), [])
+      // The restart: a new registry over the same store, the first one never released.
+      yield* withRegistry(context, { capacity: 4 }, (registry) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* dormantIds(registry), ["a"])
+          yield* settle(registry.wake("a", {}))
+          assert.strictEqual(resumed((yield* mock.latest).spec), `--resume=${ran.sessionId}`)
+          assert.strictEqual((yield* settle(registry.run("a", "again"))).text, "again")
+        }))
+      // Woken, then released: dormant again; woken and its host dead: dormant too.
+      const second = yield* dying
+      assert.deepStrictEqual(yield* dormantIds(second), ["a"])
+      yield* settle(second.wake("a", {}))
+      assert.deepStrictEqual(yield* dormantIds(second), [])
+      yield* withRegistry(
+        context,
+        { capacity: 4 },
+        (registry) => Effect.map(dormantIds(registry), (ids) => assert.deepStrictEqual(ids, ["a"]))
+      )
+    }))
+
   it.effect("with a warm pool: a new conversation keeps the warm CLI's directory; a dormant one resumes in its own", () =>
     Effect.gen(function*() {
       const { context, mock } = yield* environment()

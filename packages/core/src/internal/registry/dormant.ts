@@ -8,6 +8,10 @@
  * admission like any other (`getOrCreate`): concurrent messages for a waking id wait for the same start, so each is
  * delivered once, to the one CLI that resumed the conversation.
  *
+ * A live conversation has its record too, from its first turn (or the record it woke from): a host that dies
+ * without releasing its registry (SIGKILL, a crash) leaves it in the store, and the registry of its restart finds it
+ * dormant. The record goes when the conversation ends for good (evicted, replaced, failed).
+ *
  * @internal
  */
 import * as Clock from "effect/Clock"
@@ -94,9 +98,8 @@ const restore = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
       })
     )
   )
-  // Its record goes once its CLI runs: a record left behind (the store failed) is resumed from again later, which
-  // the CLI's own state allows.
-  yield* Effect.ignore(dormancy.store.awake(id), { log: "Warn" })
+  // Its record stays while it runs (a host that dies now finds it dormant again at its restart).
+  entry.recorded = record.conversationId
   forget(self, id)
   yield* Metric.update(Metric.withAttributes(metrics.wakes, { outcome: "resumed" }), 1)
   return session
@@ -142,7 +145,12 @@ export const onClosed = <C, E, A extends TurnResult, TE>(
     const dormancy = self.dormancy
     const directory = entry.directory
     if (dormancy === undefined || directory === undefined) return Effect.void
-    if (!keeps.has(reason) || conversationId === undefined) return Warm.release(self, directory)
+    if (!keeps.has(reason) || conversationId === undefined) {
+      // Its record, if it has one, goes with its directory.
+      return entry.recorded === undefined
+        ? Warm.release(self, directory)
+        : Effect.ignore(dormancy.store.remove(entry.id), { log: "Warn" })
+    }
     return Effect.gen(function*() {
       const record = {
         id: entry.id,
@@ -162,11 +170,52 @@ export const onClosed = <C, E, A extends TurnResult, TE>(
     })
   })
 
-/** `Registry.dormant`. */
+/**
+ * Records a live conversation in the store once its CLI has a conversation id, after a turn (again only when the id
+ * changes), so that a host that dies without releasing its registry finds it dormant at its restart.
+ * Uninterruptible: the entry's close (which interrupts its watchers, then removes or rewrites the record) never
+ * races a half-written one. A record that cannot be written is logged: the conversation still goes dormant as usual.
+ */
+export const recordLive = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  entry: Entry<E, A, TE>
+): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const dormancy = self.dormancy
+    const directory = entry.directory
+    const session = entry.session
+    if (dormancy === undefined || directory === undefined || session === undefined) return Effect.void
+    return Effect.gen(function*() {
+      const conversationId = Option.getOrUndefined(yield* session.sessionId)
+      if (conversationId === undefined || conversationId === entry.recorded) return
+      // Marked before the write: a close from here on removes whatever the write leaves.
+      entry.recorded = conversationId
+      const record = {
+        id: entry.id,
+        fingerprint: entry.fingerprint,
+        conversationId,
+        directory,
+        since: yield* Clock.currentTimeMillis
+      }
+      const saved = yield* Effect.exit(dormancy.store.save(record))
+      if (saved._tag === "Failure") {
+        yield* Effect.logWarning(
+          `live conversation ${entry.id} is not recorded: a host that dies loses it`,
+          saved.cause
+        )
+      }
+    }).pipe(Effect.uninterruptible)
+  })
+
+/** `Registry.dormant`: the store's conversations, less those that run now (their records are there for a restart). */
 export const list = <C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>
 ): Effect.Effect<ReadonlyArray<Listing>, DormantStoreFailed> =>
-  self.dormancy === undefined ? Effect.succeed([]) : self.dormancy.store.list
+  self.dormancy === undefined ? Effect.succeed([]) : Effect.map(
+    self.dormancy.store.list,
+    (listings) =>
+      listings.filter((listing) => !self.state.entries.has(listing._tag === "Dormant" ? listing.record.id : listing.id))
+  )
 
 /** `Registry.deleteDormant`: only a conversation that is dormant now (not one that is live or waking). */
 export const remove = <C, E, A extends TurnResult, TE>(

@@ -47,6 +47,11 @@ export interface Entry<E, A extends TurnResult, TE> extends State.Slot {
   readonly config: unknown
   /** The directory its CLI keeps its conversation state in, with dormancy. */
   directory: string | undefined
+  /**
+   * With dormancy: the conversation id the store holds a record of while the conversation runs (written after a
+   * turn, or the record it woke from), so that a host that dies finds it dormant; `undefined` while there is none.
+   */
+  recorded: string | undefined
 }
 
 /** What opening an entry's session can fail with besides the kind's start errors. */
@@ -154,7 +159,8 @@ export const create = <C, E, A extends TurnResult, TE>(
     session: undefined,
     startFiber: undefined,
     config,
-    directory: undefined
+    directory: undefined,
+    recorded: undefined
   }
   State.insert(self.state, entry)
   return entry

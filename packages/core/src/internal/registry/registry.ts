@@ -221,7 +221,10 @@ const sendTo = Effect.fn("SessionRegistry.send")(function*<C, E, A extends TurnR
     return yield* sent
   }
   yield* Metric.modify(metrics.turnsInFlight, 1)
-  yield* Effect.forkIn(Entries.track(self, entry, sent.value), entry.watchers)
+  yield* Effect.forkIn(
+    Effect.andThen(Entries.track(self, entry, sent.value), Dormant.recordLive(self, entry)),
+    entry.watchers
+  )
   // The session's own turn: when the registry closes the session under it, the session reports why ("evicted").
   return sent.value
 })

@@ -98,7 +98,6 @@ export const fileSystem = Effect.fnUntraced(function*(root: string) {
         ).pipe(Effect.mapError(failed(`write ${file}`)))
       }),
     load,
-    awake: (id) => Effect.mapError(fs.remove(recordPath(id), { force: true }), failed(`remove ${recordPath(id)}`)),
     list: Effect.gen(function*() {
       const files = yield* Effect.mapError(fs.readDirectory(conversations), failed(`list ${conversations}`))
       const out: Array<Listing> = []
@@ -144,7 +143,6 @@ export const memory = (): Store => {
     allocate: Effect.sync(() => `memory:${next++}`),
     save: (record) => Effect.sync(() => void records.set(record.id, record)),
     load: (id) => Effect.sync(() => Option.fromUndefinedOr(records.get(id))),
-    awake: (id) => Effect.sync(() => void records.delete(id)),
     list: Effect.sync(() => [...records.values()].map((record): Listing => ({ _tag: "Dormant", record }))),
     remove: (id) => Effect.sync(() => void records.delete(id)),
     release: () => Effect.void
