@@ -18,7 +18,6 @@
  * @internal
  */
 import { Permission, Session, SessionRegistry, TetherError, type Turn } from "@tether/core"
-import * as Cause from "effect/Cause"
 import * as Entity from "effect/cluster/Entity"
 import type * as RunnerAddress from "effect/cluster/RunnerAddress"
 import type * as ShardId from "effect/cluster/ShardId"
@@ -39,12 +38,13 @@ import * as Crypto from "node:crypto"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Files from "./files.ts"
-import { fromLedger, type Incarnation, outcome, remember, unavailable } from "./incarnation.ts"
+import { type Incarnation, unavailable } from "./incarnation.ts"
 import { locateAt, metrics, placeOf } from "./place.ts"
 import type * as Protocol from "./protocol.ts"
 import * as Saving from "./saving.ts"
 import * as Store from "./store.ts"
 import * as Streams from "./streams.ts"
+import * as Turns from "./turns.ts"
 import * as Unsaved from "./unsaved.ts"
 import * as Wire from "./wire.ts"
 
@@ -142,12 +142,6 @@ const durations = (settings: Settings) => {
   }
   return problems.length > 0 ? Effect.fail(new TetherError.InvalidConfig({ problems })) : Effect.succeed(read)
 }
-
-/** How often a redelivered prompt's row is read again while an earlier generation's runner may still finish it. */
-const ledgerPollInterval = Duration.millis(250)
-
-/** What a draining runner's last write of a turn's outcome may take beyond its drain. */
-const ledgerSaveAllowance = Duration.seconds(2)
 
 const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnResult, TE>(
   options: Options<C, CE, E, R, A, TE>
@@ -405,144 +399,17 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       return Effect.succeed(inc)
     })
 
-  // ------------------------------------------------------------------------------------------------------------
-  // Turns
-  // ------------------------------------------------------------------------------------------------------------
-
-  const readTurn = (id: string, promptId: string) =>
-    store.turn(id, promptId).pipe(
-      Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
-    )
-
-  /**
-   * A prompt's row that an earlier generation still has as dispatched, read again until it settles when that
-   * generation was still live as this one began: its runner may be alive and finishing the turn (the session moved
-   * while the turn ran: a shard handed over, or a lock deemed lost while the runner was slow), and its outcome then
-   * reaches the ledger within that runner's drain. Answering "lost" before then would report a turn that completes
-   * as failed. Bounded by the drain and a save's allowance: a row still dispatched then was lost with its runner.
-   */
-  const settledTurn = (id: string, inc: Incarnation<A, TE>, turn: Store.LedgerTurn) => {
-    if (turn.state !== "dispatched" || turn.generation >= inc.generation || inc.previous !== "lost") {
-      return Effect.succeed(turn)
-    }
-    const poll: Effect.Effect<Store.LedgerTurn, TetherError.SessionUnavailable> = Effect.flatMap(
-      readTurn(id, turn.promptId),
-      (now) =>
-        now === undefined || now.state !== "dispatched"
-          ? Effect.succeed(now ?? turn)
-          : Effect.andThen(Effect.sleep(ledgerPollInterval), poll)
-    )
-    return Effect.timeoutOrElse(poll, {
-      duration: Duration.sum(drainTimeout, ledgerSaveAllowance),
-      orElse: () => Effect.succeed(turn)
-    })
-  }
-
-  /**
-   * Claims a prompt in the session's ledger and sends it, or finds it claimed already: the turn this runner tracks
-   * for it (sent now, or joined), or the ledger's answer (the turn of an earlier generation, completed or lost).
-   */
-  const claimAndSend = (id: string, inc: Incarnation<A, TE>, payload: {
-    readonly promptId: string
-    readonly prompt: Turn.Prompt
-    readonly queue?: boolean | undefined
-    readonly interruptOnCancel?: boolean | undefined
-    readonly generation?: number | undefined
-    readonly wait: boolean
-  }) =>
-    Effect.gen(function*() {
-      const claim = yield* store.claim(id, payload.promptId, inc.generation).pipe(
-        Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
-      )
-      // The database's live generation, not this runner's (which is the one fenced off).
-      if (claim._tag === "Fenced") {
-        return yield* new SessionRegistry.GenerationChanged({ id, expected: inc.generation, current: claim.current })
-      }
-      if (claim._tag === "Existing") {
-        const turnId = inc.prompts.get(payload.promptId)
-        const tracked = turnId === undefined ? undefined : inc.turns.get(turnId)
-        const turn = tracked !== undefined ? claim.turn : yield* settledTurn(id, inc, claim.turn)
-        const outcome = tracked !== undefined ? "joined" : turn.state === "dispatched" ? "lost" : "completed"
-        yield* Metric.update(Metric.withAttributes(metrics.redeliveries, { ...place.attributes, outcome }), 1)
-        if (tracked !== undefined) return { _tag: "Tracked", tracked } as const
-        const answered = { turnId: turn.turnId ?? payload.promptId, generation: turn.generation }
-        if (!payload.wait) return { _tag: "Answered", answer: answered } as const
-        const result = yield* fromLedger(id, turn)
-        return { _tag: "Answered", answer: { ...answered, result } } as const
-      }
-      const sent = yield* Effect.exit(
-        registry.send(id, payload.prompt, {
-          queue: payload.queue,
-          interruptOnCancel: payload.interruptOnCancel,
-          generation: inc.localGeneration
-        })
-      )
-      if (Exit.isFailure(sent)) {
-        // Refused before anything was written: the prompt may be sent again under the same id.
-        yield* Effect.ignore(store.unclaim(id, payload.promptId, inc.generation))
-        return yield* Effect.failCause(Cause.map(sent.cause, translate(inc, payload.generation)))
-      }
-      return { _tag: "Tracked", tracked: remember(inc, payload.promptId, sent.value) } as const
-    })
-
-  const send = (id: string, payload: {
-    readonly promptId: string
-    readonly prompt: Turn.Prompt
-    readonly queue?: boolean | undefined
-    readonly interruptOnCancel?: boolean | undefined
-    readonly generation?: number | undefined
-    readonly wait: boolean
-  }) =>
-    Effect.scoped(Effect.gen(function*() {
-      const { inc } = yield* ensure(id, { generation: payload.generation })
-      const promptId = payload.promptId
-      // Deliveries of one prompt on this runner take turns through the claim and the send: a second one claims only
-      // once the first has sent (its turn is then known) or given up (its claim undone), in whichever order the
-      // database answers their claims; otherwise it could find the claim with no turn yet and report it lost.
-      for (let first = inc.sending.get(promptId); first !== undefined; first = inc.sending.get(promptId)) {
-        yield* Deferred.await(first)
-      }
-      const slot = Deferred.makeUnsafe<void>()
-      inc.sending.set(promptId, slot)
-      const delivered = yield* claimAndSend(id, inc, payload).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          if (inc.sending.get(promptId) === slot) inc.sending.delete(promptId)
-          Deferred.doneUnsafe(slot, Exit.void)
-        }))
-      )
-      if (delivered._tag === "Answered") return delivered.answer
-      const tracked = delivered.tracked
-      if (!payload.wait) return { turnId: tracked.turn.id, generation: inc.generation }
-      const result = yield* outcome(tracked, false)
-      return { turnId: tracked.turn.id, generation: inc.generation, result }
-    })).pipe(
-      Effect.withSpan("ClusterRegistry.send", {
-        attributes: { "tether.session.id": id, "tether.runner": place.address, "tether.prompt.id": payload.promptId }
-      })
-    )
-
-  /** The turn a client's handle names, live here, or `undefined` (then the ledger answers). */
-  const trackedTurn = (id: string, ref: { readonly turnId: string; readonly generation: number }) => {
-    const inc = incarnations.get(id)
-    return inc !== undefined && inc.generation === ref.generation ? inc.turns.get(ref.turnId) : undefined
-  }
-
+  const { send, trackedTurn, awaitTurn, phase } = Turns.make({
+    store,
+    incarnations,
+    place,
+    drainTimeout,
+    registry,
+    ensure,
+    translate,
+    moved
+  })
   const { subscribe, turnEvents } = Streams.make({ store, incarnations, ensure, trackedTurn })
-
-  const awaitTurn = (id: string, ref: {
-    readonly promptId: string
-    readonly turnId: string
-    readonly generation: number
-    readonly settled: boolean
-  }) =>
-    Effect.suspend((): Effect.Effect<unknown, TE | Turn.TurnError | Wire.Known> => {
-      const tracked = trackedTurn(id, ref)
-      if (tracked !== undefined) return outcome(tracked, ref.settled)
-      return Effect.flatMap(readTurn(id, ref.promptId), (turn) =>
-        turn === undefined
-          ? Effect.fail(moved(id, ref.generation))
-          : fromLedger(id, turn))
-    })
 
   // ------------------------------------------------------------------------------------------------------------
   // The entity
@@ -635,15 +502,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       Send: (request) => wire(detached(shardId, send(id, request.payload as Parameters<typeof send>[1]))),
       Await: (request) => wire(detached(shardId, awaitTurn(id, request.payload))),
       TurnEvents: (request) => turnEvents(id, request.payload),
-      TurnPhase: (request) =>
-        wire(Effect.suspend(() => {
-          const tracked = trackedTurn(id, request.payload)
-          if (tracked !== undefined) return tracked.turn.phase
-          return Effect.map(
-            readTurn(id, request.payload.promptId),
-            (turn): Turn.Phase => turn?.state === "completed" ? "completed" : "failed"
-          )
-        })),
+      TurnPhase: (request) => wire(phase(id, request.payload)),
       Interrupt: (request) =>
         wire(Effect.gen(function*() {
           const inc = yield* liveOnly(id, request.payload.generation)
