@@ -290,6 +290,36 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.include((refused as { readonly reason: string }).reason, "is not searchable by other users")
     }).pipe(Effect.scoped))
 
+  it.live("isolation: \"auto\": a box where one can be made; a session it cannot box runs unboxed, not refused", () =>
+    Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      assert.isFalse(transport.capabilities.isolatesSessions, "not every session is guaranteed a box")
+      assert.isTrue(transport.capabilities.notes.some((note) => note.includes(`isolation: "auto"`)))
+      const work = yield* tempDir("tether-iso-auto-")
+      const closed = yield* tempDir("tether-iso-auto-closed-")
+      Fs.chmodSync(closed, 0o700)
+      Fs.mkdirSync(Path.join(closed, "work"))
+      const uidIn = (cwd: string, set: Record<string, string>) =>
+        Effect.scoped(Effect.gen(function*() {
+          const connection = yield* transport.open({
+            program: "sh",
+            args: ["-c", "echo ready; exec sleep 30"],
+            cwd: Option.some(cwd),
+            env: { mode: "clean", set, unset: [] }
+          }, termGrace)
+          yield* Stream.runHead(connection.stdout).pipe(Effect.timeout("5 seconds"))
+          return uidOf(Option.getOrThrow(connection.pid))
+        }))
+      assert.isTrue(Isolation.isSessionUid(yield* uidIn(work, {})), "boxed: a session uid")
+      assert.strictEqual(yield* uidIn(work, { TMPDIR: work }), process.getuid!(), "a TMPDIR of its own: unboxed")
+      assert.strictEqual(yield* uidIn(Path.join(closed, "work"), {}), process.getuid!(), "unreachable: unboxed")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(
+        NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false, isolation: "auto" })
+      )
+    ))
+
   it("the uid ranges: one holder per range, two hosts on one machine included; a dead host's taken back", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-uid-ranges-"))
     try {

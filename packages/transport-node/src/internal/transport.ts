@@ -81,6 +81,8 @@ interface Settings {
   /** `true` when isolation was asked for and is available here, else why not; undefined when not asked for. */
   readonly isolationProbe: true | string | undefined
   readonly isolated: boolean
+  /** `isolation: "auto"`: a session whose box cannot be made runs unboxed (with a warning) instead of failing. */
+  readonly isolationAuto: boolean
   /** Why every open fails: isolation asked for where it cannot be. */
   readonly isolationRefused: string | undefined
   /** The host's own user namespace: a box's launcher has left it once its own is made. */
@@ -120,7 +122,10 @@ const settingsOf = (options: Options | undefined): Settings => {
     ? Limits.makeLayer(requestedLimits, resolved._tag === "Cgroup" ? resolved.layer.path : undefined)
     : undefined
   // Isolation between sessions: on when asked for (`isolation: true`); asked for where it cannot be, every open fails.
-  const isolationProbe = options?.isolation !== true || isWindows ? undefined : Isolation.probe()
+  // `"auto"`: on where it can be, session by session.
+  const isolationProbe = options?.isolation === undefined || options.isolation === false || isWindows
+    ? undefined
+    : Isolation.probe()
   const isolated = isolationProbe === true
   return {
     options,
@@ -149,6 +154,7 @@ const settingsOf = (options: Options | undefined): Settings => {
       : undefined,
     isolationProbe,
     isolated,
+    isolationAuto: options?.isolation === "auto",
     isolationRefused: options?.isolation === true && isolationProbe !== true
       ? `isolation between sessions was requested and is unavailable: ${isolationProbe ?? "Windows has no namespaces"}`
       : undefined,
@@ -325,7 +331,7 @@ const setTmpVariables = (
  * environment, the checks, the cgroups and the temporary directory. A failure gives back what was made before it.
  */
 const prepare = Effect.fnUntraced(function*(state: State, launch: Launch) {
-  const { program, file, spec, cwd } = launch
+  const { program, file, spec } = launch
   const { settings } = state
   const secrets = secretsOf(spec)
   // Scrubbed of every open connection's secrets too: a tool that reads another session's key hands it on to
@@ -333,7 +339,7 @@ const prepare = Effect.fnUntraced(function*(state: State, launch: Launch) {
   const scrub = Secrets.forConnection(Secrets.make(secrets))
   const token = randomUUID()
   // The box: a uid range of its own, its directories lent to it, its /tmp (see isolation.ts).
-  const box = settings.isolated ? yield* makeBox(program, file, spec, cwd) : undefined
+  const box = settings.isolated ? yield* boxFor(settings, launch) : undefined
   const plan = planFor(settings.resolved, file, spec.args, settings.limitsLayer !== undefined, box)
   if ((spec.secretPipes ?? []).length > 0 && isWindows) {
     return yield* new SpawnFailed({ program, reason: "secret pipes are not supported on Windows" })
@@ -362,25 +368,44 @@ const prepare = Effect.fnUntraced(function*(state: State, launch: Launch) {
 })
 
 /**
+ * Why a session's box cannot be made for this launch, if it cannot: the CLI runs as the session's uid, which owns
+ * nothing of the host's, so it must reach the executable and the directories lent to it (not under a directory
+ * only its owner may enter, as `mktemp -d` makes them). Under `"auto"` also a `TMPDIR` the spec sets (a box does
+ * not lend it: its tools could not write there) and a workspace or config directory that is `/`.
+ */
+const unboxable = (launch: Launch, auto: boolean): string | undefined => {
+  const { file, spec, cwd } = launch
+  const { lent } = Isolation.directoriesOf(spec, cwd, file)
+  const denied = Isolation.unreachable(file) ?? Isolation.unreachableDirectories(lent)
+  if (denied !== undefined) return `the session's uid cannot run its CLI: ${denied}`
+  if (!auto) return undefined
+  if (hostTmp(spec)) return "the launch spec sets TMPDIR, which a box does not lend"
+  return lent.some((dir) => Path.resolve(dir) === "/") ? "the workspace or config directory is /" : undefined
+}
+
+/**
+ * The session's box, or (`isolation: "auto"`) none where it cannot be made: the session then runs unboxed, with a
+ * warning saying why. With `isolation: true` that is a `SpawnFailed`.
+ */
+const boxFor = (settings: Settings, launch: Launch): Effect.Effect<MadeBox | undefined, SpawnFailed> => {
+  const why = unboxable(launch, settings.isolationAuto)
+  if (why === undefined) return makeBox(launch)
+  return settings.isolationAuto
+    ? Effect.as(
+      Effect.logWarning(
+        `NodeTransport: this session runs without isolation from other sessions (isolation: "auto"): ${why}`
+      ),
+      undefined
+    )
+    : Effect.fail(new SpawnFailed({ program: launch.program, reason: `could not make the session's box: ${why}` }))
+}
+
+/**
  * A session's box, before its spawn: a uid range of its own, its private /tmp directory and the directories it
  * keeps visible under /tmp (owned by its range), its workspace and config directories lent to its range.
  */
-const makeBox = (
-  program: string,
-  file: string,
-  spec: Transport.LaunchSpec,
-  cwd: string | undefined
-): Effect.Effect<MadeBox, SpawnFailed> =>
+const makeBox = ({ cwd, file, program, spec }: Launch): Effect.Effect<MadeBox, SpawnFailed> =>
   Effect.suspend(() => {
-    // The CLI runs as the session's uid, which owns nothing of the host's: it must reach the executable and its
-    // directories. Where it cannot (a repository or workspace under a directory only its owner may enter, as
-    // `mktemp -d` makes them), the open fails saying why.
-    const denied = Isolation.unreachable(file) ??
-      Isolation.unreachableDirectories(Isolation.directoriesOf(spec, cwd, file).lent)
-    if (denied !== undefined) {
-      const reason = `the session's uid cannot run its CLI: ${denied}`
-      return Effect.fail(new SpawnFailed({ program, reason: `could not make the session's box: ${reason}` }))
-    }
     const range = Isolation.allocate()
     if (typeof range === "string") {
       return Effect.fail(
@@ -788,20 +813,28 @@ const capabilitiesOfSettings = (settings: Settings): Transport.Capabilities => {
     limitNotes: [
       ...(limitsLayer?.notes ?? []),
       ...(limitsRefused === undefined ? [] : [`${limitsRefused}: every open fails with SpawnFailed`]),
-      ...(privateTmp && !isolated
+      ...(privateTmp && (!isolated || settings.isolationAuto)
         ? [
           "each session gets a private temporary directory (TMPDIR, TMP, TEMP), removed with what is in it when " +
           "the session is released; other paths (/tmp itself) are shared"
         ]
         : [])
     ],
-    isolation: isolated
+    isolation: isolated && settings.isolationAuto
+      ? "isolation: \"auto\": each session gets a box of its own where one can be made (see isolation: true); a " +
+        "session whose executable or directories its uid cannot reach, or whose launch spec sets TMPDIR, runs " +
+        "without one (a warning says why): its tools can read other sessions' environment, memory and files"
+      : isolated
       ? true
       : isolationRefused !== undefined
       ? `${isolationRefused}: every open fails with SpawnFailed`
-      : settings.options?.isolation !== true
+      : settings.options?.isolation === undefined || settings.options.isolation === false
       ? "isolation between sessions is off (isolation: true turns it on): the sessions' tools run as the host's " +
         "user and can read each other's environment, memory and files, and signal each other"
+      : settings.isolationAuto
+      ? `isolation: "auto" makes no box here, every session runs without one: ${
+        isolationProbe ?? "Windows has no namespaces"
+      }`
       : isolationProbe ?? "isolation between sessions needs Linux namespaces"
   })
 }
