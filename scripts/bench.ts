@@ -25,7 +25,10 @@
  * Prints a markdown table (machine, Node, each figure's median and min–max over several runs, Tether's ratios to the
  * SDK and to the bare host, and the targets) and writes .bench/bench.json and .bench/bench.md. Where Tether misses a
  * throughput or round-trip target it profiles that figure once more and prints the top self-time functions. Then it
- * runs scripts/bench-teardown.ts, scripts/bench-registry.ts and scripts/bench-cluster.ts and includes what they print.
+ * runs scripts/bench-teardown.ts, scripts/bench-registry.ts, scripts/bench-cluster.ts and scripts/bench-box.ts (the box's
+ * startup: the real `claude` offline, spawn → first result with and without `isolation: true`; inside a loopback-only
+ * network namespace, scripts/netns.sh; root on Linux only, elsewhere a line says why it is skipped) and includes what
+ * they print.
  *
  * Knobs (environment):
  *   BENCH_RUNS (5)           runs of the throughput, round-trip and lifecycle figures, per host
@@ -48,7 +51,11 @@
  *                            throughput in each run says how fast the fake delivers frames to a host that does nothing
  *                            (measured only with the SDK host, which the throughput target is set against)
  *   BENCH_PROFILE (auto)     auto: profile Tether's missed targets; 1: profile Tether's throughput and round trip; 0: never
- *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts, bench-registry.ts and bench-cluster.ts
+ *   BENCH_EXTRAS (1)         0 skips bench-teardown.ts, bench-registry.ts, bench-cluster.ts and bench-box.ts; a list
+ *                            (teardown,registry,cluster,box) runs only those. The box alone, briefly:
+ *                            BENCH_HOSTS= BENCH_RUNS=0 BENCH_MEM_RUNS=0 BENCH_COLD_RUNS=0 BENCH_IMPORT_RUNS=0
+ *                            BENCH_WARMUP_BLOCKS=0 BENCH_SEGMENT_RUNS=0 BENCH_CODE=0 BENCH_EXTRAS=box pnpm bench
+ *   BENCH_BOX_RUNS (5)       runs per mode of bench-box.ts (isolated and not, interleaved)
  *   BENCH_EXTRA_TIMEOUT_MS (600000) per extra script
  */
 import { spawn } from "node:child_process"
@@ -95,7 +102,11 @@ const config = {
     ) => s.trim()).filter((s) => s.length > 0),
   ceiling: env.BENCH_CEILING !== "0",
   profile: env.BENCH_PROFILE ?? "auto",
-  extras: env.BENCH_EXTRAS !== "0",
+  extras: env.BENCH_EXTRAS === undefined || env.BENCH_EXTRAS === "" || env.BENCH_EXTRAS === "1"
+    ? ["teardown", "registry", "cluster", "box"]
+    : env.BENCH_EXTRAS === "0"
+    ? []
+    : env.BENCH_EXTRAS.split(",").map((s) => s.trim()).filter((s) => s.length > 0),
   extraTimeoutMs: int("BENCH_EXTRA_TIMEOUT_MS", 600_000)
 }
 
@@ -223,15 +234,24 @@ const importScript = (specifier: string | undefined): string =>
     `process.stdout.write("BENCH_RESULT " + JSON.stringify({ peakRss }) + "\\n")`
   ].join("\n")
 
-/** Runs a script of another bench (if present) and returns what it printed. */
-const runExtra = async (file: string) => {
+/**
+ * Runs a script of another bench (if present) and returns what it printed. `netns`: inside a loopback-only network
+ * namespace (scripts/netns.sh, required), for a script that runs a real CLI.
+ */
+const runExtra = async (file: string, netns = false) => {
   await quiesce()
   return new Promise<
     { readonly code: number | null; readonly stdout: string; readonly stderr: string; readonly ms: number }
   >(
     (resolve) => {
       const started = performance.now()
-      const child = spawn(process.execPath, [file], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env })
+      const child = netns
+        ? spawn(Path.join(root, "scripts/netns.sh"), [process.execPath, file], {
+          cwd: root,
+          stdio: ["ignore", "pipe", "pipe"],
+          env: { ...env, TETHER_NETNS_REQUIRED: "1" }
+        })
+        : spawn(process.execPath, [file], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env })
       let stdout = ""
       let stderr = ""
       child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
@@ -1057,13 +1077,26 @@ const main = async () => {
       readonly stderr: string
     }
   > = []
-  if (config.extras) {
-    for (const script of ["scripts/bench-teardown.ts", "scripts/bench-registry.ts", "scripts/bench-cluster.ts"]) {
-      log(`${script}: running`)
-      const r = await runExtra(Path.join(root, script))
-      extras.push({ script, ...r })
-      log(`${script}: exit ${r.code} after ${(r.ms / 1000).toFixed(1)} s`)
+  for (const name of config.extras) {
+    const script = `scripts/bench-${name}.ts`
+    if (!Fs.existsSync(Path.join(root, script))) throw new Error(`BENCH_EXTRAS: no ${script}`)
+    // The box's startup runs the real CLI (in a network namespace) and needs root on Linux: elsewhere, why not.
+    const noBox = name !== "box"
+      ? undefined
+      : process.platform !== "linux"
+      ? `skipped: a session's box needs Linux namespaces (this is ${process.platform})`
+      : process.getuid?.() !== 0
+      ? "skipped: a session's box needs root here (each session's user namespace maps its root to a uid range of its own)"
+      : undefined
+    if (noBox !== undefined) {
+      log(`${script}: ${noBox}`)
+      extras.push({ script, code: 0, ms: 0, stdout: noBox, stderr: "" })
+      continue
     }
+    log(`${script}: running`)
+    const r = await runExtra(Path.join(root, script), name === "box")
+    extras.push({ script, ...r })
+    log(`${script}: exit ${r.code} after ${(r.ms / 1000).toFixed(1)} s`)
   }
 
   const lines = [

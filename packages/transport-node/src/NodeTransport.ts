@@ -152,9 +152,12 @@ export interface Options {
    * (else the open fails); other users' files are `nobody`'s inside, and the rest of the
    * host's files (the host's own `HOME` included) are not writable; a workspace two sessions share at once is lent
    * to the last; a CLI's exit ends every process of its namespace; an exit code above 128 reads as a signal. `true`:
-   * where it cannot be done, every `open` fails with `SpawnFailed`; `false`: off.
+   * where it cannot be done, every `open` fails with `SpawnFailed`; `false`: off. `"auto"`: a box for each session
+   * where one can be made (as root on Linux, the executable and every directory the launch spec names reachable by
+   * the session's uid, no `TMPDIR` of the spec's own, which a box does not lend); any other session runs unboxed,
+   * with a warning saying why, and `transport.capabilities.isolatesSessions` is false (its notes say so).
    */
-  readonly isolation?: boolean | undefined
+  readonly isolation?: boolean | "auto" | undefined
   /** How long an isolated session's start may take to make its namespaces (default 5 seconds). */
   readonly isolationTimeout?: Duration.Input | undefined
 }

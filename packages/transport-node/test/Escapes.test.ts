@@ -19,6 +19,7 @@ import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { awaitEscaped, awaitToolShellGone, commandFor, escapes, makeReport, survives, survivors } from "./escapes.ts"
+import * as Results from "./results.ts"
 import { fakeClaudePath, fakeSpec, killMarked, newMark, stat, userMessage, waitUntil } from "./utils.ts"
 
 type Mechanism = "cgroup" | "pid-namespace" | "process-tree"
@@ -46,12 +47,18 @@ const expected = (mechanism: Mechanism, isolated: boolean): ReadonlyArray<string
 const isolations = [true, false] as const
 const isolationAvailable = process.platform === "linux" && process.getuid?.() === 0
 
-/** The outcomes, for the table printed at the end: mechanism (and isolation) -> closing -> survivors. */
+/**
+ * The outcomes, for the table printed at the end: mechanism (and isolation) -> closing -> survivors; and as runs,
+ * for docs/teardown.md's escape table (results.ts: recorded with TETHER_RECORD_RESULTS=1).
+ */
 const outcomes = new Map<string, Map<Closing, ReadonlyArray<string>>>()
-const record = (column: string, closing: Closing, left: ReadonlyArray<string>) => {
+const runs: Array<Results.EscapeRun> = []
+const record = (mechanism: Mechanism, isolated: boolean, closing: Closing, left: ReadonlyArray<string>) => {
+  const column = columnOf(mechanism, isolated)
   const row = outcomes.get(column) ?? new Map<Closing, ReadonlyArray<string>>()
   row.set(closing, left)
   outcomes.set(column, row)
+  runs.push({ containment: mechanism, isolation: isolated, closing, survivors: left })
 }
 const columnOf = (mechanism: Mechanism, isolated: boolean) => isolated ? `${mechanism}, isolated` : mechanism
 
@@ -102,7 +109,6 @@ const startHost = (mechanism: Mechanism, isolated: boolean, mark: string, report
 
 const suite = (mechanism: Mechanism, isolated: boolean) =>
   describe(`escapes under ${mechanism}${isolated ? ", isolated" : ""}`, { timeout: 20_000 }, () => {
-    const column = columnOf(mechanism, isolated)
     it.live("the scope closes", () =>
       Effect.gen(function*() {
         const mark = newMark()
@@ -125,7 +131,7 @@ const suite = (mechanism: Mechanism, isolated: boolean) =>
         yield* Scope.close(scope, Exit.void)
         const millis = Date.now() - started
         const left = survivors(escaped)
-        record(column, "close", left)
+        record(mechanism, isolated, "close", left)
         assert.deepStrictEqual(left, expected(mechanism, isolated))
         assert.isBelow(millis, boundMillis, `teardown took ${millis} ms`)
       }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism, isolated))))
@@ -157,7 +163,7 @@ const suite = (mechanism: Mechanism, isolated: boolean) =>
         const millis = Date.now() - started
         assert.isTrue(Exit.hasInterrupts(exit))
         const left = survivors(escaped)
-        record(column, "interrupt", left)
+        record(mechanism, isolated, "interrupt", left)
         assert.deepStrictEqual(left, expected(mechanism, isolated))
         assert.isBelow(millis, boundMillis, `teardown took ${millis} ms`)
       }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism, isolated))))
@@ -181,7 +187,7 @@ const suite = (mechanism: Mechanism, isolated: boolean) =>
         // Whatever the mechanism cannot reach must still be alive: give the watchdog its full bound first.
         if (expected(mechanism, isolated).length > 0) yield* Effect.sleep("1500 millis")
         const left = survivors(escaped)
-        record(column, "host SIGKILL", left)
+        record(mechanism, isolated, "host SIGKILL", left)
         assert.deepStrictEqual(left, expected(mechanism, isolated))
       }).pipe(Effect.scoped))
   })
@@ -245,4 +251,10 @@ afterAll(() => {
     )
   ]
   console.log(`escape table (fake CLI):\n${lines.join("\n")}`)
+  Results.write("escapes-fake", {
+    suite: "packages/transport-node/test/Escapes.test.ts",
+    cli: "the fake CLI",
+    escapes: escapes.map(({ name, shape }) => ({ name, shape })),
+    runs
+  })
 })

@@ -2,12 +2,13 @@
  * Isolation between sessions (Linux, as root): two sessions of one host, each the fake CLI; A's tool (run the way
  * the Bash tool runs one) attacks B — reads B's CLI's environment and memory, B's config directory, signals B's
  * CLI, moves it into A's cgroup — first as it finds itself, then after unmounting its /proc and /tmp (its root can)
- * to see the host's. Every attack must fail in the default mode, and succeed with `isolation: false` (so the suite
- * can fail). Also: each session's uid range outside is its own, its /tmp is private, its tools still work in its
+ * to see the host's. Every attack must fail with `isolation: true`, and succeed without it (`isolation: false`, the
+ * default this release: so the suite can fail). What each attack did in each mode is docs/teardown.md's isolation
+ * table (results.ts: recorded with TETHER_RECORD_RESULTS=1). Also: each session's uid range outside is its own, its /tmp is private, its tools still work in its
  * workspace, which is given back at release; the uid ranges' allocator never hands one range to two holders.
  * Real processes.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
 import { FakeClaude } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
@@ -18,6 +19,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Cgroup from "../src/internal/cgroup.ts"
 import * as Isolation from "../src/internal/isolation.ts"
+import * as Results from "./results.ts"
 import { fakeClaudePath, killOnExit, newMark, tempDir, waitUntil } from "./utils.ts"
 
 const isRoot = process.getuid?.() === 0 && process.platform === "linux"
@@ -107,7 +109,16 @@ const readResults = (file: string): Map<string, string> => {
   return out
 }
 
+/** What each attack did, per mode, for docs/teardown.md's isolation table. */
+const observed: { -readonly [mode in "isolated" | "not isolated"]?: Record<string, string> } = {}
+
 describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => {
+  afterAll(() => {
+    if (observed.isolated !== undefined && observed["not isolated"] !== undefined) {
+      Results.write("isolation", { suite: "packages/transport-node/test/Isolation.test.ts", modes: observed })
+    }
+  })
+
   it.live("the capabilities say it is on when asked for, as root, and off by default", () =>
     Effect.gen(function*() {
       const capabilitiesOf = (layer: Layer.Layer<Transport.Transport>) =>
@@ -124,7 +135,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
     }).pipe(Effect.scoped))
 
   for (const isolation of [true, false] as const) {
-    const label = isolation === false ? "isolation: false" : "the default"
+    const label = isolation === false ? "isolation: false, the default" : "isolation: true"
     it.live(`A's tool attacks B (${label}): environment, memory, config files, a signal, a cgroup move`, () =>
       Effect.gen(function*() {
         const mark = newMark()
@@ -173,6 +184,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
           }
         }, 10_000)
         const outcome = readResults(results)
+        observed[isolation ? "isolated" : "not isolated"] = Object.fromEntries(outcome)
         const bAlive = isFake(pidB) && stateOf(pidB) !== "T"
         const bCgroup = cgroupOf(pidB)
         if (isolation === false) {
@@ -277,6 +289,36 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.strictEqual(refused._tag, "SpawnFailed")
       assert.include((refused as { readonly reason: string }).reason, "is not searchable by other users")
     }).pipe(Effect.scoped))
+
+  it.live("isolation: \"auto\": a box where one can be made; a session it cannot box runs unboxed, not refused", () =>
+    Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      assert.isFalse(transport.capabilities.isolatesSessions, "not every session is guaranteed a box")
+      assert.isTrue(transport.capabilities.notes.some((note) => note.includes(`isolation: "auto"`)))
+      const work = yield* tempDir("tether-iso-auto-")
+      const closed = yield* tempDir("tether-iso-auto-closed-")
+      Fs.chmodSync(closed, 0o700)
+      Fs.mkdirSync(Path.join(closed, "work"))
+      const uidIn = (cwd: string, set: Record<string, string>) =>
+        Effect.scoped(Effect.gen(function*() {
+          const connection = yield* transport.open({
+            program: "sh",
+            args: ["-c", "echo ready; exec sleep 30"],
+            cwd: Option.some(cwd),
+            env: { mode: "clean", set, unset: [] }
+          }, termGrace)
+          yield* Stream.runHead(connection.stdout).pipe(Effect.timeout("5 seconds"))
+          return uidOf(Option.getOrThrow(connection.pid))
+        }))
+      assert.isTrue(Isolation.isSessionUid(yield* uidIn(work, {})), "boxed: a session uid")
+      assert.strictEqual(yield* uidIn(work, { TMPDIR: work }), process.getuid!(), "a TMPDIR of its own: unboxed")
+      assert.strictEqual(yield* uidIn(Path.join(closed, "work"), {}), process.getuid!(), "unreachable: unboxed")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(
+        NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false, isolation: "auto" })
+      )
+    ))
 
   it("the uid ranges: one holder per range, two hosts on one machine included; a dead host's taken back", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-uid-ranges-"))

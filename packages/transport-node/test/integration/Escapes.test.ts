@@ -30,6 +30,7 @@ import {
   survives,
   survivors
 } from "../escapes.ts"
+import * as Results from "../results.ts"
 import { allProcs } from "../utils.ts"
 import { claudePath, claudeVersion, makeWorld, sleeping, waitUntil } from "./harness.ts"
 
@@ -50,6 +51,12 @@ const expected = (mechanism: Mechanism, closing: Closing): ReadonlyArray<string>
     .map((escape) => escape.name).sort()
 
 const outcomes = new Map<string, ReadonlyArray<string>>()
+/** The same as runs, for docs/teardown.md's escape table (results.ts: recorded with TETHER_RECORD_RESULTS=1). */
+const runs: Array<Results.EscapeRun> = []
+const record = (mechanism: Mechanism, isolated: boolean, closing: Closing, left: ReadonlyArray<string>) => {
+  outcomes.set(`${mechanism}${isolated ? ", isolated" : ""}/${closing}`, left)
+  runs.push({ containment: mechanism, isolation: isolated, closing, survivors: left })
+}
 
 // Without isolation between sessions: the escapes report to a file under the host's /tmp, which a session's box does
 // not see (the fake CLI's escape suite runs them in boxes too, under every containment: none survives).
@@ -112,7 +119,7 @@ const suite = (mechanism: Mechanism) =>
         const escaped = yield* awaitEscaped(escapes, report)
         yield* Scope.close(scope, Exit.void)
         const left = survivors(escaped)
-        outcomes.set(`${mechanism}/close`, left)
+        record(mechanism, false, "close", left)
         assert.deepStrictEqual(left, expected(mechanism, "close"))
       }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism))))
 
@@ -132,7 +139,7 @@ const suite = (mechanism: Mechanism) =>
         yield* Fiber.interrupt(fiber)
         assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
         const left = survivors(escaped)
-        outcomes.set(`${mechanism}/interrupt`, left)
+        record(mechanism, false, "interrupt", left)
         assert.deepStrictEqual(left, expected(mechanism, "interrupt"))
       }).pipe(Effect.scoped, Effect.provide(layerFor(mechanism))))
 
@@ -150,7 +157,7 @@ const suite = (mechanism: Mechanism) =>
         ).pipe(Effect.ignore)
         if (expected(mechanism, "host SIGKILL").length > 0) yield* Effect.sleep("5 seconds")
         const left = survivors(escaped)
-        outcomes.set(`${mechanism}/host SIGKILL`, left)
+        record(mechanism, false, "host SIGKILL", left)
         assert.deepStrictEqual(left, expected(mechanism, "host SIGKILL"))
       }).pipe(Effect.scoped))
   })
@@ -185,7 +192,7 @@ describe.runIf(process.platform === "linux" && process.getuid?.() === 0)(
         const escaped = yield* awaitEscaped(escapes, report)
         yield* Scope.close(scope, Exit.void)
         const left = survivors(escaped)
-        outcomes.set("cgroup, isolated/close", left)
+        record("cgroup", true, "close", left)
         assert.deepStrictEqual(left, [])
       }).pipe(Effect.scoped, Effect.provide(boxed)))
 
@@ -204,7 +211,7 @@ describe.runIf(process.platform === "linux" && process.getuid?.() === 0)(
         yield* Fiber.interrupt(fiber)
         assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
         const left = survivors(escaped)
-        outcomes.set("cgroup, isolated/interrupt", left)
+        record("cgroup", true, "interrupt", left)
         assert.deepStrictEqual(left, [])
       }).pipe(Effect.scoped, Effect.provide(boxed)))
   }
@@ -228,4 +235,10 @@ afterAll(() => {
     )
   ]
   console.log(`escape table (claude ${claudeVersion}):\n${lines.join("\n")}`)
+  Results.write("escapes-claude", {
+    suite: "packages/transport-node/test/integration/Escapes.test.ts",
+    cli: `the real claude ${claudeVersion.split(" ")[0]}`,
+    escapes: escapes.map(({ name, shape }) => ({ name, shape })),
+    runs
+  })
 })
