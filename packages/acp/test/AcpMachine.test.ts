@@ -332,6 +332,14 @@ describe("AcpMachine", () => {
         "TurnEnd@t1 Api(429,quota (-32603))"
       ],
       ["an error answer without status", L.error(3, -32603, "boom"), "TurnEnd@t1 Api(null,boom (-32603))"],
+      // The real agents' shapes (docs/protocol/acp-agents.md §4.9; the transcripts `modelError`).
+      ["Gemini CLI's: the HTTP status as the code", L.error(3, 429, "mock 429"), "TurnEnd@t1 Api(429,mock 429 (429))"],
+      [
+        "claude-agent-acp's: the HTTP status in the message",
+        L.error(3, -32603, `Internal error: API Error: 429 {"type":"error"}`),
+        `TurnEnd@t1 Api(429,Internal error: API Error: 429 {"type":"error"} (-32603))`
+      ],
+      ["a positive code that is no HTTP error status", L.error(3, 7, "odd"), "TurnEnd@t1 Api(null,odd (7))"],
       [
         "\"Request cancelled\" with no cancel sent is an error like any other",
         L.error(3, -32800, "Request cancelled"),

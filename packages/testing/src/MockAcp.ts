@@ -187,8 +187,10 @@ export interface Stop {
 }
 
 /**
- * The prompt is answered with a JSON-RPC error (a model API failure after the agent's retries): `data.status` is the
- * HTTP status.
+ * The prompt is answered with a JSON-RPC error (a model API failure after the agent's retries), carrying the HTTP
+ * status the way `as` says: `"data"` in `data.status` (code -32603); `"code"` as the error's code, as Gemini CLI
+ * answers; `"message"` in the message (`Internal error: API Error: <status> {…}`, code -32603), as claude-agent-acp
+ * answers (docs/protocol/acp-agents.md §4.9).
  *
  * @category steps
  * @since 0.1.0
@@ -197,6 +199,7 @@ export interface ApiError {
   readonly _tag: "ApiError"
   readonly status: number
   readonly message: string
+  readonly as: "data" | "code" | "message"
 }
 
 /**
@@ -323,15 +326,19 @@ export const terminal = (
 export const stop = (stopReason: Stop["stopReason"]): Stop => ({ _tag: "Stop", stopReason })
 
 /**
- * The prompt fails with a model API error (HTTP `status`, default 500).
+ * The prompt fails with a model API error (HTTP `status`, default 500), the status carried as `as` says (default
+ * `"data"`; see {@link ApiError}).
  *
  * @category steps
  * @since 0.1.0
  */
-export const apiError = (options: { readonly status?: number; readonly message?: string } = {}): ApiError => ({
+export const apiError = (
+  options: { readonly status?: number; readonly message?: string; readonly as?: ApiError["as"] | undefined } = {}
+): ApiError => ({
   _tag: "ApiError",
   status: options.status ?? 500,
-  message: options.message ?? `[API Error: ${options.status ?? 500}]`
+  message: options.message ?? `[API Error: ${options.status ?? 500}]`,
+  as: options.as ?? "data"
 })
 
 /**

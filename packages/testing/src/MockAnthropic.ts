@@ -83,7 +83,12 @@ export type Reply = Data.TaggedEnum<{
     /** The tool_use id; generated (`toolu_mock…`) when absent. */
     readonly id: Option.Option<string>
   }
-  Slow: { readonly deltas: number; readonly interval: Duration.Duration }
+  Slow: {
+    readonly deltas: number
+    readonly interval: Duration.Duration
+    /** A pause before the response starts (before its status line): a model that has not answered yet. */
+    readonly before: Duration.Duration
+  }
   ApiError: {
     readonly status: number
     readonly errorType: string
@@ -195,11 +200,25 @@ export const bash = (command: string, options?: { readonly description?: string 
 export const slow = (options?: {
   readonly deltas?: number | undefined
   readonly interval?: Duration.Input | undefined
+  /** A pause before the response starts (default none): the model takes that long to answer at all. */
+  readonly before?: Duration.Input | undefined
 }): Reply =>
   Reply.Slow({
     deltas: Math.max(1, Math.floor(options?.deltas ?? 50)),
-    interval: Duration.fromInputUnsafe(options?.interval ?? "100 millis")
+    interval: Duration.fromInputUnsafe(options?.interval ?? "100 millis"),
+    before: Duration.fromInputUnsafe(options?.before ?? 0)
   })
+
+/**
+ * A model that starts answering, then goes silent: one text piece (`"w0 "`) streamed, then nothing for an
+ * hour (the connection stays open). The stream stops when the client disconnects. With `wait`, the silence starts
+ * before the response does: the client never hears anything.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const stall = (options?: { readonly wait?: Duration.Input | undefined }): Reply =>
+  slow({ deltas: 2, interval: "1 hour", before: options?.wait })
 
 /**
  * An API error with `status`; the body is `{"type":"error","error":{"type","message"}}` with the error type the
@@ -688,7 +707,7 @@ const respond = Effect.fnUntraced(
       const sent = { deltas: 0 }
       const write = request.stream
         ? streamMessage(res, plan, Effect.suspend(() => settle({ deltasSent: ++sent.deltas })))
-        : Effect.sleep(plan.delay).pipe(Effect.andThen(sendJson(res, 200, plan.message)))
+        : Effect.sleep(Duration.sum(plan.before, plan.delay)).pipe(Effect.andThen(sendJson(res, 200, plan.message)))
       const completed = yield* Effect.raceFirst(write.pipe(Effect.as(true)), clientGone(res).pipe(Effect.as(false)))
       return yield* settle({ outcome: completed ? "completed" : "client-closed" })
     }
@@ -798,6 +817,8 @@ interface Plan {
     }
   }
   readonly blocks: ReadonlyArray<Block>
+  /** Pause before the response starts. */
+  readonly before: Duration.Duration
   /** Pause before each delta after the first one (slow streams). */
   readonly interval: Duration.Duration
   /** Total pause for a non-streamed reply. */
@@ -825,6 +846,7 @@ const planMessage = (
 ): Plan => {
   const blocks: Array<Block> = []
   let interval = Duration.zero
+  let before = Duration.zero
   switch (reply._tag) {
     case "Text":
       blocks.push({ type: "text", pieces: split(reply.text, reply.chunks) })
@@ -835,6 +857,7 @@ const planMessage = (
     case "Slow":
       blocks.push({ type: "text", pieces: Array.from({ length: reply.deltas }, (_, i) => `w${i} `) })
       interval = reply.interval
+      before = reply.before
       break
     case "ToolUse": {
       if (reply.preamble !== "") blocks.push({ type: "text", pieces: [reply.preamble] })
@@ -871,6 +894,7 @@ const planMessage = (
       }
     },
     blocks,
+    before,
     interval,
     delay: Duration.times(interval, Math.max(0, deltas - 1))
   }
@@ -883,6 +907,7 @@ const writeEvent = (res: Http.ServerResponse, event: string, data: unknown) =>
 
 const streamMessage = (res: Http.ServerResponse, plan: Plan, onDelta: Effect.Effect<void>) =>
   Effect.gen(function*() {
+    if (Duration.isGreaterThan(plan.before, Duration.zero)) yield* Effect.sleep(plan.before)
     const { message } = plan
     yield* Effect.sync(() => {
       res.writeHead(200, {

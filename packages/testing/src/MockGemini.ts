@@ -91,7 +91,12 @@ export type Reply = Data.TaggedEnum<{
     readonly preamble: string
     readonly thought: Option.Option<string>
   }
-  Slow: { readonly deltas: number; readonly interval: Duration.Duration }
+  Slow: {
+    readonly deltas: number
+    readonly interval: Duration.Duration
+    /** A pause before the response starts (before its status line): a model that has not answered yet. */
+    readonly before: Duration.Duration
+  }
   ApiError: {
     readonly status: number
     /** The error's `status` string (`RESOURCE_EXHAUSTED` for 429, …). */
@@ -199,11 +204,25 @@ export const shell = (
 export const slow = (options?: {
   readonly deltas?: number | undefined
   readonly interval?: Duration.Input | undefined
+  /** A pause before the response starts (default none): the model takes that long to answer at all. */
+  readonly before?: Duration.Input | undefined
 }): Reply =>
   Reply.Slow({
     deltas: Math.max(1, Math.floor(options?.deltas ?? 50)),
-    interval: Duration.fromInputUnsafe(options?.interval ?? "100 millis")
+    interval: Duration.fromInputUnsafe(options?.interval ?? "100 millis"),
+    before: Duration.fromInputUnsafe(options?.before ?? 0)
   })
+
+/**
+ * A model that starts answering, then goes silent: one text piece (`"w0 "`) streamed, then nothing for an
+ * hour (the connection stays open). The stream stops when the client disconnects. With `wait`, the silence starts
+ * before the response does: the client never hears anything.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const stall = (options?: { readonly wait?: Duration.Input | undefined }): Reply =>
+  slow({ deltas: 2, interval: "1 hour", before: options?.wait })
 
 /**
  * The Gemini API's error `status` string for an HTTP status.
@@ -737,7 +756,9 @@ const respond = Effect.fnUntraced(
     const sent = { chunks: 0 }
     const write = request.stream
       ? streamChunks(res, plan, Effect.suspend(() => settle({ chunksSent: ++sent.chunks })))
-      : Effect.sleep(plan.delay).pipe(Effect.andThen(sendJson(res, 200, wholeResponse(plan))))
+      : Effect.sleep(Duration.sum(plan.before, plan.delay)).pipe(
+        Effect.andThen(sendJson(res, 200, wholeResponse(plan)))
+      )
     const completed = yield* Effect.raceFirst(write.pipe(Effect.as(true)), clientGone(res).pipe(Effect.as(false)))
     return yield* settle({ outcome: completed ? "completed" : "client-closed" })
   }
@@ -843,6 +864,8 @@ interface Plan {
   readonly chunks: ReadonlyArray<ReadonlyArray<Json.JsonObject>>
   readonly promptTokens: number
   readonly thoughtTokens: number
+  /** Pause before the response starts. */
+  readonly before: Duration.Duration
   /** Pause before each chunk after the first one (slow streams). */
   readonly interval: Duration.Duration
   /** Total pause for a non-streamed reply. */
@@ -873,6 +896,7 @@ const planReply = (
 ): Plan => {
   let chunks: Array<ReadonlyArray<Json.JsonObject>> = []
   let interval = Duration.zero
+  let before = Duration.zero
   let thoughtTokens = 0
   switch (reply._tag) {
     case "Text":
@@ -885,6 +909,7 @@ const planReply = (
     case "Slow":
       chunks = Array.from({ length: reply.deltas }, (_, i) => [{ text: `w${i} ` }])
       interval = reply.interval
+      before = reply.before
       break
     case "FunctionCall":
       chunks = [
@@ -901,6 +926,7 @@ const planReply = (
     chunks,
     promptTokens,
     thoughtTokens,
+    before,
     interval,
     delay: Duration.times(interval, Math.max(0, chunks.length - 1))
   }
@@ -922,6 +948,7 @@ const wholeResponse = (plan: Plan) => responseOf(plan, plan.chunks.flat(), plan.
 
 const streamChunks = (res: Http.ServerResponse, plan: Plan, onChunk: Effect.Effect<void>) =>
   Effect.gen(function*() {
+    if (Duration.isGreaterThan(plan.before, Duration.zero)) yield* Effect.sleep(plan.before)
     yield* Effect.sync(() => {
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
       res.flushHeaders()

@@ -322,6 +322,43 @@ describe("MockGemini", () => {
       assert.strictEqual((yield* mock.requests)[0].chunksSent, log[0].chunksSent, "nothing is sent afterwards")
     }))
 
+  it.live("stall: one piece, then silence; with wait, not even the status line; hanging up ends it", () =>
+    Effect.gen(function*() {
+      const mock = yield* MockGemini.make([MockGemini.stall(), MockGemini.stall({ wait: "1 hour" })])
+      // Resolves with the response's headers; interrupting it aborts the request, as an agent's cancel does.
+      const answered = (prompt: string) =>
+        Effect.forkChild(
+          Effect.promise((signal) =>
+            fetch(`${mock.url}/v1beta/models/m:streamGenerateContent?alt=sse`, {
+              method: "POST",
+              body: JSON.stringify(cliBody(prompt)),
+              signal
+            }).then((response) => {
+              void response.body?.getReader().read()
+              return response.status
+            })
+          )
+        )
+      const within = "5 seconds"
+      const stalled = yield* answered("stall")
+      assert.strictEqual(yield* Fiber.join(stalled).pipe(Effect.timeout(within)), 200)
+      yield* mock.awaitRequests((log) => log.length === 1 && log[0].chunksSent === 1).pipe(Effect.timeout(within))
+      yield* Effect.sleep("300 millis")
+      const [first] = yield* mock.requests
+      assert.deepStrictEqual([first.chunksSent, first.outcome], [1, "pending"], "one piece, then nothing")
+
+      const waiting = yield* answered("wait")
+      yield* mock.awaitRequests((log) => log.length === 2).pipe(Effect.timeout(within))
+      const heard = yield* Effect.raceFirst(
+        Fiber.join(waiting).pipe(Effect.as("answered")),
+        Effect.sleep("300 millis").pipe(Effect.as("silent"))
+      )
+      assert.strictEqual(heard, "silent", "no status line before the wait is over")
+      yield* Fiber.interrupt(waiting)
+      const log = yield* mock.awaitRequests((log) => log[1]?.outcome === "client-closed").pipe(Effect.timeout(within))
+      assert.strictEqual(log[1].chunksSent, 0)
+    }))
+
   it.live("a slow stream runs to the end when the client stays", () =>
     Effect.gen(function*() {
       const mock = yield* MockGemini.make([MockGemini.slow({ deltas: 4, interval: "10 millis" })])

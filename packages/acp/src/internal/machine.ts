@@ -500,7 +500,7 @@ const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.
   if (message._tag === "ErrorResponse") {
     // The protocol asks agents to answer a cancelled prompt with `cancelled`; some answer "Request cancelled".
     if (track.cancelling && message.error.code === -32800) return end({ _tag: "Interrupted" }, "cancelled")
-    return end({ _tag: "Api", status: httpStatus(message.error.data), detail: errorText(message.error) }, "error")
+    return end({ _tag: "Api", status: httpStatus(message.error), detail: errorText(message.error) }, "error")
   }
   if (message._tag !== "Response") return undefined
   const decoded = Decode.decodePromptResponse("session/prompt", message.result)
@@ -550,13 +550,28 @@ const promptEnded = (s: State, message: Wire.Message, turnId: string): Provider.
   }
 }
 
-/** An HTTP status an agent put in an error's `data` (`{ status }` or `{ statusCode }`), if any. */
-const httpStatus = (data: unknown): number | null => {
-  if (typeof data !== "object" || data === null) return null
-  const { status, statusCode } = data as { readonly status?: unknown; readonly statusCode?: unknown }
-  const value = typeof status === "number" ? status : statusCode
-  return typeof value === "number" && Number.isInteger(value) ? value : null
+/**
+ * The model API's HTTP status behind a prompt's error answer, if the agent says it: in the error's `data`
+ * (`{ status }` or `{ statusCode }`), as the error's `code` (Gemini CLI answers with the HTTP status itself; JSON-RPC's
+ * own codes are negative), or in its message as `API Error: <status>` (claude-agent-acp's `-32603` "Internal error:
+ * API Error: 429 {…}"). docs/protocol/acp-agents.md §4.9.
+ */
+const httpStatus = (
+  error: { readonly code: number; readonly message: string; readonly data?: unknown }
+): number | null => {
+  const data = error.data
+  if (typeof data === "object" && data !== null) {
+    const { status, statusCode } = data as { readonly status?: unknown; readonly statusCode?: unknown }
+    const value = typeof status === "number" ? status : statusCode
+    if (typeof value === "number" && Number.isInteger(value)) return value
+  }
+  if (isHttpStatus(error.code)) return error.code
+  const said = /\bAPI Error: (\d{3})\b/.exec(error.message)
+  return said !== null && isHttpStatus(Number(said[1])) ? Number(said[1]) : null
 }
+
+/** An HTTP error status (4xx, 5xx). */
+const isHttpStatus = (code: number): boolean => Number.isInteger(code) && code >= 400 && code <= 599
 
 // ---------------------------------------------------------------------------------------------------------------
 // Updates

@@ -398,7 +398,20 @@ class AcpAgent extends SimulatedCli<MockAcp.Fault> {
           if (this.stall !== undefined) yield* this.gate()
           run.finished = true
           this.run = undefined
-          return this.respondError(run.requestId, -32603, step.message, { status: step.status })
+          switch (step.as) {
+            case "code":
+              return this.respondError(run.requestId, step.status, step.message)
+            case "message":
+              return this.respondError(
+                run.requestId,
+                -32603,
+                `Internal error: API Error: ${step.status} {"type":"error","error":{"message":${
+                  JSON.stringify(step.message)
+                }}}`
+              )
+            default:
+              return this.respondError(run.requestId, -32603, step.message, { status: step.status })
+          }
         }
         default:
           yield* this.faultStep(step)

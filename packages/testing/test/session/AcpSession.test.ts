@@ -145,6 +145,24 @@ describe("AcpSession", () => {
       }).pipe(Effect.provide(MockTransport.layer(MockAcp.make([], { faults: [MockAcp.failLoad()] })))))
   })
 
+  describe("model errors as the real agents answer them", () => {
+    for (const as of ["data", "code", "message"] as const) {
+      it.effect(`the HTTP status in the error's ${as}: ApiError with it; the next turn works`, () =>
+        withSession(make(), (session) =>
+          Effect.gen(function*() {
+            const error = yield* settle(Effect.flip(session.run("api down")))
+            assert.strictEqual(error._tag, "ApiError")
+            if (error._tag === "ApiError") assert.strictEqual(error.status, 429)
+            assert.isFalse(error.deliveryUncertain)
+            assert.strictEqual((yield* settle(session.run("fine now"))).text, "fine now")
+          })).pipe(
+            Effect.provide(
+              MockTransport.layer(MockAcp.make([MockAcp.when("api down", MockAcp.apiError({ status: 429, as }))]))
+            )
+          ))
+    }
+  })
+
   describe("a loaded session", () => {
     it.effect("the agent's replay after its load answer is the session's: never the first turn's text or receipt", () =>
       Effect.gen(function*() {
