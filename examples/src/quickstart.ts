@@ -110,14 +110,16 @@ const summary = (result: Turn.TurnResult) => {
   const claude = result as Partial<ClaudeSession.TurnResult>
   const codex = result as Partial<CodexSession.TurnResult>
   const stopped = result as Partial<AcpSession.TurnResult | ClaudeSession.TurnResult>
-  return line(dim(
-    `✓ ${result.usage.inputTokens} in / ${result.usage.outputTokens} out tokens · ` +
-      (claude.numTurns === undefined ? "" : `${plural(claude.numTurns, "model call")} · `) +
-      `${result.durationMs ?? 0} ms` +
-      (claude.totalCostUsd === undefined ? "" : ` · $${claude.totalCostUsd.toFixed(4)} so far`) +
-      (codex.status === undefined ? "" : ` · turn ${codex.status}`) +
-      (stopped.stopReason === undefined || stopped.stopReason === null ? "" : ` · ${stopped.stopReason}`)
-  ))
+  // What a provider does not report (an ACP agent's duration, Codex's cost) is left out.
+  const parts = [
+    `${result.usage.inputTokens} in / ${result.usage.outputTokens} out tokens`,
+    claude.numTurns === undefined ? undefined : plural(claude.numTurns, "model call"),
+    result.durationMs === undefined ? undefined : `${result.durationMs} ms`,
+    claude.totalCostUsd === undefined ? undefined : `$${claude.totalCostUsd.toFixed(4)} so far`,
+    codex.status === undefined ? undefined : `turn ${codex.status}`,
+    stopped.stopReason === undefined || stopped.stopReason === null ? undefined : stopped.stopReason
+  ]
+  return line(dim(`✓ ${parts.filter((part) => part !== undefined).join(" · ")}`))
 }
 
 const header = (prompt: string) =>
