@@ -40,6 +40,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Files from "./files.ts"
 import { fromLedger, type Incarnation, outcome, remember, unavailable } from "./incarnation.ts"
+import * as Lease from "./lease.ts"
 import { locateAt, metrics, placeOf } from "./place.ts"
 import type * as Protocol from "./protocol.ts"
 import * as Saving from "./saving.ts"
@@ -469,6 +470,12 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         if (!payload.wait) return { _tag: "Answered", answer: answered } as const
         const result = yield* fromLedger(id, turn)
         return { _tag: "Answered", answer: { ...answered, result } } as const
+      }
+      // Past its lease (a runner that was frozen or cut off, its locks perhaps another's), it writes no prompt: the
+      // keeper has ended or is ending its CLIs, and the session may be live elsewhere. Nothing was delivered.
+      if (Lease.expired()) {
+        yield* Effect.ignore(store.unclaim(id, payload.promptId, inc.generation))
+        return yield* unavailable("this runner's lease ran out: it may no longer hold the session's shard")
       }
       const sent = yield* Effect.exit(
         registry.send(id, payload.prompt, {
