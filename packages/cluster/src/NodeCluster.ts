@@ -29,6 +29,13 @@
  * for a runner to hold the shard again or fail at a client's `callTimeout`, and each session comes back as a new
  * generation (its CLI restarted, its conversation resumed) with its next message.
  *
+ * A runner that cannot reach the cluster stops its agents. A runner holds a host lease (`Options.lease`, default
+ * `shardLockExpiration`), renewed at each lock refresh that kept every shard it asked about, for the lease from the
+ * refresh's start. The transport's watchdog (`@tether/transport-node`), a process of its own, SIGKILLs the whole
+ * trees of the runner's CLIs when the lease runs out before the next renewal: a runner frozen (SIGSTOP), cut off
+ * from the database or starved past its locks' expiry does not leave its agents running while its sessions start
+ * again elsewhere. The runner writes no prompt past its lease (`SessionUnavailable`: nothing was delivered).
+ *
  * @example
  * ```ts
  * import { NodeCluster } from "@tether/cluster"
