@@ -59,6 +59,8 @@ export interface Options {
   readonly log?: ((line: string) => void) | undefined
   /** Where to copy the run's journal, prompt log and ledger when it ends (kept for reading a failure). */
   readonly keep?: string | undefined
+  /** `false`: the runners hold no host lease (NodeCluster's `lease: false`), to compare with. Default: they do. */
+  readonly lease?: boolean | undefined
 }
 
 /** The name of a fault in the table. */
@@ -361,7 +363,8 @@ export const run = (options: Options) =>
               [variables.run]: runId,
               [variables.runnerMark]: mark,
               [variables.promptLog]: promptLog,
-              [variables.state]: Path.join(dir, "state")
+              [variables.state]: Path.join(dir, "state"),
+              [variables.lease]: options.lease === false ? "off" : "on"
             },
             "runner ready",
             30_000
