@@ -275,7 +275,8 @@ const lease = (millis: number | undefined) => {
     leaseTimer = undefined
     leaseOut = true
     killNow([...entries])
-  }, Math.max(0, millis))
+    // A timer's delay is at most 2^31 - 1 ms (about 24 days): a lease that long is renewed long before.
+  }, Math.min(Math.max(0, millis), 2 ** 31 - 1))
 }
 
 let reaping = false
