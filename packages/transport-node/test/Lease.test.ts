@@ -60,6 +60,23 @@ describe("host lease", { timeout: 30_000 }, () => {
     }).pipe(Effect.scoped, Effect.ensuring(killAllMarked(mark)))
   })
 
+  it.live("a host whose lease ran out while it runs: its sessions are killed, and so is a CLI it starts then", () => {
+    const mark = newMark()
+    const late = `${mark}-late`
+    return Effect.gen(function*() {
+      const host = yield* startHost(mark)
+      yield* waitUntil("the session's tree", () => marked(mark).length === treeSize, 10_000)
+      // Not frozen: it stops renewing (cut off from what grants the lease) and goes on running.
+      host.kill("SIGUSR1")
+      yield* waitUntil("the tree to be gone", () => marked(mark).length === 0, ttlMillis + 4_000)
+      let opened = ""
+      host.stdout!.on("data", (data: string) => opened += data)
+      host.kill("SIGUSR2")
+      yield* waitUntil("the late session's start", () => opened.includes("opened"), 10_000)
+      yield* waitUntil("the late session's tree to be gone", () => marked(late).length === 0, 4_000)
+    }).pipe(Effect.scoped, Effect.ensuring(killAllMarked(mark)), Effect.ensuring(killAllMarked(late)))
+  })
+
   it.live("a host that renews its lease keeps its session; killed, its keeper still tears the tree down", () => {
     const mark = newMark()
     return Effect.gen(function*() {
