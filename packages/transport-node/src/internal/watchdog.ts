@@ -173,9 +173,9 @@ const hostAncestry = (): string =>
 
 /**
  * Starts a keeper whose Node program, if it comes to that, is `main`: `/bin/sh -c keeper` (`leased`: `main` itself,
- * from the start), named {@link title}, in a session of its own (terminal and group-wide signals aimed at the host do not reach it), with a near-empty
- * environment (the host's NODE_OPTIONS, loaders and inspectors, have no business in it), its stdin a pipe from the
- * host. Throws what `spawn` throws.
+ * from the start), named {@link title}, in a session of its own (terminal and group-wide signals aimed at the host
+ * do not reach it), with a near-empty environment (the host's NODE_OPTIONS, loaders and inspectors, have no business
+ * in it), its stdin a pipe from the host. Throws what `spawn` throws.
  *
  * @internal
  */
