@@ -11,7 +11,8 @@
  * left after the run, or completed turn reported failed.
  *
  * Flags: --sessions <n> (30), --runners <n> (3), --only <fault,...> (kill, stop, database, database-long, slow,
- * client, cpu, mixed), --short (every fault a few seconds: about three minutes in all, instead of about fifteen). The
+ * client, cpu, mixed), --short (every fault a few seconds: about three minutes in all, instead of about fifteen),
+ * --no-lease (the runners hold no host lease: a frozen runner's CLIs live until it resumes, as before it). The
  * last run's client journal, prompt log and turn ledger are left in .chaos/ to read a failure by.
  */
 import { Effect, Exit, Fiber } from "effect"
@@ -51,7 +52,8 @@ const options: Driver.Options = {
   hangMillis: s(120, 60),
   retryMillis: s(90, 45),
   // The last run's journal, prompt log and ledger, to read a failure by.
-  keep: Path.resolve(import.meta.dirname, "..", ".chaos")
+  keep: Path.resolve(import.meta.dirname, "..", ".chaos"),
+  lease: !args.includes("--no-lease")
 }
 
 const main = Effect.gen(function*() {

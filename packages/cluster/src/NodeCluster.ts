@@ -29,6 +29,13 @@
  * for a runner to hold the shard again or fail at a client's `callTimeout`, and each session comes back as a new
  * generation (its CLI restarted, its conversation resumed) with its next message.
  *
+ * A runner that cannot reach the cluster stops its agents. A runner holds a host lease (`Options.lease`, default
+ * `shardLockExpiration`), renewed at each lock refresh that kept every shard it asked about, for the lease from the
+ * refresh's start. The transport's watchdog (`@tether/transport-node`), a process of its own, SIGKILLs the whole
+ * trees of the runner's CLIs when the lease runs out before the next renewal: a runner frozen (SIGSTOP), cut off
+ * from the database or starved past its locks' expiry does not leave its agents running while its sessions start
+ * again elsewhere. The runner writes no prompt past its lease (`SessionUnavailable`: nothing was delivered).
+ *
  * @example
  * ```ts
  * import { NodeCluster } from "@tether/cluster"
@@ -52,11 +59,13 @@
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import { TetherError } from "@tether/core"
 import * as Cause from "effect/Cause"
 import type * as MessageStorage from "effect/cluster/MessageStorage"
 import * as RunnerAddress from "effect/cluster/RunnerAddress"
 import * as RunnerHealth from "effect/cluster/RunnerHealth"
 import * as Runners from "effect/cluster/Runners"
+import * as RunnerStorage from "effect/cluster/RunnerStorage"
 import type * as Sharding from "effect/cluster/Sharding"
 import * as ShardingConfig from "effect/cluster/ShardingConfig"
 import * as SocketRunner from "effect/cluster/SocketRunner"
@@ -76,6 +85,7 @@ import * as Schedule from "effect/Schedule"
 import type * as SocketServer from "effect/socket/SocketServer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import * as Lease from "./internal/lease.ts"
 
 /**
  * Options of {@link layer}.
@@ -97,6 +107,15 @@ export interface Options {
   readonly sharding?: Partial<Omit<ShardingConfig.ShardingConfig["Service"], "runnerAddress" | "runnerListenAddress">>
   /** The size of the database connection pool (default: `@effect/sql-pg`'s). */
   readonly maxConnections?: number | undefined
+  /**
+   * A runner's host lease (see {@link layer}): how long after the start of its last lock refresh that kept every
+   * shard the runner's CLIs may live without another. Default: `shardLockExpiration`, the time after which the
+   * database may give the runner's locks, and so its sessions, to another runner. It must be longer than the lock
+   * refresh interval (`min(shardLockRefreshInterval, shardLockExpiration / 3)`), else the layer fails with
+   * `InvalidConfig`. `false`: no lease (the CLIs of a frozen or cut-off runner live until it resumes). Ignored on a
+   * client.
+   */
+  readonly lease?: Duration.Input | false | undefined
 }
 
 /**
@@ -126,14 +145,48 @@ const runnerHealth = Layer.effect(
 ).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
 
 /**
+ * The runner's shard lock storage, renewing the runner's host lease (`internal/lease.ts`) at each lock refresh that
+ * kept every shard, for the lease's TTL from the refresh's start. The lease is held while the layer is.
+ */
+const leasedStorage = (lease: Duration.Input | false | undefined) =>
+  Layer.effect(
+    RunnerStorage.RunnerStorage,
+    Effect.gen(function*() {
+      const storage = yield* RunnerStorage.RunnerStorage
+      if (lease === false) return storage
+      const config = yield* ShardingConfig.ShardingConfig
+      const interval = Duration.min(
+        Duration.fromInputUnsafe(config.shardLockRefreshInterval),
+        Duration.divideUnsafe(Duration.fromInputUnsafe(config.shardLockExpiration), 3)
+      )
+      const ttl = lease === undefined
+        ? Option.some(Duration.fromInputUnsafe(config.shardLockExpiration))
+        : Duration.fromInput(lease)
+      if (Option.isNone(ttl) || !Duration.isGreaterThan(ttl.value, interval)) {
+        return yield* new TetherError.InvalidConfig({
+          problems: [
+            `lease: ${String(lease)} is not a duration longer than the lock refresh interval (${
+              Duration.format(interval)
+            })`
+          ]
+        })
+      }
+      return Lease.renewing(storage, ttl.value, yield* Lease.hold(ttl.value))
+    })
+  )
+
+/**
  * `NodeClusterSocket.layer({ storage: "sql" })` of `@effect/platform-node` for a runner, with
  * {@link runnerHealth} instead of its health check (which it does not let a caller replace).
  */
-const socketRunner = (shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>) =>
+const socketRunner = (
+  shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>,
+  lease: Duration.Input | false | undefined
+) =>
   Layer.provide(SocketRunner.layer, [NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]).pipe(
     Layer.provide(runnerHealth),
     Layer.provideMerge(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest))),
-    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(leasedStorage(lease).pipe(Layer.provide(Layer.orDie(SqlRunnerStorage.layer)))),
     Layer.provide(ShardingConfig.layerFromEnv(shardingConfig)),
     Layer.provide(RpcSerialization.layerSchemaBinary({}))
   )
@@ -147,7 +200,7 @@ const socketRunner = (shardingConfig: Partial<ShardingConfig.ShardingConfig["Ser
  */
 export const layer = (options: Options): Layer.Layer<
   Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | SqlClient.SqlClient,
-  Config.ConfigError | SocketServer.SocketServerError | SqlError
+  Config.ConfigError | SocketServer.SocketServerError | SqlError | TetherError.InvalidConfig
 > => {
   const runner = options.runner
   const database = PgClient.layer({
@@ -166,7 +219,7 @@ export const layer = (options: Options): Layer.Layer<
       runnerListenAddress: runner.listenHost === undefined
         ? Option.none()
         : Option.some(RunnerAddress.make(runner.listenHost, runner.port))
-    })
+    }, options.lease)
   return cluster.pipe(
     // A peer's socket that breaks (a runner frozen or cut off, then back; a node killed) fails the server's handler
     // of that connection with a SocketError that no caller receives: an expected fault of a cluster, whose calls

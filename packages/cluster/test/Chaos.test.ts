@@ -4,7 +4,8 @@
  * than the lock TTL, the database cut off, the database slowed, the client SIGKILLed mid-turn and restarted, a
  * runner's event loop loaded. Real processes on 127.0.0.1 (runners, client, the fast fake CLI, PostgreSQL behind a
  * proxy). What it asserts does not depend on timing: no untyped outcome, no prompt run twice, no hung prompt, no
- * completed turn reported failed, no CLI left after the run; the table is printed for the log.
+ * completed turn reported failed, no CLI left after the run; the table is printed for the log. One thing does: the
+ * frozen runner's CLIs must be gone before it is resumed, 9 s after its freeze, its lease being 6 s.
  */
 import { assert, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -18,7 +19,8 @@ it.live("every outcome is typed and no prompt runs twice under one fault of each
       runners: 3,
       faults: [
         { _tag: "kill", times: 1 },
-        { _tag: "stop", millis: 7_000 },
+        // Longer than the lease (the lock TTL, 6 s) with room for its keeper to act on a loaded machine.
+        { _tag: "stop", millis: 9_000 },
         { _tag: "database", millis: 3_000 },
         { _tag: "slow", millis: 3_000, latency: 50 },
         { _tag: "client", times: 1 },
@@ -36,4 +38,8 @@ it.live("every outcome is typed and no prompt runs twice under one fault of each
     assert.deepStrictEqual(Driver.verdict(report), [], [...report.untypedDetails, ...lines].join("\n"))
     // Every fault's phase ran prompts: the client went on through each.
     assert.isTrue(report.faults.every((row) => row.sent > 0))
+    // The frozen runner's CLIs were ended by its keeper when its lease ran out, while it was still frozen.
+    const frozen = report.faults.find((row) => row.fault.startsWith("SIGSTOP"))!
+    assert.isAbove(frozen.frozenHad, 0, "the frozen runner had CLIs")
+    assert.strictEqual(frozen.frozenLeft, 0, "the frozen runner's CLIs alive at its resume")
   }), { timeout: 240_000 })

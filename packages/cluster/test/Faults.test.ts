@@ -13,10 +13,25 @@ import { ClaudeSession } from "@tether/claude"
 import { ClusterRegistry } from "@tether/cluster"
 import { Permission, SessionRegistry, Timeouts } from "@tether/core"
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Metric, Option, Redacted, Schedule, Schema, Stream } from "effect"
+import {
+  Cause,
+  Context,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Metric,
+  Option,
+  Redacted,
+  Schedule,
+  Schema,
+  Stream
+} from "effect"
 import { MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Net from "node:net"
+import * as Lease from "../src/internal/lease.ts"
 
 const ChatConfig = Schema.Struct({ model: Schema.optional(Schema.String) })
 type ChatConfig = typeof ChatConfig.Type
@@ -306,6 +321,27 @@ layer(Live, { timeout: 120_000, excludeTestServices: true })("ClusterRegistry un
       )
       assert.strictEqual(fencedPrompts.length, 1, "the fenced CLI got no prompt after its fence")
       assert.notStrictEqual((yield* transport.latest).index, cli.index)
+    }))
+
+  it.effect("a runner past its host lease writes no prompt: the send fails typed, safe to requeue", () =>
+    Effect.gen(function*() {
+      const chats = yield* Chats
+      const id = freshId()
+      yield* Effect.scoped(chats.getOrCreate(id, {}))
+      const before = yield* promptsWritten
+      // The runner's lease ran out (frozen, or cut off from the database, past its locks' expiry): its keeper ends its
+      // CLIs, and the prompt must not reach one.
+      const options: ClusterRegistry.SendOptions = { promptId: `p-${id}` }
+      const refused = yield* Effect.scoped(Effect.gen(function*() {
+        yield* Lease.hold(Duration.zero)
+        return yield* Effect.flip(chats.run(id, "past the lease", options))
+      }))
+      assert.strictEqual(refused._tag, "SessionUnavailable")
+      assert.strictEqual(yield* promptsWritten, before, "no prompt was written past the lease")
+      // Renewed (or gone): the retry with the same prompt id is sent, once.
+      const after = yield* chats.run(id, "past the lease", options).pipe(Effect.timeout("10 seconds"))
+      assert.strictEqual(after.text, "past the lease")
+      assert.strictEqual(yield* promptsWritten, before + 1)
     }))
 
   it.effect("a redelivered prompt that an earlier generation's live runner is still finishing is answered, not lost", () =>

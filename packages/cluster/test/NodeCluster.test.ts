@@ -11,6 +11,7 @@ import { Cause, Effect, Exit, Layer, Logger, Schedule } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Net from "node:net"
 import * as Path from "node:path"
+import * as Lease from "../src/internal/lease.ts"
 
 /** Runs the fixture, sends it `signal` once it is ready, and gives its exit code (bounded). */
 const stopped = (signal: NodeJS.Signals, env: { readonly [name: string]: string } = {}) =>
@@ -94,6 +95,44 @@ describe("NodeCluster.layer", () => {
           Effect.orDie
         )
         assert.deepStrictEqual([...new Set(reported.map((log) => log.level))], ["Warn"])
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "a runner holds a host lease while it runs, renewed by its lock refreshes; one not longer than them is InvalidConfig",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Postgres.make()
+        const sharding = {
+          shardsPerGroup: 12,
+          shardLockRefreshInterval: "500 millis",
+          shardLockExpiration: "3 seconds"
+        } as const
+        const runner = { host: "127.0.0.1", port: yield* freePort }
+        const invalid = yield* Effect.flip(
+          Effect.scoped(Layer.build(NodeCluster.layer({ postgres: server.url, runner, sharding, lease: "500 millis" })))
+        )
+        assert.strictEqual(invalid._tag, "InvalidConfig")
+        assert.strictEqual(Lease.board.holders.size, 0)
+        yield* Effect.scoped(Effect.gen(function*() {
+          yield* Layer.build(NodeCluster.layer({ postgres: server.url, runner, sharding }))
+          assert.strictEqual(Lease.board.holders.size, 1)
+          const first = [...Lease.board.holders.values()][0]!
+          // Held for the lock TTL from its start; a refresh (every 500 ms) moves its end on.
+          assert.isAtMost(first - performance.now(), 3_000)
+          yield* Effect.sync(() => [...Lease.board.holders.values()][0]!).pipe(
+            Effect.filterOrFail((end) => end > first, () => "not renewed yet"),
+            Effect.retry(Schedule.spaced("50 millis")),
+            Effect.timeout("10 seconds"),
+            Effect.orDie
+          )
+          assert.isFalse(Lease.expired())
+        }))
+        assert.strictEqual(Lease.board.holders.size, 0)
+        // A client holds none.
+        yield* Effect.scoped(Layer.build(NodeCluster.layer({ postgres: server.url, sharding })))
+        assert.strictEqual(Lease.board.holders.size, 0)
       }).pipe(Effect.scoped),
     60_000
   )

@@ -316,6 +316,77 @@ describe("watchdog client", () => {
     }))
 })
 
+describe("watchdog client under a host lease", () => {
+  /** A board of the test's own (the process's is the cluster's), with one holder whose lease ends `inMillis` on. */
+  const leasedBoard = () => {
+    const board: Watchdog.LeaseBoard = { holders: new Map(), listeners: new Set() }
+    const holder = {}
+    const set = (inMillis: number | undefined) => {
+      if (inMillis === undefined) board.holders.delete(holder)
+      else board.holders.set(holder, performance.now() + inMillis)
+      for (const listener of board.listeners) listener()
+    }
+    return { board, set }
+  }
+
+  /** The `H` lines a keeper was written, with their millis rounded to seconds (the client reads a real clock). */
+  const leaseLines = (written: ReadonlyArray<string>) =>
+    written.join("").split("\n").filter((line) => line.startsWith("H ")).map((line) =>
+      line === "H -" ? line : `H ${Math.round(Number(line.slice(2)) / 1000)}s`
+    )
+
+  it.effect("a leased host's keeper is started leased, told the lease first and at every renewal", () =>
+    Effect.gen(function*() {
+      const { keepers, spawn } = simulated()
+      const modes: Array<boolean> = []
+      const { board, set } = leasedBoard()
+      set(5_000)
+      const watchdog = Watchdog.make("main", (main, leased) => {
+        modes.push(leased)
+        return spawn(main)
+      }, board)
+      watchdog.register("a", 300, undefined)
+      assert.deepStrictEqual(modes, [true])
+      assert.isTrue(keepers[0]!.written.join("").startsWith("H "))
+      assert.isTrue(keepers[0]!.written.join("").endsWith("\n+ a 300 -\n"))
+      set(9_000)
+      set(-1_000)
+      set(undefined)
+      assert.deepStrictEqual(leaseLines(keepers[0]!.written), ["H 5s", "H 9s", "H 0s", "H -"])
+      // A leased keeper keeps only the open connections: it is never rotated for its size.
+      fill(watchdog)
+      watchdog.register("c", 300, undefined)
+      assert.strictEqual(keepers.length, 1)
+      watchdog.close()
+      set(3_000)
+      assert.deepStrictEqual(leaseLines(keepers[0]!.written), ["H 5s", "H 9s", "H 0s", "H -"])
+      assert.strictEqual(board.listeners.size, 0)
+    }))
+
+  it.effect("a shell keeper is replaced by a leased one, with every open connection, when a lease appears", () =>
+    Effect.gen(function*() {
+      const { keepers, spawn } = simulated()
+      const modes: Array<boolean> = []
+      const { board, set } = leasedBoard()
+      const watchdog = Watchdog.make("main", (main, leased) => {
+        modes.push(leased)
+        return spawn(main)
+      }, board)
+      watchdog.register("a", 300, undefined)
+      watchdog.setRoot("a", 5, "6")
+      set(4_000)
+      assert.deepStrictEqual(modes, [false, true])
+      const [shell, leased] = keepers as [Simulated, Simulated]
+      assert.deepStrictEqual(leaseLines(shell.written), [])
+      assert.deepStrictEqual(leaseLines(leased.written), ["H 4s"])
+      assert.isTrue(leased.written.join("").endsWith("\n+ a 300 -\n= a 5 6\n"))
+      leased.child.emit("spawn")
+      yield* settle
+      assert.isTrue(shell.ended)
+      watchdog.close()
+    }))
+})
+
 describe("watchdog keeper", () => {
   it("is rotated past rotateBytes beyond what it started with, and past as much again with many connections open", () => {
     const { rotateBytes, rotates } = Watchdog

@@ -13,6 +13,7 @@ import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
 import { fromLedger, type Incarnation, outcome, remember, unavailable } from "./incarnation.ts"
+import * as Lease from "./lease.ts"
 import { metrics, type Place } from "./place.ts"
 import type * as Store from "./store.ts"
 import type * as Wire from "./wire.ts"
@@ -106,6 +107,12 @@ export const make = <C, E, A extends Turn.TurnResult, TE, EE>(options: Options<C
         if (!payload.wait) return { _tag: "Answered", answer: answered } as const
         const result = yield* fromLedger(id, turn)
         return { _tag: "Answered", answer: { ...answered, result } } as const
+      }
+      // Past its lease (a runner that was frozen or cut off, its locks perhaps another's), it writes no prompt: the
+      // keeper has ended or is ending its CLIs, and the session may be live elsewhere. Nothing was delivered.
+      if (Lease.expired()) {
+        yield* Effect.ignore(store.unclaim(id, payload.promptId, inc.generation))
+        return yield* unavailable("this runner's lease ran out: it may no longer hold the session's shard")
       }
       const sent = yield* Effect.exit(
         registry.send(id, payload.prompt, {

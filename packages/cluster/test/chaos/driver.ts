@@ -59,6 +59,8 @@ export interface Options {
   readonly log?: ((line: string) => void) | undefined
   /** Where to copy the run's journal, prompt log and ledger when it ends (kept for reading a failure). */
   readonly keep?: string | undefined
+  /** `false`: the runners hold no host lease (NodeCluster's `lease: false`), to compare with. Default: they do. */
+  readonly lease?: boolean | undefined
 }
 
 /** The name of a fault in the table. */
@@ -100,6 +102,9 @@ export interface FaultReport {
   readonly twoClisMillis: number
   /** CLIs of runners that are gone, still alive when the fault's phase ended. */
   readonly leftBehind: number
+  /** CLIs of a runner when it was frozen, and still alive just before it was resumed (past its lease, none). */
+  readonly frozenHad: number
+  readonly frozenLeft: number
   /** Sessions whose runner was hit; of those, how many answered again from elsewhere, first and last (ms). */
   readonly affected: number
   readonly recovered: number
@@ -146,6 +151,7 @@ export const render = (report: Report): string => {
     "completed, reported failed",
     "two live CLIs (sessions, longest)",
     "dead runners' CLIs left",
+    "frozen runner's CLIs: at its freeze / at its resume",
     "hit runner's sessions: first / last answer after the hit (answered/affected)"
   ]
   const rows = report.faults.map((row) => [
@@ -159,13 +165,14 @@ export const render = (report: Report): string => {
     String(row.completedReportedFailed),
     row.twoClis === 0 ? "0" : `${row.twoClis}, ${seconds(row.twoClisMillis)}`,
     String(row.leftBehind),
+    row.frozenHad === 0 ? "—" : `${row.frozenHad} / ${row.frozenLeft}`,
     row.affected === 0
       ? "—"
       : `${seconds(row.failoverFirstMillis)} / ${seconds(row.failoverLastMillis)} (${row.recovered}/${row.affected})`
   ])
   return [
     `| ${header.join(" | ")} |`,
-    `| ${header.map((_, i) => i === 0 || i === 3 || i === 10 ? "---" : "---:").join(" | ")} |`,
+    `| ${header.map((_, i) => i === 0 || i === 3 || i === 11 ? "---" : "---:").join(" | ")} |`,
     ...rows.map((cells) => `| ${cells.join(" | ")} |`),
     "",
     `CLIs left after the run: ${report.orphans}. Took ${seconds(report.millis)}.`
@@ -301,6 +308,8 @@ interface Phase {
   readonly hits: Array<{ readonly at: number; readonly runner: string }>
   readonly overlaps: Map<string, number>
   leftBehind: number
+  frozenHad: number
+  frozenLeft: number
 }
 
 const readLines = <A>(file: string): ReadonlyArray<A> =>
@@ -361,7 +370,8 @@ export const run = (options: Options) =>
               [variables.run]: runId,
               [variables.runnerMark]: mark,
               [variables.promptLog]: promptLog,
-              [variables.state]: Path.join(dir, "state")
+              [variables.state]: Path.join(dir, "state"),
+              [variables.lease]: options.lease === false ? "off" : "on"
             },
             "runner ready",
             30_000
@@ -461,8 +471,12 @@ export const run = (options: Options) =>
       Effect.gen(function*() {
         phase.hits.push({ at: Date.now(), runner: runners[slot].mark })
         log(`chaos: SIGSTOP ${runners[slot].mark} for ${millis} ms`)
+        const had = clisOf(runId).filter((cli) => cli.runner === runners[slot].mark).length
         signal(slot, "SIGSTOP")
         yield* Effect.sleep(Duration.millis(millis))
+        const frozen = runners[slot].mark
+        phase.frozenHad += had
+        phase.frozenLeft += clisOf(runId).filter((cli) => cli.runner === frozen).length
         signal(slot, "SIGCONT")
       })
     const cut = (millis: number) =>
@@ -509,7 +523,16 @@ export const run = (options: Options) =>
       return slot
     }
     for (const fault of options.faults) {
-      const phase: Phase = { fault, start: Date.now(), end: 0, hits: [], overlaps: new Map(), leftBehind: 0 }
+      const phase: Phase = {
+        fault,
+        start: Date.now(),
+        end: 0,
+        hits: [],
+        overlaps: new Map(),
+        leftBehind: 0,
+        frozenHad: 0,
+        frozenLeft: 0
+      }
       phases.push(phase)
       log(`chaos: ${faultName(fault)}`)
       switch (fault._tag) {
@@ -521,7 +544,14 @@ export const run = (options: Options) =>
           break
         }
         case "stop": {
-          yield* stop(phase, nextVictim(), fault.millis)
+          // The runner with the most live CLIs: a frozen runner's agents are what is watched.
+          const slot = nextVictim()
+          const count = (mark: string) => clisOf(runId).filter((cli) => cli.runner === mark).length
+          const busiest = runners.reduce(
+            (best, runner, i) => count(runner.mark) > count(runners[best].mark) ? i : best,
+            slot
+          )
+          yield* stop(phase, busiest, fault.millis)
           break
         }
         case "database": {
@@ -712,6 +742,8 @@ const analyse = (input: {
       twoClis: overlaps.length,
       twoClisMillis: overlaps.length === 0 ? 0 : Math.max(...overlaps),
       leftBehind: phase.leftBehind,
+      frozenHad: phase.frozenHad,
+      frozenLeft: phase.frozenLeft,
       affected,
       recovered: recoveries.length,
       failoverFirstMillis: recoveries.length === 0 ? undefined : Math.min(...recoveries),

@@ -37,7 +37,12 @@ const Runner = ChaosCluster.layerRunner({
 }).pipe(
   Layer.provide(NodeTransport.layer({ executables: { claude: fakeClaude } })),
   Layer.provide(
-    NodeCluster.layer({ postgres: env[variables.database] ?? "", runner: { host: "127.0.0.1", port }, sharding })
+    NodeCluster.layer({
+      postgres: env[variables.database] ?? "",
+      runner: { host: "127.0.0.1", port },
+      sharding,
+      ...(env[variables.lease] === "off" ? { lease: false } : {})
+    })
   )
 )
 

@@ -23,6 +23,8 @@ export const variables = {
   promptLog: "CHAOS_PROMPT_LOG",
   /** A runner's state directory. */
   state: "CHAOS_STATE",
+  /** `off`: the runners hold no host lease (a frozen runner's CLIs live until it resumes), to compare with. */
+  lease: "CHAOS_LEASE",
   /** The client's journal (what it sent and what became of it). */
   journal: "CHAOS_JOURNAL",
   /** The client's sessions, comma separated. */

@@ -23,9 +23,18 @@
  * moves them) and the memory to start Node (about 40 MB; a host killed for want of memory may leave too little).
  * Failing those, the keeper exits and the host's processes outlive it, as without a watchdog.
  *
+ * A host may also hold a *lease* ({@link leaseBoard}: a cluster runner holds one while its shard locks are fresh). A
+ * keeper of a leased host is the Node program itself from the start, reading the lines as they come: it must keep
+ * time, which the shell cannot. The host renews the lease with `H <remaining millis>` at each renewal; when the lease
+ * runs out before the next renewal (the host is frozen, or cut off from what grants the lease), the program kills
+ * the whole trees of the host's connections at once (SIGKILL, no grace: past its lease the host's agents must
+ * not run) and every connection whose CLI the host reports while the lease is out; a later renewal ends that. A
+ * host without a lease keeps the shell keeper and the host-death watch only.
+ *
  * The protocol, one line per message: `+ <marker> <graceMillis> <cgroup dir or ->`, `= <marker> <pid> <start or ->`,
  * `- <marker>`, and for a layer's cgroup, removed at the end: `L <dir>` (register), `l <dir>` (forget). Paths are
- * URI-encoded (no spaces). `Q`, to the keeper only: exit, there is nothing to kill.
+ * URI-encoded (no spaces). `H <millis>`: the lease runs out in that many milliseconds; `H -`: no lease any more. `Q`:
+ * exit, there is nothing to kill.
  */
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -121,6 +130,40 @@ export interface Watchdog {
  */
 export const guardedVariable = "TETHER_WATCHDOG_GUARDED"
 
+/**
+ * The process's host lease: the runners of this process that hold one (a cluster runner, while its shard locks are
+ * fresh), each with the moment its lease ends (`performance.now()` milliseconds), and the watchdogs to tell of a
+ * change. The process's lease ends at the earliest of them; with none, there is no lease (only host death).
+ *
+ * It is shared through a global symbol, `Symbol.for("@tether/host-lease")`, not through an import: the cluster
+ * (which renews it) does not depend on this package, nor this package on the cluster, and two copies of either
+ * module in one process must share one board. The shape is the contract: `holders` (`Map<object, number>`) and
+ * `listeners` (`Set<() => void>`, each called after a change of `holders`).
+ *
+ * @internal
+ */
+export interface LeaseBoard {
+  readonly holders: Map<object, number>
+  readonly listeners: Set<() => void>
+}
+
+/** @internal */
+export const leaseBoard: LeaseBoard = (() => {
+  const key = Symbol.for("@tether/host-lease")
+  const global = globalThis as { [key]?: LeaseBoard }
+  return global[key] ??= { holders: new Map(), listeners: new Set() }
+})()
+
+/**
+ * How long until the process's lease runs out, in milliseconds (0 once it has, never negative); undefined: no lease.
+ *
+ * @internal
+ */
+export const leaseRemaining = (board: LeaseBoard = leaseBoard, now: number = performance.now()): number | undefined => {
+  if (board.holders.size === 0) return undefined
+  return Math.max(0, Math.floor(Math.min(...board.holders.values()) - now))
+}
+
 /** The host's ancestry (itself included), as `pid:start` pairs. */
 const hostAncestry = (): string =>
   [...ProcessTree.ancestry(process.pid)].flatMap((pid) => {
@@ -129,25 +172,36 @@ const hostAncestry = (): string =>
   }).join(" ")
 
 /**
- * Starts a keeper whose Node program, if it comes to that, is `main`: `/bin/sh -c keeper`, named {@link title}, in
- * a session of its own (terminal and group-wide signals aimed at the host do not reach it), with a near-empty
- * environment (the host's NODE_OPTIONS, loaders and inspectors, have no business in it), its stdin a pipe from the
- * host. Throws what `spawn` throws.
+ * Starts a keeper whose Node program, if it comes to that, is `main`: `/bin/sh -c keeper` (`leased`: `main` itself,
+ * from the start), named {@link title}, in a session of its own (terminal and group-wide signals aimed at the host
+ * do not reach it), with a near-empty environment (the host's NODE_OPTIONS, loaders and inspectors, have no business
+ * in it), its stdin a pipe from the host. Throws what `spawn` throws.
  *
  * @internal
  */
-export const spawnKeeper = (main: string): ChildProcess.ChildProcess =>
-  ChildProcess.spawn("/bin/sh", ["-c", keeper, title, process.execPath, main], {
-    argv0: title,
-    detached: true,
-    stdio: ["pipe", "ignore", "ignore"],
-    env: { PATH: process.env.PATH ?? "", [guardedVariable]: hostAncestry() },
-    windowsHide: true
-  })
+export const spawnKeeper = (main: string, leased = false): ChildProcess.ChildProcess =>
+  leased
+    // A leased host's keeper keeps time: the Node program itself, reading the lines as they come.
+    ? ChildProcess.spawn(process.execPath, [main], {
+      argv0: title,
+      detached: true,
+      stdio: ["pipe", "ignore", "ignore"],
+      env: { PATH: process.env.PATH ?? "", [guardedVariable]: hostAncestry() },
+      windowsHide: true
+    })
+    : ChildProcess.spawn("/bin/sh", ["-c", keeper, title, process.execPath, main], {
+      argv0: title,
+      detached: true,
+      stdio: ["pipe", "ignore", "ignore"],
+      env: { PATH: process.env.PATH ?? "", [guardedVariable]: hostAncestry() },
+      windowsHide: true
+    })
 
 /** A running keeper and what it was sent. */
 interface Keeper {
   readonly process: ChildProcess.ChildProcess
+  /** Started for a leased host: the Node program, told of each renewal. */
+  readonly leased: boolean
   /** Bytes sent in all. */
   sent: number
   /** Bytes sent when it started: the open connections, replayed. */
@@ -186,11 +240,16 @@ const retire = (keeper: Keeper | undefined) => {
  * old one told `Q`. A fresh keeper that fails first leaves the old one in place. `main` is the program the keeper
  * hands its lines to, and `spawn` starts a keeper (tests record or simulate them instead).
  *
+ * With a lease on `board` ({@link leaseBoard}), the keeper is started leased and told `H <remaining>` first and at
+ * every change of the lease; a shell keeper running when a lease appears is rotated to a leased one at once. A
+ * leased keeper is never rotated for its size (the program keeps only the open connections).
+ *
  * @internal
  */
 export const make = (
   main: string = program,
-  spawn: (main: string) => ChildProcess.ChildProcess = spawnKeeper
+  spawn: (main: string, leased: boolean) => ChildProcess.ChildProcess = spawnKeeper,
+  board: LeaseBoard = leaseBoard
 ): Watchdog => {
   const registered = new Map<string, { graceMillis: number; cgroup: string; root: string | undefined }>()
   const layers = new Set<string>()
@@ -233,15 +292,17 @@ export const make = (
   /** Starts a keeper with the open connections, and calls `written` once the write of their lines has ended. */
   const start = (written?: (error?: Error | null) => void): Keeper | undefined => {
     if (closed) return undefined
+    const remaining = leaseRemaining(board)
+    const leased = remaining !== undefined
     let spawned: ChildProcess.ChildProcess
     try {
-      spawned = spawn(main)
+      spawned = spawn(main, leased)
     } catch {
       // Not started (no /bin/sh, no memory): the registrations are kept for the next try.
       scheduleRestart()
       return undefined
     }
-    const keeper: Keeper = { process: spawned, sent: 0, replayed: 0 }
+    const keeper: Keeper = { process: spawned, leased, sent: 0, replayed: 0 }
     spawned.on("error", () => lost(keeper))
     spawned.on("exit", () => lost(keeper))
     spawned.once("spawn", () => {
@@ -253,7 +314,8 @@ export const make = (
     const stdin = spawned.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null
     stdin?.unref?.()
     current = keeper
-    let lines = ""
+    // The lease first: one that ran out already ends the connections replayed after it.
+    let lines = leased ? `H ${remaining}\n` : ""
     for (const dir of layers) lines += `L ${dir}\n`
     for (const [marker, entry] of registered) {
       lines += `+ ${marker} ${entry.graceMillis} ${entry.cgroup}\n`
@@ -294,6 +356,21 @@ export const make = (
     })
   }
 
+  /** The lease changed: leased keepers are told; a shell keeper is replaced by a leased one when a lease appears. */
+  const onLease = () => {
+    if (closed || current === undefined) return
+    const remaining = leaseRemaining(board)
+    if (remaining !== undefined && !current.leased) {
+      if (retiring === undefined) rotate()
+      return
+    }
+    const line = `H ${remaining ?? "-"}\n`
+    for (const keeper of [current, retiring]) {
+      if (keeper?.leased === true) writeTo(keeper, line, keeper === current ? check : undefined)
+    }
+  }
+  board.listeners.add(onLease)
+
   return {
     register: (marker, graceMillis, cgroup) => {
       const entry = { graceMillis, cgroup: cgroup === undefined ? "-" : encodeURIComponent(cgroup), root: undefined }
@@ -301,7 +378,7 @@ export const make = (
       // A start sends every open connection, this one included; so does a rotation to the fresh keeper, while the
       // one it replaces is told of this one as of any other, in case it stays.
       if (current === undefined) return void start()
-      const rotating = retiring === undefined && rotates(current.sent, current.replayed)
+      const rotating = retiring === undefined && !current.leased && rotates(current.sent, current.replayed)
       send(`+ ${marker} ${graceMillis} ${entry.cgroup}`)
       if (rotating) rotate()
     },
@@ -330,6 +407,7 @@ export const make = (
     },
     close: () => {
       closed = true
+      board.listeners.delete(onLease)
       if (restart !== undefined) clearTimeout(restart)
       restart = undefined
       check = undefined

@@ -17,6 +17,12 @@
  * after the first scan is asked to end like the others), until the longest registered grace has passed; then
  * SIGKILL to what is left, again while anything is left, for a bounded time; then it exits.
  *
+ * A leased host's keeper is this program from the start (see `watchdog.ts`): it reads the lines as they come, and
+ * `H <millis>` sets when the host's lease runs out (`H -`: no lease). When it runs out before the next `H`, the
+ * trees of every connection registered then are SIGKILLed at once (their cgroups killed, not removed: the host
+ * removes them when it tears the connections down, if it ever runs again), and so is each connection whose CLI is
+ * reported (`=`) while the lease is out; the program goes on watching the host. `Q`: exit, nothing to kill.
+ *
  * @internal
  */
 import * as Fs from "node:fs"
@@ -59,7 +65,13 @@ process.stdin.on("data", (chunk: string) => {
       if (entry !== undefined) {
         entry.root = Number(a)
         entry.rootStart = b === "-" ? undefined : b
+        // A CLI the host started while its lease is out: it must not run.
+        if (leaseOut) killNow([[marker, entry]])
       }
+    } else if (op === "H") {
+      lease(marker === "-" ? undefined : Number(marker))
+    } else if (op === "Q") {
+      process.exit(0)
     } else if (op === "-") {
       entries.delete(marker)
     } else if (op === "L") {
@@ -127,8 +139,10 @@ const cgroupMembers = (dir: string): ReadonlyArray<ProcessTree.ProcessInfo> => {
  * The trees of the registered connections (with /proc), made once, with the cgroup of each that has one: what the
  * tree of a cgroup's connection finds outside the cgroup left it (a root tool can), and is moved back in.
  */
-const makeTrees = (): ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly cgroup: string | undefined }> =>
-  [...entries].map(([marker, entry]) => ({
+const makeTrees = (
+  chosen: ReadonlyArray<readonly [string, Entry]> = [...entries]
+): ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly cgroup: string | undefined }> =>
+  chosen.map(([marker, entry]) => ({
     cgroup: entry.cgroup,
     tree: ProcessTree.make({
       backend: "proc",
@@ -145,10 +159,11 @@ const makeTrees = (): ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly 
 
 /** Every live member of every registered connection now. */
 const members = (
-  trees: ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly cgroup: string | undefined }>
+  trees: ReadonlyArray<{ readonly tree: ProcessTree.Tree; readonly cgroup: string | undefined }>,
+  chosen: ReadonlyArray<readonly [string, Entry]> = [...entries]
 ): ReadonlyArray<ProcessTree.ProcessInfo> => {
   const found = new Map<number, ProcessTree.ProcessInfo>()
-  for (const entry of entries.values()) {
+  for (const [, entry] of chosen) {
     if (entry.cgroup === undefined) continue
     for (const info of cgroupMembers(entry.cgroup)) found.set(info.pid, info)
     // A CLI that a root tool moved out of its cgroup (into another session's): back in, and ended with the rest.
@@ -177,9 +192,12 @@ const members = (
 }
 
 /** Without /proc: signals each CLI's process group (0 probes); true when one was there. */
-const signalGroups = (signal: NodeJS.Signals | 0): boolean => {
+const signalGroups = (
+  signal: NodeJS.Signals | 0,
+  chosen: ReadonlyArray<readonly [string, Entry]> = [...entries]
+): boolean => {
   let any = false
-  for (const entry of entries.values()) {
+  for (const [, entry] of chosen) {
     if (entry.root === undefined || entry.root <= 1) continue
     try {
       process.kill(-entry.root, signal)
@@ -191,9 +209,9 @@ const signalGroups = (signal: NodeJS.Signals | 0): boolean => {
   return any
 }
 
-const killCgroups = () => {
+const killCgroups = (chosen: ReadonlyArray<readonly [string, Entry]> = [...entries]) => {
   const dirs: Array<string> = []
-  for (const entry of entries.values()) if (entry.cgroup !== undefined) dirs.push(entry.cgroup)
+  for (const [, entry] of chosen) if (entry.cgroup !== undefined) dirs.push(entry.cgroup)
   for (const layer of layers) dirs.push(...Cgroup.foreign(layer))
   // A guarded process that could not be moved out keeps the subtree from being killed whole: its other members are
   // SIGKILLed one by one (`members` leaves the guarded out).
@@ -219,10 +237,53 @@ const exit = () => {
   process.exit(0)
 }
 
+/**
+ * SIGKILLs the trees of `chosen` now, and again while any of them is left, for a bounded time (as the end of a
+ * reap): their cgroups are killed, not removed.
+ */
+const killNow = (chosen: ReadonlyArray<readonly [string, Entry]>) => {
+  if (chosen.length === 0) return
+  const trees = proc ? makeTrees(chosen) : []
+  let tries = 0
+  const kill = () => {
+    if (reaping) return
+    let left: boolean
+    if (proc) {
+      killCgroups(chosen)
+      const alive = members(trees, chosen)
+      ProcessTree.signalAll(alive, "SIGKILL")
+      left = alive.length > 0
+    } else {
+      left = signalGroups("SIGKILL", chosen)
+    }
+    if (left && ++tries <= killTries) setTimeout(kill, pollMillis)
+  }
+  kill()
+}
+
+/** Whether the host's lease has run out (and no `H` has renewed it since). */
+let leaseOut = false
+let leaseTimer: ReturnType<typeof setTimeout> | undefined
+
+/** `H`: the lease runs out in `millis` (undefined: no lease). At the end, every registered connection is killed. */
+const lease = (millis: number | undefined) => {
+  if (leaseTimer !== undefined) clearTimeout(leaseTimer)
+  leaseTimer = undefined
+  leaseOut = false
+  if (millis === undefined || !Number.isFinite(millis)) return
+  leaseTimer = setTimeout(() => {
+    leaseTimer = undefined
+    leaseOut = true
+    killNow([...entries])
+    // A timer's delay is at most 2^31 - 1 ms (about 24 days): a lease that long is renewed long before.
+  }, Math.min(Math.max(0, millis), 2 ** 31 - 1))
+}
+
 let reaping = false
 const reap = () => {
   if (reaping) return
   reaping = true
+  if (leaseTimer !== undefined) clearTimeout(leaseTimer)
   if (entries.size === 0 && layers.size === 0) process.exit(0)
   const trees = proc ? makeTrees() : []
   const grace = Math.max(0, ...[...entries.values()].map((entry) => entry.graceMillis))

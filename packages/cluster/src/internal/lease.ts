@@ -1,0 +1,107 @@
+/**
+ * A runner's host lease: what stops its agents when it can no longer reach the cluster.
+ *
+ * A runner holds its shards through locks that expire: the default PostgreSQL advisory locks belong to the lock
+ * connection, which the server closes once it has been idle for `shardLockExpiration` (Effect's `SqlRunnerStorage`
+ * sets `idle_session_timeout` to it), and a runner that is frozen (SIGSTOP, a stalled VM) or cut off from the
+ * database cannot refresh them; another runner then takes its shards and starts its sessions' CLIs again. The
+ * frozen runner's own CLIs are not frozen with it, and its finalizers cannot run: something else must end them.
+ *
+ * That something is the transport's host-death keeper (`@tether/transport-node`'s watchdog), a process of its own.
+ * The runner renews a lease at every lock refresh that kept every shard it asked about, to the moment its locks
+ * might be gone: the refresh's *start* plus the TTL (the idle timer of the lock connection starts no earlier than
+ * the refresh's statement). When the lease runs out before the next renewal, the keeper kills the whole trees of the
+ * runner's CLIs. The lease travels through a board shared by a global symbol (the contract is `LeaseBoard` in
+ * transport-node's `internal/watchdog.ts`: `holders`, a map from holder to the end of its lease in
+ * `performance.now()` milliseconds, and `listeners`, called after each change), so neither package imports the
+ * other; a transport without a keeper ignores it.
+ *
+ * On the runner itself, a prompt is not written to a CLI once the lease has run out ({@link expired}): a runner
+ * that resumes after a freeze must not run a prompt whose session may be live elsewhere.
+ *
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import type * as RunnerStorage from "effect/cluster/RunnerStorage"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+
+/** The board shared with the transport's watchdog (see the module's description). */
+interface LeaseBoard {
+  readonly holders: Map<object, number>
+  readonly listeners: Set<() => void>
+}
+
+/** The process's board: the same object the transport's watchdog reads, whichever module made it first. */
+export const board: LeaseBoard = (() => {
+  const key = Symbol.for("@tether/host-lease")
+  const global = globalThis as { [key]?: LeaseBoard }
+  return global[key] ??= { holders: new Map(), listeners: new Set() }
+})()
+
+const notify = (target: LeaseBoard) => {
+  for (const listener of target.listeners) listener()
+}
+
+/** One runner's lease: renewed for `remainingMillis` from now. */
+export interface Lease {
+  readonly renew: (remainingMillis: number) => void
+}
+
+/**
+ * Holds a lease on `target` for the scope: it runs for `ttl` from now, until renewed; released with the scope (the
+ * keeper then goes back to watching for the host's death only, unless another runner of the process holds one).
+ */
+export const hold = (
+  ttl: Duration.Duration,
+  target: LeaseBoard = board
+): Effect.Effect<Lease, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const holder = {}
+      const renew = (remainingMillis: number) => {
+        target.holders.set(holder, performance.now() + remainingMillis)
+        notify(target)
+      }
+      renew(Duration.toMillis(ttl))
+      return { holder, renew }
+    }),
+    ({ holder }) =>
+      Effect.sync(() => {
+        target.holders.delete(holder)
+        notify(target)
+      })
+  )
+
+/** Whether a lease of this process has run out (never, without one). */
+export const expired = (target: LeaseBoard = board, now: number = performance.now()): boolean => {
+  for (const end of target.holders.values()) if (end <= now) return true
+  return false
+}
+
+/**
+ * The runner's lock storage, renewing `lease` at each refresh that kept every shard it asked about (a probe asks
+ * about none): for the TTL from the refresh's start, less what the refresh took. A refresh that failed, timed out
+ * or lost a shard renews nothing, and the lease runs out unless a later one succeeds in time. Elapsed time is read
+ * on Effect's clock.
+ */
+export const renewing = (
+  storage: RunnerStorage.RunnerStorage["Service"],
+  ttl: Duration.Duration,
+  lease: Lease
+): RunnerStorage.RunnerStorage["Service"] => ({
+  ...storage,
+  refresh: (address, shardIds) =>
+    Effect.gen(function*() {
+      const asked = Array.from(shardIds)
+      const started = yield* Clock.currentTimeMillis
+      const held = yield* storage.refresh(address, asked)
+      const kept = new Set(held.map(String))
+      if (asked.every((shardId) => kept.has(String(shardId)))) {
+        const took = (yield* Clock.currentTimeMillis) - started
+        lease.renew(Math.max(0, Duration.toMillis(ttl) - took))
+      }
+      return held
+    })
+})
