@@ -332,6 +332,7 @@ export type ConflictPolicy = "fail" | "replace"
  * | `admissionTimeout` | none | when full, wait this long for a slot instead of failing at once |
  * | `shutdownConcurrency` | 16 | sessions closed at once when the registry is released |
  * | `dormancy` | `false` | keep conversations dormant instead of closing them (needs a `DormantStore` in context) |
+ * | `warmRefillDelay` | 500 ms | after a conversation takes a warm CLI, no warm CLI starts for this long (`0`: at once) |
  *
  * With `dormancy`, a conversation idle for `idleTimeToLive`, evicted to make room, or live when the registry is
  * released goes dormant: its CLI is closed, its conversation state is kept by the `DormantStore`, and the next
@@ -349,6 +350,12 @@ export interface Settings {
   readonly admissionTimeout?: Duration.Input | undefined
   readonly shutdownConcurrency?: number | undefined
   readonly dormancy?: boolean | undefined
+  /**
+   * How long the warm pools wait to refill after a conversation took a warm CLI: the CLI just handed out does its
+   * first turn's work (Claude builds its system prompt and sends its first request) without a CLI start competing
+   * for the CPU, which on a small machine delays its first token. Each hand-out extends the wait.
+   */
+  readonly warmRefillDelay?: Duration.Input | undefined
 }
 
 /**
@@ -740,7 +747,7 @@ export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Ki
 
 /**
  * Reads {@link Settings} from Effect `Config`: `capacity`, `idleTimeToLive`, `onConflict`, `admissionTimeout`,
- * `shutdownConcurrency`, `dormancy`, each optional. Nest it to read prefixed names.
+ * `shutdownConcurrency`, `dormancy`, `warmRefillDelay`, each optional. Nest it to read prefixed names.
  *
  * Gotcha: a `Config` value is built when its module loads, so importing `SessionRegistry` (or `ClaudeRegistry`) loads
  * `effect/Config` (and the `effect/Schema` it imports), whether or not the host reads Config. Sessions themselves do
@@ -767,7 +774,8 @@ export const config: Config.Config<Settings> = Config.all({
   onConflict: Config.option(Config.Literals(["fail", "replace"], "onConflict")),
   admissionTimeout: Config.option(Config.Duration("admissionTimeout")),
   shutdownConcurrency: Config.option(Config.Int("shutdownConcurrency")),
-  dormancy: Config.option(Config.Boolean("dormancy"))
+  dormancy: Config.option(Config.Boolean("dormancy")),
+  warmRefillDelay: Config.option(Config.Duration("warmRefillDelay"))
 }).pipe(
   Config.map((read): Settings => ({
     capacity: Option.getOrUndefined(read.capacity),
@@ -775,7 +783,8 @@ export const config: Config.Config<Settings> = Config.all({
     onConflict: Option.getOrUndefined(read.onConflict),
     admissionTimeout: Option.getOrUndefined(read.admissionTimeout),
     shutdownConcurrency: Option.getOrUndefined(read.shutdownConcurrency),
-    dormancy: Option.getOrUndefined(read.dormancy)
+    dormancy: Option.getOrUndefined(read.dormancy),
+    warmRefillDelay: Option.getOrUndefined(read.warmRefillDelay)
   }))
 )
 

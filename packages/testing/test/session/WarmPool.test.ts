@@ -136,6 +136,34 @@ describe("warm pools over a stub kind", () => {
       assert.strictEqual(stubs.length, 2)
     }))
 
+  it.effect("a hand-out holds the refills for warmRefillDelay, so the CLI taken starts its turn alone", () =>
+    Effect.gen(function*() {
+      const { attempts, kind } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 8, warmRefillDelay: "300 millis" })
+      yield* registry.warm({ cwd: "/w" }, 2)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 2))
+      assert.strictEqual(attempts(), 2)
+      yield* Effect.scoped(registry.getOrCreate("a", { cwd: "/w" }))
+      yield* TestClock.adjust("200 millis")
+      // A second hand-out extends the hold from its own time.
+      yield* Effect.scoped(registry.getOrCreate("b", { cwd: "/w" }))
+      yield* TestClock.adjust("299 millis")
+      assert.strictEqual(attempts(), 2)
+      assert.strictEqual(yield* ready(registry), 0)
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(attempts(), 4)
+      assert.strictEqual(yield* ready(registry), 2)
+      // `0`: the refill starts at once; a negative delay is InvalidConfig.
+      const eager = yield* SessionRegistry.make({ ...kind, capacity: 8, warmRefillDelay: 0 })
+      yield* eager.warm({ cwd: "/e" }, 1)
+      yield* advanceUntil(Effect.map(ready(eager), (n) => n === 1))
+      yield* Effect.scoped(eager.getOrCreate("c", { cwd: "/e" }))
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(yield* ready(eager), 1)
+      const invalid = yield* Effect.flip(SessionRegistry.make({ ...kind, warmRefillDelay: -1 }))
+      assert.strictEqual(invalid._tag, "InvalidConfig")
+    }))
+
   it.effect("never hands out a CLI that died, whether or not its exit was seen", () =>
     Effect.gen(function*() {
       const { kind, stubs } = makeStubs()
