@@ -684,6 +684,10 @@ export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport
         ? Effect.void
         : claude.setPermissionMode(to.permissionMode ?? "default")
       return Effect.andThen(model, mode)
-    }
+    },
+    // `get_context_usage` builds the system prompt and the tools' definitions, which the CLI keeps for its first
+    // request: about a fifth of the CLI's work between the first prompt and its first token, done before hand-out.
+    // It writes nothing to the conversation; the git status and CLAUDE.md it reads were read at the CLI's start.
+    prime: (session) => Effect.asVoid((session as ClaudeSession).getContextUsage)
   }
 }

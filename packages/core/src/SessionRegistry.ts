@@ -211,6 +211,11 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProv
  *   `set_model` and `set_permission_mode` when they differ. A failure (a control refused or unanswered) discards the warm CLI and the conversation
  *   starts cold.
  *
+ * - `prime` (optional): work a started CLI would otherwise do on its first turn, done before it joins its pool, off
+ *   the conversation's first token: Claude asks `get_context_usage`, which builds the system prompt and the tools'
+ *   definitions that the first request needs. It must not touch the conversation. A failure is logged and the CLI
+ *   joins its pool anyway (the hand-out's checks still apply).
+ *
  * The configuration's functions (a permission policy, hooks, tool handlers) need no `adapt`: the registry starts a
  * warm CLI with a configuration whose functions call, at call time, those of the configuration it is handed to.
  *
@@ -220,6 +225,7 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProv
 export interface Warm<C, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
   readonly key: (config: C) => string
   readonly adapt: (session: Session.Session<A, TE>, from: C, to: C) => Effect.Effect<void, Session.ControlError>
+  readonly prime?: ((session: Session.Session<A, TE>) => Effect.Effect<void, Session.ControlError>) | undefined
 }
 
 /**

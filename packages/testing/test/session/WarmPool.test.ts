@@ -28,6 +28,8 @@ interface Stub {
   released: boolean
   readonly exited: Deferred.Deferred<Transport.ExitStatus>
   readonly adapted: Array<string>
+  /** Whether the kind's `prime` ran on it, and whether it was ready then (it must not be yet). */
+  primed: boolean
 }
 
 const stubSession = (stub: Stub): Session.Session => ({
@@ -61,7 +63,13 @@ const stubSession = (stub: Stub): Session.Session => ({
   close: () => Effect.void
 })
 
-const makeStubs = (options: { readonly failStarts?: number; readonly startDelay?: Duration.Input } = {}) => {
+const makeStubs = (
+  options: {
+    readonly failStarts?: number
+    readonly startDelay?: Duration.Input
+    readonly prime?: "succeeds" | "fails"
+  } = {}
+) => {
   const stubs: Array<Stub> = []
   let attempts = 0
   const kind: SessionRegistry.Kind<StubConfig, TetherError.SpawnFailed, never> = {
@@ -84,7 +92,8 @@ const makeStubs = (options: { readonly failStarts?: number; readonly startDelay?
                 alive: true,
                 released: false,
                 exited: yield* Deferred.make<Transport.ExitStatus>(),
-                adapted: []
+                adapted: [],
+                primed: false
               }
               stubs.push(stub)
               return stubSession(stub)
@@ -104,6 +113,17 @@ const makeStubs = (options: { readonly failStarts?: number; readonly startDelay?
       adapt: (session, from, to) =>
         Effect.sync(() => {
           if (from.model !== to.model) stubs[Option.getOrThrow(session.pid)].adapted.push(`model=${to.model}`)
+        }),
+      prime: options.prime === undefined ? undefined : (session) =>
+        Effect.suspend(() => {
+          stubs[Option.getOrThrow(session.pid)].primed = true
+          // Its answer takes two seconds.
+          return Effect.andThen(
+            Effect.sleep("2 seconds"),
+            options.prime === "fails"
+              ? Effect.fail(new TetherError.ControlFailed({ subtype: "prime", reason: "refused", code: null }))
+              : Effect.void
+          )
         })
     }
   }
@@ -162,6 +182,23 @@ describe("warm pools over a stub kind", () => {
       assert.strictEqual(yield* ready(eager), 1)
       const invalid = yield* Effect.flip(SessionRegistry.make({ ...kind, warmRefillDelay: -1 }))
       assert.strictEqual(invalid._tag, "InvalidConfig")
+    }))
+
+  it.effect("a warm CLI is primed before it is ready; a prime that fails leaves it ready all the same", () =>
+    Effect.gen(function*() {
+      for (const outcome of ["succeeds", "fails"] as const) {
+        const { kind, stubs } = makeStubs({ prime: outcome, startDelay: "1 second" })
+        const registry = yield* SessionRegistry.make({ ...kind, capacity: 4 })
+        yield* registry.warm({ cwd: "/w" }, 1)
+        // Started at one second, priming until three: not ready before.
+        yield* TestClock.adjust("2 seconds")
+        assert.isTrue(stubs[0].primed)
+        assert.strictEqual(yield* ready(registry), 0)
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual(yield* ready(registry), 1)
+        const a = yield* Effect.scoped(registry.getOrCreate("a", { cwd: "/w" }))
+        assert.strictEqual(yield* a.snapshot.pipe(Effect.map((s) => s.pid)), 0)
+      }
     }))
 
   it.effect("never hands out a CLI that died, whether or not its exit was seen", () =>
@@ -336,6 +373,11 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       const asked: Array<string> = []
       yield* registry.warm({ model: "sonnet", policy: Permission.denyAll }, 1)
       yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      // Primed before it was ready: the system prompt and the tools built by `get_context_usage`.
+      const primed = (yield* (yield* mock.connection(0)).writtenLines).filter((line) =>
+        line.includes(`"get_context_usage"`)
+      )
+      assert.strictEqual(primed.length, 1)
       const policy: Permission.Policy = (request) =>
         Effect.sync(() => {
           asked.push(request.toolName)

@@ -587,6 +587,7 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, T
     fingerprint: options.fingerprint,
     poolKey: options.warm?.key ?? fingerprints.shape,
     adapt: options.warm?.adapt ?? (() => Effect.void),
+    prime: options.warm?.prime,
     pools: Pool.make(),
     clock: yield* Clock.Clock,
     fibers,
