@@ -396,6 +396,35 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       for (const connection of yield* mock.connections) assert.isFalse(yield* connection.isAlive)
     }))
 
+  it.effect("a hand-out sends no control for what the pool already has, and only what differs", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      const controls = (n: number) =>
+        Effect.map(
+          Effect.flatMap(mock.connection(n), (connection) => connection.written),
+          (frames) =>
+            frames.flatMap((frame) => {
+              const subtype = (frame as { readonly request?: { readonly subtype?: string } }).request?.subtype
+              return subtype === "set_model" || subtype === "set_permission_mode" ? [subtype] : []
+            })
+        )
+      yield* registry.warm({ model: "sonnet" }, 2)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 2))
+      // The pool's model, the default permission mode (spelt out or not): nothing to change.
+      yield* settle(Effect.scoped(registry.getOrCreate("a", { model: "sonnet", permissionMode: "default" })))
+      assert.deepStrictEqual(yield* controls(0), [])
+      // Only the permission mode differs: only it is set.
+      yield* settle(Effect.scoped(registry.getOrCreate("b", { model: "sonnet", permissionMode: "acceptEdits" })))
+      assert.deepStrictEqual(yield* controls(1), ["set_permission_mode"])
+      yield* settle(Scope.close(scope, Exit.void))
+    }))
+
   it.effect("a warm CLI that crashed is not handed out", () =>
     Effect.gen(function*() {
       const context = yield* Layer.build(MockTransport.layer(script))
