@@ -373,11 +373,14 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       const asked: Array<string> = []
       yield* registry.warm({ model: "sonnet", policy: Permission.denyAll }, 1)
       yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
-      // Primed before it was ready: the system prompt and the tools built by `get_context_usage`.
-      const primed = (yield* (yield* mock.connection(0)).writtenLines).filter((line) =>
-        line.includes(`"get_context_usage"`)
+      // Primed before it was ready: the system prompt and the tools built by `get_context_usage`, as a summary (which
+      // the CLI answers without calling the API).
+      const primed = (yield* (yield* mock.connection(0)).written).filter((frame) =>
+        (frame as { readonly request?: { readonly subtype?: string } }).request?.subtype === "get_context_usage"
       )
-      assert.strictEqual(primed.length, 1)
+      assert.deepStrictEqual(primed.map((frame) => (frame as { readonly request: unknown }).request), [
+        { subtype: "get_context_usage", detail: "summary" }
+      ])
       const policy: Permission.Policy = (request) =>
         Effect.sync(() => {
           asked.push(request.toolName)
@@ -422,6 +425,23 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       // Only the permission mode differs: only it is set.
       yield* settle(Effect.scoped(registry.getOrCreate("b", { model: "sonnet", permissionMode: "acceptEdits" })))
       assert.deepStrictEqual(yield* controls(1), ["set_permission_mode"])
+      yield* settle(Scope.close(scope, Exit.void))
+    }))
+
+  it.effect("a CLI older than 2.1.332 is not primed: its get_context_usage calls the API", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(MockClaude.make([], { version: "2.1.197" })))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      yield* registry.warm({}, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const lines = yield* (yield* mock.connection(0)).writtenLines
+      assert.isTrue(lines.some((line) => line.includes(`"initialize"`)))
+      assert.isFalse(lines.some((line) => line.includes(`"get_context_usage"`)))
       yield* settle(Scope.close(scope, Exit.void))
     }))
 
