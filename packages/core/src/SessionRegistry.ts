@@ -212,8 +212,9 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProv
  *   starts cold.
  *
  * - `prime` (optional): work a started CLI would otherwise do on its first turn, done before it joins its pool, off
- *   the conversation's first token: Claude asks `get_context_usage`, which builds the system prompt and the tools'
- *   definitions that the first request needs. It must not touch the conversation. A failure is logged and the CLI
+ *   the conversation's first token: Claude asks `get_context_usage` for a summary (of a CLI of 2.1.332 or later, which
+ *   answers it without calling the API), which builds the system prompt and the tools' definitions that the first
+ *   request needs. It must not touch the conversation. A failure is logged and the CLI
  *   joins its pool anyway (the hand-out's checks still apply).
  *
  * The configuration's functions (a permission policy, hooks, tool handlers) need no `adapt`: the registry starts a
