@@ -661,6 +661,9 @@ export const query = <Out = unknown>(
  */
 export type StartError = Session.StartError | InvalidConfig
 
+/** The oldest CLI known to answer `get_context_usage` `summary` without calling the API (see `kind.warm.prime`). */
+const primedSince: ReadonlyArray<number> = [2, 1, 332]
+
 /**
  * The Claude Code kind of session for a `SessionRegistry`: sessions started with `make(options)` through the
  * `Transport` in context, fingerprinted with `SessionRegistry.fingerprint` (a different permission policy or hook
@@ -684,6 +687,15 @@ export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport
         ? Effect.void
         : claude.setPermissionMode(to.permissionMode ?? "default")
       return Effect.andThen(model, mode)
-    }
+    },
+    // `get_context_usage` builds the system prompt and the tools' definitions, which the CLI keeps for its first
+    // request: about a fifth of the CLI's work between the first prompt and its first token, done before hand-out.
+    // It writes nothing to the conversation; the git status and CLAUDE.md it reads were read at the CLI's start.
+    // `summary` is answered locally from 2.1.332 on; a CLI that does not say it is one of those (2.1.197 calls the
+    // API's count_tokens even for a summary) is not primed.
+    prime: (session) =>
+      internal.atLeast((session as ClaudeSession).initializeResponse.claude_code_version ?? "", primedSince)
+        ? Effect.asVoid(session.control({ subtype: "get_context_usage", detail: "summary" }))
+        : Effect.void
   }
 }

@@ -76,7 +76,7 @@ import * as Runner from "./internal/runner.ts"
 
 /**
  * A runner's settings: the registry's (`capacity`, `idleTimeToLive`, `onConflict`, `admissionTimeout`,
- * `shutdownConcurrency`, per runner) and the cluster's own.
+ * `shutdownConcurrency`, `warmRefillDelay`, per runner) and the cluster's own.
  *
  * | setting | default | meaning |
  * | --- | --- | --- |

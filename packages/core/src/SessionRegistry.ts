@@ -211,6 +211,12 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProv
  *   `set_model` and `set_permission_mode` when they differ. A failure (a control refused or unanswered) discards the warm CLI and the conversation
  *   starts cold.
  *
+ * - `prime` (optional): work a started CLI would otherwise do on its first turn, done before it joins its pool, off
+ *   the conversation's first token: Claude asks `get_context_usage` for a summary (of a CLI of 2.1.332 or later, which
+ *   answers it without calling the API), which builds the system prompt and the tools' definitions that the first
+ *   request needs. It must not touch the conversation. A failure is logged and the CLI
+ *   joins its pool anyway (the hand-out's checks still apply).
+ *
  * The configuration's functions (a permission policy, hooks, tool handlers) need no `adapt`: the registry starts a
  * warm CLI with a configuration whose functions call, at call time, those of the configuration it is handed to.
  *
@@ -220,6 +226,7 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProv
 export interface Warm<C, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
   readonly key: (config: C) => string
   readonly adapt: (session: Session.Session<A, TE>, from: C, to: C) => Effect.Effect<void, Session.ControlError>
+  readonly prime?: ((session: Session.Session<A, TE>) => Effect.Effect<void, Session.ControlError>) | undefined
 }
 
 /**
@@ -332,6 +339,7 @@ export type ConflictPolicy = "fail" | "replace"
  * | `admissionTimeout` | none | when full, wait this long for a slot instead of failing at once |
  * | `shutdownConcurrency` | 16 | sessions closed at once when the registry is released |
  * | `dormancy` | `false` | keep conversations dormant instead of closing them (needs a `DormantStore` in context) |
+ * | `warmRefillDelay` | 500 ms | after a conversation takes a warm CLI, no warm CLI starts for this long (`0`: at once) |
  *
  * With `dormancy`, a conversation idle for `idleTimeToLive`, evicted to make room, or live when the registry is
  * released goes dormant: its CLI is closed, its conversation state is kept by the `DormantStore`, and the next
@@ -349,6 +357,12 @@ export interface Settings {
   readonly admissionTimeout?: Duration.Input | undefined
   readonly shutdownConcurrency?: number | undefined
   readonly dormancy?: boolean | undefined
+  /**
+   * How long the warm pools wait to refill after a conversation took a warm CLI: the CLI just handed out does its
+   * first turn's work (Claude builds its system prompt and sends its first request) without a CLI start competing
+   * for the CPU, which on a small machine delays its first token. Each hand-out extends the wait.
+   */
+  readonly warmRefillDelay?: Duration.Input | undefined
 }
 
 /**
@@ -740,7 +754,7 @@ export const kinds: <Kinds extends Record<string, Kind.Any>>(kinds: Kinds) => Ki
 
 /**
  * Reads {@link Settings} from Effect `Config`: `capacity`, `idleTimeToLive`, `onConflict`, `admissionTimeout`,
- * `shutdownConcurrency`, `dormancy`, each optional. Nest it to read prefixed names.
+ * `shutdownConcurrency`, `dormancy`, `warmRefillDelay`, each optional. Nest it to read prefixed names.
  *
  * Gotcha: a `Config` value is built when its module loads, so importing `SessionRegistry` (or `ClaudeRegistry`) loads
  * `effect/Config` (and the `effect/Schema` it imports), whether or not the host reads Config. Sessions themselves do
@@ -767,7 +781,8 @@ export const config: Config.Config<Settings> = Config.all({
   onConflict: Config.option(Config.Literals(["fail", "replace"], "onConflict")),
   admissionTimeout: Config.option(Config.Duration("admissionTimeout")),
   shutdownConcurrency: Config.option(Config.Int("shutdownConcurrency")),
-  dormancy: Config.option(Config.Boolean("dormancy"))
+  dormancy: Config.option(Config.Boolean("dormancy")),
+  warmRefillDelay: Config.option(Config.Duration("warmRefillDelay"))
 }).pipe(
   Config.map((read): Settings => ({
     capacity: Option.getOrUndefined(read.capacity),
@@ -775,7 +790,8 @@ export const config: Config.Config<Settings> = Config.all({
     onConflict: Option.getOrUndefined(read.onConflict),
     admissionTimeout: Option.getOrUndefined(read.admissionTimeout),
     shutdownConcurrency: Option.getOrUndefined(read.shutdownConcurrency),
-    dormancy: Option.getOrUndefined(read.dormancy)
+    dormancy: Option.getOrUndefined(read.dormancy),
+    warmRefillDelay: Option.getOrUndefined(read.warmRefillDelay)
   }))
 )
 

@@ -43,7 +43,8 @@ describe("SessionRegistry's pure core", () => {
           onConflict: "fail",
           admissionTimeout: 0,
           shutdownConcurrency: 16,
-          dormancy: false
+          dormancy: false,
+          warmRefillDelay: 500
         })
       }
       const never = State.resolve({ idleTimeToLive: "Infinity" })
@@ -57,6 +58,8 @@ describe("SessionRegistry's pure core", () => {
       [{ idleTimeToLive: "-1 seconds" }, 1],
       [{ idleTimeToLive: 0 }, 1],
       [{ admissionTimeout: "Infinity" }, 1],
+      [{ warmRefillDelay: "Infinity" }, 1],
+      [{ warmRefillDelay: -1 }, 1],
       [{ onConflict: "ignore" as SessionRegistry.ConflictPolicy }, 1],
       [{ capacity: 0, idleTimeToLive: "-1 seconds", shutdownConcurrency: -1 }, 3]
     ]

@@ -227,7 +227,7 @@ const receiptsSince: ReadonlyArray<number> = [2, 1, 332]
 const promptMemory = 1024
 
 /** Is `version` (`"2.1.332"`) at least `floor`? A version that does not parse is not. */
-const atLeast = (version: string, floor: ReadonlyArray<number>): boolean => {
+export const atLeast = (version: string, floor: ReadonlyArray<number>): boolean => {
   const parts = version.split(".")
   for (let i = 0; i < floor.length; i++) {
     const part = Number.parseInt(parts[i] ?? "", 10)

@@ -28,6 +28,8 @@ interface Stub {
   released: boolean
   readonly exited: Deferred.Deferred<Transport.ExitStatus>
   readonly adapted: Array<string>
+  /** Whether the kind's `prime` ran on it, and whether it was ready then (it must not be yet). */
+  primed: boolean
 }
 
 const stubSession = (stub: Stub): Session.Session => ({
@@ -61,7 +63,13 @@ const stubSession = (stub: Stub): Session.Session => ({
   close: () => Effect.void
 })
 
-const makeStubs = (options: { readonly failStarts?: number; readonly startDelay?: Duration.Input } = {}) => {
+const makeStubs = (
+  options: {
+    readonly failStarts?: number
+    readonly startDelay?: Duration.Input
+    readonly prime?: "succeeds" | "fails"
+  } = {}
+) => {
   const stubs: Array<Stub> = []
   let attempts = 0
   const kind: SessionRegistry.Kind<StubConfig, TetherError.SpawnFailed, never> = {
@@ -84,7 +92,8 @@ const makeStubs = (options: { readonly failStarts?: number; readonly startDelay?
                 alive: true,
                 released: false,
                 exited: yield* Deferred.make<Transport.ExitStatus>(),
-                adapted: []
+                adapted: [],
+                primed: false
               }
               stubs.push(stub)
               return stubSession(stub)
@@ -104,6 +113,17 @@ const makeStubs = (options: { readonly failStarts?: number; readonly startDelay?
       adapt: (session, from, to) =>
         Effect.sync(() => {
           if (from.model !== to.model) stubs[Option.getOrThrow(session.pid)].adapted.push(`model=${to.model}`)
+        }),
+      prime: options.prime === undefined ? undefined : (session) =>
+        Effect.suspend(() => {
+          stubs[Option.getOrThrow(session.pid)].primed = true
+          // Its answer takes two seconds.
+          return Effect.andThen(
+            Effect.sleep("2 seconds"),
+            options.prime === "fails"
+              ? Effect.fail(new TetherError.ControlFailed({ subtype: "prime", reason: "refused", code: null }))
+              : Effect.void
+          )
         })
     }
   }
@@ -134,6 +154,51 @@ describe("warm pools over a stub kind", () => {
       assert.strictEqual((yield* counter(SessionRegistry.metrics.warmHits)) - hits, 1)
       yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
       assert.strictEqual(stubs.length, 2)
+    }))
+
+  it.effect("a hand-out holds the refills for warmRefillDelay, so the CLI taken starts its turn alone", () =>
+    Effect.gen(function*() {
+      const { attempts, kind } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 8, warmRefillDelay: "300 millis" })
+      yield* registry.warm({ cwd: "/w" }, 2)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 2))
+      assert.strictEqual(attempts(), 2)
+      yield* Effect.scoped(registry.getOrCreate("a", { cwd: "/w" }))
+      yield* TestClock.adjust("200 millis")
+      // A second hand-out extends the hold from its own time.
+      yield* Effect.scoped(registry.getOrCreate("b", { cwd: "/w" }))
+      yield* TestClock.adjust("299 millis")
+      assert.strictEqual(attempts(), 2)
+      assert.strictEqual(yield* ready(registry), 0)
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(attempts(), 4)
+      assert.strictEqual(yield* ready(registry), 2)
+      // `0`: the refill starts at once; a negative delay is InvalidConfig.
+      const eager = yield* SessionRegistry.make({ ...kind, capacity: 8, warmRefillDelay: 0 })
+      yield* eager.warm({ cwd: "/e" }, 1)
+      yield* advanceUntil(Effect.map(ready(eager), (n) => n === 1))
+      yield* Effect.scoped(eager.getOrCreate("c", { cwd: "/e" }))
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(yield* ready(eager), 1)
+      const invalid = yield* Effect.flip(SessionRegistry.make({ ...kind, warmRefillDelay: -1 }))
+      assert.strictEqual(invalid._tag, "InvalidConfig")
+    }))
+
+  it.effect("a warm CLI is primed before it is ready; a prime that fails leaves it ready all the same", () =>
+    Effect.gen(function*() {
+      for (const outcome of ["succeeds", "fails"] as const) {
+        const { kind, stubs } = makeStubs({ prime: outcome, startDelay: "1 second" })
+        const registry = yield* SessionRegistry.make({ ...kind, capacity: 4 })
+        yield* registry.warm({ cwd: "/w" }, 1)
+        // Started at one second, priming until three: not ready before.
+        yield* TestClock.adjust("2 seconds")
+        assert.isTrue(stubs[0].primed)
+        assert.strictEqual(yield* ready(registry), 0)
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual(yield* ready(registry), 1)
+        const a = yield* Effect.scoped(registry.getOrCreate("a", { cwd: "/w" }))
+        assert.strictEqual(yield* a.snapshot.pipe(Effect.map((s) => s.pid)), 0)
+      }
     }))
 
   it.effect("never hands out a CLI that died, whether or not its exit was seen", () =>
@@ -308,6 +373,14 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       const asked: Array<string> = []
       yield* registry.warm({ model: "sonnet", policy: Permission.denyAll }, 1)
       yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      // Primed before it was ready: the system prompt and the tools built by `get_context_usage`, as a summary (which
+      // the CLI answers without calling the API).
+      const primed = (yield* (yield* mock.connection(0)).written).filter((frame) =>
+        (frame as { readonly request?: { readonly subtype?: string } }).request?.subtype === "get_context_usage"
+      )
+      assert.deepStrictEqual(primed.map((frame) => (frame as { readonly request: unknown }).request), [
+        { subtype: "get_context_usage", detail: "summary" }
+      ])
       const policy: Permission.Policy = (request) =>
         Effect.sync(() => {
           asked.push(request.toolName)
@@ -324,6 +397,52 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
       yield* settle(Scope.close(scope, Exit.void))
       for (const connection of yield* mock.connections) assert.isFalse(yield* connection.isAlive)
+    }))
+
+  it.effect("a hand-out sends no control for what the pool already has, and only what differs", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      const controls = (n: number) =>
+        Effect.map(
+          Effect.flatMap(mock.connection(n), (connection) => connection.written),
+          (frames) =>
+            frames.flatMap((frame) => {
+              const subtype = (frame as { readonly request?: { readonly subtype?: string } }).request?.subtype
+              return subtype === "set_model" || subtype === "set_permission_mode" ? [subtype] : []
+            })
+        )
+      yield* registry.warm({ model: "sonnet" }, 2)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 2))
+      // The pool's model, the default permission mode (spelt out or not): nothing to change.
+      yield* settle(Effect.scoped(registry.getOrCreate("a", { model: "sonnet", permissionMode: "default" })))
+      assert.deepStrictEqual(yield* controls(0), [])
+      // Only the permission mode differs: only it is set.
+      yield* settle(Effect.scoped(registry.getOrCreate("b", { model: "sonnet", permissionMode: "acceptEdits" })))
+      assert.deepStrictEqual(yield* controls(1), ["set_permission_mode"])
+      yield* settle(Scope.close(scope, Exit.void))
+    }))
+
+  it.effect("a CLI older than 2.1.332 is not primed: its get_context_usage calls the API", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(MockClaude.make([], { version: "2.1.197" })))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      yield* registry.warm({}, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const lines = yield* (yield* mock.connection(0)).writtenLines
+      assert.isTrue(lines.some((line) => line.includes(`"initialize"`)))
+      assert.isFalse(lines.some((line) => line.includes(`"get_context_usage"`)))
+      yield* settle(Scope.close(scope, Exit.void))
     }))
 
   it.effect("a warm CLI that crashed is not handed out", () =>

@@ -60,6 +60,11 @@ export interface Pools<C, A extends TurnResult, TE> {
   closing: number
   /** Admissions waiting for a slot: no refill takes a slot while one waits. */
   waiting: number
+  /**
+   * Epoch milliseconds before which no start is tried: a CLI just handed out does its first turn's work (Claude
+   * builds its system prompt and its first request) without a CLI start competing for the CPU.
+   */
+  heldUntil: number
   closed: boolean
 }
 
@@ -67,8 +72,14 @@ export const make = <C, A extends TurnResult, TE>(): Pools<C, A, TE> => ({
   byKey: new Map(),
   closing: 0,
   waiting: 0,
+  heldUntil: 0,
   closed: false
 })
+
+/** A CLI was handed out at `now`: no start before `now + delay` (a later hand-out extends it). */
+export const hold = <C, A extends TurnResult, TE>(pools: Pools<C, A, TE>, now: number, delay: number): void => {
+  pools.heldUntil = Math.max(pools.heldUntil, now + delay)
+}
 
 /** Warm CLIs that hold a slot: ready, starting and closing ones. */
 export const occupied = <C, A extends TurnResult, TE>(pools: Pools<C, A, TE>): number => {
@@ -133,14 +144,15 @@ export const backoff = (failures: number): number => Math.min(60_000, 1_000 * 2 
 
 /**
  * The pools that may start a CLI now, one start each per call, given the slots free (capacity minus the sessions
- * and the warm CLIs that hold one). None while an admission waits or once the pools are closed.
+ * and the warm CLIs that hold one). None while an admission waits, while a hand-out holds the refills (see
+ * {@link hold}), or once the pools are closed.
  */
 export const toStart = <C, A extends TurnResult, TE>(
   pools: Pools<C, A, TE>,
   free: number,
   now: number
 ): ReadonlyArray<Pool<C, A, TE>> => {
-  if (pools.closed || pools.waiting > 0 || free <= 0) return []
+  if (pools.closed || pools.waiting > 0 || free <= 0 || now < pools.heldUntil) return []
   const out: Array<Pool<C, A, TE>> = []
   for (const pool of pools.byKey.values()) {
     if (out.length >= free) break
@@ -149,12 +161,13 @@ export const toStart = <C, A extends TurnResult, TE>(
   return out
 }
 
-/** The earliest time a pool that is short waits for (after failures), if any. */
+/** The earliest time a pool that is short waits for (after failures, or a hand-out's hold), if any. */
 export const nextRetry = <C, A extends TurnResult, TE>(pools: Pools<C, A, TE>, now: number): number | undefined => {
   let next: number | undefined
   for (const pool of pools.byKey.values()) {
-    if (pool.ready.length + pool.starting.size < pool.target && pool.retryAt > now) {
-      next = next === undefined ? pool.retryAt : Math.min(next, pool.retryAt)
+    if (pool.ready.length + pool.starting.size < pool.target) {
+      const at = Math.max(pool.retryAt, pools.heldUntil)
+      if (at > now) next = next === undefined ? at : Math.min(next, at)
     }
   }
   return next

@@ -400,6 +400,8 @@ const admit = <C, E, A extends TurnResult, TE>(
     // Taken now, in the same step as the admission: no other conversation can take it.
     const pooled = !dormant && Pool.isPooled(self.pools, key)
     const item = takes ? Pool.take(self.pools, key) : undefined
+    // The CLI taken does its first turn's work before any warm CLI starts (see `Settings.warmRefillDelay`).
+    if (item !== undefined) Pool.hold(self.pools, Entries.now(self), self.settings.warmRefillDelay)
     const entry = Entries.create(self, id, fingerprint, config)
     const open = Dormant.open(self, entry, config, item, pooled, onConflict)
     return Effect.map(Effect.forkIn(Entries.start(self, entry, open), self.fibers), (fiber): Step<E, A, TE> => {
@@ -588,6 +590,7 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, T
     fingerprint: options.fingerprint,
     poolKey: options.warm?.key ?? fingerprints.shape,
     adapt: options.warm?.adapt ?? (() => Effect.void),
+    prime: options.warm?.prime,
     pools: Pool.make(),
     clock: yield* Clock.Clock,
     fibers,

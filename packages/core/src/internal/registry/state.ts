@@ -38,6 +38,7 @@ export interface Resolved {
   readonly admissionTimeout: number
   readonly shutdownConcurrency: number
   readonly dormancy: boolean
+  readonly warmRefillDelay: number
 }
 
 /** A duration in milliseconds: `fallback` when absent, `undefined` when it is not a duration. */
@@ -66,6 +67,10 @@ export const resolve = (settings: Settings): Result.Result<Resolved, ReadonlyArr
   }
   const onConflict = settings.onConflict ?? "fail"
   if (onConflict !== "fail" && onConflict !== "replace") problems.push(`onConflict must be "fail" or "replace"`)
+  const warmRefillDelay = millis(settings.warmRefillDelay, 500)
+  if (warmRefillDelay === undefined || !Number.isFinite(warmRefillDelay) || warmRefillDelay < 0) {
+    problems.push("warmRefillDelay must be a finite duration")
+  }
   const dormancy = settings.dormancy ?? false
   if (typeof dormancy !== "boolean") problems.push("dormancy must be true or false")
   if (problems.length > 0) return Result.fail(problems)
@@ -75,7 +80,8 @@ export const resolve = (settings: Settings): Result.Result<Resolved, ReadonlyArr
     onConflict,
     admissionTimeout: admissionTimeout!,
     shutdownConcurrency,
-    dormancy
+    dormancy,
+    warmRefillDelay: warmRefillDelay!
   })
 }
 

@@ -83,6 +83,10 @@ const fill = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   }
   const placement = directory === undefined ? undefined : { directory: directory.value, resume: undefined }
   const exit = yield* self.acquire(`warm:${pool.key}`, config, scope, placement).pipe(
+    // The first turn's work the kind can do ahead, before the CLI is ready; a failure leaves it as it is.
+    Effect.tap((session) =>
+      self.prime === undefined ? Effect.void : Effect.ignore(self.prime(session), { log: "Warn" })
+    ),
     Effect.withSpan("SessionRegistry.warm", { attributes: { "tether.pool.key": pool.key } }),
     // Stopped by the shutdown: what the start acquired goes with its scope.
     Effect.onInterrupt(() => Scope.close(scope, Exit.void)),
