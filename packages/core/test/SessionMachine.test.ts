@@ -2494,3 +2494,154 @@ describe("a turn's first output", () => {
     )
   })
 })
+
+// --- rules `pnpm mutate` found untested ---------------------------------------------------------------------------
+
+table("limits hit", [
+  {
+    name: "a limit hit during a turn is an event of that turn, with the limit's numbers",
+    given: (b) => running(b),
+    when: (b) => b.input((m) => m.limitHit({ limit: "memory", count: 2, max: 1024 })),
+    then: ["LimitHit@t1"],
+    after: (b) =>
+      assert.deepStrictEqual(b.events().at(-1), {
+        _tag: "LimitHit",
+        turnId: "t1",
+        raw: undefined,
+        limit: "memory",
+        count: 2,
+        max: 1024
+      } as never)
+  },
+  {
+    name: "a limit hit while idle belongs to no turn",
+    when: (b) => b.input((m) => m.limitHit({ limit: "processes", count: 1, max: 64 })),
+    then: ["LimitHit"]
+  }
+])
+
+table("stdout during a close", [
+  {
+    name: "stdout ends during a close, before the exit: the close goes on, nothing is retired",
+    given: (b) => {
+      running(b)
+      b.input((m, now) => m.close(now, "closed"))
+    },
+    when: (b) => b.input((m, now) => m.stdoutEnded(now)),
+    then: [],
+    after: (b) => assert.isUndefined(b.m.retiredBecause)
+  }
+])
+
+describe("the CLI's exit as the turn's error", () => {
+  const errorOf = (
+    status: { readonly _tag: "Exited"; readonly code: number } | {
+      readonly _tag: "Signaled"
+      readonly signal: string
+      readonly cause?: "out-of-memory"
+    }
+  ) => {
+    const b = fake()
+    running(b)
+    b.input((m, now) => m.exited(now, status, "tail"))
+    const failed = b.events().find((e) => e._tag === "TurnFailed")
+    // The fields a host reads (and encodes), and the error's `cause`: what an OOM kill sets, and nothing else.
+    return failed?._tag === "TurnFailed" ? [{ ...failed.error }, (failed.error as Error).cause] : undefined
+  }
+
+  it("carries the exit's code or signal, and an OOM kill as its cause (and no cause otherwise)", () => {
+    assert.deepStrictEqual(errorOf({ _tag: "Exited", code: 3 }), [{
+      _tag: "CliExited",
+      exit: "exit code 3",
+      code: 3,
+      signal: null,
+      stderrTail: "tail",
+      acknowledged: true
+    }, undefined] as never)
+    assert.deepStrictEqual(errorOf({ _tag: "Signaled", signal: "SIGTERM" }), [{
+      _tag: "CliExited",
+      exit: "signal SIGTERM",
+      code: null,
+      signal: "SIGTERM",
+      stderrTail: "tail",
+      acknowledged: true
+    }, undefined] as never)
+    assert.deepStrictEqual(errorOf({ _tag: "Signaled", signal: "SIGKILL", cause: "out-of-memory" }), [{
+      _tag: "CliExited",
+      exit: "signal SIGKILL, out of memory: the session's memory limit",
+      code: null,
+      signal: "SIGKILL",
+      stderrTail: "tail",
+      acknowledged: true
+    }, "out-of-memory"] as never)
+  })
+})
+
+table("permission answers, once more", [
+  {
+    name: "an answer to an unknown request says which request it did not find",
+    when: (b) => (answer(b, "p9") as { readonly requestId: string }).requestId,
+    then: [],
+    returns: "p9"
+  }
+])
+
+table("an interrupt's deadlines", [
+  {
+    name: "an interrupt and its request due at the same time: the interrupt's own timeout decides",
+    overrides: { deadlines: { control: 200 } },
+    given: (b) => {
+      running(b)
+      b.at(10)
+      interrupt(b)
+    },
+    when: (b) => b.at(210).tick(),
+    then: [
+      ...retiredTurn(
+        "interrupt-timeout",
+        "turn t1 did not settle within 200 ms of its interrupt (host); the session was retired",
+        "InterruptTimeout(host,acknowledged)"
+      ),
+      "interrupt waiter 1 retired",
+      "teardown"
+    ]
+  }
+])
+
+describe("deadlines while an interrupt runs", () => {
+  it("only the interrupt's own deadline counts, not the turn's", () => {
+    const b = fake({ deadlines: { turn: 150 } })
+    running(b)
+    b.at(10)
+    interrupt(b)
+    b.cli(I.controlOk(1))
+    assert.strictEqual(b.m.nextDeadline(), 210)
+  })
+})
+
+describe("the writer's wake-up", () => {
+  const flushes = (b: FakeBench) => b.outputs().flatMap((o) => o._tag === "Flush" ? [o.deferred] : [])
+
+  it("is deferred for an interrupt's line (a result racing it may drop it), never for a prompt's", () => {
+    const b = fake()
+    running(b)
+    // The handshake's line, then the prompt's.
+    assert.deepStrictEqual(flushes(b), [false, false])
+    interrupt(b)
+    assert.deepStrictEqual(flushes(b), [false, false, true])
+  })
+})
+
+describe("a prompt dropped from the outbox", () => {
+  it("takes only its own line: what waits behind it is still written", () => {
+    const b = fake()
+    b.autoWrite = false
+    control(b)
+    assert.strictEqual(b.take(), "control #1")
+    const turn = send(b) as Machine.Turn
+    control(b)
+    assert.strictEqual(interrupt(b, turn), "interrupted")
+    b.written()
+    assert.strictEqual(b.take(), "control #2")
+  })
+})

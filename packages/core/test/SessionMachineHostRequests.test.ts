@@ -110,6 +110,17 @@ describe("host requests bound to the turn", () => {
   })
 })
 
+describe("a request bound to the turn withdrawn by the CLI", () => {
+  it("restarts the turn's stall clock: waiting on the host was not a stall", () => {
+    const b = fake()
+    running(b)
+    b.at(10).cli(turnBound("h1"))
+    b.trace()
+    assert.deepStrictEqual(b.at(5_000).cli(I.cancel("h1")), ["stop handling h1"])
+    assert.strictEqual(b.m.nextDeadline(), 6_000)
+  })
+})
+
 describe("host requests and the delivery fence", () => {
   it("a request bound to the turn is its progress but not its acknowledgement: a hook may cross a prompt just written", () => {
     const b = fake()

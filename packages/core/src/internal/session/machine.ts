@@ -221,6 +221,23 @@ const forEach = (items: Provider.Items, f: (item: Provider.Item) => void): void 
 
 const reasonOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
 
+/** How the CLI exited, and the last of its stderr. */
+interface ExitRecord {
+  readonly status: Transport.ExitStatus
+  readonly stderrTail: string
+}
+
+/** The error for work the CLI's exit cut short. */
+const cliExited = (exit: ExitRecord, acknowledged: boolean): CliExited =>
+  new CliExited({
+    exit: formatExit(exit.status),
+    code: exit.status._tag === "Exited" ? exit.status.code : null,
+    signal: exit.status._tag === "Signaled" ? exit.status.signal : null,
+    stderrTail: exit.stderrTail,
+    acknowledged,
+    ...(exit.status._tag === "Signaled" && exit.status.cause !== undefined ? { cause: exit.status.cause } : {})
+  })
+
 export class Machine<H = unknown> {
   // --- outputs (drained by the driver) ---------------------------------------------------------------------
   events: Array<SessionEvent> = []
@@ -236,7 +253,7 @@ export class Machine<H = unknown> {
   retiredBecause: string | undefined = undefined
   closing = false
   closeReason: InterruptReason = "closed"
-  private exit: { readonly status: Transport.ExitStatus; readonly stderrTail: string } | undefined = undefined
+  private exit: ExitRecord | undefined = undefined
   private exitedFirst = false
   /** `Ended` was output: nothing more is published. */
   private ended = false
@@ -293,7 +310,8 @@ export class Machine<H = unknown> {
    * retired now rather than left looking alive until a deadline (or, idle, for ever).
    */
   stdoutEnded(now: number): void {
-    if (this.exit !== undefined || this.closing) return
+    // After the exit there is nothing to retire (`retire` says so); during a close the release goes on.
+    if (this.closing) return
     this.retire(now, "the CLI closed its stdout but did not exit", undefined, "stdout-closed")
   }
 
@@ -305,10 +323,11 @@ export class Machine<H = unknown> {
   /** The process exited (stdout is closed and its exit status known). */
   exited(now: number, status: Transport.ExitStatus, stderrTail: string): void {
     if (this.exit !== undefined) return
-    this.exit = { status, stderrTail }
-    if (this.status === "starting" && this.retiredBecause === undefined) {
+    const exit = { status, stderrTail }
+    this.exit = exit
+    if (this.status === "starting") {
       this.startupAt = never
-      this.output({ _tag: "StartFailed", at: 0, cause: "exited", reason: this.cliExited(false).message, stderrTail })
+      this.output({ _tag: "StartFailed", at: 0, cause: "exited", reason: cliExited(exit, false).message, stderrTail })
     }
     const clean = this.closing || (status._tag === "Exited" && status.code === 0 && this.active === undefined)
     this.process = clean ? { _tag: "Completed", status, stderrTail } : { _tag: "Failed", status, stderrTail }
@@ -316,9 +335,8 @@ export class Machine<H = unknown> {
       this.exitedFirst = true
       this.retire(now, `the CLI exited (${formatExit(status)})`, undefined, "cli-exited")
     } else {
-      const turn = this.active
-      if (turn !== undefined) this.finish(now, turn, Exit.fail(this.cliExited(turn.acknowledged)))
-      this.failControls(this.cliExited(true))
+      // The running turn was settled by the close or the retirement, which start no other.
+      this.failControls(cliExited(exit, true))
       // What the CLI asked after the session was retired or began to close can no longer be answered.
       this.expirePermissions(now, undefined, "session-ended")
       this.stopHostRequests()
@@ -342,12 +360,14 @@ export class Machine<H = unknown> {
     queue: boolean | undefined,
     interruptOnCancel: boolean
   ): Turn<H> | TurnInFlight | QueueFull | SessionUnavailable | InvalidPrompt {
-    if (this.status === "closed" || this.status === "failed" || this.closing || this.retiredBecause !== undefined) {
+    if (this.status === "closed" || this.closing || this.retiredBecause !== undefined) {
       return new SessionUnavailable({ status: this.status, reason: "the session no longer accepts prompts" })
     }
-    const busy = this.active !== undefined || this.queue.length > 0
+    // Turns are queued only behind a running one (the next starts as soon as it ends).
+    const active = this.active
+    const busy = active !== undefined
     if (busy && !(queue ?? this.settings.queue)) {
-      return new TurnInFlight({ activeTurnId: this.active?.id ?? this.queue[0].id })
+      return new TurnInFlight({ activeTurnId: active.id })
     }
     if (busy && this.queue.length >= this.settings.queueCapacity) {
       return new QueueFull({ capacity: this.settings.queueCapacity })
@@ -379,7 +399,6 @@ export class Machine<H = unknown> {
     turn: Turn<H>,
     reason: InterruptReason
   ): InterruptOutcome | { readonly waiter: number } {
-    if (turn.finished) return "completed-first"
     if (turn.phase === "queued") {
       const index = this.queue.indexOf(turn)
       if (index >= 0) this.queue.splice(index, 1)
@@ -390,6 +409,7 @@ export class Machine<H = unknown> {
       )
       return "interrupted"
     }
+    // A turn that ended (however it did) is no longer running.
     if (turn !== this.active) return "completed-first"
     const waiter = ++this.waiterIds
     if (turn.interruptAt !== undefined) {
@@ -440,7 +460,8 @@ export class Machine<H = unknown> {
     if (this.retiredBecause !== undefined && !this.exitedFirst) {
       return new SessionRetired({ reason: this.retiredBecause, acknowledged: true })
     }
-    if (this.retiredBecause !== undefined || this.exit !== undefined) return this.cliExited(true)
+    // (A session retired by the CLI's exit knows it.)
+    if (this.exit !== undefined) return cliExited(this.exit, true)
     const subtype = subtypeOf(request)
     const ref = ++this.refs
     let lines: Provider.Items
@@ -624,7 +645,8 @@ export class Machine<H = unknown> {
     if (pending === undefined) return
     this.hostRequests.delete(requestId)
     // Waiting on the host is not a stall: the stall clock restarts when its answer goes out.
-    if (pending.turn !== undefined && pending.turn === this.active) pending.turn.lastProgress = now
+    // (A request bound to a turn is stopped when the turn ends: its turn is the running one.)
+    if (pending.turn !== undefined) pending.turn.lastProgress = now
     this.reply(now, requestId, reply)
   }
 
@@ -818,9 +840,9 @@ export class Machine<H = unknown> {
       case "HostRequest": {
         const turn = this.active
         const bound = item.bound === "turn" && turn !== undefined && turn.taken && !turn.finished ? turn : undefined
-        // What the running turn waits on is the turn's work: it is progress, and lives as long as the turn does. It
-        // does not acknowledge the prompt: a hook of the session's (a notification) may cross a prompt just written.
-        if (bound !== undefined) bound.lastProgress = now
+        // What the running turn waits on is the turn's work: it lives as long as the turn does, and the turn's stall
+        // clock is paused meanwhile (it restarts when the answer goes out). It does not acknowledge the prompt: a hook
+        // of the session's (a notification) may cross a prompt just written.
         this.hostRequests.set(item.requestId, {
           deadline: bound === undefined ? now + this.settings.deadlines.control : never,
           turn: bound
@@ -836,7 +858,7 @@ export class Machine<H = unknown> {
           const host = this.hostRequests.get(item.requestId)
           if (host === undefined) return
           this.hostRequests.delete(item.requestId)
-          if (host.turn !== undefined && host.turn === this.active) host.turn.lastProgress = now
+          if (host.turn !== undefined) host.turn.lastProgress = now
           this.output({ _tag: "StopHandling", at: 0, requestId: item.requestId })
         }
         return
@@ -873,14 +895,15 @@ export class Machine<H = unknown> {
 
   private progress(now: number, turn: Turn<H>): void {
     turn.lastProgress = now
-    if (!turn.acknowledged) this.acknowledge(now, turn)
+    this.acknowledge(now, turn)
   }
 
   private acknowledge(now: number, turn: Turn<H>): void {
     if (turn.acknowledged) return
     turn.acknowledged = true
     turn.lastProgress = now
-    if (turn.phase === "started") turn.phase = "acknowledged"
+    // Only the running turn is acknowledged, once: it is "started" until then.
+    turn.phase = "acknowledged"
     this.emit({ _tag: "TurnAcknowledged", turnId: turn.id, raw: undefined })
   }
 
@@ -1023,7 +1046,8 @@ export class Machine<H = unknown> {
   private expirePermissions(now: number, turnId: string | undefined, why: "turn-ended" | "session-ended"): void {
     if (this.permissions.size === 0) return
     for (const pending of [...this.permissions.values()]) {
-      if (pending.state !== "resolved" && (turnId === undefined || pending.request.turnId === turnId)) {
+      // `resolve` leaves a resolved request as it is.
+      if (turnId === undefined || pending.request.turnId === turnId) {
         this.resolve(now, pending, { _tag: "Expired", why }, undefined)
       }
     }
@@ -1075,8 +1099,8 @@ export class Machine<H = unknown> {
     const waiters = turn.waiters
     if (waiters !== undefined) {
       turn.waiters = undefined
-      const outcome: InterruptOutcome = this.retiredBecause !== undefined && !Exit.isSuccess(exit) &&
-          turn.interruptAt !== undefined
+      // A turn has waiters only once its interrupt was sent.
+      const outcome: InterruptOutcome = this.retiredBecause !== undefined && !Exit.isSuccess(exit)
         ? "retired"
         : Exit.isSuccess(exit)
         ? "completed-first"
@@ -1139,10 +1163,9 @@ export class Machine<H = unknown> {
   }
 
   private write(line: string, owner: Turn<H> | undefined, unless: Turn<H> | undefined, ref?: number): void {
-    if (this.retiredBecause !== undefined || this.exit !== undefined) {
-      if (owner !== undefined) this.output({ _tag: "Written", at: 0, turn: owner })
-      return
-    }
+    // Nothing more is written once the session is retired or the CLI exited. (Never a prompt: a turn only starts
+    // while the session takes prompts.)
+    if (this.retiredBecause !== undefined || this.exit !== undefined) return
     this.outbox.push({ line, owner, unless, ref })
     if (this.outbox.length === 1 && this.inFlight === undefined) {
       this.output({ _tag: "Flush", at: 0, deferred: unless !== undefined })
@@ -1171,25 +1194,10 @@ export class Machine<H = unknown> {
 
   // --- errors and status -------------------------------------------------------------------------------------
 
-  private cliExited(acknowledged: boolean): CliExited {
-    const exit = this.exit
-    return exit === undefined
-      ? new CliExited({ exit: "still running", code: null, signal: null, stderrTail: "", acknowledged })
-      : new CliExited({
-        exit: formatExit(exit.status),
-        code: exit.status._tag === "Exited" ? exit.status.code : null,
-        signal: exit.status._tag === "Signaled" ? exit.status.signal : null,
-        stderrTail: exit.stderrTail,
-        acknowledged,
-        ...(exit.status._tag === "Signaled" && exit.status.cause !== undefined ? { cause: exit.status.cause } : {})
-      })
-  }
-
   /** The error for work cut short by retirement: the CLI's exit if it exited, else the retirement. */
   private retirementError(reason: string, acknowledged: boolean): CliExited | SessionRetired {
-    return this.exit !== undefined
-      ? this.cliExited(acknowledged)
-      : new SessionRetired({ reason, acknowledged })
+    const exit = this.exit
+    return exit !== undefined ? cliExited(exit, acknowledged) : new SessionRetired({ reason, acknowledged })
   }
 
   private setStatus(next: Status): void {
