@@ -75,8 +75,10 @@ export const hold = (
   )
 
 /** Whether a lease of this process has run out (never, without one). */
-export const expired = (target: LeaseBoard = board, now: number = performance.now()): boolean => {
-  for (const end of target.holders.values()) if (end <= now) return true
+export const expired = (target: LeaseBoard = board, now?: number): boolean => {
+  if (target.holders.size === 0) return false
+  const at = now ?? performance.now()
+  for (const end of target.holders.values()) if (end <= at) return true
   return false
 }
 

@@ -159,9 +159,11 @@ export const leaseBoard: LeaseBoard = (() => {
  *
  * @internal
  */
-export const leaseRemaining = (board: LeaseBoard = leaseBoard, now: number = performance.now()): number | undefined => {
+export const leaseRemaining = (board: LeaseBoard = leaseBoard, now?: number): number | undefined => {
   if (board.holders.size === 0) return undefined
-  return Math.max(0, Math.floor(Math.min(...board.holders.values()) - now))
+  // Read only with a lease: the first read of `performance` loads Node's perf_hooks (about 90 KiB of heap, which a
+  // host without a lease, i.e. every host but a cluster runner, would pay on its first session).
+  return Math.max(0, Math.floor(Math.min(...board.holders.values()) - (now ?? performance.now())))
 }
 
 /** The host's ancestry (itself included), as `pid:start` pairs. */
