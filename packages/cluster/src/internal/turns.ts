@@ -24,6 +24,16 @@ const ledgerPollInterval = Duration.millis(250)
 /** What a draining runner's last write of a turn's outcome may take beyond its drain. */
 const ledgerSaveAllowance = Duration.seconds(2)
 
+/** A client's send as the runner gets it: the prompt, its id in the ledger, and whether to wait for the result. */
+export interface SendPayload {
+  readonly promptId: string
+  readonly prompt: Turn.Prompt
+  readonly queue?: boolean | undefined
+  readonly interruptOnCancel?: boolean | undefined
+  readonly generation?: number | undefined
+  readonly wait: boolean
+}
+
 /** What the turns need of their runner. */
 export interface Options<C, E, A extends Turn.TurnResult, TE, EE> {
   readonly store: Store.Store
@@ -80,14 +90,7 @@ export const make = <C, E, A extends Turn.TurnResult, TE, EE>(options: Options<C
    * Claims a prompt in the session's ledger and sends it, or finds it claimed already: the turn this runner tracks
    * for it (sent now, or joined), or the ledger's answer (the turn of an earlier generation, completed or lost).
    */
-  const claimAndSend = (id: string, inc: Incarnation<A, TE>, payload: {
-    readonly promptId: string
-    readonly prompt: Turn.Prompt
-    readonly queue?: boolean | undefined
-    readonly interruptOnCancel?: boolean | undefined
-    readonly generation?: number | undefined
-    readonly wait: boolean
-  }) =>
+  const claimAndSend = (id: string, inc: Incarnation<A, TE>, payload: SendPayload) =>
     Effect.gen(function*() {
       const claim = yield* store.claim(id, payload.promptId, inc.generation).pipe(
         Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
@@ -129,14 +132,7 @@ export const make = <C, E, A extends Turn.TurnResult, TE, EE>(options: Options<C
       return { _tag: "Tracked", tracked: remember(inc, payload.promptId, sent.value) } as const
     })
 
-  const send = (id: string, payload: {
-    readonly promptId: string
-    readonly prompt: Turn.Prompt
-    readonly queue?: boolean | undefined
-    readonly interruptOnCancel?: boolean | undefined
-    readonly generation?: number | undefined
-    readonly wait: boolean
-  }) =>
+  const send = (id: string, payload: SendPayload) =>
     Effect.scoped(Effect.gen(function*() {
       const { inc } = yield* ensure(id, { generation: payload.generation })
       const promptId = payload.promptId

@@ -24,7 +24,7 @@ import type * as Session from "../../Session.ts"
 import type { ConflictPolicy, EvictionReason } from "../../SessionRegistry.ts"
 import { InvalidConfig } from "../../TetherError.ts"
 import type { TurnResult } from "../../Turn.ts"
-import type { Entry, Opening, Registry } from "./entries.ts"
+import type { Dormancy, Entry, Opening, Registry } from "./entries.ts"
 import { DormantNotFound, type DormantStoreFailed, RestoreFailed, SessionConflict } from "./errors.ts"
 import { metrics } from "./metrics.ts"
 import type * as Pool from "./pool.ts"
@@ -32,6 +32,18 @@ import * as Warm from "./warm.ts"
 
 /** The reasons a conversation goes dormant rather than ending: the registry's own choices, and its release. */
 const keeps: ReadonlySet<EvictionReason> = new Set(["idle", "capacity", "shutdown"])
+
+/** Writes the entry's record: its conversation, resumable from `directory`, as of now. */
+const save = <C, E, A extends TurnResult, TE>(
+  dormancy: Dormancy<C>,
+  entry: Entry<E, A, TE>,
+  conversationId: string,
+  directory: string
+) =>
+  Effect.flatMap(
+    Clock.currentTimeMillis,
+    (since) => dormancy.store.save({ id: entry.id, fingerprint: entry.fingerprint, conversationId, directory, since })
+  )
 
 /** A new conversation: a warm CLI if one was taken for it, else a cold start (in a directory of the store). */
 const fresh = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
@@ -152,14 +164,7 @@ export const onClosed = <C, E, A extends TurnResult, TE>(
         : Effect.ignore(dormancy.store.remove(entry.id), { log: "Warn" })
     }
     return Effect.gen(function*() {
-      const record = {
-        id: entry.id,
-        fingerprint: entry.fingerprint,
-        conversationId,
-        directory,
-        since: yield* Clock.currentTimeMillis
-      }
-      const saved = yield* Effect.exit(dormancy.store.save(record))
+      const saved = yield* Effect.exit(save(dormancy, entry, conversationId, directory))
       if (saved._tag === "Failure") {
         yield* Effect.logWarning(`conversation ${entry.id} could not go dormant: its state is lost`, saved.cause)
         return yield* Warm.release(self, directory)
@@ -190,14 +195,7 @@ export const recordLive = <C, E, A extends TurnResult, TE>(
       if (conversationId === undefined || conversationId === entry.recorded) return
       // Marked before the write: a close from here on removes whatever the write leaves.
       entry.recorded = conversationId
-      const record = {
-        id: entry.id,
-        fingerprint: entry.fingerprint,
-        conversationId,
-        directory,
-        since: yield* Clock.currentTimeMillis
-      }
-      const saved = yield* Effect.exit(dormancy.store.save(record))
+      const saved = yield* Effect.exit(save(dormancy, entry, conversationId, directory))
       if (saved._tag === "Failure") {
         yield* Effect.logWarning(
           `live conversation ${entry.id} is not recorded: a host that dies loses it`,
