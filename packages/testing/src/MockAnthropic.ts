@@ -34,7 +34,6 @@ import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -44,11 +43,11 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
-import type * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { apiErrorType } from "./internal/apiError.ts"
 import * as Json from "./internal/json.ts"
+import * as MockServer from "./internal/mockServer.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Replies
@@ -430,59 +429,28 @@ export const MockAnthropic: Context.Service<MockAnthropic, MockAnthropic> = Cont
 export const make: (script?: Script) => Effect.Effect<MockAnthropic, never, Scope.Scope> = Effect.fnUntraced(
   function*(script?: Script) {
     const log = yield* SubscriptionRef.make<ReadonlyArray<LoggedRequest>>([])
-    const state = { seq: 0, messages: 0, cursor: 0 }
-    // The error a list script is still answering retries of: the CLI resends the same `messages` on a retry.
-    let failing: { readonly key: string; readonly reply: Reply; remaining: number } | undefined
-    const choose = (request: MessagesRequest): Reply => {
-      if (request.toolNames.length === 0 || script === undefined) return echo
-      if (typeof script === "function") return script(request)
-      const key = JSON.stringify(Json.isRecord(request.body) ? request.body.messages : undefined)
-      if (failing !== undefined && failing.key === key && failing.remaining > 0) {
-        failing.remaining--
-        return failing.reply
-      }
-      const reply = state.cursor < script.length ? script[state.cursor++] : echo
-      failing = reply._tag === "ApiError" ? { key, reply, remaining: reply.attempts - 1 } : undefined
-      return reply
-    }
+    const state = { seq: 0, messages: 0 }
+    // The CLI resends the same `messages` on a retry.
+    const scripted = MockServer.chooser(script, {
+      fallback: echo,
+      keyOf: (request: MessagesRequest) =>
+        JSON.stringify(Json.isRecord(request.body) ? request.body.messages : undefined),
+      attempts: (reply) => reply._tag === "ApiError" ? reply.attempts : undefined
+    })
+    // The CLI's side requests (no tools offered) never consume the script.
+    const choose = (request: MessagesRequest): Reply => request.toolNames.length === 0 ? echo : scripted(request)
     const ctx: HandlerContext = {
       log,
       nextSeq: () => state.seq++,
       nextMessagesIndex: () => state.messages++,
       choose
     }
-    const runFork = yield* FiberSet.makeRuntime<never, void, never>()
-    const server = yield* Effect.acquireRelease(
-      Effect.callback<Http.Server>((resume) => {
-        const server = Http.createServer((req, res) => {
-          runFork(handle(ctx, req, res))
-        })
-        const onError = (error: Error) => resume(Effect.die(error))
-        server.once("error", onError)
-        server.listen(0, "127.0.0.1", () => {
-          server.off("error", onError)
-          resume(Effect.succeed(server))
-        })
-      }),
-      (server) =>
-        Effect.callback<void>((resume) => {
-          server.close(() => resume(Effect.void))
-          // Keep-alive and in-flight connections would otherwise hold `close` open.
-          server.closeAllConnections()
-        })
-    )
-    const port = (server.address() as Net.AddressInfo).port
-    const awaitRequests = (predicate: (log: ReadonlyArray<LoggedRequest>) => boolean) =>
-      SubscriptionRef.changes(log).pipe(
-        Stream.filter(predicate),
-        Stream.runHead,
-        Effect.map(Option.getOrElse((): ReadonlyArray<LoggedRequest> => []))
-      )
+    const port = yield* MockServer.listen((req, res) => handle(ctx, req, res))
     return MockAnthropic.of({
       url: `http://127.0.0.1:${port}`,
       port,
       requests: SubscriptionRef.get(log),
-      awaitRequests,
+      awaitRequests: MockServer.awaitLog(log),
       changes: SubscriptionRef.changes(log)
     })
   }

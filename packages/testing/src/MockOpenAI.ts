@@ -40,7 +40,6 @@ import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -50,10 +49,10 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
-import type * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Json from "./internal/json.ts"
+import * as MockServer from "./internal/mockServer.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Replies
@@ -575,61 +574,26 @@ export const MockOpenAI: Context.Service<MockOpenAI, MockOpenAI> = Context.Servi
 export const make: (script?: Script) => Effect.Effect<MockOpenAI, never, Scope.Scope> = Effect.fnUntraced(
   function*(script?: Script) {
     const log = yield* SubscriptionRef.make<ReadonlyArray<LoggedRequest>>([])
-    const state = { seq: 0, responses: 0, cursor: 0 }
-    // The error a list script is still answering retries of: Codex resends the same `input` on a retry.
-    let failing: { readonly key: string; readonly reply: Reply; remaining: number } | undefined
-    const choose = (request: ResponsesRequest): Reply => {
-      if (script === undefined) return echo
-      if (typeof script === "function") return script(request)
-      const key = JSON.stringify(Json.isRecord(request.body) ? request.body.input : undefined)
-      if (failing !== undefined && failing.key === key && failing.remaining > 0) {
-        failing.remaining--
-        return failing.reply
-      }
-      const reply = state.cursor < script.length ? script[state.cursor++] : echo
-      failing = reply._tag === "ApiError" || reply._tag === "Drop"
-        ? { key, reply, remaining: reply.attempts - 1 }
-        : undefined
-      return reply
-    }
+    const state = { seq: 0, responses: 0 }
+    // Codex resends the same `input` on a retry.
+    const choose = MockServer.chooser(script, {
+      fallback: echo,
+      keyOf: (request: ResponsesRequest) =>
+        JSON.stringify(Json.isRecord(request.body) ? request.body.input : undefined),
+      attempts: (reply) => reply._tag === "ApiError" || reply._tag === "Drop" ? reply.attempts : undefined
+    })
     const ctx: HandlerContext = {
       log,
       nextSeq: () => state.seq++,
       nextResponsesIndex: () => state.responses++,
       choose
     }
-    const runFork = yield* FiberSet.makeRuntime<never, void, never>()
-    const server = yield* Effect.acquireRelease(
-      Effect.callback<Http.Server>((resume) => {
-        const server = Http.createServer((req, res) => {
-          runFork(handle(ctx, req, res))
-        })
-        const onError = (error: Error) => resume(Effect.die(error))
-        server.once("error", onError)
-        server.listen(0, "127.0.0.1", () => {
-          server.off("error", onError)
-          resume(Effect.succeed(server))
-        })
-      }),
-      (server) =>
-        Effect.callback<void>((resume) => {
-          server.close(() => resume(Effect.void))
-          // Keep-alive and in-flight connections (a stalled stream) would otherwise hold `close` open.
-          server.closeAllConnections()
-        })
-    )
-    const port = (server.address() as Net.AddressInfo).port
-    const awaitRequests = (predicate: (log: ReadonlyArray<LoggedRequest>) => boolean) =>
-      SubscriptionRef.changes(log).pipe(
-        Stream.filter(predicate),
-        Stream.runHead,
-        Effect.map(Option.getOrElse((): ReadonlyArray<LoggedRequest> => []))
-      )
+    const port = yield* MockServer.listen((req, res) => handle(ctx, req, res))
     return MockOpenAI.of({
       url: `http://127.0.0.1:${port}/v1`,
       port,
       requests: SubscriptionRef.get(log),
-      awaitRequests,
+      awaitRequests: MockServer.awaitLog(log),
       changes: SubscriptionRef.changes(log)
     })
   }
