@@ -62,6 +62,25 @@ describe.runIf(process.platform !== "win32")("a session's private temporary dire
       assert.strictEqual(Fs.statSync(a[0]).mode & 0o777, 0o700)
     }).pipe(Effect.scoped, Effect.provide(notIsolated)))
 
+  it.live("a session's start sweeps the private directories of hosts that are gone, and no live host's", () => {
+    // A pid no process has, and a live one (this process's parent).
+    let dead = 4_194_000
+    while (Fs.existsSync(`/proc/${dead}`)) dead++
+    const left = Path.join(Os.tmpdir(), `tether-tmp-${dead}-AbC123`)
+    const live = Path.join(Os.tmpdir(), `tether-tmp-${process.ppid}-AbC123`)
+    for (const dir of [left, live]) Fs.mkdirSync(Path.join(dir, "inside"), { recursive: true })
+    return Effect.gen(function*() {
+      yield* Effect.scoped(openShell("echo ready; exec sleep 30"))
+      assert.isFalse(Fs.existsSync(left), "a dead host's directory is swept")
+      assert.isTrue(Fs.existsSync(live), "a live host's is kept")
+    }).pipe(
+      Effect.provide(notIsolated),
+      Effect.ensuring(Effect.sync(() => {
+        for (const dir of [left, live]) Fs.rmSync(dir, { recursive: true, force: true })
+      }))
+    )
+  })
+
   it.live("a TMPDIR the host sets wins (no directory is made); privateTmp: false makes none", () =>
     Effect.gen(function*() {
       const [own] = yield* Effect.scoped(openShell(`echo "$TMPDIR"; echo ready`, { TMPDIR: "/var/tmp" }))

@@ -8,6 +8,7 @@ import type * as Transport from "@tether/core/Transport"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as DeadHosts from "./deadHosts.ts"
 import type * as Limits from "./limits.ts"
 import * as ProcessTree from "./processTree.ts"
 
@@ -58,19 +59,8 @@ const restoreModes = (dir: string): void => {
   }
 }
 
-const sweepTmp = (base: string): void => {
-  let names: Array<string>
-  try {
-    names = Fs.readdirSync(base)
-  } catch {
-    return
-  }
-  for (const name of names) {
-    const match = new RegExp(`^${tmpPrefix}([0-9]+)-[A-Za-z0-9]{6}$`).exec(name)
-    if (match === null || Number(match[1]) === process.pid || Fs.existsSync(`/proc/${match[1]}`)) continue
-    removeTmp(Path.join(base, name))
-  }
-}
+const sweepTmp = (base: string): void =>
+  DeadHosts.sweep(base, new RegExp(`^${tmpPrefix}([0-9]+)-[A-Za-z0-9]{6}$`), removeTmp)
 
 /** The watch on one session's limits. @internal */
 export interface Watch {

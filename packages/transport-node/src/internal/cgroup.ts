@@ -34,6 +34,7 @@
 import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as DeadHosts from "./deadHosts.ts"
 
 /** Where the cgroup2 hierarchy is mounted, and the host's own cgroup in it, or why there is none. @internal */
 export type Location =
@@ -169,20 +170,11 @@ export const makeLayer = (): Layer | string => {
  * Removes the empty cgroups of layers whose host is dead (one killed with neither finalizers nor a watchdog, or a
  * watchdog that gave up). `rmdir` removes only empty cgroups, so this can end nothing; a live host's are skipped.
  */
-const sweep = (own: string): void => {
-  let names: Array<string>
-  try {
-    names = Fs.readdirSync(own)
-  } catch {
-    return
-  }
-  for (const name of names) {
-    const match = /^tether-([0-9]+)-[0-9a-f]+$/.exec(name)
-    if (match === null || Number(match[1]) === process.pid || Fs.existsSync(`/proc/${match[1]}`)) continue
-    // Every empty cgroup of it, the sessions' and those their tools made in them or beside them.
-    removeTree(Path.join(own, name))
-  }
-}
+// Every empty cgroup of it, the sessions' and those their tools made in them or beside them.
+const sweep = (own: string): void => DeadHosts.sweep(own, layerName, removeTree)
+
+/** A layer's cgroup: `tether-<host pid>-<random>`. */
+export const layerName = /^tether-([0-9]+)-[0-9a-f]+$/
 
 const makeSession = (path: string, own: string): Session => {
   Fs.mkdirSync(path)

@@ -24,6 +24,7 @@ import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Cgroup from "./cgroup.ts"
+import * as DeadHosts from "./deadHosts.ts"
 
 /** The limits a host asks for (see `NodeTransport.Limits`). @internal */
 export interface Requested {
@@ -363,19 +364,7 @@ export const makeLayer = (requested: Requested, v2Layer: string | undefined): La
 }
 
 /** Removes the empty v1 cgroups of layers whose host is dead (as the v2 layer's sweep does). */
-const sweep = (own: string): void => {
-  let names: Array<string>
-  try {
-    names = Fs.readdirSync(own)
-  } catch {
-    return
-  }
-  for (const name of names) {
-    const match = /^tether-([0-9]+)-[0-9a-f]+$/.exec(name)
-    if (match === null || Number(match[1]) === process.pid || Fs.existsSync(`/proc/${match[1]}`)) continue
-    Cgroup.removeTree(Path.join(own, name))
-  }
-}
+const sweep = (own: string): void => DeadHosts.sweep(own, Cgroup.layerName, Cgroup.removeTree)
 
 /**
  * What this machine could enforce for a layer that asked for no limits (nothing is created): a controller the v2
