@@ -86,6 +86,7 @@ import type * as SocketServer from "effect/socket/SocketServer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Lease from "./internal/lease.ts"
+import * as Locks from "./internal/locks.ts"
 
 /**
  * Options of {@link layer}.
@@ -116,7 +117,61 @@ export interface Options {
    * client.
    */
   readonly lease?: Duration.Input | false | undefined
+  /**
+   * How long a runner keeps its sessions while its shard lock refreshes fail (the database down, unreachable or
+   * hanging), counted from the start of the last refresh that reached it (see {@link layer}); a refresh comes every
+   * lock interval, so an outage shorter than the tolerance less one lock interval always rides through. Default and
+   * most: `shardLockExpiration` less two lock intervals (35 s with the defaults: outages of up to 30 s cost nothing),
+   * with table locks (`shardLockDisableAdvisory`, the default); none with advisory locks. A longer one, or one with
+   * advisory locks, fails the layer with `InvalidConfig`. `false`: none (the first failing refresh ends every
+   * session of the runner, as Effect's `Sharding` does). Ignored on a client.
+   */
+  readonly outageTolerance?: Duration.Input | false | undefined
 }
+
+/**
+ * The sharding settings `NodeCluster.layer` starts from, under the environment's (as Effect's cluster reads it) and
+ * `Options.sharding`: where they differ from Effect's defaults, what a database outage of up to 30 s and a
+ * failover of about two seconds after a runner's death take (docs/cluster.md, "Deployment").
+ *
+ * | setting | here | Effect's | why |
+ * | --- | --- | --- | --- |
+ * | `shardLockDisableAdvisory` | `true` | `false` | table locks outlive a lost connection: the runner keeps its shards through an outage |
+ * | `shardLockExpiration` | 45 s | 35 s | room for an outage of 30 s, the lock interval before it and one after it |
+ * | `shardLockRefreshInterval` | 5 s | 10 s | the lock interval; the outage tolerance is the expiration less two of them |
+ * | `runnerHealthCheckInterval` | 1 s | 1 minute | a dead runner is known gone (and its locks released) within a second or so |
+ * | `refreshAssignmentsInterval` | 500 ms | 3 s | every node sees the new assignments soon after |
+ * | `sendRetryInterval` | 100 ms | 100 ms | a waiting call is re-sent soon after its shard has moved |
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const shardingDefaults: Partial<ShardingConfig.ShardingConfig["Service"]> = {
+  shardLockDisableAdvisory: true,
+  shardLockExpiration: Duration.seconds(45),
+  shardLockRefreshInterval: Duration.seconds(5),
+  runnerHealthCheckInterval: Duration.seconds(1),
+  refreshAssignmentsInterval: Duration.millis(500),
+  sendRetryInterval: Duration.millis(100)
+}
+
+/**
+ * The sharding configuration of a node: Effect's defaults, then {@link shardingDefaults}, then the environment (as
+ * Effect's cluster reads it: `SHARD_LOCK_EXPIRATION`, …), then `options`.
+ */
+const shardingConfig = (options: Partial<ShardingConfig.ShardingConfig["Service"]>) =>
+  Layer.effect(
+    ShardingConfig.ShardingConfig,
+    Effect.gen(function*() {
+      const fromEnv = yield* ShardingConfig.configFromEnv
+      const ours: Record<string, unknown> = {}
+      for (const [key, value] of Object.entries(shardingDefaults)) {
+        const name = key.replace(/[A-Z]/g, (letter) => `_${letter}`).toUpperCase()
+        if (process.env[name] === undefined) ours[key] = value
+      }
+      return { ...fromEnv, ...ours, ...options }
+    })
+  )
 
 /**
  * How a runner tells whether another runner is alive: a ping over the cluster's own socket, each bounded by
@@ -145,49 +200,117 @@ const runnerHealth = Layer.effect(
 ).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
 
 /**
- * The runner's shard lock storage, renewing the runner's host lease (`internal/lease.ts`) at each lock refresh that
- * kept every shard, for the lease's TTL from the refresh's start. The lease is held while the layer is.
+ * Every runner's watch over the others (`Locks.releaseGone`): one whose port refuses every ping has its shard locks
+ * released at once, every `runnerHealthCheckInterval`.
  */
-const leasedStorage = (lease: Duration.Input | false | undefined) =>
+const goneWatch = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const runners = yield* Runners.Runners
+    const storage = yield* RunnerStorage.RunnerStorage
+    const config = yield* ShardingConfig.ShardingConfig
+    if (Option.isNone(config.runnerAddress)) return
+    yield* Effect.forkScoped(Locks.releaseGone({
+      storage,
+      ping: runners.ping,
+      self: config.runnerAddress.value,
+      interval: Duration.fromInputUnsafe(config.runnerHealthCheckInterval),
+      timeout: pingTimeout,
+      attempts: pingAttempts
+    }))
+  })
+).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
+
+/**
+ * The runner's shard lock storage (`internal/locks.ts`) over Effect's SQL one: it rides out a database outage of up
+ * to the tolerance, releases the locks of a runner whose port refused every ping of the health check, and renews
+ * the host lease (`internal/lease.ts`), held while the layer is.
+ */
+const lockStorage = (
+  lease: Duration.Input | false | undefined,
+  outageTolerance: Duration.Input | false | undefined
+) =>
   Layer.effect(
     RunnerStorage.RunnerStorage,
     Effect.gen(function*() {
       const storage = yield* RunnerStorage.RunnerStorage
-      if (lease === false) return storage
       const config = yield* ShardingConfig.ShardingConfig
+      const expiration = Duration.fromInputUnsafe(config.shardLockExpiration)
       const interval = Duration.min(
         Duration.fromInputUnsafe(config.shardLockRefreshInterval),
-        Duration.divideUnsafe(Duration.fromInputUnsafe(config.shardLockExpiration), 3)
+        Duration.divideUnsafe(expiration, 3)
       )
-      const ttl = lease === undefined
-        ? Option.some(Duration.fromInputUnsafe(config.shardLockExpiration))
-        : Duration.fromInput(lease)
-      if (Option.isNone(ttl) || !Duration.isGreaterThan(ttl.value, interval)) {
-        return yield* new TetherError.InvalidConfig({
-          problems: [
-            `lease: ${String(lease)} is not a duration longer than the lock refresh interval (${
-              Duration.format(interval)
-            })`
-          ]
-        })
+      const problems: Array<string> = []
+      const ttl = lease === false
+        ? undefined
+        : lease === undefined
+        ? expiration
+        : Option.getOrUndefined(Duration.fromInput(lease))
+      if (lease !== false && (ttl === undefined || !Duration.isGreaterThan(ttl, interval))) {
+        problems.push(
+          `lease: ${String(lease)} is not a duration longer than the lock refresh interval (${
+            Duration.format(interval)
+          })`
+        )
       }
-      return Lease.renewing(storage, ttl.value, yield* Lease.hold(ttl.value))
+      const most = Duration.subtract(expiration, Duration.times(interval, 2))
+      const tolerance = outageTolerance === false
+        ? Duration.zero
+        : outageTolerance === undefined
+        ? (config.shardLockDisableAdvisory
+          ? Duration.max(Duration.zero, most)
+          : Duration.zero)
+        : Option.getOrUndefined(Duration.fromInput(outageTolerance))
+      if (tolerance === undefined || Duration.isGreaterThan(tolerance, most)) {
+        problems.push(
+          `outageTolerance: ${
+            String(outageTolerance)
+          } is not a duration of at most shardLockExpiration less two lock ` +
+            `intervals (${Duration.format(most)})`
+        )
+      } else if (outageTolerance !== undefined && outageTolerance !== false && !config.shardLockDisableAdvisory) {
+        problems.push(
+          "outageTolerance needs table locks (shardLockDisableAdvisory: true): advisory locks are gone with the " +
+            "connection that held them"
+        )
+      }
+      if (problems.length > 0) return yield* new TetherError.InvalidConfig({ problems })
+      return Locks.make(storage, {
+        lease: ttl === undefined ? undefined : { ttl, lease: yield* Lease.hold(ttl) },
+        tolerance: tolerance!,
+        attempt: Duration.divideUnsafe(interval, 2)
+      })
     })
   )
 
 /**
  * `NodeClusterSocket.layer({ storage: "sql" })` of `@effect/platform-node` for a runner, with
- * {@link runnerHealth} instead of its health check (which it does not let a caller replace).
+ * {@link runnerHealth} instead of its health check (which it does not let a caller replace), {@link goneWatch}
+ * beside it, {@link lockStorage} over its lock storage and {@link shardingConfig} for its configuration.
  */
 const socketRunner = (
-  shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>,
-  lease: Duration.Input | false | undefined
+  sharding: Partial<ShardingConfig.ShardingConfig["Service"]>,
+  options: Options
 ) =>
   Layer.provide(SocketRunner.layer, [NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]).pipe(
     Layer.provide(runnerHealth),
+    Layer.merge(goneWatch),
     Layer.provideMerge(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest))),
-    Layer.provide(leasedStorage(lease).pipe(Layer.provide(Layer.orDie(SqlRunnerStorage.layer)))),
-    Layer.provide(ShardingConfig.layerFromEnv(shardingConfig)),
+    Layer.provide(
+      lockStorage(options.lease, options.outageTolerance).pipe(Layer.provide(Layer.orDie(SqlRunnerStorage.layer)))
+    ),
+    Layer.provide(shardingConfig(sharding)),
+    Layer.provide(RpcSerialization.layerSchemaBinary({}))
+  )
+
+/**
+ * `NodeClusterSocket.layer({ clientOnly: true, storage: "sql" })` of `@effect/platform-node`, with
+ * {@link shardingConfig} for its configuration.
+ */
+const socketClient = (sharding: Partial<ShardingConfig.ShardingConfig["Service"]>) =>
+  Layer.provide(SocketRunner.layerClientOnly, NodeClusterSocket.layerClientProtocol).pipe(
+    Layer.provideMerge(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest))),
+    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(shardingConfig(sharding)),
     Layer.provide(RpcSerialization.layerSchemaBinary({}))
   )
 
@@ -208,18 +331,14 @@ export const layer = (options: Options): Layer.Layer<
     ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections })
   })
   const cluster = runner === undefined
-    ? NodeClusterSocket.layer({
-      clientOnly: true,
-      storage: "sql",
-      shardingConfig: { ...options.sharding, runnerAddress: Option.none() }
-    })
+    ? socketClient({ ...options.sharding, runnerAddress: Option.none() })
     : socketRunner({
       ...options.sharding,
       runnerAddress: Option.some(RunnerAddress.make(runner.host, runner.port)),
       runnerListenAddress: runner.listenHost === undefined
         ? Option.none()
         : Option.some(RunnerAddress.make(runner.listenHost, runner.port))
-    }, options.lease)
+    }, options)
   return cluster.pipe(
     // A peer's socket that breaks (a runner frozen or cut off, then back; a node killed) fails the server's handler
     // of that connection with a SocketError that no caller receives: an expected fault of a cluster, whose calls

@@ -21,7 +21,9 @@ it.live("every outcome is typed and no prompt runs twice under one fault of each
         { _tag: "kill", times: 1 },
         // Longer than the lease (the lock TTL, 6 s) with room for its keeper to act on a loaded machine.
         { _tag: "stop", millis: 9_000 },
-        { _tag: "database", millis: 3_000 },
+        // Well within the outage tolerance of these locks (3 s; room left for a loaded machine's late refreshes): no
+        // session may start again.
+        { _tag: "database", millis: 1_000 },
         { _tag: "slow", millis: 3_000, latency: 50 },
         { _tag: "client", times: 1 },
         { _tag: "cpu", millis: 3_000 }

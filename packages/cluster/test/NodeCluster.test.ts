@@ -100,7 +100,7 @@ describe("NodeCluster.layer", () => {
   )
 
   it.live(
-    "a runner holds a host lease while it runs, renewed by its lock refreshes; one not longer than them is InvalidConfig",
+    "a runner holds a host lease while it runs, renewed by its lock refreshes; one not longer than them, or an outage tolerance that leaves no room before the locks expire, is InvalidConfig",
     () =>
       Effect.gen(function*() {
         const server = yield* Postgres.make()
@@ -114,6 +114,21 @@ describe("NodeCluster.layer", () => {
           Effect.scoped(Layer.build(NodeCluster.layer({ postgres: server.url, runner, sharding, lease: "500 millis" })))
         )
         assert.strictEqual(invalid._tag, "InvalidConfig")
+        assert.strictEqual(Lease.board.holders.size, 0)
+        // An outage tolerance must leave two lock intervals before the locks expire, and needs table locks.
+        const build = (options: Partial<NodeCluster.Options>) =>
+          Effect.flip(
+            Effect.scoped(Layer.build(NodeCluster.layer({ postgres: server.url, runner, sharding, ...options })))
+          )
+        const tooLong = yield* build({ outageTolerance: "2100 millis" })
+        assert.strictEqual(tooLong._tag, "InvalidConfig")
+        assert.match(tooLong.message, /outageTolerance/)
+        const advisory = yield* build({
+          sharding: { ...sharding, shardLockDisableAdvisory: false },
+          outageTolerance: "1 second"
+        })
+        assert.strictEqual(advisory._tag, "InvalidConfig")
+        assert.match(advisory.message, /table locks/)
         assert.strictEqual(Lease.board.holders.size, 0)
         yield* Effect.scoped(Effect.gen(function*() {
           yield* Layer.build(NodeCluster.layer({ postgres: server.url, runner, sharding }))

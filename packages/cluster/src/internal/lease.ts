@@ -21,8 +21,6 @@
  *
  * @internal
  */
-import * as Clock from "effect/Clock"
-import type * as RunnerStorage from "effect/cluster/RunnerStorage"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -81,29 +79,3 @@ export const expired = (target: LeaseBoard = board, now?: number): boolean => {
   for (const end of target.holders.values()) if (end <= at) return true
   return false
 }
-
-/**
- * The runner's lock storage, renewing `lease` at each refresh that kept every shard it asked about (a probe asks
- * about none): for the TTL from the refresh's start, less what the refresh took. A refresh that failed, timed out
- * or lost a shard renews nothing, and the lease runs out unless a later one succeeds in time. Elapsed time is read
- * on Effect's clock.
- */
-export const renewing = (
-  storage: RunnerStorage.RunnerStorage["Service"],
-  ttl: Duration.Duration,
-  lease: Lease
-): RunnerStorage.RunnerStorage["Service"] => ({
-  ...storage,
-  refresh: (address, shardIds) =>
-    Effect.gen(function*() {
-      const asked = Array.from(shardIds)
-      const started = yield* Clock.currentTimeMillis
-      const held = yield* storage.refresh(address, asked)
-      const kept = new Set(held.map(String))
-      if (asked.every((shardId) => kept.has(String(shardId)))) {
-        const took = (yield* Clock.currentTimeMillis) - started
-        lease.renew(Math.max(0, Duration.toMillis(ttl) - took))
-      }
-      return held
-    })
-})

@@ -25,7 +25,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import type { Entry } from "./client.ts"
 import * as Proxy from "./proxy.ts"
-import { promptIdIn, variables } from "./world.ts"
+import { type Locks, promptIdIn, toleranceOf, variables } from "./world.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Options
@@ -61,6 +61,8 @@ export interface Options {
   readonly keep?: string | undefined
   /** `false`: the runners hold no host lease (NodeCluster's `lease: false`), to compare with. Default: they do. */
   readonly lease?: boolean | undefined
+  /** The nodes' shard lock settings (world.ts `shardingOf`). Default: `fast`. */
+  readonly locks?: Locks | undefined
 }
 
 /** The name of a fault in the table. */
@@ -110,6 +112,10 @@ export interface FaultReport {
   readonly recovered: number
   readonly failoverFirstMillis: number | undefined
   readonly failoverLastMillis: number | undefined
+  /** Sessions whose prompts ran in a CLI during the fault's phase that was not theirs before it (started again). */
+  readonly restarted: number
+  /** A database cut shorter than the nodes' outage tolerance: it must restart no session. */
+  readonly withinTolerance: boolean
 }
 
 export interface Report {
@@ -131,6 +137,9 @@ export const verdict = (report: Report): ReadonlyArray<string> => {
     if (row.completedReportedFailed > 0) {
       problems.push(`${row.fault}: ${row.completedReportedFailed} completed turn(s) reported failed`)
     }
+    if (row.withinTolerance && row.restarted > 0) {
+      problems.push(`${row.fault}: ${row.restarted} session(s) started again within the outage tolerance`)
+    }
   }
   if (report.orphans > 0) problems.push(`${report.orphans} CLI(s) left after the run`)
   return problems
@@ -149,6 +158,7 @@ export const render = (report: Report): string => {
     "hung",
     "run twice",
     "completed, reported failed",
+    "sessions started again",
     "two live CLIs (sessions, longest)",
     "dead runners' CLIs left",
     "frozen runner's CLIs: at its freeze / at its resume",
@@ -163,6 +173,7 @@ export const render = (report: Report): string => {
     String(row.hung),
     String(row.executedTwice),
     String(row.completedReportedFailed),
+    String(row.restarted),
     row.twoClis === 0 ? "0" : `${row.twoClis}, ${seconds(row.twoClisMillis)}`,
     String(row.leftBehind),
     row.frozenHad === 0 ? "—" : `${row.frozenHad} / ${row.frozenLeft}`,
@@ -172,7 +183,7 @@ export const render = (report: Report): string => {
   ])
   return [
     `| ${header.join(" | ")} |`,
-    `| ${header.map((_, i) => i === 0 || i === 3 || i === 11 ? "---" : "---:").join(" | ")} |`,
+    `| ${header.map((_, i) => i === 0 || i === 3 || i === 12 ? "---" : "---:").join(" | ")} |`,
     ...rows.map((cells) => `| ${cells.join(" | ")} |`),
     "",
     `CLIs left after the run: ${report.orphans}. Took ${seconds(report.millis)}.`
@@ -371,7 +382,8 @@ export const run = (options: Options) =>
               [variables.runnerMark]: mark,
               [variables.promptLog]: promptLog,
               [variables.state]: Path.join(dir, "state"),
-              [variables.lease]: options.lease === false ? "off" : "on"
+              [variables.lease]: options.lease === false ? "off" : "on",
+              [variables.locks]: options.locks ?? "fast"
             },
             "runner ready",
             30_000
@@ -401,6 +413,7 @@ export const run = (options: Options) =>
           "client.ts",
           {
             [variables.database]: url,
+            [variables.locks]: options.locks ?? "fast",
             [variables.journal]: journal,
             [variables.stop]: stopFile,
             [variables.sessions]: sessions.join(","),
@@ -729,6 +742,20 @@ const analyse = (input: {
         if (first !== undefined) recoveries.push(answeredAt.get(first.promptId)! - hit.at)
       }
     }
+    // Sessions started again: a prompt of the phase ran in a CLI the session had not run one in before the phase.
+    const before = new Map<string, Set<number>>()
+    for (const execution of executions) {
+      if (execution.at >= phase.start) continue
+      const pids = before.get(execution.session) ?? new Set<number>()
+      pids.add(execution.pid)
+      before.set(execution.session, pids)
+    }
+    const restarted = new Set<string>()
+    for (const execution of executions) {
+      if (execution.at < phase.start || execution.at >= until) continue
+      const pids = before.get(execution.session)
+      if (pids !== undefined && !pids.has(execution.pid)) restarted.add(execution.session)
+    }
     const overlaps = [...phase.overlaps.values()]
     return {
       fault: faultName(phase.fault),
@@ -747,7 +774,10 @@ const analyse = (input: {
       affected,
       recovered: recoveries.length,
       failoverFirstMillis: recoveries.length === 0 ? undefined : Math.min(...recoveries),
-      failoverLastMillis: recoveries.length === 0 ? undefined : Math.max(...recoveries)
+      failoverLastMillis: recoveries.length === 0 ? undefined : Math.max(...recoveries),
+      restarted: restarted.size,
+      withinTolerance: phase.fault._tag === "database" &&
+        phase.fault.millis <= toleranceOf(input.options.locks ?? "fast")
     }
   })
   return { faults, orphans: input.orphans, untypedDetails, millis: input.millis }

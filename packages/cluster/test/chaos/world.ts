@@ -25,6 +25,8 @@ export const variables = {
   state: "CHAOS_STATE",
   /** `off`: the runners hold no host lease (a frozen runner's CLIs live until it resumes), to compare with. */
   lease: "CHAOS_LEASE",
+  /** `fast` or `defaults`: the shard lock settings of every node (see {@link shardingOf}). */
+  locks: "CHAOS_LOCKS",
   /** The client's journal (what it sent and what became of it). */
   journal: "CHAOS_JOURNAL",
   /** The client's sessions, comma separated. */
@@ -76,21 +78,36 @@ export class ChaosChats extends SessionRegistry.Service<ChaosChats>()("chaos/Cha
 
 export const ChaosCluster = ClusterRegistry.make(ChaosChats, { config: ChaosConfig })
 
+/** Which shard lock settings the nodes run with: `NodeCluster`'s defaults, or the integration suite's fast ones. */
+export type Locks = "defaults" | "fast"
+
 /**
- * The sharding settings of every node: those of the integration suite (a lock refresh every second, locks that
- * expire after 6 s, a health check every second).
+ * The sharding settings of every node. With `defaults` the shard locks are `NodeCluster.shardingDefaults`' (locks
+ * that expire after 45 s, refreshed every 5 s: a database outage of up to 30 s rides through); with `fast`, those of
+ * the integration suite (a refresh every second, locks that expire after 6 s: an outage of up to 3 s), for the short
+ * run.
  */
-export const sharding = {
+export const shardingOf = (locks: Locks) => ({
   shardsPerGroup: 60,
-  shardLockRefreshInterval: Duration.seconds(1),
-  shardLockExpiration: Duration.seconds(6),
+  ...(locks === "fast"
+    ? { shardLockRefreshInterval: Duration.seconds(1), shardLockExpiration: Duration.seconds(6) }
+    : {}),
   refreshAssignmentsInterval: Duration.millis(500),
   runnerHealthCheckInterval: Duration.seconds(1),
   entityMessagePollInterval: Duration.millis(500),
   entityReplyPollInterval: Duration.millis(100),
   entityTerminationTimeout: Duration.seconds(20),
   sendRetryInterval: Duration.millis(100)
-} as const
+})
+
+/**
+ * The database outage those settings ride through whenever it begins: `NodeCluster`'s default tolerance (the
+ * expiration less two lock intervals) less one lock interval.
+ */
+export const toleranceOf = (locks: Locks): number => locks === "fast" ? 3_000 : 30_000
+
+/** The sharding settings of this process, from its environment. */
+export const sharding = shardingOf(process.env[variables.locks] === "defaults" ? "defaults" : "fast")
 
 /** The prompt the client sends: the fake stalls `turnMillis` before it answers; the id makes it unique. */
 export const promptOf = (promptId: string, turnMillis: number): string =>
