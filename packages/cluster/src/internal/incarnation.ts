@@ -30,6 +30,8 @@ export interface Incarnation<A, TE> {
   readonly directory: string
   readonly durable: boolean
   readonly previous: Store.Begun["previous"]
+  /** The runner a `lost` previous generation was live on (`host:port`). */
+  readonly previousRunner: string | undefined
   session: Session.Session<A & Turn.TurnResult, TE> | undefined
   localGeneration: number | undefined
   conversationId: string | undefined

@@ -237,6 +237,7 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         directory,
         durable: begun.durable,
         previous: begun.previous,
+        previousRunner: begun.previousRunner,
         session: undefined,
         localGeneration: undefined,
         conversationId: begun.conversationId,

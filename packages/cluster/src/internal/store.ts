@@ -56,6 +56,8 @@ export interface Begun {
   readonly durable: boolean
   /** How the previous generation ended: `new` (none), `clean` (released and saved), `lost` (its runner died). */
   readonly previous: "new" | "clean" | "lost" | "reset"
+  /** The address of the runner a `lost` generation was live on (`host:port`). */
+  readonly previousRunner?: string | undefined
 }
 
 /** A turn in the ledger. */
@@ -312,7 +314,8 @@ export const make = Effect.fnUntraced(function*(options: {
         files,
         tracked: reset ? {} : record.files,
         durable,
-        previous: reset ? "reset" : clean ? "clean" : "lost"
+        previous: reset ? "reset" : clean ? "clean" : "lost",
+        previousRunner: reset || clean ? undefined : record.runner ?? undefined
       } satisfies Begun
     }))
 

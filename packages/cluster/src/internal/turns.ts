@@ -6,11 +6,14 @@
  */
 import { SessionRegistry, type TetherError, type Turn } from "@tether/core"
 import * as Cause from "effect/Cause"
+import * as RunnerAddress from "effect/cluster/RunnerAddress"
+import * as Runners from "effect/cluster/Runners"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { fromLedger, type Incarnation, outcome, remember, unavailable } from "./incarnation.ts"
 import * as Lease from "./lease.ts"
@@ -23,6 +26,30 @@ const ledgerPollInterval = Duration.millis(250)
 
 /** What a draining runner's last write of a turn's outcome may take beyond its drain. */
 const ledgerSaveAllowance = Duration.seconds(2)
+
+/** How long one ping of a lost generation's runner may take before it counts as an answer that did not come. */
+const pingBound = Duration.seconds(1)
+
+/**
+ * Whether the runner at `address` (`host:port`) is gone: its cluster port refused two pings 250 ms apart (a frozen
+ * runner's accepts and does not answer; a live one answers). Without the cluster's `Runners` (a test's in-memory
+ * sharding), nobody is known gone.
+ */
+export const gone = (address: string): Effect.Effect<boolean> =>
+  Effect.flatMap(Effect.serviceOption(Runners.Runners), (runners) => {
+    const at = address.lastIndexOf(":")
+    if (Option.isNone(runners) || at < 0) return Effect.succeed(false)
+    const target = RunnerAddress.make(address.slice(0, at), Number(address.slice(at + 1)))
+    const refused = runners.value.ping(target).pipe(
+      Effect.timeoutOrElse({ duration: pingBound, orElse: () => Effect.succeed(undefined) }),
+      Effect.as(false),
+      Effect.catch(() => Effect.succeed(true))
+    )
+    return Effect.flatMap(
+      refused,
+      (first) => first ? Effect.andThen(Effect.sleep("250 millis"), refused) : Effect.succeed(false)
+    )
+  })
 
 /** A client's send as the runner gets it: the prompt, its id in the ledger, and whether to wait for the result. */
 export interface SendPayload {
@@ -68,6 +95,7 @@ export const make = <C, E, A extends Turn.TurnResult, TE, EE>(options: Options<C
    * while the turn ran: a shard handed over, or a lock deemed lost while the runner was slow), and its outcome then
    * reaches the ledger within that runner's drain. Answering "lost" before then would report a turn that completes
    * as failed. Bounded by the drain and a save's allowance: a row still dispatched then was lost with its runner.
+   * Not waited for when that runner is gone (its port refuses pings: {@link gone}): nothing can finish the turn.
    */
   const settledTurn = (id: string, inc: Incarnation<A, TE>, turn: Store.LedgerTurn) => {
     if (turn.state !== "dispatched" || turn.generation >= inc.generation || inc.previous !== "lost") {
@@ -80,10 +108,18 @@ export const make = <C, E, A extends Turn.TurnResult, TE, EE>(options: Options<C
           ? Effect.succeed(now ?? turn)
           : Effect.andThen(Effect.sleep(ledgerPollInterval), poll)
     )
-    return Effect.timeoutOrElse(poll, {
+    const wait = Effect.timeoutOrElse(poll, {
       duration: Duration.sum(drainTimeout, ledgerSaveAllowance),
       orElse: () => Effect.succeed(turn)
     })
+    return inc.previousRunner === undefined
+      ? wait
+      : Effect.flatMap(gone(inc.previousRunner), (isGone) =>
+        isGone ?
+          readTurn(id, turn.promptId).pipe(
+            Effect.map((now) => now ?? turn)
+          ) :
+          wait)
   }
 
   /**
