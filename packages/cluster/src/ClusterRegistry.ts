@@ -81,7 +81,7 @@ import * as Runner from "./internal/runner.ts"
  * | setting | default | meaning |
  * | --- | --- | --- |
  * | `stateDirectory` | the system's temporary directory | where the runner keeps the conversation directories of its live sessions, in a directory of its own (`tether-cluster-<pid>-<random>`; each session's is removed when it closes, the runner's at release). What a runner killed without its finalizers left there is removed by the next runner that starts with the same `stateDirectory` (a directory whose process is gone); nothing else in it is touched |
- * | `drainTimeout` | 10 s | how long a session whose entity stops (the runner drains, its shard moves, or `Sharding` force-interrupts the runner's entities because its shard lock storage is unhealthy) may finish its running turn before it is closed anyway; the runner takes its shards again only once such turns have ended. `0`: closed at once |
+ * | `drainTimeout` | 10 s | how long a session whose entity stops (the runner drains, its shard moves, or `Sharding` force-interrupts the runner's entities because its lock refreshes failed past the outage tolerance) may finish its running turn before it is closed anyway; the runner takes its shards again only once such turns have ended. `0`: closed at once |
  * | `durableEvents` | `false` | the default for sessions whose opener does not say (see {@link ClientSettings}) |
  * | `tablePrefix` | `"tether"` | the prefix of the cluster registry's tables; the same on every node |
  * | `entityIdleTime` | the cluster's `entityMaxIdleTime` | how long an entity whose session is closed stays resident |

@@ -10,24 +10,24 @@
  * environment as Effect's cluster reads it (`SHARDS_PER_GROUP`, `SHARD_LOCK_EXPIRATION`, …), and `sharding`
  * overrides it.
  *
- * How fast a dead runner's sessions move is the cluster's: the other runners take its shards once its shard locks
- * are free (PostgreSQL releases them when the dead runner's connection closes, or after `shardLockExpiration` for
- * a runner that is frozen or cut off) and it is known to be gone (its runner record expires after
- * `shardLockExpiration`; a runner that does not answer pings is marked unhealthy after `runnerHealthCheckInterval`).
+ * Every node starts from {@link shardingDefaults} (table locks that expire after 45 s, refreshed every 5 s; a health
+ * check every second; assignments read every 500 ms), under the environment and `sharding`.
  *
- * What a database outage costs (effect 4.1.0). A runner refreshes its shard locks every
- * `min(shardLockRefreshInterval, shardLockExpiration / 3)` (the lock interval), each refresh bounded by that
- * interval; the first refresh that fails or times out (five quick retries aside) makes `Sharding` deem its lock
- * storage unhealthy, and it then force-interrupts the entities of every shard it held and takes none until a probe
- * of the database succeeds (`Sharding.ts`: `refreshShardLocks`, `markShardLocksUnhealthy`). A database that refuses
- * connections is noticed at the next refresh whatever the settings; one that hangs, after one lock interval. No
- * setting makes the sessions of a runner outlive an outage longer than that: with the default advisory locks the
- * locks are the lock connection's and are gone with it, so keeping the entities would let a session run on two
- * runners. What the registry does about it: running turns go on through the drain (`drainTimeout`) and their
- * outcomes reach the ledger when the database returns (`unsavedRetention`), callers get typed errors (a send, a
- * runner-lost `SessionRetired` to retry with the same prompt id, which the ledger then answers), new calls wait
- * for a runner to hold the shard again or fail at a client's `callTimeout`, and each session comes back as a new
- * generation (its CLI restarted, its conversation resumed) with its next message.
+ * How fast a dead runner's sessions move: every runner pings the others every `runnerHealthCheckInterval`; one whose
+ * port refuses every ping (its process is gone) is marked unhealthy and its shard locks are released at once, and the
+ * other runners take its shards at their next assignment read (about 1.5 s after a SIGKILL with the defaults). A
+ * runner that is frozen or cut off is not gone: its locks, and its sessions, move when they expire
+ * (`shardLockExpiration`), when its host lease (below) has ended its CLIs.
+ *
+ * What a database outage costs: nothing, up to `Options.outageTolerance` (30 s whenever it begins, with the
+ * defaults). Effect's `Sharding` force-interrupts every entity of a runner at the first lock refresh that fails or
+ * times out (`refreshShardLocks` and `markShardLocksUnhealthy` in Effect's `Sharding.ts`, 4.1.0); a runner's lock
+ * storage here answers such a refresh "still held" within the tolerance, which is true of table locks (nobody can
+ * take them while the database is down, nor before they expire). Running turns go on and their results reach their
+ * callers; what they could not save is written when the database answers; a new send fails at once as
+ * `SessionUnavailable` (requeue it, or retry it with the same prompt id). Past the tolerance, `Sharding` does what it
+ * does: the runner's sessions end (running turns go on through `drainTimeout`, their outcomes reach the ledger when
+ * the database returns, callers get typed errors) and each comes back as a new generation with its next message.
  *
  * A runner that cannot reach the cluster stops its agents. A runner holds a host lease (`Options.lease`, default
  * `shardLockExpiration`), renewed at each lock refresh that kept every shard it asked about, for the lease from the

@@ -86,8 +86,8 @@ export const fromCall = <E = Wire.Known>(id: string, delivery?: { readonly promp
  * A call's whole cause as the host's: its error mapped by {@link fromCall}; an interrupt, or a defect that is one of
  * the cluster's own errors, as the call's {@link cutOff}. An interrupt that reaches a call is never its caller's own
  * (a fiber interrupted from outside runs no handler: it stays interrupted): it is the runner's, whose `Sharding`
- * force-interrupts the entities of its shards when their lock storage is unhealthy (a lock refresh that failed or
- * timed out: a database down or slow, a loaded machine) and when it shuts down, and the reply carries the interrupt
+ * force-interrupts the entities of its shards when their lock storage is unhealthy (lock refreshes that failed or
+ * timed out past the runner's outage tolerance) and when it shuts down, and the reply carries the interrupt
  * to the caller. A volatile request whose reply the cluster could not deliver is answered with a defect. Any other
  * defect stays a defect.
  *

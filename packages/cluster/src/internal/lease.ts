@@ -1,16 +1,17 @@
 /**
  * A runner's host lease: what stops its agents when it can no longer reach the cluster.
  *
- * A runner holds its shards through locks that expire: the default PostgreSQL advisory locks belong to the lock
- * connection, which the server closes once it has been idle for `shardLockExpiration` (Effect's `SqlRunnerStorage`
- * sets `idle_session_timeout` to it), and a runner that is frozen (SIGSTOP, a stalled VM) or cut off from the
- * database cannot refresh them; another runner then takes its shards and starts its sessions' CLIs again. The
- * frozen runner's own CLIs are not frozen with it, and its finalizers cannot run: something else must end them.
+ * A runner holds its shards through locks that expire: the table locks `NodeCluster` uses by default are rows stamped
+ * at each refresh that another runner may take `shardLockExpiration` after the last one (the advisory locks of
+ * Effect's default belong to the lock connection, which the server closes once it has been idle that long), and a
+ * runner that is frozen (SIGSTOP, a stalled VM) or cut off from the database cannot refresh them; another runner
+ * then takes its shards and starts its sessions' CLIs again. The frozen runner's own CLIs are not frozen with it, and
+ * its finalizers cannot run: something else must end them.
  *
  * That something is the transport's host-death keeper (`@tether/transport-node`'s watchdog), a process of its own.
- * The runner renews a lease at every lock refresh that kept every shard it asked about, to the moment its locks
- * might be gone: the refresh's *start* plus the TTL (the idle timer of the lock connection starts no earlier than
- * the refresh's statement). When the lease runs out before the next renewal, the keeper kills the whole trees of the
+ * The runner renews a lease at every lock refresh that reached the database and kept every shard it asked about
+ * (`locks.ts`), to the moment its locks might be gone: the refresh's *start* plus the TTL (the lock's stamp, and the
+ * idle timer of an advisory lock's connection, start no earlier than the refresh's statement). When the lease runs out before the next renewal, the keeper kills the whole trees of the
  * runner's CLIs. The lease travels through a board shared by a global symbol (the contract is `LeaseBoard` in
  * transport-node's `internal/watchdog.ts`: `holders`, a map from holder to the end of its lease in
  * `performance.now()` milliseconds, and `listeners`, called after each change), so neither package imports the
