@@ -36,6 +36,11 @@ const configOf = (mark: string): ClaudeSession.Options => ({
   env: { set: { TEST_MARK: mark, FAKE_CLAUDE_MODE: "grandchildren,setsid-child" } }
 })
 
+/** Besides, each CLI's tool writes into its configuration directory (the store's, under its 0700 root): boxed, it can. */
+const writingConfigOf = (mark: string): ClaudeSession.Options => ({
+  env: { set: { ...configOf(mark).env?.set, FAKE_CLAUDE_TOOL: `echo written > "$CLAUDE_CONFIG_DIR/written"` } }
+})
+
 // Built in the test's scope: a layer provided to `make` alone would be released when `make` returns.
 const transportLayer = Layer.build(NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false }))
 
@@ -56,7 +61,7 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
         idleTimeToLive: "1 second",
         dormancy: true
       }).pipe(Scope.provide(scope), Effect.provideContext(Context.merge(store, transport)))
-      const config = configOf(mark)
+      const config = writingConfigOf(mark)
       yield* registry.warm(config, 2)
       yield* waitUntil("two warm trees", () => trees(mark).length === 2 * treeSize, 20_000)
       // Shrinking closes the surplus before `warm` returns.
@@ -83,6 +88,11 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       assert.isFalse(marked(mark).some((proc) => proc.pid === pid))
       const [listing] = yield* registry.dormant
       assert.strictEqual(listing._tag, "Dormant")
+      // Its CLI (warm, then handed out) wrote its directory in the store; what it left is the host's user's.
+      const written = Path.join(listing._tag === "Dormant" ? listing.record.directory : "", "written")
+      assert.strictEqual(Fs.readFileSync(written, "utf8"), "written\n")
+      assert.strictEqual(Fs.statSync(written).uid, process.getuid!())
+      assert.strictEqual(Fs.statSync(directory).mode & 0o777, 0o700, "the store's root is never opened")
       // Woken by its next message in a new CLI (boxed: its directory is in the store); then the release closes it
       // and the warm one.
       assert.isTrue((yield* registry.run("a", "again")).text.length > 0)
