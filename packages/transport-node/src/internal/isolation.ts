@@ -375,8 +375,29 @@ for (path, closed), fd in zip(pairs, fds):
     call(libc.syscall(429, fd, b"", -100, path.encode(), 4), "move_mount " + path)
 `
 
-/** The interpreter of {@link idmapScript}. @internal */
+/** The interpreter of {@link idmapScript}, as found on `PATH`. @internal */
 export const python = "python3"
+
+let interpreter: string | undefined
+
+/**
+ * The interpreter that runs {@link idmapScript}: `python3`'s own executable (`sys.executable`, asked once: a
+ * version manager's shim on `PATH` costs tens of milliseconds a start), isolated and without `site` (`-I -S`).
+ *
+ * @internal
+ */
+export const helper = (): { readonly file: string; readonly args: ReadonlyArray<string> } => {
+  if (interpreter === undefined) {
+    const asked = NodeChildProcess.spawnSync(python, ["-I", "-S", "-c", "import sys; print(sys.executable)"], {
+      encoding: "utf8",
+      timeout: 5_000,
+      stdio: ["ignore", "pipe", "ignore"]
+    })
+    const found = asked.status === 0 ? asked.stdout.trim() : ""
+    interpreter = found.length > 0 && Path.isAbsolute(found) ? found : python
+  }
+  return { file: interpreter, args: ["-I", "-S", "-c", idmapScript] }
+}
 
 /** The filesystems (by device) whose idmapped mounts were probed: whether they take them, or why not. */
 const idmappable = new Map<number, true | string>()
@@ -397,7 +418,8 @@ export const idmapProblem = (dirs: ReadonlyArray<string>): string | undefined =>
     }
     let known = idmappable.get(device)
     if (known === undefined) {
-      const probe = NodeChildProcess.spawnSync(python, ["-c", idmapScript, "probe", String(firstUid), dir], {
+      const { args, file } = helper()
+      const probe = NodeChildProcess.spawnSync(file, [...args, "probe", String(firstUid), dir], {
         stdio: ["ignore", "ignore", "pipe"],
         timeout: 5_000,
         encoding: "utf8"
@@ -414,10 +436,9 @@ export const idmapProblem = (dirs: ReadonlyArray<string>): string | undefined =>
   return undefined
 }
 
-/** The arguments of {@link idmapScript}'s `mount` for a box's lent directories. @internal */
+/** The arguments of {@link idmapScript}'s `mount` for a box's lent directories (after {@link helper}'s). @internal */
 export const idmapArgs = (pid: number, lent: ReadonlyArray<string>): ReadonlyArray<string> => [
-  "-c",
-  idmapScript,
+  ...helper().args,
   "mount",
   `/proc/${pid}/ns/user`,
   `/proc/${pid}/ns/mnt`,
@@ -630,8 +651,8 @@ export const probe = (): true | string => {
     const version = run(tool, ["--version"])
     if (version.error !== undefined || version.status !== 0) return `${tool} (util-linux) is missing`
   }
-  const helper = run(python, ["--version"])
-  if (helper.error !== undefined || helper.status !== 0) {
+  const pythonVersion = run(python, ["--version"])
+  if (pythonVersion.error !== undefined || pythonVersion.status !== 0) {
     return `${python} is missing (the host's helper that mounts a box's directories for its uid)`
   }
   const env = run("env", ["--default-signal=INT,QUIT", "true"])

@@ -761,7 +761,7 @@ const mapBox = (
           } else {
             // Its directories mounted in its namespace first (the host's helper: root outside), then `mapped`.
             mounting = NodeChildProcess.execFile(
-              Isolation.python,
+              Isolation.helper().file,
               Isolation.idmapArgs(pid, lent),
               { timeout: Math.max(1, deadline - Date.now()) },
               (error, _stdout, stderr) => {
