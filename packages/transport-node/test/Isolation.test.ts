@@ -13,7 +13,7 @@ import { Transport } from "@tether/core"
 import { FakeClaude } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Duration, Effect, type Layer, Option, Redacted, Stream } from "effect"
-import { randomUUID } from "node:crypto"
+import { createHash, randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -119,6 +119,9 @@ const readResults = (file: string): Map<string, string> => {
 
 /** What each attack did, per mode, for docs/teardown.md's isolation table. */
 const observed: { -readonly [mode in "isolated" | "not isolated"]?: Record<string, string> } = {}
+
+/** The name a lent directory's records begin with (as isolation.ts names them). */
+const lentKey = (dir: string): string => createHash("sha256").update(dir).digest("hex").slice(0, 32)
 
 /** A copy of sh under a directory only its owner may enter (as `mktemp -d` makes them). */
 const closedDir = isRoot ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-iso-closed-")) : ""
@@ -392,6 +395,40 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         NodeTransport.layer({ executables: { claude: closedSh }, watchdog: false })
       )
     ))
+
+  it("a lent directory: 0700 while any holder lends it, its mode given back by the last; a dead host's swept", () => {
+    const records = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-records-"))
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-"))
+    const modeOf = () => Fs.statSync(dir).mode & 0o777
+    try {
+      Fs.chmodSync(dir, 0o755)
+      const first = Isolation.lend(dir, records)
+      const second = Isolation.lend(dir, records)
+      assert.strictEqual(modeOf(), 0o700)
+      first.restore()
+      first.restore()
+      assert.strictEqual(modeOf(), 0o700, "the second session holds it still (a restore counts once)")
+      second.restore()
+      assert.strictEqual(modeOf(), 0o755, "the last one gives the mode back")
+      assert.deepStrictEqual(Fs.readdirSync(records), [])
+      // Another host (this test's parent: alive) lends it: its mode is the one it found, and ours is not given back
+      // while it holds it; once it is dead, the sweep gives it back.
+      Fs.chmodSync(dir, 0o700)
+      Fs.writeFileSync(Path.join(records, `${lentKey(dir)}.${process.ppid}`), `${process.ppid} -\n${0o755}\n${dir}`)
+      const mine = Isolation.lend(dir, records)
+      mine.restore()
+      assert.strictEqual(modeOf(), 0o700, "the other host holds it")
+      Isolation.sweepLent(records)
+      assert.strictEqual(modeOf(), 0o700, "a live host's record is not swept")
+      Fs.writeFileSync(Path.join(records, `${lentKey(dir)}.${process.ppid}`), `999999999 -\n${0o755}\n${dir}`)
+      Isolation.sweepLent(records)
+      assert.strictEqual(modeOf(), 0o755, "a dead host's is given back")
+      assert.deepStrictEqual(Fs.readdirSync(records), [])
+    } finally {
+      Fs.rmSync(records, { recursive: true, force: true })
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
 
   it("the uid ranges: one holder per range, two hosts on one machine included; a dead host's taken back", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-uid-ranges-"))
