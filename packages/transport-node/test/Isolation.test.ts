@@ -2,11 +2,13 @@
  * Isolation between sessions (Linux, as root): two sessions of one host, each the fake CLI; A's tool (run the way
  * the Bash tool runs one) attacks B — reads B's CLI's environment and memory, B's config directory, signals B's
  * CLI, moves it into A's cgroup — first as it finds itself, then after unmounting its /proc and /tmp (its root can)
- * to see the host's. Every attack must fail with `isolation: true`, and succeed without it (`isolation: false`, the
- * default this release: so the suite can fail). What each attack did in each mode is docs/teardown.md's isolation
- * table (results.ts: recorded with TETHER_RECORD_RESULTS=1). Also: each session's uid range outside is its own, its /tmp is private, its tools still work in its
- * workspace, which is given back at release; the uid ranges' allocator never hands one range to two holders.
- * Real processes.
+ * to see the host's. Every attack must fail in the default mode (`"auto"`: a box each, as root), and succeed with
+ * `isolation: false` (so the suite can fail). What each attack did in each mode is docs/teardown.md's isolation
+ * table (results.ts: recorded with TETHER_RECORD_RESULTS=1). Also: each session's uid range outside is its own, its
+ * /tmp is private, two sessions sharing a workspace both write it (each through its own idmapped mount) and what
+ * they leave is the host's user's; a config directory under a directory only the host may enter (a dormant store's
+ * root) is reached, its siblings hidden; a lent directory's mode is given back by its last holder; the uid ranges'
+ * allocator never hands one range to two holders. Real processes.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
@@ -465,6 +467,17 @@ describe.runIf(process.platform === "linux" && process.getuid?.() !== 0)("isolat
       assert.isFalse(transport.capabilities.isolatesSessions)
       assert.isTrue(transport.capabilities.notes.some((note) => note.includes("newuidmap")))
     }).pipe(Effect.provide(layer())))
+
+  it.live("by default: no box, and the capabilities say why", () =>
+    Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      assert.isFalse(transport.capabilities.isolatesSessions)
+      assert.isTrue(
+        transport.capabilities.notes.some((note) =>
+          note.includes(`isolation: "auto" makes no box here`) && note.includes("newuidmap")
+        )
+      )
+    }).pipe(Effect.provide(NodeTransport.layer({ watchdog: false }))))
 })
 
 const isFake = (pid: number): boolean => {
