@@ -20,6 +20,7 @@ import { NodeTransport } from "@tether/transport-node"
 import { Data, Effect, Exit, Fiber, Option, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import {
   awaitEscaped,
@@ -70,10 +71,10 @@ const layerFor = (mechanism: Mechanism) =>
 
 class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
 
-const startHost = (mechanism: Mechanism, text: string, onReady: (line: string) => void) =>
+const startHost = (mechanism: Mechanism, text: string, onReady: (line: string) => void, box: ReadonlyArray<string>) =>
   Effect.acquireRelease(
     Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
-      const host = ChildProcess.spawn(process.execPath, [hostScript, mechanism, text], {
+      const host = ChildProcess.spawn(process.execPath, [hostScript, mechanism, text, ...box], {
         stdio: ["ignore", "pipe", "inherit"]
       })
       host.stdout.setEncoding("utf8")
@@ -99,7 +100,8 @@ const startHost = (mechanism: Mechanism, text: string, onReady: (line: string) =
  * A host started by {@link startHost}, and, when the test ends, the offline home of its world removed: the host is
  * SIGKILLed, so its own finalizers never remove it.
  */
-const startHostAndClean = (mechanism: Mechanism, text: string) =>
+/** The host fixture, its world's home removed afterwards; `reportDir`: in the default box, that directory kept. */
+const startHostAndClean = (mechanism: Mechanism, text: string, reportDir?: string) =>
   Effect.gen(function*() {
     let home: string | undefined
     yield* Effect.addFinalizer(() =>
@@ -109,7 +111,7 @@ const startHostAndClean = (mechanism: Mechanism, text: string) =>
     )
     const host = yield* startHost(mechanism, text, (line) => {
       home = line.trim().split(" ")[3]
-    })
+    }, reportDir === undefined ? [] : ["box", reportDir])
     return host
   })
 
@@ -175,8 +177,8 @@ for (const mechanism of mechanisms) suite(mechanism)
 /**
  * In a box (the default, `isolation: "auto"`, as root), under each containment: the report is in the session's
  * workspace, the one directory of the host's it may write. Nothing survives (its PID namespace ends with the CLI, its
- * tools cannot leave their cgroup). The host-SIGKILL case is the fake CLI's (the host fixture makes its world inside
- * itself).
+ * tools cannot leave their cgroup), the host SIGKILLed included (the host fixture's session then names the report's
+ * directory, under the host's /tmp, in its environment: its box keeps it at its path).
  */
 const boxedSuite = (mechanism: Mechanism) =>
   describe.runIf(process.platform === "linux" && process.getuid?.() === 0)(
@@ -233,6 +235,28 @@ const boxedSuite = (mechanism: Mechanism) =>
           record(mechanism, true, "interrupt", left)
           assert.deepStrictEqual(left, [])
         }).pipe(Effect.scoped, Effect.provide(boxed)))
+
+      it.live("the host is SIGKILLed mid-tool (the watchdog ends the session)", () =>
+        Effect.gen(function*() {
+          // Under the host's /tmp, named in the session's environment: its box keeps it at its path.
+          const report = yield* makeReport
+          const host = yield* startHostAndClean(mechanism, prompt(report, true), Path.dirname(report))
+          const escaped = yield* awaitEscaped(escapes, report, 30_000)
+          // Boxed: the escapes run in the session's user namespace, not the host's.
+          assert.isTrue(
+            escaped.every((each) =>
+              Fs.readlinkSync(`/proc/${each.pid}/ns/user`) !== Fs.readlinkSync("/proc/self/ns/user")
+            ),
+            "the session is boxed"
+          )
+          host.kill("SIGKILL")
+          yield* waitUntil("the watchdog to end the session", () => survivors(escaped).length === 0, 10_000).pipe(
+            Effect.ignore
+          )
+          const left = survivors(escaped)
+          record(mechanism, true, "host SIGKILL", left)
+          assert.deepStrictEqual(left, [])
+        }).pipe(Effect.scoped))
     }
   )
 
@@ -242,7 +266,7 @@ afterAll(() => {
   const closings: ReadonlyArray<Closing> = ["close", "interrupt", "host SIGKILL"]
   const columns = [
     ...mechanisms.flatMap((m) => closings.map((c) => `${m}/${c}`)),
-    ...mechanisms.flatMap((m) => [`${m}, isolated/close`, `${m}, isolated/interrupt`])
+    ...mechanisms.flatMap((m) => closings.map((c) => `${m}, isolated/${c}`))
   ]
   const lines = [
     "| escape | " + columns.join(" | ") + " |",
