@@ -77,7 +77,11 @@ const program = Effect.gen(function*() {
     "| box | median ms | min | max |",
     "| --- | ---: | ---: | ---: |",
     ...modes.map((mode) =>
-      `| ${mode === "isolated" ? "isolated (`isolation: true`)" : "not isolated (default)"} | ` +
+      `| ${
+        mode === "isolated"
+          ? "isolated (`isolation: true`; the default boxes it too)"
+          : "not isolated (`isolation: false`)"
+      } | ` +
       `${median(mode).toFixed(0)} | ${Math.min(...times[mode]).toFixed(0)} | ${Math.max(...times[mode]).toFixed(0)} |`
     ),
     `| ratio of the medians (isolated / not) | ${(median("isolated") / median("not isolated")).toFixed(2)} | | |`

@@ -3,6 +3,8 @@
  * and without it (a measurement, not a test: the machine is shared, so the numbers are noisy). Two CLIs:
  *
  * - `sh`: `sh -c 'echo ready; exec sleep 30'`, the transport's own overhead;
+ * - `sh` in a workspace of its own (a temporary directory): the same, with the workspace lent to the box (its
+ *   idmapped mount, made by the host's `python3` helper);
  * - the fake claude (a Node program): spawn → its answer to `initialize`.
  *
  * Alternates the modes run by run (so that the machine's load falls on both) and prints the median, min and max of
@@ -10,6 +12,9 @@
  * (10).
  */
 import { Duration, Effect, Option, Stream } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import * as Transport from "../packages/core/src/Transport.ts"
 import * as FakeClaude from "../packages/testing/src/FakeClaude.ts"
 import { NodeTransport } from "../packages/transport-node/src/index.ts"
@@ -27,6 +32,12 @@ const specs: Record<string, Transport.LaunchSpec> = {
     program: "sh",
     args: ["-c", "echo ready; exec sleep 30"],
     cwd: Option.none(),
+    env: { mode: "clean", set: {}, unset: [] }
+  },
+  "sh, its workspace lent": {
+    program: "sh",
+    args: ["-c", "echo ready; exec sleep 30"],
+    cwd: Option.some(Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-box-startup-"))),
     env: { mode: "clean", set: {}, unset: [] }
   },
   "fake claude": {
@@ -85,6 +96,8 @@ const program = Effect.gen(function*() {
     )
   }
   console.log(lines.join("\n"))
+  const workspace = Option.getOrThrow(specs["sh, its workspace lent"]!.cwd)
+  Fs.rmSync(workspace, { recursive: true, force: true })
 })
 
 Effect.runPromise(program).catch((error) => {

@@ -40,12 +40,12 @@ const closings: ReadonlyArray<EscapeRun["closing"]> = ["close", "interrupt", "ho
 const containments: ReadonlyArray<EscapeRun["containment"]> = ["cgroup", "pid-namespace", "process-tree"]
 
 /**
- * One suite's rows: per isolation (off first: the default) and containment, what survived each closing, as the
+ * One suite's rows: per isolation (the default first: a box each, as root) and containment, what survived each closing, as the
  * escapes' numbers in the legend below the table.
  */
 const escapeRows = (suite: EscapeResults, label: string, numberOf: ReadonlyMap<string, number>): Array<string> => {
   const rows: Array<string> = []
-  for (const isolation of [false, true]) {
+  for (const isolation of [true, false]) {
     for (const containment of containments) {
       const cells = closings.map((closing) => {
         const run = suite.runs.find((each) =>
@@ -58,7 +58,7 @@ const escapeRows = (suite: EscapeResults, label: string, numberOf: ReadonlyMap<s
       })
       if (cells.every((each) => each === "not run")) continue
       rows.push(
-        `| ${label} | \`${containment}\` | ${isolation ? "`isolation: true`" : "off (default)"} | ` +
+        `| ${label} | \`${containment}\` | ${isolation ? "a box each (the default)" : "`isolation: false`"} | ` +
           cells.join(" | ") + " |"
       )
     }
@@ -116,7 +116,7 @@ const isolationTable = (observed: IsolationResults): string => {
     `(which its root can in a box; outside one there is nothing of its own to unmount), as \`${observed.suite}\` ` +
     `observed it:`,
     "",
-    "| A's tool tries to | `isolation: true` | off (the default) |",
+    "| A's tool tries to | a box each (the default) | `isolation: false` |",
     "| --- | :---: | :---: |",
     ...attacks.map(([name, row, worked]) =>
       `| ${row} | ${outcome("isolated", name, worked)} | ${outcome("not isolated", name, worked)} |`

@@ -137,25 +137,30 @@ export interface Options {
    */
   readonly privateTmp?: boolean | undefined
   /**
-   * Isolate the sessions from each other (`true`; default off: reported by `transport.capabilities.isolatesSessions`;
-   * it needs Linux as root). Each session's CLI runs in namespaces of its own: a user namespace
+   * Isolate the sessions from each other: `"auto"` by default (a box for each session where one can be made), `true`
+   * (every session, or every `open` fails), `false` (off). It needs Linux as root, and `python3` (the host's helper
+   * that mounts a box's directories). Each session's CLI runs in namespaces of its own: a user namespace
    * whose root is a uid range of its own outside (65,536 uids, distinct from every other live session's on the
    * machine, other hosts' included), a PID namespace (its tools see only its processes), a mount namespace (a
    * private `/tmp`, `/dev/shm` and `/var/tmp`; the directories the launch spec names under `/tmp` stay visible) and
    * a cgroup namespace. So no session's tools can read another's environment, memory or files, signal it, or move
    * it between cgroups. Its workspace (`cwd`), config directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) and a `HOME` the
-   * launch spec sets (not the host's own) are lent to its uid range while it runs: every entry owned by the
-   * directory's owner is chowned to the range (the directory made 0700) and given back at release.
+   * launch spec sets (not the host's own) and a `TMPDIR` it sets are lent to it while it runs, through idmapped mounts in its own mount
+   * namespace: the host's root is the box's root there, nothing is chowned, sessions that share a workspace each
+   * write it at once, and what they leave is the host's user's. While lent, a directory is 0700 (its mode given back
+   * by the last session holding it).
    *
    * Gotchas: `connection.pid` is the CLI's pid outside its namespace (its parent is the box's first process); the
-   * executable must be runnable by other users and the directories above it and the workspace searchable by them
-   * (else the open fails); other users' files are `nobody`'s inside, and the rest of the
-   * host's files (the host's own `HOME` included) are not writable; a workspace two sessions share at once is lent
-   * to the last; a CLI's exit ends every process of its namespace; an exit code above 128 reads as a signal. `true`:
-   * where it cannot be done, every `open` fails with `SpawnFailed`; `false`: off. `"auto"`: a box for each session
-   * where one can be made (as root on Linux, the executable and every directory the launch spec names reachable by
-   * the session's uid, no `TMPDIR` of the spec's own, which a box does not lend); any other session runs unboxed,
-   * with a warning saying why, and `transport.capabilities.isolatesSessions` is false (its notes say so).
+   * executable must be runnable by other users (or be in a lent directory), and the directories above it searchable
+   * by them; the lent directories' filesystems must take idmapped mounts (probed once per filesystem: ext4 here);
+   * other users' files are `nobody`'s inside, and the rest of the host's files (the host's own `HOME` included) are
+   * not writable; `/` and sticky directories (`/tmp`) are never lent; a CLI's exit ends every process of its
+   * namespace; an exit code above 128 reads as a signal. `"auto"` (the default): a session whose box cannot be made
+   * (not root, not Linux, its executable out of its uid's reach, a filesystem without idmapped mounts, a directory
+   * every user shares) runs unboxed, with a warning saying why (logged with Effect's logger),
+   * and `transport.capabilities.isolatesSessions` is false (its notes say whether boxes can be made here at all, and
+   * why not). `true`: where a box cannot be made, `open` fails with `SpawnFailed`. `false`: the opt-out, every session
+   * runs as the host's user (the sessions' tools can read each other's environment, memory and files).
    */
   readonly isolation?: boolean | "auto" | undefined
   /** How long an isolated session's start may take to make its namespaces (default 5 seconds). */

@@ -13,20 +13,26 @@ import { execFileSync } from "node:child_process"
 import { readFile } from "node:fs/promises"
 import { isAlive, marked, scopedMark, tempDir } from "./utils.ts"
 
+/**
+ * The fake agent's session, in a workspace of its own (`cwd`, else a temporary directory): a session's workspace is
+ * lent to its box (and its terminals'), so never the checkout the tests run from.
+ */
 const session = (
   mark: string,
   faults: string,
   timeouts?: Timeouts.Timeouts,
-  client?: AcpSession.Options["client"]
+  client?: AcpSession.Options["client"],
+  cwd?: string
 ) =>
-  AcpSession.make({
-    client,
-    agent: AcpAgent.command([FakeAcp.path], {
-      env: { set: { TEST_MARK: mark, FAKE_ACP_FAULTS: faults, FAKE_ACP_CHUNKS: "2" } }
-    }),
-    cwd: process.cwd(),
-    timeouts
-  })
+  Effect.flatMap(cwd === undefined ? tempDir("tether-acp-work-") : Effect.succeed(cwd), (cwd) =>
+    AcpSession.make({
+      client,
+      agent: AcpAgent.command([FakeAcp.path], {
+        env: { set: { TEST_MARK: mark, FAKE_ACP_FAULTS: faults, FAKE_ACP_CHUNKS: "2" } }
+      }),
+      cwd,
+      timeouts
+    }))
 
 describe("AcpSession over NodeTransport, against the fake ACP agent", () => {
   it.live("runs turns over real stdio; release ends the agent with its stdin (exit 0)", () =>
@@ -83,9 +89,10 @@ describe("AcpSession over NodeTransport, against the fake ACP agent", () => {
     Effect.gen(function*() {
       const mark = yield* scopedMark
       const scope = yield* Scope.make()
-      const acp = yield* session(mark, "", undefined, { terminal: true }).pipe(Scope.provide(scope))
-      // The command says it has started its child through a FIFO the test reads: no polling, no clock.
+      // The command says it has started its child through a FIFO the test reads: no polling, no clock. In the
+      // session's workspace: its terminal's box sees that one of the host's directories (its /tmp is its own).
       const dir = yield* tempDir("tether-acp-fifo-")
+      const acp = yield* session(mark, "", undefined, { terminal: true }, dir).pipe(Scope.provide(scope))
       const fifo = `${dir}/started`
       execFileSync("mkfifo", [fifo])
       const started = Effect.promise(() => readFile(fifo, "utf8"))
@@ -104,7 +111,7 @@ describe("AcpSession over NodeTransport, against the fake ACP agent", () => {
       Effect.gen(function*() {
         const acp = yield* AcpSession.make({
           agent: AcpAgent.command([FakeAcp.fastPath], { env: { set: { FAST_ACP_FRAMES: "2" } } }),
-          cwd: process.cwd()
+          cwd: yield* tempDir("tether-acp-work-")
         })
         // One text delta per chunk, none skipped, read as the bench's Tether host reads them: the deltas it counts.
         const deltas = yield* (yield* acp.subscribe("latest")).pipe(

@@ -14,8 +14,9 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
-import { Data, Duration, Effect, Exit, Fiber, Scope, Stream } from "effect"
+import { Data, Duration, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { awaitEscaped, awaitToolShellGone, commandFor, escapes, makeReport, survives, survivors } from "./escapes.ts"
@@ -43,7 +44,7 @@ const expected = (mechanism: Mechanism, isolated: boolean): ReadonlyArray<string
     .map((escape) => escape.name)
     .sort()
 
-/** Isolation between sessions (the default where it can be, as root) and without it. */
+/** Isolation between sessions (the default, `"auto"`: a box where one can be made, as root) and without it. */
 const isolations = [true, false] as const
 const isolationAvailable = process.platform === "linux" && process.getuid?.() === 0
 
@@ -69,7 +70,8 @@ const layerFor = (mechanism: Mechanism, isolated: boolean) =>
     watchdog: false,
     containment: mechanism,
     scanInterval: 0,
-    isolation: isolated
+    // Isolated: the default (no option), which boxes each session here.
+    ...(isolated ? {} : { isolation: false })
   })
 
 const knobsFor = (report: string) => ({
@@ -98,13 +100,16 @@ const startHost = (mechanism: Mechanism, isolated: boolean, mark: string, report
         }
       )
       host.stdout.setEncoding("utf8")
-      host.stdout.once("data", (data: string) =>
-        data.startsWith("ready") ? resume(Effect.succeed(host)) : resume(Effect.fail(new HostFailed({ reason: data }))))
-      host.once("error", (error) =>
-        resume(Effect.fail(new HostFailed({ reason: error.message }))))
+      // Its ready line, after whatever it logged before it (Effect's default logger prints to stdout).
+      let out = ""
+      host.stdout.on("data", (data: string) => {
+        out += data
+        if (out.split("\n").some((line) => line.startsWith("ready"))) resume(Effect.succeed(host))
+      })
+      host.once("error", (error) => resume(Effect.fail(new HostFailed({ reason: error.message }))))
+      host.once("exit", (code) => resume(Effect.fail(new HostFailed({ reason: `exited ${code}: ${out}` }))))
     }),
-    (host) =>
-      Effect.sync(() => host.kill("SIGKILL"))
+    (host) => Effect.sync(() => host.kill("SIGKILL"))
   )
 
 const suite = (mechanism: Mechanism, isolated: boolean) =>
@@ -117,12 +122,18 @@ const suite = (mechanism: Mechanism, isolated: boolean) =>
         const transport = yield* Transport.Transport
         assert.strictEqual(transport.capabilities.containment, mechanism)
         const scope = yield* Scope.make()
-        assert.strictEqual(transport.capabilities.isolatesSessions, isolated)
         // The report is in the session's workspace: what its tools can write to, isolated or not.
-        yield* transport.open(fakeSpec(mark, knobsFor(report), { cwd: Path.dirname(report) }), {
+        const connection = yield* transport.open(fakeSpec(mark, knobsFor(report), { cwd: Path.dirname(report) }), {
           termGrace: Duration.millis(termGraceMillis)
         }).pipe(
           Scope.provide(scope)
+        )
+        // Boxed by default: its CLI's user namespace is not the host's.
+        const cli = Option.getOrThrow(connection.pid)
+        assert.strictEqual(
+          Fs.readlinkSync(`/proc/${cli}/ns/user`) !== Fs.readlinkSync("/proc/self/ns/user"),
+          isolated,
+          "boxed"
         )
         const escaped = yield* awaitEscaped(escapes, report)
         // What the process tree finds depends on whether the tool's shell is still there: it is gone.

@@ -2,18 +2,20 @@
  * Isolation between sessions (Linux, as root): two sessions of one host, each the fake CLI; A's tool (run the way
  * the Bash tool runs one) attacks B — reads B's CLI's environment and memory, B's config directory, signals B's
  * CLI, moves it into A's cgroup — first as it finds itself, then after unmounting its /proc and /tmp (its root can)
- * to see the host's. Every attack must fail with `isolation: true`, and succeed without it (`isolation: false`, the
- * default this release: so the suite can fail). What each attack did in each mode is docs/teardown.md's isolation
- * table (results.ts: recorded with TETHER_RECORD_RESULTS=1). Also: each session's uid range outside is its own, its /tmp is private, its tools still work in its
- * workspace, which is given back at release; the uid ranges' allocator never hands one range to two holders.
- * Real processes.
+ * to see the host's. Every attack must fail in the default mode (`"auto"`: a box each, as root), and succeed with
+ * `isolation: false` (so the suite can fail). What each attack did in each mode is docs/teardown.md's isolation
+ * table (results.ts: recorded with TETHER_RECORD_RESULTS=1). Also: each session's uid range outside is its own, its
+ * /tmp is private, two sessions sharing a workspace both write it (each through its own idmapped mount) and what
+ * they leave is the host's user's; a config directory under a directory only the host may enter (a dormant store's
+ * root) is reached, its siblings hidden; a lent directory's mode is given back by its last holder; the uid ranges'
+ * allocator never hands one range to two holders. Real processes.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
 import { FakeClaude } from "@tether/testing"
 import { NodeTransport } from "@tether/transport-node"
 import { Duration, Effect, type Layer, Option, Redacted, Stream } from "effect"
-import { randomUUID } from "node:crypto"
+import { createHash, randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -27,6 +29,14 @@ const termGrace = { termGrace: Duration.millis(200) }
 
 const layer = (isolation: boolean = true) =>
   NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false, isolation })
+
+/** The default (`"auto"`: a box for each session, as root here), or off. */
+const defaultOrOff = (boxed: boolean) =>
+  NodeTransport.layer({
+    executables: { claude: fakeClaudePath },
+    watchdog: false,
+    ...(boxed ? {} : { isolation: false })
+  })
 
 /** The fake CLI in `cwd`, its tool `tool` run at start, its config directory `config`, its key in its environment. */
 const fakeIn = (mark: string, cwd: string, config: string, key: string, tool?: string): Transport.LaunchSpec => ({
@@ -112,14 +122,23 @@ const readResults = (file: string): Map<string, string> => {
 /** What each attack did, per mode, for docs/teardown.md's isolation table. */
 const observed: { -readonly [mode in "isolated" | "not isolated"]?: Record<string, string> } = {}
 
+/** The name a lent directory's records begin with (as isolation.ts names them). */
+const lentKey = (dir: string): string => createHash("sha256").update(dir).digest("hex").slice(0, 32)
+
+/** A copy of sh under a directory only its owner may enter (as `mktemp -d` makes them). */
+const closedDir = isRoot ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-iso-closed-")) : ""
+const closedSh = Path.join(closedDir, "sh")
+if (isRoot) Fs.copyFileSync("/bin/sh", closedSh)
+
 describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => {
   afterAll(() => {
+    Fs.rmSync(closedDir, { recursive: true, force: true })
     if (observed.isolated !== undefined && observed["not isolated"] !== undefined) {
       Results.write("isolation", { suite: "packages/transport-node/test/Isolation.test.ts", modes: observed })
     }
   })
 
-  it.live("the capabilities say it is on when asked for, as root, and off by default", () =>
+  it.live("the capabilities say it is on when asked for, as root, \"auto\" by default, off when turned off", () =>
     Effect.gen(function*() {
       const capabilitiesOf = (layer: Layer.Layer<Transport.Transport>) =>
         Effect.provide(Effect.map(Transport.Transport, (transport) => transport.capabilities), layer)
@@ -131,17 +150,21 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
           NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false })
         )
       }
+      // Not every session is guaranteed a box under "auto"; the notes say it is the default and why not.
       assert.isFalse(byDefault.capabilities.isolatesSessions)
+      assert.isTrue(byDefault.capabilities.notes.some((note) => note.includes(`isolation: "auto" (the default)`)))
+      const off = { capabilities: yield* capabilitiesOf(layer(false)) }
+      assert.isFalse(off.capabilities.isolatesSessions)
+      assert.isTrue(off.capabilities.notes.some((note) => note.includes("isolation between sessions is off")))
     }).pipe(Effect.scoped))
 
   for (const isolation of [true, false] as const) {
-    const label = isolation === false ? "isolation: false, the default" : "isolation: true"
+    const label = isolation === false ? "isolation: false" : "the default, a box each"
     it.live(`A's tool attacks B (${label}): environment, memory, config files, a signal, a cgroup move`, () =>
       Effect.gen(function*() {
         const mark = newMark()
         yield* killOnExit(mark)
         const transport = yield* Transport.Transport
-        assert.strictEqual(transport.capabilities.isolatesSessions, isolation !== false)
         const workA = yield* tempDir("tether-iso-a-")
         const workB = yield* tempDir("tether-iso-b-")
         const configA = yield* tempDir("tether-iso-config-a-")
@@ -151,6 +174,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         const b = yield* transport.open(fakeIn(mark, workB, configB, `sk-ant-b-${randomUUID()}`), termGrace)
         const pidB = Option.getOrThrow(b.pid)
         yield* waitUntil("B's CLI to run", () => isFake(pidB))
+        assert.strictEqual(Isolation.isSessionUid(uidOf(pidB)), isolation, "B is boxed by default")
         const cgroupB = cgroupOf(pidB)
         const results = Path.join(workA, "results")
         // A's tool, started by A's CLI as the Bash tool starts one: its script is in A's workspace, where the
@@ -211,10 +235,10 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         }))
         const first = yield* Stream.runHead(b.stdout).pipe(Effect.timeout("5 seconds"))
         assert.isTrue(Option.isSome(first))
-      }).pipe(Effect.scoped, Effect.provide(layer(isolation))))
+      }).pipe(Effect.scoped, Effect.provide(defaultOrOff(isolation))))
   }
 
-  it.live("each session: a uid range of its own outside, a PID namespace, a private /tmp; its tools work", () =>
+  it.live("each session: a uid range of its own, a PID namespace, a private /tmp; both write the workspace they share", () =>
     Effect.gen(function*() {
       const transport = yield* Transport.Transport
       const work = yield* tempDir("tether-iso-work-")
@@ -237,12 +261,17 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
           return { pid: Option.getOrThrow(connection.pid), lines: Array.from(lines) }
         })
       const [a, b] = yield* Effect.scoped(Effect.gen(function*() {
+        // A edits the workspace, and once B has started (and written it too) writes it again: a workspace two
+        // sessions share is writable by both for as long as they run, each as a uid of its own.
         const a = yield* openShell(
           `id -u; echo "$TMPDIR"; echo a > /tmp/${name}; ls /proc | grep -c '^[0-9]'; ` +
-            `sed -i s/before/after/ file.txt && echo edited > new.txt && cat file.txt; echo ready; exec sleep 30`
+            `sed -i s/before/after/ file.txt && echo edited > new.txt && cat file.txt; echo ready; ` +
+            `while [ ! -e b.txt ]; do sleep 0.02; done; echo again >> new.txt && mkdir -p dir && echo a > dir/a.txt; ` +
+            `echo $? > a-after-b; exec sleep 30`
         )
         const b = yield* openShell(
-          `id -u; echo "$TMPDIR"; cat /tmp/${name} 2>/dev/null || echo absent; echo ready; exec sleep 30`
+          `id -u; echo "$TMPDIR"; cat /tmp/${name} 2>/dev/null || echo absent; echo b >> new.txt && echo b > b.txt; ` +
+            `echo ready; exec sleep 30`
         )
         // Outside: distinct ranges, both session uids, neither the host's.
         const uids = [uidOf(a.pid), uidOf(b.pid)]
@@ -250,7 +279,9 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         for (const uid of uids) assert.isTrue(Isolation.isSessionUid(uid), `uid ${uid}`)
         assert.notStrictEqual(Fs.readlinkSync(`/proc/${a.pid}/ns/pid`), Fs.readlinkSync("/proc/self/ns/pid"))
         assert.notStrictEqual(Fs.readlinkSync(`/proc/${a.pid}/ns/pid`), Fs.readlinkSync(`/proc/${b.pid}/ns/pid`))
-        assert.strictEqual(Fs.statSync(work).uid, uids[1], "the workspace is lent to the last session")
+        yield* waitUntil("A's write after B started", () => Fs.existsSync(Path.join(work, "a-after-b")), 5_000)
+        assert.strictEqual(Fs.readFileSync(Path.join(work, "a-after-b"), "utf8"), "0\n", "A still writes it")
+        assert.strictEqual(Fs.statSync(work).mode & 0o777, 0o700, "while lent, closed to other uids")
         return [a, b]
       }))
       // Inside: root, TMPDIR is /tmp, a few processes of its own.
@@ -260,23 +291,69 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.strictEqual(a.lines[3], "after", "the tool edited the workspace's file")
       assert.strictEqual(b.lines[2], "absent", "B does not see A's /tmp")
       assert.isFalse(Fs.existsSync(Path.join(Os.tmpdir(), name)), "A's /tmp is not the host's")
-      // Released: the workspace and what the tools made in it are the host's again.
+      // Released: what the tools made in the workspace is the host's (written through the idmapped mount: the
+      // box's root is the host's user on disk).
       assert.strictEqual(Fs.readFileSync(Path.join(work, "file.txt"), "utf8"), "after\n")
-      for (const file of [work, Path.join(work, "file.txt"), Path.join(work, "new.txt")]) {
-        assert.strictEqual(Fs.statSync(file).uid, process.getuid!(), file)
+      assert.strictEqual(Fs.readFileSync(Path.join(work, "new.txt"), "utf8"), "edited\nb\nagain\n")
+      for (const file of ["", "file.txt", "new.txt", "b.txt", "dir", "dir/a.txt"]) {
+        assert.strictEqual(Fs.statSync(Path.join(work, file)).uid, process.getuid!(), file)
+        assert.strictEqual(Fs.statSync(Path.join(work, file)).gid, process.getgid!(), file)
       }
       assert.strictEqual(Fs.statSync(work).mode & 0o777, 0o700, "its mode given back (tempDir's 0700)")
     }).pipe(Effect.provide(layer())))
 
-  it.live("a workspace its uid cannot reach: SpawnFailed, saying why", () =>
+  it.live("a config directory under a directory only its owner may enter (a dormant store's): reached, alone", () =>
     Effect.gen(function*() {
-      // Under a directory only its owner may enter (as `mktemp -d` makes them): the session's uid could not reach it.
+      // As a registry's dormant store keeps its conversations' directories: under a root only the host may enter.
+      const store = yield* tempDir("tether-iso-store-")
+      Fs.chmodSync(store, 0o700)
+      const mine = Path.join(store, "cli", "mine")
+      const other = Path.join(store, "cli", "other")
+      Fs.mkdirSync(mine, { recursive: true })
+      Fs.mkdirSync(other, { recursive: true })
+      Fs.writeFileSync(Path.join(other, "transcript.jsonl"), "another conversation's secret\n", { mode: 0o644 })
+      Fs.writeFileSync(Path.join(mine, "transcript.jsonl"), "mine\n", { mode: 0o600 })
+      const transport = yield* Transport.Transport
+      const lines = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* transport.open({
+          program: "sh",
+          args: [
+            "-c",
+            `id -u; cat "$CLAUDE_CONFIG_DIR/transcript.jsonl"; echo more >> "$CLAUDE_CONFIG_DIR/transcript.jsonl" && ` +
+            `echo wrote; cat ${Path.join(other, "transcript.jsonl")} 2>/dev/null || echo hidden; ` +
+            `ls ${store} ${Path.join(store, "cli")} | tr '\n' ' '; echo; echo ready; exec sleep 30`
+          ],
+          cwd: Option.some(mine),
+          env: { mode: "clean", set: { CLAUDE_CONFIG_DIR: mine }, unset: [] }
+        }, termGrace)
+        assert.isTrue(Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))), "boxed")
+        return Array.from(
+          yield* connection.stdout.pipe(
+            Stream.map((line) => line._tag === "Text" ? line.text : ""),
+            Stream.takeWhile((line) => line !== "ready"),
+            Stream.runCollect,
+            Effect.timeout("5 seconds")
+          )
+        )
+      }))
+      assert.deepStrictEqual(lines.slice(0, 4), ["0", "mine", "wrote", "hidden"], JSON.stringify(lines))
+      // The store's root seen from the box holds only the session's own directory's path.
+      assert.strictEqual(lines[4]?.trim().split(/\s+/).filter((each) => !each.endsWith(":")).join(" "), "cli mine")
+      assert.strictEqual(Fs.readFileSync(Path.join(mine, "transcript.jsonl"), "utf8"), "mine\nmore\n")
+      assert.strictEqual(Fs.statSync(store).mode & 0o777, 0o700, "the store's root is never opened")
+      assert.strictEqual(Fs.statSync(mine).uid, process.getuid!())
+    }).pipe(Effect.scoped, Effect.provide(layer(true))))
+
+  it.live("an executable its uid cannot run: SpawnFailed, saying why", () =>
+    Effect.gen(function*() {
+      // Under a directory only its owner may enter (as `mktemp -d` makes them): the session's uid could not run it.
       const closed = yield* tempDir("tether-iso-closed-")
       Fs.chmodSync(closed, 0o700)
-      const work = Path.join(closed, "work")
-      Fs.mkdirSync(work)
+      Fs.copyFileSync("/bin/sh", Path.join(closed, "sh"))
+      // Its workspace elsewhere: a directory lent to the session is reached through its mount, whatever is above.
+      const work = yield* tempDir("tether-iso-work-")
       const spec: Transport.LaunchSpec = {
-        program: "sh",
+        program: "claude",
         args: ["-c", "id -u; echo ready; exec sleep 30"],
         cwd: Option.some(work),
         env: { mode: "clean", set: {}, unset: [] }
@@ -284,7 +361,9 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       const refused = yield* Effect.flip(
         Effect.scoped(Effect.gen(function*() {
           return yield* (yield* Transport.Transport).open(spec, termGrace)
-        })).pipe(Effect.provide(layer(true)))
+        })).pipe(Effect.provide(
+          NodeTransport.layer({ executables: { claude: Path.join(closed, "sh") }, watchdog: false, isolation: true })
+        ))
       )
       assert.strictEqual(refused._tag, "SpawnFailed")
       assert.include((refused as { readonly reason: string }).reason, "is not searchable by other users")
@@ -296,13 +375,10 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.isFalse(transport.capabilities.isolatesSessions, "not every session is guaranteed a box")
       assert.isTrue(transport.capabilities.notes.some((note) => note.includes(`isolation: "auto"`)))
       const work = yield* tempDir("tether-iso-auto-")
-      const closed = yield* tempDir("tether-iso-auto-closed-")
-      Fs.chmodSync(closed, 0o700)
-      Fs.mkdirSync(Path.join(closed, "work"))
-      const uidIn = (cwd: string, set: Record<string, string>) =>
+      const uidIn = (cwd: string, set: Record<string, string>, program = "sh") =>
         Effect.scoped(Effect.gen(function*() {
           const connection = yield* transport.open({
-            program: "sh",
+            program,
             args: ["-c", "echo ready; exec sleep 30"],
             cwd: Option.some(cwd),
             env: { mode: "clean", set, unset: [] }
@@ -311,14 +387,50 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
           return uidOf(Option.getOrThrow(connection.pid))
         }))
       assert.isTrue(Isolation.isSessionUid(yield* uidIn(work, {})), "boxed: a session uid")
-      assert.strictEqual(yield* uidIn(work, { TMPDIR: work }), process.getuid!(), "a TMPDIR of its own: unboxed")
-      assert.strictEqual(yield* uidIn(Path.join(closed, "work"), {}), process.getuid!(), "unreachable: unboxed")
+      assert.isTrue(Isolation.isSessionUid(yield* uidIn(work, { TMPDIR: work })), "a TMPDIR of its own: lent")
+      assert.strictEqual(yield* uidIn(work, { TMPDIR: "/tmp" }), process.getuid!(), "a TMPDIR every user shares")
+      assert.strictEqual(yield* uidIn(work, {}, "claude"), process.getuid!(), "its executable unreachable: unboxed")
     }).pipe(
       Effect.scoped,
       Effect.provide(
-        NodeTransport.layer({ executables: { claude: fakeClaudePath }, watchdog: false, isolation: "auto" })
+        // The default: "auto". Its claude, a copy of sh under a directory only its owner may enter.
+        NodeTransport.layer({ executables: { claude: closedSh }, watchdog: false })
       )
     ))
+
+  it("a lent directory: 0700 while any holder lends it, its mode given back by the last; a dead host's swept", () => {
+    const records = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-records-"))
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-"))
+    const modeOf = () => Fs.statSync(dir).mode & 0o777
+    try {
+      Fs.chmodSync(dir, 0o755)
+      const first = Isolation.lend(dir, records)
+      const second = Isolation.lend(dir, records)
+      assert.strictEqual(modeOf(), 0o700)
+      first.restore()
+      first.restore()
+      assert.strictEqual(modeOf(), 0o700, "the second session holds it still (a restore counts once)")
+      second.restore()
+      assert.strictEqual(modeOf(), 0o755, "the last one gives the mode back")
+      assert.deepStrictEqual(Fs.readdirSync(records), [])
+      // Another host (this test's parent: alive) lends it: its mode is the one it found, and ours is not given back
+      // while it holds it; once it is dead, the sweep gives it back.
+      Fs.chmodSync(dir, 0o700)
+      Fs.writeFileSync(Path.join(records, `${lentKey(dir)}.${process.ppid}`), `${process.ppid} -\n${0o755}\n${dir}`)
+      const mine = Isolation.lend(dir, records)
+      mine.restore()
+      assert.strictEqual(modeOf(), 0o700, "the other host holds it")
+      Isolation.sweepLent(records)
+      assert.strictEqual(modeOf(), 0o700, "a live host's record is not swept")
+      Fs.writeFileSync(Path.join(records, `${lentKey(dir)}.${process.ppid}`), `999999999 -\n${0o755}\n${dir}`)
+      Isolation.sweepLent(records)
+      assert.strictEqual(modeOf(), 0o755, "a dead host's is given back")
+      assert.deepStrictEqual(Fs.readdirSync(records), [])
+    } finally {
+      Fs.rmSync(records, { recursive: true, force: true })
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
 
   it("the uid ranges: one holder per range, two hosts on one machine included; a dead host's taken back", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-uid-ranges-"))
@@ -355,6 +467,17 @@ describe.runIf(process.platform === "linux" && process.getuid?.() !== 0)("isolat
       assert.isFalse(transport.capabilities.isolatesSessions)
       assert.isTrue(transport.capabilities.notes.some((note) => note.includes("newuidmap")))
     }).pipe(Effect.provide(layer())))
+
+  it.live("by default: no box, and the capabilities say why", () =>
+    Effect.gen(function*() {
+      const transport = yield* Transport.Transport
+      assert.isFalse(transport.capabilities.isolatesSessions)
+      assert.isTrue(
+        transport.capabilities.notes.some((note) =>
+          note.includes(`isolation: "auto" makes no box here`) && note.includes("newuidmap")
+        )
+      )
+    }).pipe(Effect.provide(NodeTransport.layer({ watchdog: false }))))
 })
 
 const isFake = (pid: number): boolean => {

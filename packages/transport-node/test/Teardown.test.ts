@@ -58,9 +58,10 @@ const cgroupOf = (pid: number): string | undefined => {
 }
 
 /**
- * Sessions are not isolated by default (isolation: true boxes them; see Isolation.test.ts): were they, each CLI would be the first process of a
- * PID namespace of its own, under every containment, with that mechanism's semantics (orphans re-parented to the
- * CLI, the CLI's exit ending the rest).
+ * The trees here are the CLI's with no box around it (`isolation: false`; as root, sessions are boxed by default, see
+ * Isolation.test.ts and the escape suite): in a box each CLI would be the first process of a PID namespace of its
+ * own, under every containment, with that mechanism's semantics (orphans re-parented to the CLI, the CLI's exit
+ * ending the rest). What teardown does to an unboxed tree is what a host gets where no box can be made.
  */
 const isolated = false
 
@@ -73,6 +74,7 @@ const layerFor = (containment: Mechanism, extra?: NodeTransport.Options) =>
     killGrace: Duration.millis(killGraceMillis),
     watchdog: false,
     containment,
+    isolation: isolated,
     ...extra
   })
 

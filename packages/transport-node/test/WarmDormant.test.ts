@@ -21,8 +21,24 @@ const hostScript = fileURLToPath(new URL("./fixtures/warmHost.ts", import.meta.u
 // The fake CLI, 2 sleeping grandchildren, a setsid shell and its sleep.
 const treeSize = 5
 
+/** The marked processes but a box's own two (its stage 1 and its namespace's first process, `tether-box`). */
+const trees = (mark: string) => marked(mark).filter((proc) => !proc.args.includes("tether-box"))
+
+/** Whether a CLI runs in a box (its user namespace is not the host's): warm and dormant sessions are boxed too. */
+const boxed = (pid: number | undefined): boolean =>
+  pid !== undefined &&
+  Fs.readlinkSync(`/proc/${pid}/ns/user`) !== Fs.readlinkSync("/proc/self/ns/user")
+
+/** As root on Linux, each session is boxed by default (the store's directories are under a 0700 one: mkdtemp's). */
+const boxable = process.platform === "linux" && process.getuid?.() === 0
+
 const configOf = (mark: string): ClaudeSession.Options => ({
   env: { set: { TEST_MARK: mark, FAKE_CLAUDE_MODE: "grandchildren,setsid-child" } }
+})
+
+/** Besides, each CLI's tool writes into its configuration directory (the store's, under its 0700 root): boxed, it can. */
+const writingConfigOf = (mark: string): ClaudeSession.Options => ({
+  env: { set: { ...configOf(mark).env?.set, FAKE_CLAUDE_TOOL: `echo written > "$CLAUDE_CONFIG_DIR/written"` } }
 })
 
 // Built in the test's scope: a layer provided to `make` alone would be released when `make` returns.
@@ -45,17 +61,18 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
         idleTimeToLive: "1 second",
         dormancy: true
       }).pipe(Scope.provide(scope), Effect.provideContext(Context.merge(store, transport)))
-      const config = configOf(mark)
+      const config = writingConfigOf(mark)
       yield* registry.warm(config, 2)
-      yield* waitUntil("two warm trees", () => marked(mark).length === 2 * treeSize, 20_000)
+      yield* waitUntil("two warm trees", () => trees(mark).length === 2 * treeSize, 20_000)
       // Shrinking closes the surplus before `warm` returns.
       yield* registry.warm(config, 0)
       assert.deepStrictEqual(marked(mark), [])
       // A conversation from the pool (refilled), its turn, then its idle time: dormant, its whole tree gone.
       yield* registry.warm(config, 1)
-      yield* waitUntil("a warm tree", () => marked(mark).length === treeSize, 20_000)
+      yield* waitUntil("a warm tree", () => trees(mark).length === treeSize, 20_000)
       const handle = yield* Effect.scoped(registry.getOrCreate("a", config))
       const pid = (yield* handle.snapshot).pid
+      assert.strictEqual(boxed(pid), boxable, "the warm CLI handed out is boxed")
       assert.strictEqual((yield* registry.run("a", "hello")).text.length > 0, true)
       // Recorded on disk from its turn on (for a host that dies), dormant once its CLI is gone.
       yield* waitUntil(
@@ -67,12 +84,20 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       yield* Effect.gen(function*() {
         while ((yield* registry.dormant).length !== 1) yield* Effect.sleep("50 millis")
       }).pipe(Effect.timeout("10 seconds"))
-      yield* waitUntil("only the refilled warm tree", () => marked(mark).length === treeSize, 10_000)
+      yield* waitUntil("only the refilled warm tree", () => trees(mark).length === treeSize, 10_000)
       assert.isFalse(marked(mark).some((proc) => proc.pid === pid))
       const [listing] = yield* registry.dormant
       assert.strictEqual(listing._tag, "Dormant")
-      // Woken by its next message in a new CLI; then the release closes it and the warm one.
+      // Its CLI (warm, then handed out) wrote its directory in the store; what it left is the host's user's.
+      const written = Path.join(listing._tag === "Dormant" ? listing.record.directory : "", "written")
+      assert.strictEqual(Fs.readFileSync(written, "utf8"), "written\n")
+      assert.strictEqual(Fs.statSync(written).uid, process.getuid!())
+      assert.strictEqual(Fs.statSync(directory).mode & 0o777, 0o700, "the store's root is never opened")
+      // Woken by its next message in a new CLI (boxed: its directory is in the store); then the release closes it
+      // and the warm one.
       assert.isTrue((yield* registry.run("a", "again")).text.length > 0)
+      const woken = (yield* registry.snapshot("a")).pid
+      assert.strictEqual(boxed(woken), boxable, "the woken dormant conversation's CLI is boxed")
       yield* Scope.close(scope, Exit.void)
       assert.deepStrictEqual(marked(mark), [])
       // Released while live: dormant again, on disk, for the next host.
@@ -94,16 +119,18 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       )
       const ready = yield* Effect.callback<string, HostFailed>((resume) => {
         host.stdout!.setEncoding("utf8")
-        host.stdout!.once(
-          "data",
-          (data: string) =>
-            resume(data.startsWith("ready") ? Effect.succeed(data) : Effect.fail(new HostFailed({ reason: data })))
-        )
+        // Its ready line, after whatever it logged before (Effect's default logger prints to stdout).
+        let out = ""
+        host.stdout!.on("data", (data: string) => {
+          out += data
+          const line = out.split("\n").find((line) => line.startsWith("ready"))
+          if (line !== undefined) resume(Effect.succeed(line))
+        })
         host.once("exit", (code) => resume(Effect.fail(new HostFailed({ reason: `exited ${code}` }))))
       }).pipe(Effect.timeout("25 seconds"))
       assert.include(ready, `"id":"dormant"`)
       // The live conversation's tree and the warm one's: the dormant one's CLI is gone already.
-      yield* waitUntil("two trees", () => marked(mark).length === 2 * treeSize, 5_000)
+      yield* waitUntil("two trees", () => trees(mark).length === 2 * treeSize, 5_000)
       host.kill("SIGKILL")
       yield* waitUntil("nothing left", () => marked(mark).length === 0, 10_000)
       // What the host left dormant is on disk for the next one, and so is the conversation it was running.

@@ -58,8 +58,9 @@ const isolatedNote = "each session is isolated from the others: its CLI runs in 
   "uid range of its own outside (distinct from every live session's on the machine; a lock file per range under " +
   "/run/tether/uid-ranges), a PID namespace, a mount namespace (a private /tmp, /dev/shm and /var/tmp) and a " +
   "cgroup namespace: its tools cannot read another session's environment, memory or files, signal it or move it " +
-  "between cgroups; its workspace and config directory are lent to its uid range while it runs (chowned, 0700) " +
-  "and given back at release. A tool as the namespace's root can unmount its /proc and /tmp and see the host's " +
+  "between cgroups; its workspace and config directory are lent to it while it runs (idmapped mounts in its own " +
+  "mount namespace: sessions sharing a workspace each write it; what they leave is the host user's; 0700 while " +
+  "lent, its mode given back by the last session holding it). A tool as the namespace's root can unmount its /proc and /tmp and see the host's " +
   "process list and /tmp again: it still reads and signals nothing there (another uid, no capability outside)"
 
 const capabilitiesOf = (options: {

@@ -7,7 +7,8 @@
  * Start (the handshake): the launcher waits on descriptor 3 until the host has placed it in its cgroups (`go`), then
  * execs `unshare --user --pid --mount --cgroup --keep-caps` with {@link stage1}. The host waits until the
  * launcher's user namespace differs from its own (unshare made it), writes its `uid_map` and `gid_map`
- * (`0 <base> 65536`: as root it may map any range; no `newuidmap`), and sends `mapped` on descriptor 3. Stage 1
+ * (`0 <base> 65536`: as root it may map any range; no `newuidmap`), mounts the session's lent directories in its
+ * mount namespace ({@link idmapScript}), and sends `mapped` on descriptor 3. Stage 1
  * (still the host's root outside until then, with every capability in the namespace kept by `--keep-caps`) reads
  * it and starts the namespace's first process as its root (`setpriv --reuid 0 --regid 0 --clear-groups`: uid
  * `<base>` outside, no capability outside); that one (stage 2) mounts the namespace's `/proc`, the directories the
@@ -20,15 +21,20 @@
  * machine never hold the same slot, and a dead host's slots are taken back (its pid gone, or another process's).
  * A slot is searched from a random one, so a range released is rarely the next one given.
  *
- * What the session may write: its directories (its workspace, its config directory, its private `/tmp`) are lent
- * to its uid for its life: every entry owned by the directory's owner is chowned to the range's root, the directory
- * made 0700, and at release every entry owned by a uid of the range is given back to that owner (and the mode
- * restored). Files of other owners are left as they are (the session sees them as `nobody`'s).
+ * What the session may write: its directories (its workspace, its config directory, a `HOME` of its own) are lent to
+ * it through idmapped mounts in its own mount namespace, made by the host (root outside): uid and gid `u` on disk
+ * are `base + u` for the box, so the host's root is the box's root there, and what the box's root writes is the host
+ * root's on disk. Nothing is chowned: sessions that share a workspace each write it as their own uid, at once, and
+ * what they leave in it is the host's user's. A lent directory under one other users may not search (a dormant
+ * store's, under its 0700 root) is reached through a tmpfs over that ancestor that holds only its path. While any
+ * session holds a lent directory it is 0700 (a record per host under {@link defaultLentDir}; the last gives the mode
+ * back, a dead host's is given back by the next sweep): another session, another uid, cannot enter it. Its private
+ * `/tmp` is a directory owned by its range's root.
  *
  * @internal
  */
 import * as NodeChildProcess from "node:child_process"
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -147,66 +153,297 @@ export const sweep = (dir: string = defaultLockDir): void => {
   }
 }
 
-/** A directory lent to a session's uid range, and how to give it back. @internal */
+/** A directory lent to a session while it runs, and how to give it back. @internal */
 export interface Lent {
   readonly restore: () => void
 }
 
-const walk = (dir: string, visit: (path: string, stat: Fs.Stats) => void): void => {
-  let stat: Fs.Stats
-  try {
-    stat = Fs.lstatSync(dir)
-  } catch {
-    return
-  }
-  visit(dir, stat)
-  if (!stat.isDirectory()) return
+/** Where the hosts record the directories they lend and the modes to give back (a dead host's are swept). @internal */
+export const defaultLentDir = "/run/tether/lent"
+
+/** The lent directories of this process's live sessions: how many hold each, and its mode to give back. */
+const held = new Map<string, { count: number; readonly mode: number; readonly record: string }>()
+
+/** The records of every host that lends `dir` (file names `<key>.<pid>`). */
+const recordsOf = (records: string, dir: string): ReadonlyArray<{ readonly file: string; readonly mode: number }> => {
+  const key = createHash("sha256").update(dir).digest("hex").slice(0, 32)
   let names: Array<string>
   try {
-    names = Fs.readdirSync(dir)
+    names = Fs.readdirSync(records)
   } catch {
-    return
+    return []
   }
-  for (const name of names) walk(Path.join(dir, name), visit)
+  return names.filter((name) => name.startsWith(`${key}.`)).flatMap((name) => {
+    const file = Path.join(records, name)
+    try {
+      const [holder, mode, path] = Fs.readFileSync(file, "utf8").split("\n")
+      return path === dir ? [{ file, mode: Number(mode), holder: holder! }] : []
+    } catch {
+      return []
+    }
+  })
 }
 
 /**
- * Lends `dir` to the range (see the module's notes): entries owned by its owner (or by a session's uid: left by a
- * session whose host died) are chowned to `base`, the directory made 0700. `restore` gives them back.
+ * Lends `dir` to a session (see the module's notes): nothing of it changes owner (the box sees it through an
+ * idmapped mount, {@link idmapScript}), but while any session holds it, it is 0700, so that no other session (another
+ * uid) may enter it where it is not mounted for it. Sessions that share it count, those of other hosts on the machine
+ * too (a record per host under `records`, holding the mode found by the first): the last one's `restore` gives its
+ * mode back, and a host killed without its finalizers has it given back by the next {@link sweep}. A directory left
+ * lent by a session's uid (the chown lending of earlier versions) is given back to the host's user first.
  *
  * @internal
  */
-export const lend = (dir: string, base: number): Lent => {
-  const root = Fs.statSync(dir)
-  // A directory left lent by a host that died: given back to the host's user.
-  const owner = isSessionUid(root.uid) ? process.getuid?.() ?? 0 : root.uid
-  const group = isSessionUid(root.gid) ? process.getgid?.() ?? 0 : root.gid
-  const mode = isSessionUid(root.uid) ? 0o700 : root.mode & 0o7777
-  walk(dir, (path, stat) => {
-    const uid = stat.uid === root.uid || isSessionUid(stat.uid) ? base : stat.uid
-    const gid = stat.gid === root.gid || isSessionUid(stat.gid) ? base : stat.gid
-    if (uid !== stat.uid || gid !== stat.gid) Fs.lchownSync(path, uid, gid)
-  })
-  Fs.chmodSync(dir, 0o700)
+export const lend = (dir: string, records: string = defaultLentDir): Lent => {
+  const stat = Fs.statSync(dir)
+  if (isSessionUid(stat.uid) || isSessionUid(stat.gid)) giveBack(dir, process.getuid?.() ?? 0, process.getgid?.() ?? 0)
+  const entry = held.get(dir)
+  if (entry === undefined) {
+    Fs.mkdirSync(records, { recursive: true, mode: 0o700 })
+    // Another host lends it already: the mode it found is the one to give back.
+    const mode = recordsOf(records, dir)[0]?.mode ?? (stat.mode & 0o7777)
+    const record = Path.join(records, `${createHash("sha256").update(dir).digest("hex").slice(0, 32)}.${process.pid}`)
+    Fs.writeFileSync(record, `${identity()}\n${mode}\n${dir}`, { mode: 0o600 })
+    held.set(dir, { count: 1, mode, record })
+    Fs.chmodSync(dir, 0o700)
+  } else {
+    entry.count++
+  }
+  let restored = false
   return {
     restore: () => {
-      walk(dir, (path, stat) => {
-        const mine = (id: number) => id >= base && id < base + rangeSize
-        if (!mine(stat.uid) && !mine(stat.gid)) return
-        try {
-          Fs.lchownSync(path, mine(stat.uid) ? owner : stat.uid, mine(stat.gid) ? group : stat.gid)
-        } catch {
-          // Removed meanwhile.
-        }
-      })
+      const entry = held.get(dir)
+      if (restored || entry === undefined) return
+      restored = true
+      if (--entry.count > 0) return
+      held.delete(dir)
       try {
-        Fs.chmodSync(dir, mode)
+        Fs.unlinkSync(entry.record)
+      } catch {
+        // Swept meanwhile.
+      }
+      if (recordsOf(records, dir).length > 0) return
+      try {
+        Fs.chmodSync(dir, entry.mode)
       } catch {
         // Removed meanwhile.
       }
     }
   }
 }
+
+/**
+ * Gives back the modes of the directories that hosts killed without their finalizers left lent (their records'
+ * holders are gone), unless a live host lends them still.
+ *
+ * @internal
+ */
+export const sweepLent = (records: string = defaultLentDir): void => {
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(records)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const file = Path.join(records, name)
+    try {
+      const [holder, mode, path] = Fs.readFileSync(file, "utf8").split("\n")
+      if (holder === undefined || path === undefined || !stale(holder)) continue
+      Fs.unlinkSync(file)
+      if (recordsOf(records, path).length === 0 && !held.has(path)) Fs.chmodSync(path, Number(mode))
+    } catch {
+      // Taken back by another host meanwhile, or its directory removed.
+    }
+  }
+}
+
+/** Entries owned by a session's uid (a host of an earlier version killed while it lent them) given to `uid`. */
+const giveBack = (dir: string, uid: number, gid: number): void => {
+  const walk = (path: string): void => {
+    let stat: Fs.Stats
+    try {
+      stat = Fs.lstatSync(path)
+      if (isSessionUid(stat.uid) || isSessionUid(stat.gid)) {
+        Fs.lchownSync(path, isSessionUid(stat.uid) ? uid : stat.uid, isSessionUid(stat.gid) ? gid : stat.gid)
+      }
+      if (stat.isDirectory()) { for (const name of Fs.readdirSync(path)) walk(Path.join(path, name)) }
+    } catch {
+      // Removed meanwhile.
+    }
+  }
+  walk(dir)
+}
+
+/**
+ * Whether `dir` is one every user shares (sticky, as `/tmp` and `/var/tmp` are, or `/`): never lent to a session (it
+ * would be closed to every other user while the session runs).
+ *
+ * @internal
+ */
+export const isShared = (dir: string): boolean => {
+  try {
+    return Path.resolve(dir) === "/" || (Fs.statSync(dir).mode & 0o1000) !== 0
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The outermost directory above `dir` that other users may not search (`dir`'s own parent included), undefined
+ * when every one may be: a box reaches `dir` there through a tmpfs laid over it that holds only `dir`'s path.
+ *
+ * @internal
+ */
+export const closedAbove = (dir: string): string | undefined => {
+  let closed: string | undefined
+  for (let each = Path.dirname(Path.resolve(dir)); each !== "/"; each = Path.dirname(each)) {
+    try {
+      if ((Fs.statSync(each).mode & 0o001) === 0) closed = each
+    } catch {
+      return closed
+    }
+  }
+  return closed
+}
+
+/**
+ * The host's helper for the box's lent directories (Python, for the mount API: `open_tree`, `mount_setattr`,
+ * `move_mount`, which util-linux's `mount` before 2.39 does not offer). `mount <userns> <mntns> (<dir> <closed|->)…`:
+ * for each directory, a clone of its mount idmapped through the session's user namespace (uid and gid `u` on disk
+ * are `base + u` for the box: the host's root is the box's root, and what the box's root writes is the host
+ * root's on disk), then, in the box's mount namespace, a tmpfs over its closed ancestor when it has one (holding
+ * only the directory's path) and the clone moved onto its path. `probe <base> <dir>…`: whether the directories'
+ * filesystems take idmapped mounts (a throwaway user namespace; nothing is mounted).
+ *
+ * @internal
+ */
+export const idmapScript = `import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Attr(ctypes.Structure):
+    _fields_ = [("set", ctypes.c_uint64), ("clr", ctypes.c_uint64), ("prop", ctypes.c_uint64), ("userns", ctypes.c_uint64)]
+def call(r, what):
+    if r < 0:
+        sys.stderr.write(what + ": " + os.strerror(ctypes.get_errno()) + "\\n")
+        sys.exit(1)
+    return r
+def idmapped(path, userns):
+    fd = call(libc.syscall(428, -100, path.encode(), 1 | 0o2000000), "open_tree " + path)
+    a = Attr(0x100000, 0, 0, userns)
+    call(libc.syscall(442, fd, b"", 0x1000, ctypes.byref(a), ctypes.sizeof(a)), "mount_setattr " + path)
+    return fd
+if sys.argv[1] == "probe":
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(w)
+        os.close(r2)
+        if libc.unshare(0x10000000) != 0:
+            os._exit(1)
+        os.write(w2, b"u")
+        os.read(r, 1)
+        os._exit(0)
+    os.close(r)
+    os.close(w2)
+    try:
+        if os.read(r2, 1) != b"u":
+            sys.stderr.write("unshare --user failed\\n")
+            sys.exit(1)
+        for name in ("uid_map", "gid_map"):
+            with open("/proc/%d/%s" % (child, name), "w") as f:
+                f.write("0 %s 1\\n" % sys.argv[2])
+        userns = os.open("/proc/%d/ns/user" % child, os.O_RDONLY)
+        for path in sys.argv[3:]:
+            os.close(idmapped(path, userns))
+    finally:
+        os.close(w)
+        os.waitpid(child, 0)
+    sys.exit(0)
+userns = os.open(sys.argv[2], os.O_RDONLY)
+mntns = os.open(sys.argv[3], os.O_RDONLY)
+pairs = [(sys.argv[i], sys.argv[i + 1]) for i in range(4, len(sys.argv), 2)]
+fds = [idmapped(path, userns) for path, _ in pairs]
+call(libc.setns(mntns, 0x20000), "setns")
+covered = set()
+for (path, closed), fd in zip(pairs, fds):
+    if closed != "-":
+        if closed not in covered:
+            call(libc.mount(b"tmpfs", closed.encode(), b"tmpfs", 6, b"mode=0755"), "mount tmpfs " + closed)
+            covered.add(closed)
+        os.makedirs(path, mode=0o755, exist_ok=True)
+    call(libc.syscall(429, fd, b"", -100, path.encode(), 4), "move_mount " + path)
+`
+
+/** The interpreter of {@link idmapScript}, as found on `PATH`. @internal */
+export const python = "python3"
+
+let interpreter: string | undefined
+
+/**
+ * The interpreter that runs {@link idmapScript}: `python3`'s own executable (`sys.executable`, asked once: a
+ * version manager's shim on `PATH` costs tens of milliseconds a start), isolated and without `site` (`-I -S`).
+ *
+ * @internal
+ */
+export const helper = (): { readonly file: string; readonly args: ReadonlyArray<string> } => {
+  if (interpreter === undefined) {
+    const asked = NodeChildProcess.spawnSync(python, ["-I", "-S", "-c", "import sys; print(sys.executable)"], {
+      encoding: "utf8",
+      timeout: 5_000,
+      stdio: ["ignore", "pipe", "ignore"]
+    })
+    const found = asked.status === 0 ? asked.stdout.trim() : ""
+    interpreter = found.length > 0 && Path.isAbsolute(found) ? found : python
+  }
+  return { file: interpreter, args: ["-I", "-S", "-c", idmapScript] }
+}
+
+/** The filesystems (by device) whose idmapped mounts were probed: whether they take them, or why not. */
+const idmappable = new Map<number, true | string>()
+
+/**
+ * Whether the box can lend each of `dirs` through an idmapped mount (undefined) or why not: probed once per
+ * filesystem (device) with {@link idmapScript}'s `probe`.
+ *
+ * @internal
+ */
+export const idmapProblem = (dirs: ReadonlyArray<string>): string | undefined => {
+  for (const dir of dirs) {
+    let device: number
+    try {
+      device = Fs.statSync(dir).dev
+    } catch (error) {
+      return `${dir}: ${code(error)}`
+    }
+    let known = idmappable.get(device)
+    if (known === undefined) {
+      const { args, file } = helper()
+      const probe = NodeChildProcess.spawnSync(file, [...args, "probe", String(firstUid), dir], {
+        stdio: ["ignore", "ignore", "pipe"],
+        timeout: 5_000,
+        encoding: "utf8"
+      })
+      known = probe.error !== undefined
+        ? `${python} could not be run (${code(probe.error)})`
+        : probe.status === 0
+        ? true
+        : `the filesystem of ${dir} takes no idmapped mount (${probe.stderr.trim() || `exit ${probe.status}`})`
+      idmappable.set(device, known)
+    }
+    if (known !== true) return known
+  }
+  return undefined
+}
+
+/** The arguments of {@link idmapScript}'s `mount` for a box's lent directories (after {@link helper}'s). @internal */
+export const idmapArgs = (pid: number, lent: ReadonlyArray<string>): ReadonlyArray<string> => [
+  ...helper().args,
+  "mount",
+  `/proc/${pid}/ns/user`,
+  `/proc/${pid}/ns/mnt`,
+  ...lent.flatMap((dir) => [dir, closedAbove(dir) ?? "-"])
+]
 
 /** The user namespace of a process (`user:[inode]`), undefined when it is gone. @internal */
 export const userNamespace = (pid: number | "self"): string | undefined => {
@@ -326,7 +563,7 @@ t=$1
 n=$2
 shift 2
 while [ "$n" -gt 0 ]; do
-  mount --bind "$1" "$t/\${1#/tmp/}" || exit 125
+  mount --rbind "$1" "$t/\${1#/tmp/}" || exit 125
   shift
   n=$((n - 1))
 done
@@ -334,6 +571,7 @@ mount --rbind "$t" /tmp || exit 125
 for d in /dev/shm /var/tmp; do
   [ -d "$d" ] && { mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
 done
+d=$(pwd -P 2>/dev/null) && [ -n "$d" ] && { cd "$d" 2>/dev/null || :; }
 unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
 exec 7<&0 8>&1 9>&2
 env --default-signal=INT,QUIT setsid -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
@@ -413,6 +651,10 @@ export const probe = (): true | string => {
     const version = run(tool, ["--version"])
     if (version.error !== undefined || version.status !== 0) return `${tool} (util-linux) is missing`
   }
+  const pythonVersion = run(python, ["--version"])
+  if (pythonVersion.error !== undefined || pythonVersion.status !== 0) {
+    return `${python} is missing (the host's helper that mounts a box's directories for its uid)`
+  }
   const env = run("env", ["--default-signal=INT,QUIT", "true"])
   if (env.error !== undefined || env.status !== 0) return "env --default-signal (GNU coreutils 8.31+) is missing"
   return true
@@ -451,8 +693,8 @@ const directory = (path: string): string | undefined => {
 }
 
 /**
- * The directories of a launch spec a box treats specially: `lent` (the workspace, `cwd`, the config directory, and
- * `HOME` when the spec sets one that is not the host's own; the outermost of nested ones) and `kept` (those, the executable's, and every directory an `env.set` value names by
+ * The directories of a launch spec a box treats specially: `lent` (the workspace, `cwd`, the config directory,
+ * `HOME` when the spec sets one that is not the host's own, and a `TMPDIR` it sets; the outermost of nested ones) and `kept` (those, the executable's, and every directory an `env.set` value names by
  * absolute path), which stay visible at their paths under `/tmp`.
  *
  * @internal
@@ -471,6 +713,9 @@ export const directoriesOf = (
   // A home of the session's own, which the host set (never the host's own, which sessions would share).
   const home = spec.env.set["HOME"]
   if (typeof home === "string" && directory(home) !== directory(Os.homedir())) candidates.push(home)
+  // A temporary directory the host set: the session's to write (a shared one, as /tmp, makes it unboxable).
+  const tmp = spec.env.set["TMPDIR"]
+  if (typeof tmp === "string") candidates.push(tmp)
   const lent: Array<string> = []
   for (const dir of candidates.flatMap((each) => directory(each) ?? []).sort((a, b) => a.length - b.length)) {
     if (!lent.some((outer) => dir === outer || dir.startsWith(outer + "/"))) lent.push(dir)
@@ -484,42 +729,30 @@ export const directoriesOf = (
 }
 
 /**
- * Why a session's uid could not reach one of `directories` (undefined when it can reach them all): they are lent to
- * it, but every directory above them needs search permission for others.
- *
- * @internal
- */
-export const unreachableDirectories = (directories: ReadonlyArray<string>): string | undefined => {
-  for (const each of directories) {
-    for (let dir = Path.dirname(Path.resolve(each)); dir !== "/"; dir = Path.dirname(dir)) {
-      try {
-        if ((Fs.statSync(dir).mode & 0o001) === 0) return `${dir} (above ${each}) is not searchable by other users`
-      } catch {
-        break
-      }
-    }
-  }
-  return undefined
-}
-
-/**
  * Why a session's uid could not run `file` (undefined when it can): the session is not its owner, so every
  * directory on the way needs search permission for others, and the file execute (and read, for a script)
  * permission for others.
  *
  * @internal
  */
-export const unreachable = (file: string): string | undefined => {
+export const unreachable = (file: string, lent: ReadonlyArray<string> = []): string | undefined => {
   let stat: Fs.Stats
+  let real: string
   try {
-    stat = Fs.statSync(file)
+    real = Fs.realpathSync(file)
+    stat = Fs.statSync(real)
   } catch {
     return undefined
+  }
+  // In a directory lent to it: reached through the idmapped mount (as its owner), and its path through the tmpfs
+  // laid over a closed ancestor.
+  if (lent.some((dir) => real.startsWith(dir + "/"))) {
+    return (stat.mode & 0o111) === 0 ? `${file} is not executable (mode ${(stat.mode & 0o777).toString(8)})` : undefined
   }
   if ((stat.mode & 0o001) === 0) {
     return `${file} is not executable by other users (mode ${(stat.mode & 0o777).toString(8)})`
   }
-  for (let dir = Path.dirname(Path.resolve(file));; dir = Path.dirname(dir)) {
+  for (let dir = Path.dirname(real);; dir = Path.dirname(dir)) {
     try {
       if ((Fs.statSync(dir).mode & 0o001) === 0) return `${dir} is not searchable by other users`
     } catch {

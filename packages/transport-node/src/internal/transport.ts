@@ -21,7 +21,7 @@ import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import type * as NodeChildProcess from "node:child_process"
+import * as NodeChildProcess from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -121,11 +121,10 @@ const settingsOf = (options: Options | undefined): Settings => {
       process.platform === "linux"
     ? Limits.makeLayer(requestedLimits, resolved._tag === "Cgroup" ? resolved.layer.path : undefined)
     : undefined
-  // Isolation between sessions: on when asked for (`isolation: true`); asked for where it cannot be, every open fails.
-  // `"auto"`: on where it can be, session by session.
-  const isolationProbe = options?.isolation === undefined || options.isolation === false || isWindows
-    ? undefined
-    : Isolation.probe()
+  // Isolation between sessions: `"auto"` by default, on where it can be, session by session; `true`: asked for, and
+  // where it cannot be, every open fails; `false`: off.
+  const isolation = options?.isolation ?? "auto"
+  const isolationProbe = isolation === false || isWindows ? undefined : Isolation.probe()
   const isolated = isolationProbe === true
   return {
     options,
@@ -154,8 +153,8 @@ const settingsOf = (options: Options | undefined): Settings => {
       : undefined,
     isolationProbe,
     isolated,
-    isolationAuto: options?.isolation === "auto",
-    isolationRefused: options?.isolation === true && isolationProbe !== true
+    isolationAuto: isolation === "auto",
+    isolationRefused: isolation === true && isolationProbe !== true
       ? `isolation between sessions was requested and is unavailable: ${isolationProbe ?? "Windows has no namespaces"}`
       : undefined,
     ownUserNamespace: isolated ? Isolation.userNamespace("self") : undefined
@@ -221,6 +220,8 @@ const refusal = (settings: Settings): string | undefined => {
 /** A session's box as made before its spawn (see {@link makeBox}). */
 interface MadeBox {
   readonly tmp: string
+  /** Its workspace and config directories, mounted for it (idmapped) once its namespaces are made. */
+  readonly lent: ReadonlyArray<string>
   readonly keep: ReadonlyArray<string>
   readonly base: number
   readonly undo: (clean?: boolean) => void
@@ -369,18 +370,20 @@ const prepare = Effect.fnUntraced(function*(state: State, launch: Launch) {
 
 /**
  * Why a session's box cannot be made for this launch, if it cannot: the CLI runs as the session's uid, which owns
- * nothing of the host's, so it must reach the executable and the directories lent to it (not under a directory
- * only its owner may enter, as `mktemp -d` makes them). Under `"auto"` also a `TMPDIR` the spec sets (a box does
- * not lend it: its tools could not write there) and a workspace or config directory that is `/`.
+ * nothing of the host's, so it must be able to run the executable (not under a directory only its owner may enter,
+ * as `mktemp -d` makes them, unless it is in a directory lent to it); its directories are lent through idmapped
+ * mounts, which their filesystems must take; and none of them may be one every user shares (`/`, `/tmp`: it is
+ * closed to other users while lent).
  */
-const unboxable = (launch: Launch, auto: boolean): string | undefined => {
+const unboxable = (launch: Launch): string | undefined => {
   const { file, spec, cwd } = launch
   const { lent } = Isolation.directoriesOf(spec, cwd, file)
-  const denied = Isolation.unreachable(file) ?? Isolation.unreachableDirectories(lent)
+  const denied = Isolation.unreachable(file, lent)
   if (denied !== undefined) return `the session's uid cannot run its CLI: ${denied}`
-  if (!auto) return undefined
-  if (hostTmp(spec)) return "the launch spec sets TMPDIR, which a box does not lend"
-  return lent.some((dir) => Path.resolve(dir) === "/") ? "the workspace or config directory is /" : undefined
+  const unlendable = Isolation.idmapProblem(lent)
+  if (unlendable !== undefined) return `its directories cannot be lent to it: ${unlendable}`
+  const shared = lent.find((dir) => Path.resolve(dir) === "/" || Isolation.isShared(dir))
+  return shared === undefined ? undefined : `its workspace or config directory ${shared} is shared by every user`
 }
 
 /**
@@ -388,7 +391,7 @@ const unboxable = (launch: Launch, auto: boolean): string | undefined => {
  * warning saying why. With `isolation: true` that is a `SpawnFailed`.
  */
 const boxFor = (settings: Settings, launch: Launch): Effect.Effect<MadeBox | undefined, SpawnFailed> => {
-  const why = unboxable(launch, settings.isolationAuto)
+  const why = unboxable(launch)
   if (why === undefined) return makeBox(launch)
   return settings.isolationAuto
     ? Effect.as(
@@ -424,13 +427,12 @@ const makeBox = ({ cwd, file, program, spec }: Launch): Effect.Effect<MadeBox, S
       try: () => {
         const directories = Isolation.directoriesOf(spec, cwd, file)
         for (const dir of directories.lent) {
-          if (Path.resolve(dir) === "/") throw new Error("the workspace or config directory is /")
-          lent.push(Isolation.lend(dir, range.base))
+          lent.push(Isolation.lend(dir))
         }
         tmp = Box.makeTmp()
         Fs.chownSync(tmp, range.base, range.base)
         const keep = Isolation.keepUnderTmp(tmp, directories.kept, range.base)
-        return { tmp, keep, base: range.base, undo }
+        return { tmp, keep, lent: directories.lent, base: range.base, undo }
       },
       catch: (error) => {
         undo()
@@ -661,6 +663,7 @@ const acquire = Effect.fnUntraced(function*(state: State, launch: Launch) {
     },
     isolated: prepared.box === undefined ? undefined : {
       base: prepared.box.base,
+      lent: prepared.box.lent,
       found: (cli: number) => {
         live.cliPid = cli
       }
@@ -711,28 +714,40 @@ const release = (state: State, handle: Handle, termGraceMillis: number) => {
 
 /**
  * The box's handshake, after the spawn: waits (native timers, bounded by `isolationTimeout`) until the launcher is
- * in a user namespace of its own, writes its maps, sends `mapped`, and waits for the CLI (the child of the
- * namespace's first process, once it has exec'd): its pid is the connection's.
+ * in a user namespace of its own, writes its maps, mounts its lent directories in its mount namespace (idmapped:
+ * `Isolation.idmapScript`), sends `mapped`, and waits for the CLI (the child of the namespace's first process, once
+ * it has exec'd): its pid is the connection's.
  */
-const mapBox = (settings: Settings, program: string, handle: Handle, base: number) =>
+const mapBox = (
+  settings: Settings,
+  program: string,
+  handle: Handle,
+  { base, lent }: { readonly base: number; readonly lent: ReadonlyArray<string> }
+) =>
   Effect.callback<number, SpawnFailed>((resume) => {
     const { isolationMillis, ownUserNamespace } = settings
     const deadline = Date.now() + isolationMillis
     const pid = handle.pid
     let mapped = false
+    let mounting: NodeChildProcess.ChildProcess | undefined
     let timer: ReturnType<typeof setTimeout> | undefined
     let cli: number | undefined
+    let settled = false
+    const settle = (result: Effect.Effect<number, SpawnFailed>) => {
+      settled = true
+      resume(result)
+    }
     const fail = (reason: string) => {
-      // Stage 1 exits when its descriptor 3 ends without `mapped`.
+      clearTimeout(timer) // Stage 1 exits when its descriptor 3 ends without `mapped`.
       ;(handle.child.stdio[3] as Writable | null)?.destroy()
-      resume(Effect.fail(new SpawnFailed({ program, reason })))
+      settle(Effect.fail(new SpawnFailed({ program, reason })))
     }
     const poll = () => {
       // Ended after `mapped`: the CLI ran (and ended before it was seen, perhaps); its exit status says how.
       if (handle.exited()) {
-        return mapped ? resume(Effect.succeed(cli ?? pid)) : fail("the CLI's launcher exited before its box was made")
+        return mapped ? settle(Effect.succeed(cli ?? pid)) : fail("the CLI's launcher exited before its box was made")
       }
-      if (!mapped) {
+      if (!mapped && mounting === undefined) {
         const namespace = Isolation.userNamespace(pid)
         if (namespace !== undefined && namespace !== ownUserNamespace) {
           try {
@@ -740,15 +755,46 @@ const mapBox = (settings: Settings, program: string, handle: Handle, base: numbe
           } catch (error) {
             return fail(`could not write the uid and gid maps of the session's user namespace: ${describe(error)}`)
           }
-          mapped = true
-          handOver(handle.child.stdio[3], "mapped")
+          if (lent.length === 0) {
+            mapped = true
+            handOver(handle.child.stdio[3], "mapped")
+          } else {
+            // Its directories mounted in its namespace first (the host's helper: root outside), then `mapped`.
+            mounting = NodeChildProcess.execFile(
+              Isolation.helper().file,
+              Isolation.idmapArgs(pid, lent),
+              { timeout: Math.max(1, deadline - Date.now()) },
+              (error, _stdout, stderr) => {
+                if (settled) return
+                clearTimeout(timer)
+                if (error !== null) {
+                  return fail(
+                    `could not mount its directories in the session's box: ${String(stderr).trim() || describe(error)}`
+                  )
+                }
+                mapped = true
+                handOver(handle.child.stdio[3], "mapped")
+                poll()
+              }
+            )
+            timer = setTimeout(poll, 2)
+            return
+          }
         }
+      }
+      if (mounting !== undefined && !mapped) {
+        if (Date.now() > deadline) {
+          mounting.kill("SIGKILL")
+          return fail(`the session's box was not made within ${isolationMillis} ms (isolationTimeout)`)
+        }
+        timer = setTimeout(poll, 2)
+        return
       }
       if (mapped) {
         // Stage 1's child is the namespace's PID 1 (stage 2), whose child is the CLI.
         const [init] = Isolation.children(pid)
         cli = init === undefined ? undefined : Isolation.cliOf(init)
-        if (cli !== undefined) return resume(Effect.succeed(cli))
+        if (cli !== undefined) return settle(Effect.succeed(cli))
       }
       if (Date.now() > deadline) {
         return fail(`the session's box was not made within ${isolationMillis} ms (isolationTimeout)`)
@@ -756,7 +802,10 @@ const mapBox = (settings: Settings, program: string, handle: Handle, base: numbe
       timer = setTimeout(poll, 2)
     }
     poll()
-    return Effect.sync(() => clearTimeout(timer))
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      mounting?.kill("SIGKILL")
+    })
   })
 
 // -----------------------------------------------------------------------------
@@ -791,7 +840,7 @@ const openConnection = (state: State) =>
     )
     if (handle.isolated === undefined) return handle.connection
     // A failure here closes the scope as any other: the teardown ends what was started.
-    const cli = yield* mapBox(state.settings, spec.program, handle, handle.isolated.base)
+    const cli = yield* mapBox(state.settings, spec.program, handle, handle.isolated)
     handle.isolated.found(cli)
     return { ...handle.connection, pid: Option.some(cli) }
   })
@@ -821,15 +870,16 @@ const capabilitiesOfSettings = (settings: Settings): Transport.Capabilities => {
         : [])
     ],
     isolation: isolated && settings.isolationAuto
-      ? "isolation: \"auto\": each session gets a box of its own where one can be made (see isolation: true); a " +
-        "session whose executable or directories its uid cannot reach, or whose launch spec sets TMPDIR, runs " +
-        "without one (a warning says why): its tools can read other sessions' environment, memory and files"
+      ? "isolation: \"auto\" (the default): each session gets a box of its own where one can be made (see " +
+        "isolation: true); a session whose executable its uid cannot run, whose directories' filesystem takes no " +
+        "idmapped mount, or one every user shares (/tmp), runs without one (a warning says why): its tools " +
+        "can read other sessions' environment, memory and files"
       : isolated
       ? true
       : isolationRefused !== undefined
       ? `${isolationRefused}: every open fails with SpawnFailed`
-      : settings.options?.isolation === undefined || settings.options.isolation === false
-      ? "isolation between sessions is off (isolation: true turns it on): the sessions' tools run as the host's " +
+      : settings.options?.isolation === false
+      ? "isolation between sessions is off (isolation: false): the sessions' tools run as the host's " +
         "user and can read each other's environment, memory and files, and signal each other"
       : settings.isolationAuto
       ? `isolation: "auto" makes no box here, every session runs without one: ${
@@ -849,7 +899,10 @@ const capabilitiesOfSettings = (settings: Settings): Transport.Capabilities => {
  */
 export const make = Effect.fnUntraced(function*(options?: Options) {
   const settings = settingsOf(options)
-  if (settings.isolated) Isolation.sweep()
+  if (settings.isolated) {
+    Isolation.sweep()
+    Isolation.sweepLent()
+  }
   const { resolved } = settings
   const state: State = {
     settings,

@@ -11,15 +11,16 @@
  * that cleared their environment survive where nothing alive links them to the CLI: all four once the tool's
  * shell exited (close, after the turn); mid-tool (interrupt, host SIGKILL), while the shell runs, only the one
  * that left its session and lost its parent at once (`env -i setsid -f`). The table of outcomes is printed at the
- * end. Without isolation between sessions (see `layerFor`).
+ * end. Without isolation between sessions (see `layerFor`), and in the default box (`boxedSuite`).
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ClaudeSession } from "@tether/claude"
 import { Permission, Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
-import { Data, Effect, Exit, Fiber, Scope } from "effect"
+import { Data, Effect, Exit, Fiber, Option, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import {
   awaitEscaped,
@@ -70,17 +71,25 @@ const layerFor = (mechanism: Mechanism) =>
 
 class HostFailed extends Data.TaggedError("HostFailed")<{ readonly reason: string }> {}
 
-const startHost = (mechanism: Mechanism, text: string, onReady: (line: string) => void) =>
+const startHost = (mechanism: Mechanism, text: string, onReady: (line: string) => void, box: ReadonlyArray<string>) =>
   Effect.acquireRelease(
     Effect.callback<ChildProcess.ChildProcess, HostFailed>((resume) => {
-      const host = ChildProcess.spawn(process.execPath, [hostScript, mechanism, text], {
+      const host = ChildProcess.spawn(process.execPath, [hostScript, mechanism, text, ...box], {
         stdio: ["ignore", "pipe", "inherit"]
       })
       host.stdout.setEncoding("utf8")
-      host.stdout.once("data", (data: string) =>
-        data.startsWith("ready")
-          ? (onReady(data), resume(Effect.succeed(host)))
-          : resume(Effect.fail(new HostFailed({ reason: data }))))
+      // Its ready line, after whatever it logged before it (Effect's default logger prints to stdout).
+      let out = ""
+      let ready = false
+      host.stdout.on("data", (data: string) => {
+        out += data
+        const line = out.split("\n").find((line) => line.startsWith("ready"))
+        if (line !== undefined && !ready) {
+          ready = true
+          onReady(line)
+          resume(Effect.succeed(host))
+        }
+      })
       host.once("error", (error) => resume(Effect.fail(new HostFailed({ reason: error.message }))))
       host.once("exit", (code) => resume(Effect.fail(new HostFailed({ reason: `the host exited (${code})` }))))
     }),
@@ -91,7 +100,8 @@ const startHost = (mechanism: Mechanism, text: string, onReady: (line: string) =
  * A host started by {@link startHost}, and, when the test ends, the offline home of its world removed: the host is
  * SIGKILLed, so its own finalizers never remove it.
  */
-const startHostAndClean = (mechanism: Mechanism, text: string) =>
+/** The host fixture, its world's home removed afterwards; `reportDir`: in the default box, that directory kept. */
+const startHostAndClean = (mechanism: Mechanism, text: string, reportDir?: string) =>
   Effect.gen(function*() {
     let home: string | undefined
     yield* Effect.addFinalizer(() =>
@@ -101,7 +111,7 @@ const startHostAndClean = (mechanism: Mechanism, text: string) =>
     )
     const host = yield* startHost(mechanism, text, (line) => {
       home = line.trim().split(" ")[3]
-    })
+    }, reportDir === undefined ? [] : ["box", reportDir])
     return host
   })
 
@@ -165,64 +175,98 @@ const suite = (mechanism: Mechanism) =>
 for (const mechanism of mechanisms) suite(mechanism)
 
 /**
- * In a box (`isolation: true`, as root): the report is in the session's workspace, the one directory of the host's it may
- * write. Nothing survives (its PID namespace ends with the CLI, its tools cannot leave their cgroup). The host-SIGKILL
- * case is the fake CLI's (the host fixture makes its world inside itself).
+ * In a box (the default, `isolation: "auto"`, as root), under each containment: the report is in the session's
+ * workspace, the one directory of the host's it may write. Nothing survives (its PID namespace ends with the CLI, its
+ * tools cannot leave their cgroup), the host SIGKILLed included (the host fixture's session then names the report's
+ * directory, under the host's /tmp, in its environment: its box keeps it at its path).
  */
-describe.runIf(process.platform === "linux" && process.getuid?.() === 0)(
-  "the real claude CLI's escapes in a box, under cgroup",
-  { timeout: 90_000 },
-  () => {
-    const boxed = NodeTransport.layer({
-      executables: { claude: claudePath },
-      containment: "cgroup",
-      scanInterval: 0,
-      isolation: true
-    })
-    it.live("the session is closed after the turn", () =>
-      Effect.gen(function*() {
-        assert.isTrue((yield* Transport.Transport).capabilities.isolatesSessions)
-        const world = yield* makeWorld()
-        const report = yield* makeReportIn(world.cwd)
-        const scope = yield* Scope.make()
-        const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll })).pipe(
-          Scope.provide(scope)
-        )
-        yield* session.run(prompt(report, false))
-        const escaped = yield* awaitEscaped(escapes, report)
-        yield* Scope.close(scope, Exit.void)
-        const left = survivors(escaped)
-        record("cgroup", true, "close", left)
-        assert.deepStrictEqual(left, [])
-      }).pipe(Effect.scoped, Effect.provide(boxed)))
+const boxedSuite = (mechanism: Mechanism) =>
+  describe.runIf(process.platform === "linux" && process.getuid?.() === 0)(
+    `the real claude CLI's escapes in a box (the default), under ${mechanism}`,
+    { timeout: 90_000 },
+    () => {
+      const boxed = NodeTransport.layer({
+        executables: { claude: claudePath },
+        containment: mechanism,
+        scanInterval: 0
+      })
+      it.live("the session is closed after the turn", () =>
+        Effect.gen(function*() {
+          assert.isTrue(
+            (yield* Transport.Transport).capabilities.notes.some((note) =>
+              note.includes(`isolation: "auto" (the default)`)
+            )
+          )
+          const world = yield* makeWorld()
+          const report = yield* makeReportIn(world.cwd)
+          const scope = yield* Scope.make()
+          const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll })).pipe(
+            Scope.provide(scope)
+          )
+          // Boxed: its CLI's user namespace is not the host's.
+          const cli = Option.getOrThrow(session.pid)
+          assert.isTrue(
+            Fs.readlinkSync(`/proc/${cli}/ns/user`) !== Fs.readlinkSync("/proc/self/ns/user"),
+            "the CLI is boxed"
+          )
+          yield* session.run(prompt(report, false))
+          const escaped = yield* awaitEscaped(escapes, report)
+          yield* Scope.close(scope, Exit.void)
+          const left = survivors(escaped)
+          record(mechanism, true, "close", left)
+          assert.deepStrictEqual(left, [])
+        }).pipe(Effect.scoped, Effect.provide(boxed)))
 
-    it.live("the host fiber is interrupted mid-tool", () =>
-      Effect.gen(function*() {
-        const world = yield* makeWorld()
-        const report = yield* makeReportIn(world.cwd)
-        const fiber = yield* Effect.forkChild(
-          Effect.gen(function*() {
-            const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll }))
-            return yield* session.run(prompt(report, true))
-          }).pipe(Effect.scoped)
-        )
-        const escaped = yield* awaitEscaped(escapes, report, 30_000)
-        yield* waitUntil("the tool's sleep 20", () => sleeping(allProcs()).some((proc) => proc.args === "sleep 20"))
-        yield* Fiber.interrupt(fiber)
-        assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
-        const left = survivors(escaped)
-        record("cgroup", true, "interrupt", left)
-        assert.deepStrictEqual(left, [])
-      }).pipe(Effect.scoped, Effect.provide(boxed)))
-  }
-)
+      it.live("the host fiber is interrupted mid-tool", () =>
+        Effect.gen(function*() {
+          const world = yield* makeWorld()
+          const report = yield* makeReportIn(world.cwd)
+          const fiber = yield* Effect.forkChild(
+            Effect.gen(function*() {
+              const session = yield* ClaudeSession.make(world.options({ policy: Permission.allowAll }))
+              return yield* session.run(prompt(report, true))
+            }).pipe(Effect.scoped)
+          )
+          const escaped = yield* awaitEscaped(escapes, report, 30_000)
+          yield* waitUntil("the tool's sleep 20", () => sleeping(allProcs()).some((proc) => proc.args === "sleep 20"))
+          yield* Fiber.interrupt(fiber)
+          assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
+          const left = survivors(escaped)
+          record(mechanism, true, "interrupt", left)
+          assert.deepStrictEqual(left, [])
+        }).pipe(Effect.scoped, Effect.provide(boxed)))
+
+      it.live("the host is SIGKILLed mid-tool (the watchdog ends the session)", () =>
+        Effect.gen(function*() {
+          // Under the host's /tmp, named in the session's environment: its box keeps it at its path.
+          const report = yield* makeReport
+          const host = yield* startHostAndClean(mechanism, prompt(report, true), Path.dirname(report))
+          const escaped = yield* awaitEscaped(escapes, report, 30_000)
+          // Boxed: the escapes run in the session's user namespace, not the host's.
+          assert.isTrue(
+            escaped.every((each) =>
+              Fs.readlinkSync(`/proc/${each.pid}/ns/user`) !== Fs.readlinkSync("/proc/self/ns/user")
+            ),
+            "the session is boxed"
+          )
+          host.kill("SIGKILL")
+          yield* waitUntil("the watchdog to end the session", () => survivors(escaped).length === 0, 10_000).pipe(
+            Effect.ignore
+          )
+          const left = survivors(escaped)
+          record(mechanism, true, "host SIGKILL", left)
+          assert.deepStrictEqual(left, [])
+        }).pipe(Effect.scoped))
+    }
+  )
+
+for (const mechanism of mechanisms) boxedSuite(mechanism)
 
 afterAll(() => {
   const closings: ReadonlyArray<Closing> = ["close", "interrupt", "host SIGKILL"]
   const columns = [
     ...mechanisms.flatMap((m) => closings.map((c) => `${m}/${c}`)),
-    "cgroup, isolated/close",
-    "cgroup, isolated/interrupt"
+    ...mechanisms.flatMap((m) => closings.map((c) => `${m}, isolated/${c}`))
   ]
   const lines = [
     "| escape | " + columns.join(" | ") + " |",
