@@ -1,0 +1,179 @@
+/**
+ * Warm pools on the cluster's runners, in one process, on the TestClock: Effect's `TestRunner` (in-memory sharding)
+ * per node, the registry's tables in a real PostgreSQL shared by the nodes, and sessions of the simulated Claude CLI
+ * (`MockTransport`, whose connections count the CLIs a node spawned). The simulated CLI keeps no transcript: a test
+ * writes the conversation's file where the CLI's `CLAUDE_CONFIG_DIR` points, while its turn runs, as the real CLI
+ * does.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { assert, layer } from "@effect/vitest"
+import { ClaudeSession } from "@tether/claude"
+import { ClusterRegistry } from "@tether/cluster"
+import { Permission, SessionRegistry, Timeouts } from "@tether/core"
+import { MockClaude, MockTransport, Postgres } from "@tether/testing"
+import { Context, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { TestRunner } from "effect/cluster"
+import * as SqlClient from "effect/sql/SqlClient"
+import { TestClock } from "effect/testing"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Store from "../src/internal/store.ts"
+
+const ChatConfig = Schema.Struct({ model: Schema.optional(Schema.String) })
+type ChatConfig = typeof ChatConfig.Type
+
+const timeouts = Effect.runSync(Timeouts.make({ closeGrace: "200 millis", termGrace: "200 millis" }))
+
+class Chats extends SessionRegistry.Service<Chats>()("test/WarmChats", {
+  acquire: (_id, config: ChatConfig) =>
+    ClaudeSession.make({
+      ...(config.model === undefined ? {} : { model: config.model }),
+      timeouts,
+      policy: Permission.denyAll
+    }),
+  fingerprint: SessionRegistry.fingerprint
+}) {}
+
+const ChatsCluster = ClusterRegistry.make(Chats, { config: ChatConfig })
+
+// A turn that waits on the clock: the test writes the conversation's file while it runs.
+const script = MockClaude.make([MockClaude.when(/^slow/, MockClaude.text(["a ", "b"], { delay: "1 second" }))])
+
+const Database = Layer.unwrap(Effect.map(Postgres.Postgres, (server) => PgClient.layer({ url: server.url }))).pipe(
+  Layer.provideMerge(Postgres.layer())
+)
+
+const prefix = "tether_warm"
+
+/** A directory for a node's `stateDirectory`, removed with the test. */
+const stateRoot = Effect.acquireRelease(
+  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-warm-test-"))),
+  (root) => Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true }))
+)
+
+/**
+ * A node (a runner and its client, or a client alone) with its own sharding and simulated CLIs, on the shared
+ * database, built in a scope the test closes (the node's shutdown).
+ */
+const node = (settings: ClusterRegistry.RunnerSettings<ChatConfig> | "client-only") =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const scope = yield* Scope.make()
+    const registry = settings === "client-only"
+      ? ChatsCluster.layerClient({ tablePrefix: prefix })
+      : ChatsCluster.layer({ tablePrefix: prefix, capacity: 3, warmRefillDelay: "1 second", ...settings })
+    const context = yield* Layer.build(
+      registry.pipe(
+        Layer.provideMerge(TestRunner.layer),
+        Layer.provideMerge(MockTransport.layer(script)),
+        Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
+      )
+    ).pipe(Scope.provide(scope))
+    return { chats: Context.get(context, Chats), clis: Context.get(context, MockTransport.MockTransport), scope }
+  })
+
+const ready = (chats: Chats["Service"]) =>
+  Effect.map(chats.pools, (pools) => pools.reduce((total, pool) => total + pool.ready, 0))
+
+const spawned = (clis: MockTransport.MockTransport["Service"]) => Effect.map(clis.connections, (all) => all.length)
+
+const configDir = (cli: MockTransport.MockConnection) => String(cli.spec.env.set["CLAUDE_CONFIG_DIR"])
+
+const transcript = (directory: string, conversationId: string) =>
+  Path.join(directory, "projects", "mock", `${conversationId}.jsonl`)
+
+/** Moves the clock 10 ms at a time until `condition` holds; fails the test after 60 s of the clock. */
+const advanceUntil = <E, R>(condition: Effect.Effect<boolean, E, R>, options: { readonly message?: string } = {}) =>
+  Effect.gen(function*() {
+    for (let step = 0; step < 6_000; step++) {
+      if (yield* condition) return
+      yield* TestClock.adjust("10 millis")
+    }
+    assert.fail(options.message ?? "the condition never held")
+  })
+
+/** Runs `effect` while the clock moves, until it completes. */
+const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.forkChild(effect)
+    yield* advanceUntil(Effect.sync(() => fiber.pollUnsafe() !== undefined), { message: "never completed" })
+    return yield* Fiber.join(fiber)
+  })
+
+let ids = 0
+const freshId = () => `chat-${Date.now().toString(36)}-${ids++}`
+
+layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on runners", (it) => {
+  it.effect(
+    "a new conversation takes the runner's warm CLI and is saved from its directory; a restore goes cold",
+    () =>
+      Effect.gen(function*() {
+        const root = yield* stateRoot
+        const id = freshId()
+        const a = yield* node({ stateDirectory: root, warm: [{ config: {}, size: 1 }] })
+        yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 1), { message: "the pool fills" })
+        assert.strictEqual(yield* spawned(a.clis), 1)
+        const warm = yield* a.clis.connection(0)
+        const warmDir = configDir(warm)
+        assert.strictEqual(Path.dirname(Path.dirname(warmDir)), root, "under the runner's own directory")
+        assert.match(Path.basename(warmDir), /^warm-/)
+
+        // A new conversation: the warm CLI, no spawn.
+        const turn = yield* Effect.scoped(
+          Effect.flatMap(a.chats.getOrCreate(id, {}), (chat) => chat.send("slow one"))
+        )
+        assert.strictEqual(yield* spawned(a.clis), 1, "no CLI spawned for the conversation")
+        assert.strictEqual(yield* ready(a.chats), 0)
+        let conversation: string | undefined
+        yield* advanceUntil(Effect.map(a.chats.snapshot(id), (found) => {
+          conversation = found.sessionId
+          return conversation !== undefined
+        }))
+        // The CLI writes its transcript where it was started: the warm directory.
+        const file = transcript(warmDir, conversation!)
+        Fs.mkdirSync(Path.dirname(file), { recursive: true })
+        Fs.writeFileSync(file, "turn 1\n")
+        // No refill before warmRefillDelay (1 s) from the hand-out: the CLI taken starts its turn alone.
+        yield* TestClock.adjust("900 millis")
+        assert.strictEqual(yield* spawned(a.clis), 1)
+        const fiber = yield* Effect.forkChild(turn.result)
+        yield* advanceUntil(Effect.sync(() => fiber.pollUnsafe() !== undefined))
+        assert.strictEqual((yield* Fiber.join(fiber)).text, "a b")
+        // The turn's save took the transcript from the warm CLI's directory.
+        const store = yield* Store.make({ entityType: ChatsCluster.entityType, prefix, migrate: false })
+        const saved = yield* store.read(id)
+        assert.deepStrictEqual(Object.keys(saved?.files ?? {}), [`projects/mock/${conversation}.jsonl`])
+
+        // Then the pool refills.
+        yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 1), { message: "the pool refills" })
+        assert.strictEqual(yield* spawned(a.clis), 2)
+
+        // What the CLI appends up to its exit is in the last save, from the same directory.
+        Fs.appendFileSync(file, "at exit\n")
+        yield* settle(Scope.close(a.scope, Exit.void))
+        assert.isFalse(yield* warm.isAlive)
+        assert.isFalse(yield* (yield* a.clis.connection(1)).isAlive, "the refilled warm CLI is closed too")
+        assert.deepStrictEqual(Fs.readdirSync(root), [], "nothing left in the state directory")
+
+        // Another runner restores it: a cold CLI resuming the conversation; its pool's warm CLI stays in the pool.
+        const b = yield* node({ stateDirectory: root, warm: [{ config: {}, size: 1 }] })
+        yield* advanceUntil(Effect.map(ready(b.chats), (n) => n === 1), { message: "the new runner's pool fills" })
+        const again = yield* settle(Effect.scoped(
+          Effect.flatMap(b.chats.getOrCreate(id, {}), (chat) => Effect.as(chat.run("two"), chat.generation))
+        ))
+        assert.strictEqual(again, 2)
+        assert.strictEqual(yield* spawned(b.clis), 2, "the restore spawned its own CLI")
+        assert.strictEqual(yield* ready(b.chats), 1, "the warm CLI was not taken")
+        const cold = yield* b.clis.connection(1)
+        assert.include(cold.spec.args, `--resume=${conversation}`)
+        assert.match(Path.basename(configDir(cold)), /^chat-.*-g2$/, "the generation's own directory")
+        assert.strictEqual(
+          Fs.readFileSync(transcript(configDir(cold), conversation!), "utf8"),
+          "turn 1\nat exit\n",
+          "the transcript restored as the warm CLI left it"
+        )
+        yield* settle(Scope.close(b.scope, Exit.void))
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer()))
+  )
+})
