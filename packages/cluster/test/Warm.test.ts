@@ -176,4 +176,62 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
         yield* settle(Scope.close(b.scope, Exit.void))
       }).pipe(Effect.scoped, Effect.provide(TestClock.layer()))
   )
+
+  it.effect(
+    "warm CLIs count against the runner's capacity and go before any conversation; a pool's directories go with it",
+    () =>
+      Effect.gen(function*() {
+        const root = yield* stateRoot
+        const a = yield* node({ stateDirectory: root, capacity: 2, warm: [{ config: {}, size: 2 }] })
+        const warmDirs = () =>
+          Fs.readdirSync(root).flatMap((own) =>
+            Fs.readdirSync(Path.join(root, own)).filter((name) => name.startsWith("warm-"))
+          )
+        yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 2), { message: "the pool fills" })
+        assert.strictEqual(warmDirs().length, 2)
+        const first = freshId()
+        yield* Effect.scoped(a.chats.getOrCreate(first, {}))
+        const adopted = configDir(yield* a.clis.connection(0))
+        // One conversation and one warm CLI fill the runner: the pool stays one short.
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual(yield* ready(a.chats), 1)
+        assert.strictEqual(yield* spawned(a.clis), 2)
+        // Another key starts cold; the full runner closes the warm CLI to make room, not the idle conversation.
+        const second = freshId()
+        yield* settle(Effect.scoped(a.chats.getOrCreate(second, { model: "other" })))
+        assert.strictEqual(yield* spawned(a.clis), 3)
+        assert.strictEqual(yield* ready(a.chats), 0)
+        assert.isFalse(yield* (yield* a.clis.connection(1)).isAlive)
+        assert.strictEqual((yield* a.chats.snapshot(first)).generation, 1, "the conversation is still live")
+        assert.deepStrictEqual(
+          warmDirs(),
+          [Path.basename(adopted)],
+          "the closed warm CLI's directory is gone; the adopted one is the live conversation's"
+        )
+        // The adopted directory goes with its conversation.
+        yield* settle(a.chats.evict(first))
+        assert.isFalse(Fs.existsSync(adopted))
+        // The pool refills into the slot freed; resized through the node's client, it empties.
+        yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 1), { message: "the pool refills" })
+        assert.strictEqual(warmDirs().length, 1)
+        yield* settle(a.chats.warm({}, 0))
+        assert.deepStrictEqual(yield* a.chats.pools, [])
+        assert.deepStrictEqual(warmDirs(), [])
+        assert.isFalse(yield* (yield* a.clis.latest).isAlive)
+        // A bad size in a runner's settings is its InvalidConfig.
+        const invalid = yield* Effect.flip(node({ stateDirectory: root, warm: [{ config: {}, size: -1 }] }))
+        assert.strictEqual(invalid._tag, "InvalidConfig")
+        yield* settle(Scope.close(a.scope, Exit.void))
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer()))
+  )
+
+  it.effect("a node without a runner has no pools: warm is InvalidConfig, not a silent no-op", () =>
+    Effect.gen(function*() {
+      const client = yield* node("client-only")
+      const refused = yield* Effect.flip(client.chats.warm({}, 1))
+      assert.strictEqual(refused._tag, "InvalidConfig")
+      assert.match(refused.message, /RunnerSettings\.warm/)
+      assert.deepStrictEqual(yield* client.chats.pools, [])
+      yield* Scope.close(client.scope, Exit.void)
+    }).pipe(Effect.provide(TestClock.layer())))
 })
