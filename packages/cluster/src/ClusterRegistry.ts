@@ -10,6 +10,9 @@
  *   teardown hold per runner, with the settings given to {@link ClusterBinding.layerRunner}. A runner that shuts
  *   down drains: each session's running turn finishes (within `drainTimeout`; the cluster's
  *   `entityTerminationTimeout` must be longer), the session is saved and released, and its shard moves.
+ * - **Warm pools are per runner.** A runner keeps the warm CLIs its settings name (`RunnerSettings.warm`); a session
+ *   placed on it that starts a new conversation takes one instead of spawning a CLI, and the warm CLI's directory
+ *   becomes the session's conversation directory. A session restored from a save starts cold, resuming it.
  * - **A session survives its runner.** After every turn, the CLI's own conversation state (Claude's transcript
  *   under its config dir, Codex's thread rollout under `CODEX_HOME`) is saved to the cluster's database, with the
  *   turn's outcome in a ledger. Whichever runner gets the next message for the id restores it and resumes the

@@ -656,11 +656,12 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownPro
    * Warm CLIs count against `capacity`: a pool fills only into free slots (never while an admission waits for
    * one), and a full registry closes a warm CLI before it evicts any conversation. A warm CLI that died (its
    * process exited) is dropped, one is handed out at most once, and never to a configuration of another key.
-   * Starts that fail back off (1 s, doubling, at most a minute). A local registry only: a cluster registry fails
-   * with `InvalidConfig`.
+   * Starts that fail back off (1 s, doubling, at most a minute). On a cluster each runner keeps its own pools (its
+   * settings name them): a node's registry reaches its own runner's, and a node without a runner fails with
+   * `InvalidConfig`.
    */
   readonly warm: (config: C, size: number) => Effect.Effect<void, InvalidConfig | RegistryClosed>
-  /** The warm pools. */
+  /** The warm pools (on a cluster, the node's own runner's; none on a node without a runner). */
   readonly pools: Effect.Effect<ReadonlyArray<PoolSnapshot>>
   /**
    * The dormant conversations (see `Settings.dormancy`), and those whose state cannot be read. Empty without
