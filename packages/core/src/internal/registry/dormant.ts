@@ -56,8 +56,11 @@ const fresh = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   pooled: boolean
 ): Effect.fn.Return<Session.Session<A, TE>, E | Opening> {
   // An adoption's scope is forked before the hand-out attaches the warm CLI's to the entry's: it closes after it,
-  // so that what the adoption registers (a last save) runs once the CLI has exited.
-  const adoption = item === undefined || self.adopt === undefined ? undefined : yield* Scope.fork(entry.scope)
+  // so that what the adoption registers (a last save) runs once the CLI has exited. Forked at once: no interruption
+  // point comes before the hand-out's.
+  const adoption = item === undefined || self.adopt === undefined
+    ? undefined
+    : Scope.forkUnsafe(entry.scope, "sequential")
   const warm = yield* Warm.handOut(self, item, pooled, config, entry.scope)
   if (warm !== undefined) {
     entry.directory = warm.directory
