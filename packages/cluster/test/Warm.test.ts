@@ -225,6 +225,47 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
       }).pipe(Effect.scoped, Effect.provide(TestClock.layer()))
   )
 
+  it.effect("a session replaced or evicted starts a new conversation: it takes a warm CLI", () =>
+    Effect.gen(function*() {
+      const root = yield* stateRoot
+      const a = yield* node({
+        stateDirectory: root,
+        capacity: 4,
+        warm: [{ config: {}, size: 1 }, { config: { model: "opus" }, size: 1 }]
+      })
+      const full = Effect.map(ready(a.chats), (n) => n === 2)
+      /** The ready warm CLI of a pool (opus or not), and whether it took `prompt` since. */
+      const warmOf = (opus: boolean) =>
+        Effect.map(a.clis.connections, (all) => {
+          const found = all.filter((cli) => cli.spec.args.join(" ").includes("opus") === opus)
+          return found[found.length - 1]
+        })
+      const took = (cli: MockTransport.MockConnection, prompt: string) =>
+        Effect.map(cli.writtenLines, (lines) => lines.some((line) => line.includes(prompt)))
+      yield* advanceUntil(full, { message: "the pools fill" })
+      const id = freshId()
+      yield* settle(Effect.scoped(Effect.flatMap(a.chats.getOrCreate(id, {}), (chat) => chat.run("one"))))
+      yield* advanceUntil(full, { message: "the pools refill" })
+      // Replaced with another configuration: the conversation starts over, in the other pool's warm CLI.
+      const opus = yield* warmOf(true)
+      const replaced = yield* settle(Effect.scoped(
+        Effect.flatMap(
+          a.chats.getOrCreate(id, { model: "opus" }, { onConflict: "replace" }),
+          (chat) => Effect.as(chat.run("two"), chat.generation)
+        )
+      ))
+      assert.strictEqual(replaced, 2)
+      assert.isTrue(yield* took(opus, "two"), "the replaced session runs in the opus pool's warm CLI")
+      // Evicted (its conversation forgotten), then opened again: new, warm.
+      yield* settle(a.chats.evict(id))
+      yield* advanceUntil(full, { message: "the pools refill" })
+      const plain = yield* warmOf(false)
+      yield* settle(Effect.scoped(Effect.flatMap(a.chats.getOrCreate(id, {}), (chat) => chat.run("three"))))
+      assert.isTrue(yield* took(plain, "three"), "the reopened session runs in the pool's warm CLI")
+      assert.notInclude(plain.spec.args.join(" "), "--resume")
+      yield* settle(Scope.close(a.scope, Exit.void))
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())))
+
   it.effect("a node without a runner has no pools: warm is InvalidConfig, not a silent no-op", () =>
     Effect.gen(function*() {
       const client = yield* node("client-only")
