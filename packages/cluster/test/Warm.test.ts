@@ -266,6 +266,26 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
       yield* settle(Scope.close(a.scope, Exit.void))
     }).pipe(Effect.scoped, Effect.provide(TestClock.layer())))
 
+  it.effect("a runner that drains empties its pools first: no warm CLI starts in the slots its sessions free", () =>
+    Effect.gen(function*() {
+      const root = yield* stateRoot
+      const a = yield* node({ stateDirectory: root, capacity: 3, warm: [{ config: {}, size: 2 }] })
+      yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 2), { message: "the pool fills" })
+      const busy = freshId()
+      yield* Effect.scoped(a.chats.getOrCreate(busy, {}))
+      yield* Effect.scoped(a.chats.getOrCreate(freshId(), {}))
+      // Full: two conversations and one warm CLI; the pool is one short.
+      yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 1), { message: "the pool refills" })
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(yield* spawned(a.clis), 3)
+      // The drain waits for the busy one's turn; the idle one closes at once and frees its slot.
+      yield* a.chats.send(busy, "slow turn")
+      yield* settle(Scope.close(a.scope, Exit.void))
+      assert.strictEqual(yield* spawned(a.clis), 3, "no CLI started during the drain")
+      for (const cli of yield* a.clis.connections) assert.isFalse(yield* cli.isAlive)
+      assert.deepStrictEqual(Fs.readdirSync(root), [])
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())))
+
   it.effect("a node without a runner has no pools: warm is InvalidConfig, not a silent no-op", () =>
     Effect.gen(function*() {
       const client = yield* node("client-only")

@@ -101,7 +101,7 @@ export const layer = <C, CE, E, R, A extends Turn.TurnResult, TE>(
     const runner = yield* makeRunner(options)
     const pools = Layer.succeed(Protocol.localPools(options.entity.type), {
       warm: (config, size) =>
-        runner.registry.warm(config as C, size).pipe(
+        runner.warm(config as C, size).pipe(
           Effect.catchTag(
             "RegistryClosed",
             () => Effect.fail(new TetherError.InvalidConfig({ problems: ["this node's runner has shut down"] }))
@@ -109,22 +109,28 @@ export const layer = <C, CE, E, R, A extends Turn.TurnResult, TE>(
         ),
       pools: runner.registry.pools
     })
+    // Built after the entities, so released before them: the pools empty before the sessions drain, and no warm CLI
+    // starts in the slots the drain frees.
+    const emptyFirst = Layer.effectDiscard(Effect.addFinalizer(() => runner.emptyPools))
     return Layer.merge(
       pools,
-      options.entity.toLayer(
-        Effect.gen(function*() {
-          runner.locate(yield* Entity.CurrentRunnerAddress)
-          const address = yield* Entity.CurrentAddress
-          const id = address.entityId as string
-          yield* Effect.forkScoped(runner.keepAliveWhileLive(id))
-          yield* Effect.addFinalizer(() => runner.release(id))
-          return runner.handlers(id, address.shardId)
-        }),
-        {
-          concurrency: "unbounded",
-          ...(options.settings.entityIdleTime === undefined ? {} : { maxIdleTime: options.settings.entityIdleTime }),
-          spanAttributes: { "tether.registry": options.name }
-        }
+      Layer.provideMerge(
+        emptyFirst,
+        options.entity.toLayer(
+          Effect.gen(function*() {
+            runner.locate(yield* Entity.CurrentRunnerAddress)
+            const address = yield* Entity.CurrentAddress
+            const id = address.entityId as string
+            yield* Effect.forkScoped(runner.keepAliveWhileLive(id))
+            yield* Effect.addFinalizer(() => runner.release(id))
+            return runner.handlers(id, address.shardId)
+          }),
+          {
+            concurrency: "unbounded",
+            ...(options.settings.entityIdleTime === undefined ? {} : { maxIdleTime: options.settings.entityIdleTime }),
+            spanAttributes: { "tether.registry": options.name }
+          }
+        )
       )
     )
   }))
@@ -360,9 +366,20 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       resumes: (id) => !(starts.get(id)?.fresh ?? false)
     }
   })
+  /** The configurations of the runner's pools (the last one given for each pool key), to empty them at release. */
+  const poolConfigs = new Map<string, C>()
+  const poolKey = kind.warm?.key ?? SessionRegistry.shape
+  const warm = (config: C, size: number) =>
+    Effect.tap(registry.warm(config, size), () => Effect.sync(() => poolConfigs.set(poolKey(config), config)))
+  const emptyPools = Effect.suspend(() =>
+    Effect.forEach(poolConfigs.values(), (config) => Effect.ignore(registry.warm(config, 0)), {
+      concurrency: "unbounded",
+      discard: true
+    })
+  )
   // The pools the runner's settings ask for; a bad size is the runner's InvalidConfig.
   for (const pool of settings.warm ?? []) {
-    yield* registry.warm(pool.config, pool.size).pipe(Effect.catchTag("RegistryClosed", Effect.die))
+    yield* warm(pool.config, pool.size).pipe(Effect.catchTag("RegistryClosed", Effect.die))
   }
 
   // ------------------------------------------------------------------------------------------------------------
@@ -659,5 +676,5 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         }))
     })
 
-  return { handlers, release, keepAliveWhileLive, locate, registry, store, incarnations } as const
+  return { handlers, release, keepAliveWhileLive, locate, registry, warm, emptyPools, store, incarnations } as const
 })
