@@ -11,7 +11,7 @@ import { ClaudeSession } from "@tether/claude"
 import { ClusterRegistry } from "@tether/cluster"
 import { Permission, SessionRegistry, Timeouts } from "@tether/core"
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
-import { Context, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
 import { TestRunner } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
 import { TestClock } from "effect/testing"
@@ -83,11 +83,19 @@ const configDir = (cli: MockTransport.MockConnection) => String(cli.spec.env.set
 const transcript = (directory: string, conversationId: string) =>
   Path.join(directory, "projects", "mock", `${conversationId}.jsonl`)
 
-/** Moves the clock 10 ms at a time until `condition` holds; fails the test after 60 s of the clock. */
+/** A pause of the real clock, for the database and the file system to answer between two steps of the TestClock. */
+const breathe = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 5)))
+
+/**
+ * Moves the clock 10 ms at a time until `condition` holds; fails the test after 60 s of the clock. Each step also
+ * waits 5 ms of real time: the database and the disk answer in real time, and the runner's bounds on them (a turn's
+ * wait for its save, the last save's `finalSaveTimeout`) are on the TestClock, which must not outrun them.
+ */
 const advanceUntil = <E, R>(condition: Effect.Effect<boolean, E, R>, options: { readonly message?: string } = {}) =>
   Effect.gen(function*() {
     for (let step = 0; step < 6_000; step++) {
       if (yield* condition) return
+      yield* breathe
       yield* TestClock.adjust("10 millis")
     }
     assert.fail(options.message ?? "the condition never held")
@@ -142,8 +150,9 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
         assert.strictEqual((yield* Fiber.join(fiber)).text, "a b")
         // The turn's save took the transcript from the warm CLI's directory.
         const store = yield* Store.make({ entityType: ChatsCluster.entityType, prefix, migrate: false })
-        const saved = yield* store.read(id)
-        assert.deepStrictEqual(Object.keys(saved?.files ?? {}), [`projects/mock/${conversation}.jsonl`])
+        const savedFiles = Effect.map(store.read(id), (saved) => Object.keys(saved?.files ?? {}))
+        yield* advanceUntil(Effect.map(savedFiles, (files) => files.length > 0), { message: "the turn is saved" })
+        assert.deepStrictEqual(yield* savedFiles, [`projects/mock/${conversation}.jsonl`])
 
         // Then the pool refills.
         yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 1), { message: "the pool refills" })
@@ -284,6 +293,50 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
       assert.strictEqual(yield* spawned(a.clis), 3, "no CLI started during the drain")
       for (const cli of yield* a.clis.connections) assert.isFalse(yield* cli.isAlive)
       assert.deepStrictEqual(Fs.readdirSync(root), [])
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())))
+
+  it.effect("a conversation saved after the admission's read but before the start: the warm CLI goes, it resumes", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const root = yield* stateRoot
+      const id = freshId()
+      // A session with nothing to resume, as the database has it.
+      const a = yield* node({ stateDirectory: root })
+      yield* settle(Effect.scoped(a.chats.getOrCreate(id, {})))
+      yield* settle(Scope.close(a.scope, Exit.void))
+      yield* sql`UPDATE tether_warm_sessions SET conversation_id = NULL, files = '{}'::jsonb WHERE id = ${id}`
+      const b = yield* node({ stateDirectory: root, warm: [{ config: {}, size: 1 }] })
+      yield* advanceUntil(Effect.map(ready(b.chats), (n) => n === 1), { message: "the pool fills" })
+      const warm = yield* b.clis.connection(0)
+      // The row is held while the admission reads it (reads do not wait), so the start's `begin` waits for it; then
+      // a conversation is saved (as a runner writing what it could not save earlier would).
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.forkChild(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT id FROM tether_warm_sessions WHERE id = ${id} FOR UPDATE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+        yield* sql`UPDATE tether_warm_sessions SET conversation_id = 'conversation-saved-late' WHERE id = ${id}`
+      })))
+      yield* Deferred.await(locked)
+      const opening = yield* Effect.forkChild(Effect.scoped(b.chats.getOrCreate(id, {})))
+      const waiting = Effect.map(
+        sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'`,
+        (rows) => rows[0].n > 0
+      )
+      yield* advanceUntil(waiting, { message: "the start waits for the row" })
+      assert.strictEqual(yield* ready(b.chats), 0, "the admission took the warm CLI")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      const handle = yield* settle(Fiber.join(opening))
+      assert.strictEqual(handle.generation, 2)
+      const resumed = (yield* b.clis.connections).filter((cli) =>
+        cli.spec.args.includes("--resume=conversation-saved-late")
+      )
+      assert.strictEqual(resumed.length, 1, "a CLI of its own resumes the conversation")
+      assert.isFalse(yield* warm.isAlive, "the warm CLI taken is closed")
+      assert.isFalse(Fs.existsSync(configDir(warm)), "with its directory")
+      yield* settle(Scope.close(b.scope, Exit.void))
     }).pipe(Effect.scoped, Effect.provide(TestClock.layer())))
 
   it.effect("a node without a runner has no pools: warm is InvalidConfig, not a silent no-op", () =>
