@@ -320,8 +320,8 @@ export const isRunnerLost = (error: unknown): boolean =>
  * | `tether_cluster_redeliveries` | counter, attribute `outcome`: sends the cluster delivered again (`joined`, `completed`, `lost`) |
  * | `tether_cluster_drain_duration` | timer: releasing a session whose entity stops |
  *
- * Spans: `ClusterRegistry.restore`, `ClusterRegistry.send`, `ClusterRegistry.save`, `ClusterRegistry.drain` on the
- * runner (attribute `tether.runner`), `ClusterRegistry.client.send` and `ClusterRegistry.client.run` on the
+ * Spans: `ClusterRegistry.restore` (attribute `tether.warm`: the generation adopted a warm CLI), `ClusterRegistry.send`,
+ * `ClusterRegistry.save`, `ClusterRegistry.drain` on the runner (attribute `tether.runner`), `ClusterRegistry.client.send` and `ClusterRegistry.client.run` on the
  * client, inside the cluster's own spans of the entity's messages.
  *
  * @category metrics
