@@ -11,7 +11,7 @@ import { ClaudeSession } from "@tether/claude"
 import { ClusterRegistry } from "@tether/cluster"
 import { Permission, SessionRegistry, Timeouts } from "@tether/core"
 import { MockClaude, MockTransport, Postgres } from "@tether/testing"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { Context, Deferred, type Duration, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
 import { TestRunner } from "effect/cluster"
 import * as SqlClient from "effect/sql/SqlClient"
 import { TestClock } from "effect/testing"
@@ -60,6 +60,9 @@ const node = (settings: ClusterRegistry.RunnerSettings<ChatConfig> | "client-onl
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const scope = yield* Scope.make()
+    // A test that fails closes the node too, moving the clock (a second at a time: past any drain's bounds) until it
+    // is closed. Closing it twice is closing it once.
+    yield* Effect.addFinalizer(() => settle(Scope.close(scope, Exit.void), { step: "1 second", steps: 120 }))
     const registry = settings === "client-only"
       ? ChatsCluster.layerClient({ tablePrefix: prefix })
       : ChatsCluster.layer({ tablePrefix: prefix, capacity: 3, warmRefillDelay: "1 second", ...settings })
@@ -91,21 +94,27 @@ const breathe = Effect.promise(() => new Promise<void>((resolve) => setTimeout(r
  * waits 5 ms of real time: the database and the disk answer in real time, and the runner's bounds on them (a turn's
  * wait for its save, the last save's `finalSaveTimeout`) are on the TestClock, which must not outrun them.
  */
-const advanceUntil = <E, R>(condition: Effect.Effect<boolean, E, R>, options: { readonly message?: string } = {}) =>
+const advanceUntil = <E, R>(
+  condition: Effect.Effect<boolean, E, R>,
+  options: { readonly message?: string; readonly step?: Duration.Input; readonly steps?: number } = {}
+) =>
   Effect.gen(function*() {
-    for (let step = 0; step < 6_000; step++) {
+    for (let step = 0; step < (options.steps ?? 6_000); step++) {
       if (yield* condition) return
       yield* breathe
-      yield* TestClock.adjust("10 millis")
+      yield* TestClock.adjust(options.step ?? "10 millis")
     }
     assert.fail(options.message ?? "the condition never held")
   })
 
 /** Runs `effect` while the clock moves, until it completes. */
-const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+const settle = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  options: { readonly step?: Duration.Input; readonly steps?: number } = {}
+) =>
   Effect.gen(function*() {
     const fiber = yield* Effect.forkChild(effect)
-    yield* advanceUntil(Effect.sync(() => fiber.pollUnsafe() !== undefined), { message: "never completed" })
+    yield* advanceUntil(Effect.sync(() => fiber.pollUnsafe() !== undefined), { ...options, message: "never completed" })
     return yield* Fiber.join(fiber)
   })
 
@@ -128,9 +137,10 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
         assert.match(Path.basename(warmDir), /^warm-/)
 
         // A new conversation: the warm CLI, no spawn.
-        const turn = yield* Effect.scoped(
+        // Under `settle`: a start that went cold (it needs the clock) fails the checks below instead of hanging.
+        const turn = yield* settle(Effect.scoped(
           Effect.flatMap(a.chats.getOrCreate(id, {}), (chat) => chat.send("slow one"))
-        )
+        ))
         assert.strictEqual(yield* spawned(a.clis), 1, "no CLI spawned for the conversation")
         assert.strictEqual(yield* ready(a.chats), 0)
         let conversation: string | undefined
@@ -199,7 +209,7 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
         yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 2), { message: "the pool fills" })
         assert.strictEqual(warmDirs().length, 2)
         const first = freshId()
-        yield* Effect.scoped(a.chats.getOrCreate(first, {}))
+        yield* settle(Effect.scoped(a.chats.getOrCreate(first, {})))
         const adopted = configDir(yield* a.clis.connection(0))
         // One conversation and one warm CLI fill the runner: the pool stays one short.
         yield* TestClock.adjust("5 seconds")
@@ -281,8 +291,8 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
       const a = yield* node({ stateDirectory: root, capacity: 3, warm: [{ config: {}, size: 2 }] })
       yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 2), { message: "the pool fills" })
       const busy = freshId()
-      yield* Effect.scoped(a.chats.getOrCreate(busy, {}))
-      yield* Effect.scoped(a.chats.getOrCreate(freshId(), {}))
+      yield* settle(Effect.scoped(a.chats.getOrCreate(busy, {})))
+      yield* settle(Effect.scoped(a.chats.getOrCreate(freshId(), {})))
       // Full: two conversations and one warm CLI; the pool is one short.
       yield* advanceUntil(Effect.map(ready(a.chats), (n) => n === 1), { message: "the pool refills" })
       yield* TestClock.adjust("5 seconds")
@@ -347,5 +357,5 @@ layer(Database, { timeout: 120_000, excludeTestServices: true })("warm pools on 
       assert.match(refused.message, /RunnerSettings\.warm/)
       assert.deepStrictEqual(yield* client.chats.pools, [])
       yield* Scope.close(client.scope, Exit.void)
-    }).pipe(Effect.provide(TestClock.layer())))
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())))
 })

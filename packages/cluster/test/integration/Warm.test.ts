@@ -70,7 +70,8 @@ describe("warm pool on a runner, real claude", () => {
         )
         const node = (warm: boolean) =>
           Effect.gen(function*() {
-            const scope = yield* Scope.make()
+            // A child of the test's scope: a test that fails closes the node too.
+            const scope = yield* Scope.fork(yield* Effect.scope, "sequential")
             const port = yield* freePort
             const context = yield* Layer.build(
               ChatsCluster.layer({
