@@ -20,22 +20,29 @@
  *   pnpm bench:warm --rounds 1 --conversations 10     # a tiny run, to prove the script works
  *   pnpm bench:warm --only first-token,wake           # some of the measurements
  *
- * Flags: --rounds (10) rounds of 1 and 2; --conversations (1000), --messages (2), --live (8) of 3; --only.
+ * 4. Opt-in (`--only cluster-first-token`): the first token of a new conversation through a cluster node (a runner
+ *    and its client in this process, `NodeCluster` over an embedded PostgreSQL), from the runner's warm pool
+ *    (`RunnerSettings.warm`) against cold. Not measured: a warm conversation, once its runner closed it idle, is
+ *    restored cold and the model sees its first turn (its transcript was saved from the warm CLI's directory).
+ *
+ * Flags: --rounds (10) rounds of 1, 2 and 4; --conversations (1000), --messages (2), --live (8) of 3; --only.
  * Writes .bench/warm.json.
  */
 import { query, startup } from "@anthropic-ai/claude-agent-sdk"
 import type { Options as SdkOptions, SDKMessage } from "@anthropic-ai/claude-agent-sdk"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
-import { Context, Duration, Effect, Layer, Redacted, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Metric, Redacted, Schema, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { ClaudeSession } from "../packages/claude/src/index.ts"
+import { ClusterRegistry, NodeCluster } from "../packages/cluster/src/index.ts"
 import { DormantStore, SessionRegistry, Timeouts } from "../packages/core/src/index.ts"
 import * as MockAnthropic from "../packages/testing/src/MockAnthropic.ts"
 import * as PinnedClaude from "../packages/testing/src/PinnedClaude.ts"
+import * as Postgres from "../packages/testing/src/Postgres.ts"
 import { NodeTransport } from "../packages/transport-node/src/index.ts"
 import { root } from "./bench/fake.ts"
 import { mean, percentile } from "./bench/stats.ts"
@@ -95,18 +102,39 @@ const until = <E>(what: string, done: Effect.Effect<boolean, E>) =>
   })
 
 // ---------------------------------------------------------------------------------------------------------------
+// The cluster's node (--only cluster-first-token): the offline Claude options are the runner's, set at start
+// ---------------------------------------------------------------------------------------------------------------
+
+/** `pool`: whether the conversation's key has the runner's pool (the cold host asks with another key). */
+const ClusterConfig = Schema.Struct({ pool: Schema.Boolean })
+let runnerOptions: ClaudeSession.Options | undefined
+
+class ClusterChats extends SessionRegistry.Service<ClusterChats>()("bench/WarmChats", {
+  acquire: (_id, _config: typeof ClusterConfig.Type) => ClaudeSession.make(runnerOptions!),
+  fingerprint: SessionRegistry.fingerprint,
+  warm: { key: SessionRegistry.shape, adapt: () => Effect.void, prime: ClaudeSession.kind.warm?.prime }
+}) {}
+
+const ClusterBench = ClusterRegistry.make(ClusterChats, { config: ClusterConfig })
+
+// ---------------------------------------------------------------------------------------------------------------
 // Hosts: each measures one new conversation's first token
 // ---------------------------------------------------------------------------------------------------------------
 
 type Registry = SessionRegistry.Registry<
-  ClaudeSession.Options,
+  unknown,
   ClaudeSession.StartError,
   ClaudeSession.TurnResult,
   ClaudeSession.TurnError
 >
 
 /** Sends `[conv id] text` and returns the time to the first text delta from `t0`, and the answer. */
-const firstToken = (registry: Registry, id: string, text: string, t0: number) =>
+const firstToken = (
+  registry: Pick<Registry, "send">,
+  id: string,
+  text: string,
+  t0: number
+) =>
   Effect.gen(function*() {
     const turn = yield* registry.send(id, `[conv ${id}] ${text}`)
     yield* turn.events.pipe(
@@ -408,6 +436,66 @@ const program = Effect.gen(function*() {
     yield* Effect.sync(() => sampler.interruptUnsafe())
   }
 
+  if (only.has("cluster-first-token")) {
+    runnerOptions = config
+    const server = yield* Postgres.make()
+    const port = 34_000 + Math.floor(Math.random() * 1_000)
+    const node = yield* Layer.build(
+      ClusterBench.layer({
+        capacity: 8,
+        idleTimeToLive: "3 seconds",
+        warm: [{ config: { pool: true }, size: 1 }],
+        stateDirectory: home
+      }).pipe(
+        Layer.provide(Layer.succeedContext(transport)),
+        Layer.provideMerge(NodeCluster.layer({ postgres: server.url, runner: { host: "127.0.0.1", port } }))
+      )
+    )
+    const chats = Context.get(node, ClusterChats)
+    const ready = Effect.map(chats.pools, (pools) => pools[0]?.ready === 1)
+    const figures: Figures = { "cluster-warm": [], "cluster-cold": [] }
+    const measure = (pool: boolean) =>
+      Effect.gen(function*() {
+        const id = randomUUID()
+        const t0 = performance.now()
+        yield* Effect.scoped(chats.getOrCreate(id, { pool }))
+        const { ms, text } = yield* firstToken(chats, id, "hello", t0)
+        check(text, id, 1)
+        return { id, ms }
+      }).pipe(Effect.orDie)
+    // Not measured: the node's first session waits for its shards.
+    const first = randomUUID()
+    yield* Effect.scoped(chats.getOrCreate(first, { pool: false })).pipe(Effect.orDie)
+    yield* chats.evict(first).pipe(Effect.orDie)
+    const hits = Effect.map(Metric.value(SessionRegistry.metrics.warmHits), (state) => state.count)
+    for (let round = 0; round < rounds; round++) {
+      for (const pool of round % 2 === 0 ? [true, false] : [false, true]) {
+        yield* until("the runner's warm pool to refill", ready)
+        const before = yield* hits
+        const { id, ms } = yield* measure(pool)
+        // The runner is in this process: its registry's counter says whether the conversation took the warm CLI.
+        if ((yield* hits) - before !== (pool ? 1 : 0)) {
+          return yield* Effect.die(new Error(`the ${pool ? "warm" : "cold"} conversation ${id} did not start as such`))
+        }
+        figures[pool ? "cluster-warm" : "cluster-cold"].push(ms)
+        yield* Effect.logInfo(`cluster first token, round ${round + 1}: ${pool ? "warm" : "cold"} ${ms.toFixed(0)} ms`)
+        if (pool && round === 0) {
+          // Not measured: once closed idle, it is restored cold and resumed from what was saved of the warm CLI.
+          yield* until(
+            "the warm conversation to close idle",
+            Effect.map(Effect.exit(chats.snapshot(id)), (e) => e._tag === "Failure")
+          )
+          const again = yield* chats.run(id, `[conv ${id}] what did I say?`).pipe(Effect.orDie)
+          check(again.text, id, 2)
+          yield* Effect.logInfo("cluster: the warm conversation was restored with its first turn")
+        }
+      }
+    }
+    report.clusterFirstToken = Object.fromEntries(
+      Object.entries(figures).map(([name, samples]) => [name, summary(samples)])
+    )
+  }
+
   Fs.mkdirSync(Path.join(root, ".bench"), { recursive: true })
   Fs.writeFileSync(Path.join(root, ".bench/warm.json"), JSON.stringify(report, null, 2))
   return report
@@ -434,6 +522,7 @@ const print = (report: Record<string, unknown>) => {
     lines.push("")
   }
   table("First token after waking a dormant conversation", report.wake)
+  table("First token of a new conversation through a cluster node", report.clusterFirstToken)
   if (report.wakeRatio !== undefined) lines.push(`wake / cold new: ${(report.wakeRatio as number).toFixed(2)}x`, "")
   const held = report.held as
     | {

@@ -10,6 +10,9 @@
  *   teardown hold per runner, with the settings given to {@link ClusterBinding.layerRunner}. A runner that shuts
  *   down drains: each session's running turn finishes (within `drainTimeout`; the cluster's
  *   `entityTerminationTimeout` must be longer), the session is saved and released, and its shard moves.
+ * - **Warm pools are per runner.** A runner keeps the warm CLIs its settings name (`RunnerSettings.warm`); a session
+ *   placed on it that starts a new conversation takes one instead of spawning a CLI, and the warm CLI's directory
+ *   becomes the session's conversation directory. A session restored from a save starts cold, resuming it.
  * - **A session survives its runner.** After every turn, the CLI's own conversation state (Claude's transcript
  *   under its config dir, Codex's thread rollout under `CODEX_HOME`) is saved to the cluster's database, with the
  *   turn's outcome in a ledger. Whichever runner gets the next message for the id restores it and resumes the
@@ -75,6 +78,18 @@ import * as Protocol from "./internal/protocol.ts"
 import * as Runner from "./internal/runner.ts"
 
 /**
+ * A warm pool a runner keeps (see {@link RunnerSettings}): `size` started, initialized CLIs for new conversations
+ * whose configuration has the pool key of `config` (the kind's `warm.key`; by default its shape).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface WarmPool<C> {
+  readonly config: C
+  readonly size: number
+}
+
+/**
  * A runner's settings: the registry's (`capacity`, `idleTimeToLive`, `onConflict`, `admissionTimeout`,
  * `shutdownConcurrency`, `warmRefillDelay`, per runner) and the cluster's own.
  *
@@ -86,12 +101,14 @@ import * as Runner from "./internal/runner.ts"
  * | `tablePrefix` | `"tether"` | the prefix of the cluster registry's tables; the same on every node |
  * | `entityIdleTime` | the cluster's `entityMaxIdleTime` | how long an entity whose session is closed stays resident |
  * | `finalSaveTimeout` | 30 s | how long the last save of a closing session may take (a database that hangs must not hang a release, an eviction or a drain); past it the session closes, and what it did not save is kept (see `unsavedRetention`) |
+ * | `warm` | none | the warm pools this runner keeps ({@link WarmPool}): a session that starts a new conversation on it takes one of its warm CLIs instead of spawning one; a session restored from a save (a conversation to resume) starts cold. Warm CLIs count against the runner's `capacity`, refill after `warmRefillDelay`, and are closed with the runner. A client in the same process (`layer`) resizes them with `warm` and reads them with `pools` |
  * | `unsavedRetention` | 10 minutes | how long the runner keeps, and tries every second to write, what a session could not save (the database was unreachable): a turn's outcome for the ledger, the last save of a closed session. Written when the database returns, so that a turn that completed is never reported lost to a retry with its prompt id; written before the session's next generation starts on this runner. Past it (or if the runner dies first) the session's next owner restores it as a lost generation from its last saved turn, and its unsaved turns are reported lost (`deliveryUncertain`) |
  *
  * @category models
  * @since 0.1.0
  */
-export interface RunnerSettings extends SessionRegistry.Settings {
+export interface RunnerSettings<C = never> extends SessionRegistry.Settings {
+  readonly warm?: ReadonlyArray<WarmPool<C>> | undefined
   readonly stateDirectory?: string | undefined
   readonly drainTimeout?: Duration.Input | undefined
   readonly durableEvents?: boolean | undefined
@@ -141,7 +158,7 @@ export type StartError = SqlError.SqlError | Migrator.MigrationError | TetherErr
  * @category models
  * @since 0.1.0
  */
-export interface ClusterBinding<Self, R> {
+export interface ClusterBinding<Self, R, C = never> {
   /** The session entity's type: `tether/<the service's key>`. */
   readonly entityType: string
   /**
@@ -151,7 +168,7 @@ export interface ClusterBinding<Self, R> {
    * {@link layer}) where this process also calls it.
    */
   readonly layerRunner: (
-    settings?: RunnerSettings
+    settings?: RunnerSettings<C>
   ) => Layer.Layer<never, StartError, Sharding.Sharding | SqlClient.SqlClient | R>
   /**
    * The registry service, calling the sessions wherever they run. It reads the database only when called (`list`,
@@ -162,9 +179,13 @@ export interface ClusterBinding<Self, R> {
   readonly layerClient: (
     settings?: ClientSettings
   ) => Layer.Layer<Self, TetherError.InvalidConfig, Sharding.Sharding | SqlClient.SqlClient>
-  /** Both: this process runs sessions and calls them. */
+  /**
+   * Both: this process runs sessions and calls them. Its registry's `warm` and `pools` are this process's runner's
+   * (with {@link layerClient} alone, `warm` fails with `InvalidConfig` and `pools` is empty: the pools are the
+   * runners').
+   */
   readonly layer: (
-    settings?: RunnerSettings & ClientSettings
+    settings?: RunnerSettings<C> & ClientSettings
   ) => Layer.Layer<Self, StartError, Sharding.Sharding | SqlClient.SqlClient | R>
 }
 
@@ -196,9 +217,9 @@ const callTimeoutOf = (input: Duration.Input | undefined) => {
 export const make = <Self, Id extends string, C, E, R, A extends Turn.TurnResult, TE, CE>(
   service: SessionRegistry.ServiceClass<Self, Id, C, E, R, A, TE>,
   options: { readonly config: Schema.Codec<C, CE> }
-): ClusterBinding<Self, R> => {
+): ClusterBinding<Self, R, C> => {
   const entity = Protocol.make(`tether/${service.key}`, options.config)
-  const layerRunner = (settings: RunnerSettings = {}) =>
+  const layerRunner = (settings: RunnerSettings<C> = {}) =>
     Runner.layer({ name: service.key, entity, kind: service.kind, config: options.config, settings }) as Layer.Layer<
       never,
       StartError,
@@ -218,7 +239,8 @@ export const make = <Self, Id extends string, C, E, R, A extends Turn.TurnResult
     entityType: entity.type,
     layerRunner,
     layerClient,
-    layer: (settings = {}) => Layer.merge(layerRunner(settings), layerClient(settings))
+    // The client is built on the runner: it reaches the runner's warm pools.
+    layer: (settings = {}) => Layer.provideMerge(layerClient(settings), layerRunner(settings))
   }
 }
 
@@ -298,8 +320,8 @@ export const isRunnerLost = (error: unknown): boolean =>
  * | `tether_cluster_redeliveries` | counter, attribute `outcome`: sends the cluster delivered again (`joined`, `completed`, `lost`) |
  * | `tether_cluster_drain_duration` | timer: releasing a session whose entity stops |
  *
- * Spans: `ClusterRegistry.restore`, `ClusterRegistry.send`, `ClusterRegistry.save`, `ClusterRegistry.drain` on the
- * runner (attribute `tether.runner`), `ClusterRegistry.client.send` and `ClusterRegistry.client.run` on the
+ * Spans: `ClusterRegistry.restore` (attribute `tether.warm`: the generation adopted a warm CLI), `ClusterRegistry.send`,
+ * `ClusterRegistry.save`, `ClusterRegistry.drain` on the runner (attribute `tether.runner`), `ClusterRegistry.client.send` and `ClusterRegistry.client.run` on the
  * client, inside the cluster's own spans of the entity's messages.
  *
  * @category metrics

@@ -366,14 +366,58 @@ export interface Settings {
 }
 
 /**
- * Options of {@link make}: a {@link Kind} and the {@link Settings}.
+ * A warm CLI handed to {@link Adoption}'s `adopt`: the session, and `discard`, which closes it now (an adoption that
+ * finds the conversation cannot take it, and starts the session another way).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface WarmCli<A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
+  readonly session: Session.Session<A, TE>
+  readonly discard: Effect.Effect<void>
+}
+
+/**
+ * For a registry whose `acquire` does more than start a CLI (a runner of `@tether/cluster` begins the session's
+ * generation in its database and restores its conversation first): how its warm CLIs start, and how one becomes the
+ * session of an id. Without it, a warm CLI starts with `acquire` (its id `warm:<pool key>`) and is handed out as it
+ * is.
+ *
+ * - `start`: starts a warm CLI for the pool of `key` with the pool's configuration, in the scope it is given (closed
+ *   when the CLI leaves its pool unused, or after the session it becomes has closed).
+ * - `adopt`: makes a warm CLI that a new conversation took (checked alive and unused, bound and adapted) the session
+ *   of `id`, and returns that session. It runs in a scope of the session that closes after the warm CLI's own: what
+ *   it registers there (a last save of the conversation) runs once the CLI has exited. A failure fails the session's
+ *   start, as `acquire`'s would; an adoption that finds the conversation cannot take a new CLI (it has one to resume)
+ *   calls `discard` and starts the session itself.
+ * - `resumes` (optional): whether the next start of `id` resumes a conversation, asked at its admission: such a
+ *   start takes no warm CLI (and counts no miss), like a dormant conversation's wake.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Adoption<C, E, R, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
+  readonly start: (key: string, config: C) => Effect.Effect<Session.Session<A, TE>, E, Scope.Scope | R>
+  readonly adopt: (
+    id: string,
+    config: C,
+    warm: WarmCli<A, TE>
+  ) => Effect.Effect<Session.Session<A, TE>, E, Scope.Scope | R>
+  readonly resumes?: ((id: string) => boolean) | undefined
+}
+
+/**
+ * Options of {@link make}: a {@link Kind} and the {@link Settings}, and, for a registry whose `acquire` does more than
+ * start a CLI, how its warm CLIs start and are adopted ({@link Adoption}).
  *
  * @category models
  * @since 0.1.0
  */
 export interface Options<C, E, R, A extends TurnResult = TurnResult, TE = KnownProviderTurnError>
   extends Kind<C, E, R, A, TE>, Settings
-{}
+{
+  readonly adoption?: Adoption<C, E, R, A, TE> | undefined
+}
 
 /**
  * Per-call options of `getOrCreate`, overriding the registry's settings.
@@ -612,11 +656,12 @@ export interface Registry<C, E, A extends TurnResult = TurnResult, TE = KnownPro
    * Warm CLIs count against `capacity`: a pool fills only into free slots (never while an admission waits for
    * one), and a full registry closes a warm CLI before it evicts any conversation. A warm CLI that died (its
    * process exited) is dropped, one is handed out at most once, and never to a configuration of another key.
-   * Starts that fail back off (1 s, doubling, at most a minute). A local registry only: a cluster registry fails
-   * with `InvalidConfig`.
+   * Starts that fail back off (1 s, doubling, at most a minute). On a cluster each runner keeps its own pools (its
+   * settings name them): a node's registry reaches its own runner's, and a node without a runner fails with
+   * `InvalidConfig`.
    */
   readonly warm: (config: C, size: number) => Effect.Effect<void, InvalidConfig | RegistryClosed>
-  /** The warm pools. */
+  /** The warm pools (on a cluster, the node's own runner's; none on a node without a runner). */
   readonly pools: Effect.Effect<ReadonlyArray<PoolSnapshot>>
   /**
    * The dormant conversations (see `Settings.dormancy`), and those whose state cannot be read. Empty without

@@ -23,7 +23,7 @@ import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
-import type * as Protocol from "./protocol.ts"
+import * as Protocol from "./protocol.ts"
 import * as Store from "./store.ts"
 import * as Wire from "./wire.ts"
 
@@ -154,6 +154,8 @@ export interface Options<C, CE> {
 export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C, CE>) =>
   Effect.gen(function*() {
     const makeClient = yield* options.entity.client
+    // The pools of this process's runner, when the client is built on one (`layer`).
+    const local = yield* Effect.serviceOption(Protocol.localPools(options.entity.type))
     const store = yield* Store.make({
       entityType: options.entity.type,
       prefix: options.tablePrefix ?? "tether",
@@ -525,14 +527,17 @@ export const make = <C, CE, E, A extends Turn.TurnResult, TE>(options: Options<C
         Effect.mapError(store.list, databaseUnavailable),
         (records) => records.filter((entry) => entry.record.state === "live").length
       ),
-      // Warm pools are a local registry's: across the cluster each runner would keep its own (not built yet).
-      warm: () =>
-        Effect.fail(
+      // Each runner keeps its own pools: a client reaches those of its process's runner only (`layer`).
+      warm: (config, size) =>
+        Option.isSome(local) ? local.value.warm(config, size) : Effect.fail(
           new TetherError.InvalidConfig({
-            problems: ["warm pools are kept by a local registry; the cluster registry has none yet"]
+            problems: [
+              "this node runs no runner: on a cluster each runner keeps its own warm pools; give them in its settings " +
+              "(RunnerSettings.warm), or call warm on a node that runs one (ClusterBinding.layer)"
+            ]
           })
         ),
-      pools: Effect.succeed([]),
+      pools: Option.isSome(local) ? local.value.pools : Effect.succeed([]),
       // Dormancy is a local registry's: the cluster keeps every conversation's state in its database already.
       dormant: Effect.succeed([]),
       wake: (id) => Effect.fail(new SessionRegistry.DormantNotFound({ id })),

@@ -5,8 +5,11 @@
  *
  * @internal
  */
+import type { SessionRegistry, TetherError } from "@tether/core"
 import * as ClusterSchema from "effect/cluster/ClusterSchema"
 import * as Entity from "effect/cluster/Entity"
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
 import * as Rpc from "effect/rpc/Rpc"
 import * as Schema from "effect/Schema"
 import * as Wire from "./wire.ts"
@@ -120,3 +123,16 @@ export const make = <C, CE>(type: string, config: Schema.Codec<C, CE>) =>
 
 /** The session entity of a registry. */
 export type SessionEntity<C, CE> = ReturnType<typeof make<C, CE>>
+
+/**
+ * The warm pools of this process's runner of an entity type, for a client built on it (`ClusterBinding.layer`): a
+ * runner keeps its own pools, and only a client in its process reaches them.
+ */
+export interface LocalPools {
+  readonly warm: (config: unknown, size: number) => Effect.Effect<void, TetherError.InvalidConfig>
+  readonly pools: Effect.Effect<ReadonlyArray<SessionRegistry.PoolSnapshot>>
+}
+
+/** The key of {@link LocalPools} for an entity type: a runner provides it, a client of the same layer reads it. */
+export const localPools = (entityType: string): Context.Service<LocalPools, LocalPools> =>
+  Context.Service<LocalPools>(`@tether/cluster/LocalPools/${entityType}`)

@@ -40,7 +40,7 @@ import * as Path from "node:path"
 import * as Files from "./files.ts"
 import { type Incarnation, unavailable } from "./incarnation.ts"
 import { locateAt, metrics, placeOf } from "./place.ts"
-import type * as Protocol from "./protocol.ts"
+import * as Protocol from "./protocol.ts"
 import * as Saving from "./saving.ts"
 import * as Store from "./store.ts"
 import * as Streams from "./streams.ts"
@@ -52,8 +52,15 @@ import * as Wire from "./wire.ts"
 // Settings and metrics
 // ---------------------------------------------------------------------------------------------------------------
 
+/** A warm pool a runner keeps: `size` started CLIs for new conversations of `config`'s pool key. */
+export interface WarmPool<C> {
+  readonly config: C
+  readonly size: number
+}
+
 /** A runner's settings: its registry's, and the cluster's own. */
-export interface Settings extends SessionRegistry.Settings {
+export interface Settings<C = never> extends SessionRegistry.Settings {
+  readonly warm?: ReadonlyArray<WarmPool<C>> | undefined
   readonly stateDirectory?: string | undefined
   readonly drainTimeout?: Duration.Input | undefined
   readonly durableEvents?: boolean | undefined
@@ -74,7 +81,7 @@ export interface Options<C, CE, E, R, A extends Turn.TurnResult, TE> {
   readonly entity: Protocol.SessionEntity<C, CE>
   readonly kind: SessionRegistry.Kind<C, E, R, A, TE>
   readonly config: Schema.Codec<C, CE>
-  readonly settings: Settings
+  readonly settings: Settings<C>
 }
 
 const safeName = (id: string): string =>
@@ -92,20 +99,39 @@ export const layer = <C, CE, E, R, A extends Turn.TurnResult, TE>(
 ) =>
   Layer.unwrap(Effect.gen(function*() {
     const runner = yield* makeRunner(options)
-    return options.entity.toLayer(
-      Effect.gen(function*() {
-        runner.locate(yield* Entity.CurrentRunnerAddress)
-        const address = yield* Entity.CurrentAddress
-        const id = address.entityId as string
-        yield* Effect.forkScoped(runner.keepAliveWhileLive(id))
-        yield* Effect.addFinalizer(() => runner.release(id))
-        return runner.handlers(id, address.shardId)
-      }),
-      {
-        concurrency: "unbounded",
-        ...(options.settings.entityIdleTime === undefined ? {} : { maxIdleTime: options.settings.entityIdleTime }),
-        spanAttributes: { "tether.registry": options.name }
-      }
+    const pools = Layer.succeed(Protocol.localPools(options.entity.type), {
+      warm: (config, size) =>
+        runner.warm(config as C, size).pipe(
+          Effect.catchTag(
+            "RegistryClosed",
+            () => Effect.fail(new TetherError.InvalidConfig({ problems: ["this node's runner has shut down"] }))
+          )
+        ),
+      pools: runner.registry.pools
+    })
+    // Built after the entities, so released before them: the pools empty before the sessions drain, and no warm CLI
+    // starts in the slots the drain frees.
+    const emptyFirst = Layer.effectDiscard(Effect.addFinalizer(() => runner.emptyPools))
+    return Layer.merge(
+      pools,
+      Layer.provideMerge(
+        emptyFirst,
+        options.entity.toLayer(
+          Effect.gen(function*() {
+            runner.locate(yield* Entity.CurrentRunnerAddress)
+            const address = yield* Entity.CurrentAddress
+            const id = address.entityId as string
+            yield* Effect.forkScoped(runner.keepAliveWhileLive(id))
+            yield* Effect.addFinalizer(() => runner.release(id))
+            return runner.handlers(id, address.shardId)
+          }),
+          {
+            concurrency: "unbounded",
+            ...(options.settings.entityIdleTime === undefined ? {} : { maxIdleTime: options.settings.entityIdleTime }),
+            spanAttributes: { "tether.registry": options.name }
+          }
+        )
+      )
     )
   }))
 
@@ -114,7 +140,7 @@ export const layer = <C, CE, E, R, A extends Turn.TurnResult, TE>(
  * the first drain. A drain may take no time (close at once, without waiting for the running turn); the last save and
  * the retention of what could not be saved need some.
  */
-const durations = (settings: Settings) => {
+const durations = <C>(settings: Settings<C>) => {
   const problems: Array<string> = []
   const duration = (
     name: string,
@@ -178,8 +204,16 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
     )
 
   const incarnations = new Map<string, Incarnation<A, TE>>()
-  /** What the next start of an id is asked to do (set by `ensure` around `getOrCreate`). */
-  const starts = new Map<string, { readonly reset: boolean; readonly durable: boolean }>()
+  /**
+   * What the next start of an id is asked to do (set by `ensure` around `getOrCreate`), and whether, as far as the
+   * database said before the start, it starts a new conversation (`fresh`: it may take a warm CLI).
+   */
+  const starts = new Map<string, { readonly reset: boolean; readonly durable: boolean; readonly fresh: boolean }>()
+  /**
+   * The runner's warm CLIs, each with the directory it was started in. A warm CLI's directory goes with it, unless a
+   * new conversation adopted it: then it is that generation's directory, saved from and removed at its end.
+   */
+  const warmDirectories = new Map<Session.Session<A, TE>, { readonly directory: string; adopted: boolean }>()
   const waiters = new Map<string, Deferred.Deferred<void>>()
 
   const live = (id: string) => {
@@ -209,10 +243,42 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
   // ------------------------------------------------------------------------------------------------------------
 
   /**
-   * The kind the runner's registry starts sessions with: the next generation in the database, the conversation
-   * restored, the host's session started there (resuming it), the incarnation recorded.
+   * A warm CLI of the runner's pools (`SessionRegistry.Adoption.start`): the host's session, started before any
+   * conversation is known, in a directory of its own under the runner's (so the sweep of a dead runner's directory
+   * takes it too), which goes with it unless a conversation adopts it.
    */
-  const acquire = (id: string, config: C) =>
+  const startWarm = (key: string, config: C) =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.Scope
+      const directory = Path.join(stateDirectory, `warm-${Crypto.randomBytes(6).toString("hex")}`)
+      const placed = { directory, adopted: false }
+      let session: Session.Session<A, TE> | undefined
+      // Registered before the CLI is acquired into the same scope: it runs after the CLI has exited.
+      yield* Scope.addFinalizer(
+        scope,
+        Effect.suspend(() => {
+          if (session !== undefined) warmDirectories.delete(session)
+          return placed.adopted ? Effect.void : Effect.ignore(Files.remove(directory), { log: "Warn" })
+        })
+      )
+      yield* Files.restore(directory, []).pipe(
+        Effect.mapError((error) => unavailable(`the runner could not make a warm CLI's directory: ${error.message}`))
+      )
+      session = yield* kind.acquire(`warm:${key}`, config).pipe(
+        Effect.provideService(Session.Conversation, { directory, resume: undefined })
+      )
+      warmDirectories.set(session, placed)
+      return session
+    })
+
+  /**
+   * The kind the runner's registry starts sessions with: the next generation in the database, the conversation
+   * restored, the host's session started there (resuming it), the incarnation recorded. With `warm` (a warm CLI a new
+   * conversation took, `SessionRegistry.Adoption.adopt`), the generation adopts the CLI and its directory instead of
+   * starting one; a generation that turns out to have a conversation to resume (saved between the admission's read
+   * and this start) discards it and starts cold.
+   */
+  const open = (id: string, config: C, warm: SessionRegistry.WarmCli<A, TE> | undefined) =>
     Effect.gen(function*() {
       const scope = yield* Scope.Scope
       const start = starts.get(id) ?? { reset: false, durable: defaultDurable }
@@ -226,10 +292,19 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         durable: start.durable,
         reset: start.reset
       }).pipe(Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`)))
-      const directory = Path.join(stateDirectory, `${safeName(id)}-g${begun.generation}`)
-      yield* Files.restore(directory, begun.files).pipe(
-        Effect.mapError((error) => unavailable(`the runner could not restore the conversation: ${error.message}`))
-      )
+      const resumes = begun.conversationId !== undefined || begun.files.length > 0
+      const placed = warm === undefined || resumes ? undefined : warmDirectories.get(warm.session)
+      if (warm !== undefined && placed === undefined) {
+        yield* Effect.logInfo(`session ${id} has a conversation to resume: the warm CLI it took is closed`)
+        yield* warm.discard
+      }
+      yield* Effect.annotateCurrentSpan("tether.warm", placed !== undefined)
+      const directory = placed?.directory ?? Path.join(stateDirectory, `${safeName(id)}-g${begun.generation}`)
+      if (placed === undefined) {
+        yield* Files.restore(directory, begun.files).pipe(
+          Effect.mapError((error) => unavailable(`the runner could not restore the conversation: ${error.message}`))
+        )
+      }
       const inc: Incarnation<A, TE> = {
         id,
         generation: begun.generation,
@@ -255,9 +330,11 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         recorder: undefined,
         closed: Deferred.makeUnsafe()
       }
-      // Registered before the session is acquired into the same scope: it runs after the session has closed.
+      // Registered before the session is acquired into the same scope: it runs after the session has closed (an
+      // adopted warm CLI's scope closes before the adoption's). From here the generation owns the directory.
       yield* Scope.addFinalizer(scope, finalize(inc))
-      inc.session = yield* kind.acquire(id, config).pipe(
+      if (placed !== undefined) placed.adopted = true
+      inc.session = placed !== undefined ? warm!.session : yield* kind.acquire(id, config).pipe(
         Effect.provideService(Session.Conversation, { directory, resume: begun.conversationId })
       )
       inc.recorder = yield* Effect.forkIn(
@@ -280,9 +357,31 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
 
   const registry = yield* SessionRegistry.make<C, E | TetherError.SessionUnavailable, R, A, TE>({
     ...settings,
-    acquire,
-    fingerprint: kind.fingerprint
+    acquire: (id, config) => open(id, config, undefined),
+    fingerprint: kind.fingerprint,
+    warm: kind.warm,
+    adoption: {
+      start: startWarm,
+      adopt: open,
+      // Unknown: the start did not come through `ensure`, and may resume.
+      resumes: (id) => !(starts.get(id)?.fresh ?? false)
+    }
   })
+  /** The configurations of the runner's pools (the last one given for each pool key), to empty them at release. */
+  const poolConfigs = new Map<string, C>()
+  const poolKey = kind.warm?.key ?? SessionRegistry.shape
+  const warm = (config: C, size: number) =>
+    Effect.tap(registry.warm(config, size), () => Effect.sync(() => poolConfigs.set(poolKey(config), config)))
+  const emptyPools = Effect.suspend(() =>
+    Effect.forEach(poolConfigs.values(), (config) => Effect.ignore(registry.warm(config, 0)), {
+      concurrency: "unbounded",
+      discard: true
+    })
+  )
+  // The pools the runner's settings ask for; a bad size is the runner's InvalidConfig.
+  for (const pool of settings.warm ?? []) {
+    yield* warm(pool.config, pool.size).pipe(Effect.catchTag("RegistryClosed", Effect.die))
+  }
 
   // ------------------------------------------------------------------------------------------------------------
   // Finding the live incarnation
@@ -341,6 +440,8 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
       let config = request.config
       let reset = false
       let durable = request.durable ?? defaultDurable
+      // Nothing saved to resume, as far as the database says now.
+      let blank = false
       if (current === undefined) {
         const found = yield* store.read(id).pipe(
           Effect.mapError((error) => unavailable(`the cluster's database failed: ${error.message}`))
@@ -365,13 +466,15 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
           }
         }
         if (found !== undefined && found.state !== "evicted" && !reset) durable = found.durable
+        blank = found === undefined || found.state === "evicted" ||
+          (found.conversationId === undefined && Object.keys(found.files).length === 0)
       }
       const getOptions = {
         ...(request.onConflict === undefined ? {} : { onConflict: request.onConflict }),
         ...(request.admissionTimeout === undefined ? {} : { admissionTimeout: request.admissionTimeout })
       }
       if (config !== undefined && current !== undefined && request.onConflict === "replace") reset = true
-      starts.set(id, { reset, durable })
+      starts.set(id, { reset, durable, fresh: reset || blank })
       const opening: Effect.Effect<
         SessionRegistry.Handle<A, TE>,
         E | TetherError.SessionUnavailable | SessionRegistry.AdmissionError | SessionRegistry.LookupError,
@@ -574,5 +677,5 @@ const makeRunner = Effect.fnUntraced(function*<C, CE, E, R, A extends Turn.TurnR
         }))
     })
 
-  return { handlers, release, keepAliveWhileLive, locate, registry, store, incarnations } as const
+  return { handlers, release, keepAliveWhileLive, locate, registry, warm, emptyPools, store, incarnations } as const
 })

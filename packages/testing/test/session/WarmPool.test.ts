@@ -327,6 +327,71 @@ describe("warm pools over a stub kind", () => {
       assert.strictEqual(stubs.length, 0)
     }))
 
+  it.effect("an adoption starts the warm CLIs and makes one an id's session; its scope closes after the CLI's", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const started: Array<string> = []
+      const adopted: Array<{ readonly id: string; readonly pid: number; releasedAtClose?: boolean }> = []
+      const registry = yield* SessionRegistry.make({
+        ...kind,
+        capacity: 4,
+        adoption: {
+          start: (key, config) => Effect.andThen(Effect.sync(() => started.push(key)), kind.acquire("started", config)),
+          adopt: (id, _config, warm) =>
+            Effect.gen(function*() {
+              const record: (typeof adopted)[number] = { id, pid: Option.getOrThrow(warm.session.pid) }
+              adopted.push(record)
+              // What an adoption registers runs once the CLI has been released.
+              yield* Effect.addFinalizer(() =>
+                Effect.sync(() => {
+                  record.releasedAtClose = stubs[record.pid].released
+                })
+              )
+              return warm.session
+            })
+        }
+      })
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      assert.deepStrictEqual(started, [kind.warm!.key({ cwd: "/w" })])
+      const a = yield* Effect.scoped(registry.getOrCreate("a", { cwd: "/w" }))
+      assert.strictEqual(yield* a.snapshot.pipe(Effect.map((s) => s.pid)), 0)
+      assert.deepStrictEqual(adopted, [{ id: "a", pid: 0 }])
+      yield* registry.forceEvict("a")
+      assert.isTrue(adopted[0].releasedAtClose, "the adoption's scope closed after the CLI")
+      // A cold start is `acquire`'s, never `start`'s or `adopt`'s.
+      yield* Effect.scoped(registry.getOrCreate("b", { cwd: "/elsewhere" }))
+      assert.strictEqual(adopted.length, 1)
+      assert.strictEqual(started.length, 1)
+      assert.strictEqual(stubs[1].config.cwd, "/elsewhere")
+    }))
+
+  it.effect("an id the adoption resumes takes no warm CLI and is no miss; an adoption may discard the warm CLI", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const registry = yield* SessionRegistry.make({
+        ...kind,
+        capacity: 4,
+        adoption: {
+          start: (_key, config) => kind.acquire("started", config),
+          // It finds a conversation to resume after all: it closes the warm CLI and starts its own.
+          adopt: (id, config, warm) =>
+            Effect.andThen(warm.discard, id === "late" ? kind.acquire(id, config) : Effect.succeed(warm.session)),
+          resumes: (id) => id.startsWith("old")
+        }
+      })
+      const misses = yield* counter(SessionRegistry.metrics.warmMisses)
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const old = yield* Effect.scoped(registry.getOrCreate("old-1", { cwd: "/w" }))
+      assert.strictEqual(yield* old.snapshot.pipe(Effect.map((s) => s.pid)), 1, "started cold")
+      assert.strictEqual(yield* ready(registry), 1, "the warm CLI stays in its pool")
+      assert.strictEqual((yield* counter(SessionRegistry.metrics.warmMisses)) - misses, 0)
+      const late = yield* Effect.scoped(registry.getOrCreate("late", { cwd: "/w" }))
+      assert.isTrue(stubs[0].released, "discarded at once")
+      assert.strictEqual(yield* late.snapshot.pipe(Effect.map((s) => s.pid)), 2)
+    }))
+
   it.effect("failed starts back off on the clock; a bad size is InvalidConfig", () =>
     Effect.gen(function*() {
       const { attempts, kind } = makeStubs({ failStarts: 2 })

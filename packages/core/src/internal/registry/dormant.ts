@@ -17,8 +17,10 @@
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import type { Listing } from "../../DormantStore.ts"
 import type * as Session from "../../Session.ts"
 import type { ConflictPolicy, EvictionReason } from "../../SessionRegistry.ts"
@@ -53,10 +55,20 @@ const fresh = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   item: Pool.Item<C, A, TE> | undefined,
   pooled: boolean
 ): Effect.fn.Return<Session.Session<A, TE>, E | Opening> {
+  // An adoption's scope is forked before the hand-out attaches the warm CLI's to the entry's: it closes after it,
+  // so that what the adoption registers (a last save) runs once the CLI has exited. Forked at once: no interruption
+  // point comes before the hand-out's.
+  const adoption = item === undefined || self.adopt === undefined
+    ? undefined
+    : Scope.forkUnsafe(entry.scope, "sequential")
   const warm = yield* Warm.handOut(self, item, pooled, config, entry.scope)
   if (warm !== undefined) {
     entry.directory = warm.directory
-    return warm.session
+    if (adoption === undefined) return warm.session
+    return yield* self.adopt!(entry.id, config, {
+      session: warm.session,
+      discard: Scope.close(warm.scope, Exit.void)
+    }, adoption)
   }
   if (self.dormancy === undefined) return yield* self.acquire(entry.id, config, entry.scope, undefined)
   const directory = yield* self.dormancy.store.allocate

@@ -83,6 +83,24 @@ export interface Registry<C, E, A extends TurnResult, TE> {
     scope: Scope.Scope,
     placement: Session.Placement | undefined
   ) => Effect.Effect<Session.Session<A, TE>, E>
+  /** Starts a warm CLI for a pool key (`Options.adoption.start`, or `acquire` with the id `warm:<key>`). */
+  readonly startWarm: (
+    key: string,
+    config: C,
+    scope: Scope.Scope,
+    placement: Session.Placement | undefined
+  ) => Effect.Effect<Session.Session<A, TE>, E>
+  /** Makes a warm CLI an id's session, in `scope` (`Options.adoption.adopt`); without it, the CLI as it is. */
+  readonly adopt:
+    | ((
+      id: string,
+      config: C,
+      warm: { readonly session: Session.Session<A, TE>; readonly discard: Effect.Effect<void> },
+      scope: Scope.Scope
+    ) => Effect.Effect<Session.Session<A, TE>, E>)
+    | undefined
+  /** Whether the next start of an id resumes a conversation the registry does not hold (`Options.adoption.resumes`). */
+  readonly resumes: (id: string) => boolean
   /** Set when the registry keeps conversations dormant. */
   readonly dormancy: Dormancy<C> | undefined
   /** What becomes of a closed entry's conversation state (with dormancy: kept dormant, or released). */

@@ -391,8 +391,8 @@ const admit = <C, E, A extends TurnResult, TE>(
 ): Effect.Effect<Step<E, A, TE>> =>
   Effect.uninterruptible(Effect.suspend((): Effect.Effect<Step<E, A, TE>> => {
     const key = self.poolKey(config)
-    // A dormant conversation resumes in a CLI of its own, never a warm one.
-    const dormant = Dormant.isDormant(self, id)
+    // A dormant conversation (or one the adoption resumes) resumes in a CLI of its own, never a warm one.
+    const dormant = Dormant.isDormant(self, id) || self.resumes(id)
     const takes = !dormant && Pool.hasReady(self.pools, key)
     const reserved = Pool.occupied(self.pools) - (takes ? 1 : 0)
     const admission = State.admit(self.state, id, fingerprint, self.settings.capacity, reserved)
@@ -573,6 +573,7 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, T
   if (settings.success.dormancy && store === undefined) {
     return yield* new InvalidConfig({ problems: ["dormancy needs a DormantStore in context (DormantStore.layer…)"] })
   }
+  const adoption = options.adoption
   const scope = yield* Effect.scope
   const fibers = yield* Scope.fork(scope, "parallel")
   const sessions = yield* Scope.fork(scope, "parallel")
@@ -585,6 +586,17 @@ export const make = Effect.fnUntraced(function*<C, E, R, A extends TurnResult, T
         Scope.provide(sessionScope),
         Effect.provideContext(context)
       ),
+    startWarm: (key, config, warmScope, placement) =>
+      (adoption === undefined ? options.acquire(`warm:${key}`, config) : adoption.start(key, config)).pipe(
+        Effect.provideService(Session.Conversation, placement),
+        Scope.provide(warmScope),
+        Effect.provideContext(context)
+      ),
+    adopt: adoption === undefined ?
+      undefined :
+      (id, config, warm, sessionScope) =>
+        adoption.adopt(id, config, warm).pipe(Scope.provide(sessionScope), Effect.provideContext(context)),
+    resumes: adoption?.resumes ?? (() => false),
     dormancy: store === undefined ? undefined : { store, ids: new Set(), configs: new Map() },
     onClosed: (entry, reason, conversationId) => Dormant.onClosed(self, entry, reason, conversationId),
     fingerprint: options.fingerprint,

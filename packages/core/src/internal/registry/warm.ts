@@ -82,7 +82,7 @@ const fill = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
     return yield* Scope.close(scope, Exit.void)
   }
   const placement = directory === undefined ? undefined : { directory: directory.value, resume: undefined }
-  const exit = yield* self.acquire(`warm:${pool.key}`, config, scope, placement).pipe(
+  const exit = yield* self.startWarm(pool.key, config, scope, placement).pipe(
     // The first turn's work the kind can do ahead, before the CLI is ready; a failure leaves it as it is.
     Effect.tap((session) =>
       self.prime === undefined ? Effect.void : Effect.ignore(self.prime(session), { log: "Warn" })
