@@ -86,6 +86,9 @@ const killAll = (entry: string) => {
 }
 
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-consumer-"))
+// A project directory as a user's is (mkdtemp makes it 0700): the default box runs each session as a uid of its own,
+// which must reach the CLI installed under it, or the session runs unboxed with a warning (docs/teardown.md).
+Fs.chmodSync(work, 0o755)
 const mark = `TETHER_CONSUMER_RUN=${randomUUID()}`
 // Whatever happens below (a failure, Ctrl-C), nothing of this run stays on the machine.
 process.on("exit", () => {
