@@ -7,7 +7,8 @@
  * the database cut off for 20 s and for 45 s, the database slowed, the client killed mid-turn and restarted, a runner's
  * event loop loaded. Loopback only. See packages/cluster/test/chaos/driver.ts for what it counts.
  *
- * Prints a markdown table per fault and exits non-zero on any untyped outcome, prompt run twice, hung prompt, CLI
+ * Prints a markdown table per fault and exits non-zero on any untyped outcome, prompt run twice, hung prompt, fault
+ * none of whose prompts succeeded, session started again by a database cut within the tolerance, CLI
  * left after the run, or completed turn reported failed.
  *
  * Flags: --sessions <n> (30), --runners <n> (3), --only <fault,...> (kill, stop, database, database-long, slow,

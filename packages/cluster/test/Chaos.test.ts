@@ -45,3 +45,38 @@ it.live("every outcome is typed and no prompt runs twice under one fault of each
     assert.isAbove(frozen.frozenHad, 0, "the frozen runner had CLIs")
     assert.strictEqual(frozen.frozenLeft, 0, "the frozen runner's CLIs alive at its resume")
   }), { timeout: 240_000 })
+
+it("the verdict fails a fault none of whose prompts succeeded, and a restart within the outage tolerance", () => {
+  const row: Driver.FaultReport = {
+    fault: "database cut off 1 s",
+    sent: 12,
+    succeeded: 12,
+    typed: {},
+    untyped: 0,
+    hung: 0,
+    executedTwice: 0,
+    completedReportedFailed: 0,
+    twoClis: 0,
+    twoClisMillis: 0,
+    leftBehind: 0,
+    frozenHad: 0,
+    frozenLeft: 0,
+    affected: 0,
+    recovered: 0,
+    failoverFirstMillis: undefined,
+    failoverLastMillis: undefined,
+    restarted: 0,
+    withinTolerance: true
+  }
+  const verdict = (over: Partial<Driver.FaultReport>) =>
+    Driver.verdict({ faults: [{ ...row, ...over }], orphans: 0, untypedDetails: [], millis: 1 })
+  assert.deepStrictEqual(verdict({}), [])
+  // Every prompt failed typed (a CLI that cannot start): nothing was shown about the fault.
+  assert.deepStrictEqual(verdict({ succeeded: 0, typed: { "CliExited (uncertain)": 12 } }), [
+    "database cut off 1 s: none of its 12 prompts succeeded"
+  ])
+  assert.deepStrictEqual(verdict({ restarted: 2 }), [
+    "database cut off 1 s: 2 session(s) started again within the outage tolerance"
+  ])
+  assert.deepStrictEqual(verdict({ restarted: 2, withinTolerance: false }), [])
+})

@@ -137,6 +137,7 @@ export const verdict = (report: Report): ReadonlyArray<string> => {
     if (row.completedReportedFailed > 0) {
       problems.push(`${row.fault}: ${row.completedReportedFailed} completed turn(s) reported failed`)
     }
+    if (row.sent > 0 && row.succeeded === 0) problems.push(`${row.fault}: none of its ${row.sent} prompts succeeded`)
     if (row.withinTolerance && row.restarted > 0) {
       problems.push(`${row.fault}: ${row.restarted} session(s) started again within the outage tolerance`)
     }

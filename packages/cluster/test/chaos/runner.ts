@@ -35,7 +35,9 @@ const Runner = ChaosCluster.layerRunner({
   finalSaveTimeout: "5 seconds",
   stateDirectory: env[variables.state]
 }).pipe(
-  Layer.provide(NodeTransport.layer({ executables: { claude: fakeClaude } })),
+  // Unboxed: the fake CLIs append to the driver's prompt log, in the driver's own (0700) directory, which a session's
+  // box could not write; the suite is about the cluster, and a CLI that cannot write its log would fail every turn.
+  Layer.provide(NodeTransport.layer({ executables: { claude: fakeClaude }, isolation: false })),
   Layer.provide(
     NodeCluster.layer({
       postgres: env[variables.database] ?? "",
