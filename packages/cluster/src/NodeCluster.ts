@@ -199,9 +199,12 @@ const runnerHealth = Layer.effect(
   })
 ).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
 
+/** How often, at most, a runner checks whether the others are gone (a refused connection costs next to nothing). */
+const goneCheckInterval = Duration.millis(500)
+
 /**
- * Every runner's watch over the others (`Locks.releaseGone`): one whose port refuses every ping has its shard locks
- * released at once, every `runnerHealthCheckInterval`.
+ * Every runner's watch over the others (`Locks.releaseGone`): one whose port refuses two pings 100 ms apart has its
+ * shard locks released at once; checked every `runnerHealthCheckInterval`, at most every 500 ms.
  */
 const goneWatch = Layer.effectDiscard(
   Effect.gen(function*() {
@@ -213,9 +216,10 @@ const goneWatch = Layer.effectDiscard(
       storage,
       ping: runners.ping,
       self: config.runnerAddress.value,
-      interval: Duration.fromInputUnsafe(config.runnerHealthCheckInterval),
+      interval: Duration.min(Duration.fromInputUnsafe(config.runnerHealthCheckInterval), goneCheckInterval),
       timeout: pingTimeout,
-      attempts: pingAttempts
+      attempts: 2,
+      spacing: Duration.millis(100)
     }))
   })
 ).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))

@@ -201,7 +201,8 @@ describe("a gone runner's locks", () => {
         self,
         interval: Duration.seconds(1),
         timeout: Duration.seconds(2),
-        attempts: 3
+        attempts: 3,
+        spacing: Duration.millis(250)
       }))
       // One check: three tries 250 ms apart, each bounded by 2 s.
       yield* TestClock.adjust("7 seconds")

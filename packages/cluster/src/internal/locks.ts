@@ -109,7 +109,8 @@ export const make = (
 }
 
 /**
- * Every `interval`, pings each other runner the lock storage lists (`attempts` tries, each bounded by `timeout`); one
+ * Every `interval`, pings each other runner the lock storage lists (`attempts` tries `spacing` apart, each bounded by
+ * `timeout`); one
  * whose port refused every try is marked unhealthy and its shard locks are released, once until it answers again. A
  * ping that times out is not a refusal: that runner may be frozen, and keeps its locks until they expire. Runs until
  * interrupted; a failure of the database is tried again at the next check.
@@ -121,12 +122,14 @@ export const releaseGone = (options: {
   readonly interval: Duration.Duration
   readonly timeout: Duration.Duration
   readonly attempts: number
+  /** The pause between two tries of one runner. */
+  readonly spacing: Duration.Duration
 }): Effect.Effect<never> => {
   const released = new Set<string>()
   const refusedEveryTry = (address: RunnerAddress.RunnerAddress) =>
     Effect.gen(function*() {
       for (let attempt = 0; attempt < options.attempts; attempt++) {
-        if (attempt > 0) yield* Effect.sleep("250 millis")
+        if (attempt > 0) yield* Effect.sleep(options.spacing)
         const answered = yield* options.ping(address).pipe(
           Effect.timeoutOrElse({ duration: options.timeout, orElse: () => Effect.succeed("timed out" as const) }),
           Effect.map((outcome) => outcome === "timed out" ? "timed out" as const : "answered" as const),
