@@ -13,11 +13,11 @@
  * Every node starts from {@link shardingDefaults} (table locks that expire after 45 s, refreshed every 5 s; a health
  * check every second; assignments read every 500 ms), under the environment and `sharding`.
  *
- * How fast a dead runner's sessions move: every runner pings the others every `runnerHealthCheckInterval`; one whose
- * port refuses every ping (its process is gone) is marked unhealthy and its shard locks are released at once, and the
- * other runners take its shards at their next assignment read (about 1.5 s after a SIGKILL with the defaults). A
- * runner that is frozen or cut off is not gone: its locks, and its sessions, move when they expire
- * (`shardLockExpiration`), when its host lease (below) has ended its CLIs.
+ * How fast a dead runner's sessions move: every runner pings the others every `runnerHealthCheckInterval` (at most
+ * every 500 ms); one whose port refuses two pings (its process is gone) is marked unhealthy and its shard locks are
+ * released at once, and the other runners take its shards at their next assignment read (a median under 2 s from a
+ * SIGKILL to a session's next answer with the defaults). A runner that is frozen or cut off is not gone: its locks,
+ * and its sessions, move when they expire (`shardLockExpiration`), when its host lease (below) has ended its CLIs.
  *
  * What a database outage costs: nothing, up to `Options.outageTolerance` (30 s whenever it begins, with the
  * defaults). Effect's `Sharding` force-interrupts every entity of a runner at the first lock refresh that fails or
@@ -139,7 +139,7 @@ export interface Options {
  * | `shardLockDisableAdvisory` | `true` | `false` | table locks outlive a lost connection: the runner keeps its shards through an outage |
  * | `shardLockExpiration` | 45 s | 35 s | room for an outage of 30 s, the lock interval before it and one after it |
  * | `shardLockRefreshInterval` | 5 s | 10 s | the lock interval; the outage tolerance is the expiration less two of them |
- * | `runnerHealthCheckInterval` | 1 s | 1 minute | a dead runner is known gone (and its locks released) within a second or so |
+ * | `runnerHealthCheckInterval` | 1 s | 1 minute | how often a runner pings the others (the check for gone ones: at most every 500 ms) |
  * | `refreshAssignmentsInterval` | 500 ms | 3 s | every node sees the new assignments soon after |
  * | `sendRetryInterval` | 100 ms | 100 ms | a waiting call is re-sent soon after its shard has moved |
  *
