@@ -87,6 +87,7 @@ import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Lease from "./internal/lease.ts"
 import * as Locks from "./internal/locks.ts"
+import * as ShardingSettings from "./internal/sharding.ts"
 
 /**
  * Options of {@link layer}.
@@ -155,23 +156,9 @@ export const shardingDefaults: Partial<ShardingConfig.ShardingConfig["Service"]>
   sendRetryInterval: Duration.millis(100)
 }
 
-/**
- * The sharding configuration of a node: Effect's defaults, then {@link shardingDefaults}, then the environment (as
- * Effect's cluster reads it: `SHARD_LOCK_EXPIRATION`, …), then `options`.
- */
+/** The sharding configuration of a node (`internal/sharding.ts`) over {@link shardingDefaults}. */
 const shardingConfig = (options: Partial<ShardingConfig.ShardingConfig["Service"]>) =>
-  Layer.effect(
-    ShardingConfig.ShardingConfig,
-    Effect.gen(function*() {
-      const fromEnv = yield* ShardingConfig.configFromEnv
-      const ours: Record<string, unknown> = {}
-      for (const [key, value] of Object.entries(shardingDefaults)) {
-        const name = key.replace(/[A-Z]/g, (letter) => `_${letter}`).toUpperCase()
-        if (process.env[name] === undefined) ours[key] = value
-      }
-      return { ...fromEnv, ...ours, ...options }
-    })
-  )
+  Layer.effect(ShardingConfig.ShardingConfig, ShardingSettings.config(shardingDefaults, options))
 
 /**
  * How a runner tells whether another runner is alive: a ping over the cluster's own socket, each bounded by
