@@ -109,6 +109,29 @@ export const make = (
 }
 
 /**
+ * Whether the runner at `address` is gone: its port refused every one of `attempts` pings `spacing` apart (a ping
+ * that fails before `timeout`). One that answers is alive; one that times out may be a frozen runner's, whose port
+ * accepts and does not answer: not gone either.
+ */
+export const refuses = (
+  ping: (address: RunnerAddress.RunnerAddress) => Effect.Effect<void, RunnerUnavailable>,
+  address: RunnerAddress.RunnerAddress,
+  options: { readonly attempts: number; readonly spacing: Duration.Duration; readonly timeout: Duration.Duration }
+): Effect.Effect<boolean> =>
+  Effect.gen(function*() {
+    for (let attempt = 0; attempt < options.attempts; attempt++) {
+      if (attempt > 0) yield* Effect.sleep(options.spacing)
+      const answered = yield* ping(address).pipe(
+        Effect.timeoutOrElse({ duration: options.timeout, orElse: () => Effect.succeed("timed out" as const) }),
+        Effect.map((outcome) => outcome === "timed out" ? "timed out" as const : "answered" as const),
+        Effect.catch(() => Effect.succeed("refused" as const))
+      )
+      if (answered !== "refused") return false
+    }
+    return true
+  })
+
+/**
  * Every `interval`, pings each other runner the lock storage lists (`attempts` tries `spacing` apart, each bounded by
  * `timeout`); one
  * whose port refused every try is marked unhealthy and its shard locks are released, once until it answers again. A
@@ -126,23 +149,10 @@ export const releaseGone = (options: {
   readonly spacing: Duration.Duration
 }): Effect.Effect<never> => {
   const released = new Set<string>()
-  const refusedEveryTry = (address: RunnerAddress.RunnerAddress) =>
-    Effect.gen(function*() {
-      for (let attempt = 0; attempt < options.attempts; attempt++) {
-        if (attempt > 0) yield* Effect.sleep(options.spacing)
-        const answered = yield* options.ping(address).pipe(
-          Effect.timeoutOrElse({ duration: options.timeout, orElse: () => Effect.succeed("timed out" as const) }),
-          Effect.map((outcome) => outcome === "timed out" ? "timed out" as const : "answered" as const),
-          Effect.catch(() => Effect.succeed("refused" as const))
-        )
-        if (answered !== "refused") return false
-      }
-      return true
-    })
   const check = (address: RunnerAddress.RunnerAddress) =>
     Effect.gen(function*() {
       const key = `${address.host}:${address.port}`
-      if (!(yield* refusedEveryTry(address))) return void released.delete(key)
+      if (!(yield* refuses(options.ping, address, options))) return void released.delete(key)
       if (released.has(key)) return
       yield* options.storage.setRunnerHealth(address, false)
       yield* options.storage.releaseAll(address)

@@ -17,6 +17,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { fromLedger, type Incarnation, outcome, remember, unavailable } from "./incarnation.ts"
 import * as Lease from "./lease.ts"
+import * as Locks from "./locks.ts"
 import { metrics, type Place } from "./place.ts"
 import type * as Store from "./store.ts"
 import type * as Wire from "./wire.ts"
@@ -40,15 +41,7 @@ export const gone = (address: string): Effect.Effect<boolean> =>
     const at = address.lastIndexOf(":")
     if (Option.isNone(runners) || at < 0) return Effect.succeed(false)
     const target = RunnerAddress.make(address.slice(0, at), Number(address.slice(at + 1)))
-    const refused = runners.value.ping(target).pipe(
-      Effect.timeoutOrElse({ duration: pingBound, orElse: () => Effect.succeed(undefined) }),
-      Effect.as(false),
-      Effect.catch(() => Effect.succeed(true))
-    )
-    return Effect.flatMap(
-      refused,
-      (first) => first ? Effect.andThen(Effect.sleep("250 millis"), refused) : Effect.succeed(false)
-    )
+    return Locks.refuses(runners.value.ping, target, { attempts: 2, spacing: Duration.millis(250), timeout: pingBound })
   })
 
 /** A client's send as the runner gets it: the prompt, its id in the ledger, and whether to wait for the result. */
