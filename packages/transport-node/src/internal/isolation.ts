@@ -38,6 +38,7 @@ import { createHash, randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as DeadHosts from "./deadHosts.ts"
 import * as ProcessTree from "./processTree.ts"
 
 /** The first uid of the first range (2^30: far above the ranges of /etc/subuid, systemd and LXD's). @internal */
@@ -134,13 +135,7 @@ export const allocate = (dir: string = defaultLockDir, start: number = randomByt
  * @internal
  */
 export const sweep = (dir: string = defaultLockDir): void => {
-  let names: Array<string>
-  try {
-    names = Fs.readdirSync(dir)
-  } catch {
-    return
-  }
-  for (const name of names) {
+  for (const name of DeadHosts.namesIn(dir)) {
     const file = Path.join(dir, name)
     try {
       if (!/^[0-9]+$/.test(name) || !stale(Fs.readFileSync(file, "utf8"))) continue
@@ -167,13 +162,7 @@ const held = new Map<string, { count: number; readonly mode: number; readonly re
 /** The records of every host that lends `dir` (file names `<key>.<pid>`). */
 const recordsOf = (records: string, dir: string): ReadonlyArray<{ readonly file: string; readonly mode: number }> => {
   const key = createHash("sha256").update(dir).digest("hex").slice(0, 32)
-  let names: Array<string>
-  try {
-    names = Fs.readdirSync(records)
-  } catch {
-    return []
-  }
-  return names.filter((name) => name.startsWith(`${key}.`)).flatMap((name) => {
+  return DeadHosts.namesIn(records).filter((name) => name.startsWith(`${key}.`)).flatMap((name) => {
     const file = Path.join(records, name)
     try {
       const [holder, mode, path] = Fs.readFileSync(file, "utf8").split("\n")
@@ -239,13 +228,7 @@ export const lend = (dir: string, records: string = defaultLentDir): Lent => {
  * @internal
  */
 export const sweepLent = (records: string = defaultLentDir): void => {
-  let names: Array<string>
-  try {
-    names = Fs.readdirSync(records)
-  } catch {
-    return
-  }
-  for (const name of names) {
+  for (const name of DeadHosts.namesIn(records)) {
     const file = Path.join(records, name)
     try {
       const [holder, mode, path] = Fs.readFileSync(file, "utf8").split("\n")
