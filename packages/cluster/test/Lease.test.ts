@@ -158,10 +158,13 @@ describe("outage tolerance", () => {
       assert.deepStrictEqual(lost._tag === "Success" ? lost.value : lost, [shards[1]])
     }))
 
-  it.effect("without a tolerance the first failing refresh goes through", () =>
+  it.effect("without a tolerance the first failing refresh goes through, and a slow one is Sharding's to bound", () =>
     Effect.gen(function*() {
-      const { refreshing, state } = yield* storage()
-      yield* refreshFor(refreshing.refresh(address, shards), 0)
+      const { refreshing, state } = yield* storage({ attempt: "1 second" })
+      state.took = Duration.seconds(3)
+      const slow = yield* refreshFor(refreshing.refresh(address, shards), "3 seconds")
+      assert.deepStrictEqual(slow._tag === "Success" ? slow.value : slow, shards)
+      state.took = Duration.zero
       state.fail = true
       const failed = yield* refreshFor(refreshing.refresh(address, shards), "1 second")
       assert.strictEqual(failed._tag, "Failure")

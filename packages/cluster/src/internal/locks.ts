@@ -45,7 +45,10 @@ export interface Settings {
   readonly lease?: { readonly lease: Lease; readonly ttl: Duration.Duration } | undefined
   /** How long after the last refresh that kept every shard a failing refresh still answers "held"; zero: none. */
   readonly tolerance: Duration.Duration
-  /** How long one refresh may take before it counts as failed (less than `Sharding`'s own bound on it). */
+  /**
+   * How long one refresh may take before it counts as failed (less than `Sharding`'s own bound on it); with no
+   * tolerance, none (`Sharding`'s own).
+   */
   readonly attempt: Duration.Duration
 }
 
@@ -66,8 +69,9 @@ export const make = (
         const asked = Array.from(shardIds)
         const started = yield* Clock.currentTimeMillis
         kept ??= started
+        // Bounded only where a failure may be answered: without a tolerance, `Sharding` bounds it as it does.
         const exit = yield* Effect.exit(
-          storage.refresh(address, asked).pipe(
+          tolerance === 0 ? storage.refresh(address, asked) : storage.refresh(address, asked).pipe(
             Effect.timeoutOrElse({
               duration: settings.attempt,
               orElse: () => Effect.fail(new PersistenceError({ cause: "the shard lock refresh timed out" }))
