@@ -8,7 +8,7 @@
 // the Bash tool runs one, and FAKE_CLAUDE_CLI_TOOL, run in the CLI's own session) and a flood on stderr. Then it loads the simulator
 // through the package's own export, which is the TypeScript source in the workspace and the build when installed.
 import { spawn } from "node:child_process"
-import module from "node:module"
+import { withCompileCache } from "./compile-cache.mjs"
 
 const env = process.env
 const modes = new Set((env.FAKE_CLAUDE_MODE ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0))
@@ -71,11 +71,5 @@ if (modes.has("stderr-flood")) {
   pump()
 }
 
-// The simulator is TypeScript and the codec it encodes with is big: Node's compile cache spares the next starts the
-// parsing and compiling. It is kept next to the package, not in the OS's temporary directory: a session's TMPDIR is
-// its own (the transport's privateTmp) and goes with it.
-module.enableCompileCache?.(
-  process.env.NODE_COMPILE_CACHE ?? new URL("../node_modules/.cache/node-compile-cache", import.meta.url).pathname
-)
-const { main } = await import("@tether/testing/FakeClaude")
+const { main } = await withCompileCache(() => import("@tether/testing/FakeClaude"))
 main({ onTurn: spawnAt === "turn" ? startDescendants : undefined })

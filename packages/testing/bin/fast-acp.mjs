@@ -3,8 +3,7 @@
 // run as this process. A prompt `FRAMES:<n>` streams n text chunks (default FAST_ACP_FRAMES, 3); output goes out in
 // writes of FAST_ACP_BATCH_BYTES (256 KiB) that wait for the pipe, with stdin read in between. It loads the simulator
 // through the package's own export: the TypeScript source in the workspace, the build when installed.
-import module from "node:module"
+import { withCompileCache } from "./compile-cache.mjs"
 
-module.enableCompileCache?.()
-const { main } = await import("@tether/testing/FakeAcp")
+const { main } = await withCompileCache(() => import("@tether/testing/FakeAcp"))
 main({ fast: true })

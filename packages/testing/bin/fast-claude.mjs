@@ -7,13 +7,7 @@
 // (`pnpm chaos` counts executions with it; FAST_CLAUDE_PROMPT_LOG_TAG names the process's session there).
 // It loads the simulator through the package's own export: the TypeScript source in the workspace, the build when
 // installed.
-import module from "node:module"
+import { withCompileCache } from "./compile-cache.mjs"
 
-// The simulator is TypeScript and the codec it encodes with is big: Node's compile cache spares the next starts the
-// parsing and compiling. It is kept next to the package, not in the OS's temporary directory: a session's TMPDIR is
-// its own (the transport's privateTmp) and goes with it.
-module.enableCompileCache?.(
-  process.env.NODE_COMPILE_CACHE ?? new URL("../node_modules/.cache/node-compile-cache", import.meta.url).pathname
-)
-const { main } = await import("@tether/testing/FakeClaude")
+const { main } = await withCompileCache(() => import("@tether/testing/FakeClaude"))
 main({ fast: true })
