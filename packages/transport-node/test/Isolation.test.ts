@@ -523,6 +523,31 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       }))
     }))
 
+  it.live("what a box runs as the host's root is found on the host's PATH, never on the session's", () =>
+    Effect.gen(function*() {
+      // A session's PATH may name a directory another session wrote: its `mount`, `unshare`, `setpriv` and `env`
+      // would run as the host's root while the box is made.
+      const planted = yield* tempDir("tether-iso-planted-")
+      Fs.chmodSync(planted, 0o755)
+      const ran = Path.join(planted, "ran")
+      for (const name of ["mount", "unshare", "setpriv", "env", "setsid"]) {
+        Fs.writeFileSync(Path.join(planted, name), `#!/bin/sh\necho ${name} >> ${ran}\nexit 1\n`, { mode: 0o755 })
+      }
+      const transport = yield* Transport.Transport
+      const line = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* transport.open({
+          program: "sh",
+          args: ["-c", "id -u; exec sleep 30"],
+          cwd: Option.some(yield* tempDir("tether-iso-work-")),
+          env: { mode: "clean", set: { PATH: `${planted}:/usr/bin:/bin` }, unset: [] }
+        }, termGrace)
+        assert.isTrue(Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))), "boxed")
+        return yield* Stream.runHead(connection.stdout).pipe(Effect.timeout("5 seconds"))
+      }))
+      assert.deepStrictEqual(Option.map(line, (each) => each._tag === "Text" ? each.text : ""), Option.some("0"))
+      assert.isFalse(Fs.existsSync(ran), Fs.existsSync(ran) ? Fs.readFileSync(ran, "utf8") : "")
+    }).pipe(Effect.scoped, Effect.provide(layer(true))))
+
   it("a lent directory: 0700 while any holder lends it, its mode given back by the last; a dead host's swept", () => {
     const records = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-records-"))
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-"))

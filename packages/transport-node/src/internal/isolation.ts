@@ -536,9 +536,44 @@ export const cliOf = (init: number): number | undefined => {
     const command = cmdline(child)
     if (command === undefined || command === "") return false
     const argv = command.split("\0")
-    return !(argv[1] === "-c" && argv[3] === stageName) && argv[0] !== "mount" && !argv.includes(idmapScript)
+    return !(argv[1] === "-c" && argv[3] === stageName) && Path.basename(argv[0]!) !== "mount" &&
+      !argv.includes(idmapScript)
   })
 }
+
+/**
+ * The programs a box runs as the host's root (and `env` and `setsid` as its own), by absolute path: found once on the
+ * host's own `PATH`, never on the session's (whose directories a session may have written).
+ *
+ * @internal
+ */
+export interface Tools {
+  readonly unshare: string
+  readonly setpriv: string
+  readonly mount: string
+  readonly env: string
+  readonly setsid: string
+}
+
+let foundTools: Tools | undefined
+
+/** {@link Tools}, found on the host's `PATH` (a name not found stays a name: the probe said it runs). @internal */
+export const tools = (): Tools => {
+  if (foundTools === undefined) {
+    const find = (name: string) => Runnable.onPath(name, process.env.PATH) ?? name
+    foundTools = {
+      unshare: find("unshare"),
+      setpriv: find("setpriv"),
+      mount: find("mount"),
+      env: find("env"),
+      setsid: find("setsid")
+    }
+  }
+  return foundTools
+}
+
+/** A word for `sh`: single-quoted. */
+const quoted = (word: string): string => `'${word.replaceAll("'", `'\\''`)}'`
 
 /**
  * What the launcher execs once it is placed in its cgroups: a PID namespace and a mount namespace, made by the
@@ -581,9 +616,12 @@ export const userUnshareArgs: ReadonlyArray<string> = [
  *
  * @internal
  */
-export const stage1 = `trap : TERM INT HUP
+export const stage1 = (tools: Tools): string =>
+  `trap : TERM INT HUP
 exec 7<&0 8>&1 9>&2
-env --default-signal=INT,QUIT setpriv --pdeathsig KILL -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+${quoted(tools.env)} --default-signal=INT,QUIT ${
+    quoted(tools.setpriv)
+  } --pdeathsig KILL -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
 c=$!
 exec 3<&- 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
 while :; do
@@ -607,19 +645,22 @@ exit "$r"`
  *
  * @internal
  */
-export const stage2 = `mount -t proc -o nosuid,nodev,noexec proc /proc || exit 125
+export const stage2 = (tools: Tools): string =>
+  `m=${quoted(tools.mount)}
+"$m" -t proc -o nosuid,nodev,noexec proc /proc || exit 125
 t=$1
 n=$2
 shift 2
 while [ "$n" -gt 0 ]; do
-  mount --rbind "$1" "$t/\${1#/tmp/}" || exit 125
+  "$m" --rbind "$1" "$t/\${1#/tmp/}" || exit 125
   shift
   n=$((n - 1))
 done
-mount --rbind "$t" /tmp || exit 125
+"$m" --rbind "$t" /tmp || exit 125
 for d in /dev/shm /var/tmp; do
-  [ -d "$d" ] && { mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
+  [ -d "$d" ] && { "$m" -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
 done
+unset m
 exec "$@"`
 
 /**
@@ -643,10 +684,11 @@ exec "$@"`
  *
  * @internal
  */
-export const stage4 = `d=$(pwd -P 2>/dev/null) && [ -n "$d" ] && { cd "$d" 2>/dev/null || :; }
-unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
+export const stage4 = (tools: Tools): string =>
+  `d=$(pwd -P 2>/dev/null) && [ -n "$d" ] && { cd "$d" 2>/dev/null || :; }
+unset d $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
 exec 7<&0 8>&1 9>&2
-env --default-signal=INT,QUIT setsid -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+${quoted(tools.env)} --default-signal=INT,QUIT ${quoted(tools.setsid)} -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
 c=$!
 exec 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
 wait "$c"`
@@ -673,16 +715,18 @@ export const command = (
   prefix: ReadonlyArray<string> = []
 ): ReadonlyArray<string> => {
   const entries = helperEntries(box.lent, box.exposed)
+  const found = tools()
   return [
     ...prefix,
-    ...unshareArgs,
+    found.unshare,
+    ...unshareArgs.slice(1),
     "/bin/sh",
     "-c",
-    stage1,
+    stage1(found),
     stageName,
     "/bin/sh",
     "-c",
-    stage2,
+    stage2(found),
     stageName,
     box.tmp,
     String(box.keep.length),
@@ -690,12 +734,13 @@ export const command = (
     ...(entries.length === 0
       ? []
       : [helper().file, ...helper().args, "box", String(box.base), ...entries.flat(), "--"]),
-    ...userUnshareArgs,
+    found.unshare,
+    ...userUnshareArgs.slice(1),
     "/bin/sh",
     "-c",
     stage3,
     stageName,
-    "setpriv",
+    found.setpriv,
     "--reuid",
     "0",
     "--regid",
@@ -706,7 +751,7 @@ export const command = (
     "--",
     "/bin/sh",
     "-c",
-    stage4,
+    stage4(found),
     stageName,
     file,
     ...args

@@ -32,7 +32,7 @@ export const planFor = (
   if (box !== undefined) {
     // The box's unshare makes the PID namespace; under that containment, still with the parent-death signal.
     const prefix = resolved._tag === "PidNamespace" && resolved.parentDeathSignal
-      ? ["setpriv", "--pdeathsig", "KILL", "--"]
+      ? [Isolation.tools().setpriv, "--pdeathsig", "KILL", "--"]
       : []
     return {
       file: "/bin/sh",
