@@ -390,77 +390,85 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.include((refused as { readonly reason: string }).reason, "is not executable by other users (mode 700)")
     }).pipe(Effect.scoped))
 
-  it.live("a CLI installed under a directory only its owner may enter: boxed, shown its installation only, read-only", () =>
-    Effect.gen(function*() {
-      // As a clone in /root (0700) holds its CLI: the installation, a world-writable directory in it, and beside it
-      // a file of the closed directory's that the box must not see. Made in the closed directory the helper's own
-      // interpreter is under, when it is (python3 of pyenv in /root): the helper, covering it, must need nothing more
-      // from it.
-      const python = Isolation.exposureOf(Fs.realpathSync(Isolation.helper().file))?.closed
-      const tempIn = (prefix: string) =>
-        python === undefined ? tempDir(prefix) : Effect.acquireRelease(
-          Effect.sync(() => Fs.mkdtempSync(Path.join(python, prefix))),
-          (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-        )
-      const closed = yield* tempIn("tether-iso-install-")
-      Fs.chmodSync(closed, 0o700)
-      Fs.writeFileSync(Path.join(closed, "secret.txt"), "the closed directory's secret\n", { mode: 0o644 })
-      const install = Path.join(closed, "clone")
-      Fs.mkdirSync(Path.join(install, "bin"), { recursive: true, mode: 0o755 })
-      Fs.mkdirSync(Path.join(install, "open"), { mode: 0o777 })
-      Fs.chmodSync(Path.join(install, "open"), 0o777)
-      // Its interpreter (`#!/usr/bin/env`, found on its PATH) under another closed directory: exposed too.
-      const tools = yield* tempIn("tether-iso-tools-")
-      Fs.chmodSync(tools, 0o700)
-      Fs.writeFileSync(Path.join(tools, "secret.txt"), "the tools' secret\n", { mode: 0o644 })
-      Fs.mkdirSync(Path.join(tools, "bin"), { mode: 0o755 })
-      Fs.copyFileSync("/bin/sh", Path.join(tools, "bin", "tether-test-sh"))
-      Fs.chmodSync(Path.join(tools, "bin", "tether-test-sh"), 0o755)
-      const cli = Path.join(install, "bin", "cli")
-      Fs.writeFileSync(
-        cli,
-        [
-          "#!/usr/bin/env tether-test-sh",
-          "id -u",
-          `cat ${closed}/secret.txt 2>/dev/null || echo hidden`,
-          `cat ${tools}/secret.txt 2>/dev/null || echo hidden`,
-          `echo $(ls -A ${closed}) / $(ls -A ${tools})`,
-          `touch ${install}/open/x 2>/dev/null && echo wrote || echo read-only`,
-          `mount -o remount,bind,rw ${install} 2>/dev/null && echo remounted || echo locked`,
-          `umount -l ${install} 2>/dev/null || umount -l ${closed} 2>/dev/null && echo unmounted || echo locked`,
-          "echo ready",
-          "exec sleep 30"
-        ].join("\n") + "\n",
-        { mode: 0o755 }
-      )
-      const work = yield* tempDir("tether-iso-work-")
-      const lines = yield* Effect.scoped(Effect.gen(function*() {
-        const connection = yield* (yield* Transport.Transport).open({
-          program: "claude",
-          args: [],
-          cwd: Option.some(work),
-          env: { mode: "clean", set: { PATH: `${Path.join(tools, "bin")}:/usr/bin:/bin` }, unset: [] }
-        }, termGrace)
-        assert.isTrue(Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))), "boxed: a session uid outside")
-        return Array.from(
-          yield* connection.stdout.pipe(
-            Stream.map((line) => line._tag === "Text" ? line.text : ""),
-            Stream.takeWhile((line) => line !== "ready"),
-            Stream.runCollect,
-            Effect.timeout("5 seconds")
+  // Under the host's /tmp (reached through the box's private one, which keeps it), and in the closed directory the
+  // helper's own interpreter is under, when it is (python3 of pyenv in /root): the helper, covering it, must need
+  // nothing more from it.
+  const python = isRoot ? Isolation.exposureOf(Fs.realpathSync(Isolation.helper().file))?.closed : undefined
+  for (const base of python === undefined ? [Os.tmpdir()] : [Os.tmpdir(), python]) {
+    it.live(`a CLI installed under a directory only its owner may enter (in ${base}): boxed, shown its installation only, read-only`, () =>
+      Effect.gen(function*() {
+        // As a clone in /root (0700) holds its CLI: the installation, a world-writable directory in it, and beside it
+        // a file of the closed directory's that the box must not see.
+        const tempIn = (prefix: string) =>
+          Effect.acquireRelease(
+            Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(base, prefix)))),
+            (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
           )
+        const closed = yield* tempIn("tether-iso-install-")
+        Fs.chmodSync(closed, 0o700)
+        Fs.writeFileSync(Path.join(closed, "secret.txt"), "the closed directory's secret\n", { mode: 0o644 })
+        const install = Path.join(closed, "clone")
+        Fs.mkdirSync(Path.join(install, "bin"), { recursive: true, mode: 0o755 })
+        Fs.mkdirSync(Path.join(install, "open"), { mode: 0o777 })
+        Fs.chmodSync(Path.join(install, "open"), 0o777)
+        // Its interpreter (`#!/usr/bin/env`, found on its PATH) under another closed directory: exposed too.
+        const tools = yield* tempIn("tether-iso-tools-")
+        Fs.chmodSync(tools, 0o700)
+        Fs.writeFileSync(Path.join(tools, "secret.txt"), "the tools' secret\n", { mode: 0o644 })
+        Fs.mkdirSync(Path.join(tools, "bin"), { mode: 0o755 })
+        Fs.copyFileSync("/bin/sh", Path.join(tools, "bin", "tether-test-sh"))
+        Fs.chmodSync(Path.join(tools, "bin", "tether-test-sh"), 0o755)
+        const cli = Path.join(install, "bin", "cli")
+        Fs.writeFileSync(
+          cli,
+          [
+            "#!/usr/bin/env tether-test-sh",
+            "id -u",
+            `cat ${closed}/secret.txt 2>/dev/null || echo hidden`,
+            `cat ${tools}/secret.txt 2>/dev/null || echo hidden`,
+            `echo $(ls -A ${closed}) / $(ls -A ${tools})`,
+            `touch ${install}/open/x 2>/dev/null && echo wrote || echo read-only`,
+            `mount -o remount,bind,rw ${install} 2>/dev/null && echo remounted || echo locked`,
+            `umount -l ${install} 2>/dev/null || umount -l ${closed} 2>/dev/null && echo unmounted || echo locked`,
+            "echo ready",
+            "exec sleep 30"
+          ].join("\n") + "\n",
+          { mode: 0o755 }
         )
-      })).pipe(Effect.provide(NodeTransport.layer({ executables: { claude: cli }, watchdog: false, isolation: true })))
-      // Its root sees the closed directories hold only the exposed paths, and can neither write the installation
-      // (a world-writable directory in it included), nor make it writable, nor unmount it or the tmpfs over them.
-      assert.deepStrictEqual(
-        lines,
-        ["0", "hidden", "hidden", "clone / bin", "read-only", "locked", "locked"],
-        JSON.stringify(lines)
-      )
-      assert.isFalse(Fs.existsSync(Path.join(install, "open", "x")))
-      assert.strictEqual(Fs.statSync(closed).mode & 0o777, 0o700, "the closed directory is never opened")
-    }).pipe(Effect.scoped))
+        const work = yield* tempDir("tether-iso-work-")
+        const lines = yield* Effect.scoped(Effect.gen(function*() {
+          const connection = yield* (yield* Transport.Transport).open({
+            program: "claude",
+            args: [],
+            cwd: Option.some(work),
+            env: { mode: "clean", set: { PATH: `${Path.join(tools, "bin")}:/usr/bin:/bin` }, unset: [] }
+          }, termGrace)
+          assert.isTrue(
+            Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))),
+            "boxed: a session uid outside"
+          )
+          return Array.from(
+            yield* connection.stdout.pipe(
+              Stream.map((line) => line._tag === "Text" ? line.text : ""),
+              Stream.takeWhile((line) => line !== "ready"),
+              Stream.runCollect,
+              Effect.timeout("5 seconds")
+            )
+          )
+        })).pipe(
+          Effect.provide(NodeTransport.layer({ executables: { claude: cli }, watchdog: false, isolation: true }))
+        )
+        // Its root sees the closed directories hold only the exposed paths, and can neither write the installation
+        // (a world-writable directory in it included), nor make it writable, nor unmount it or the tmpfs over them.
+        assert.deepStrictEqual(
+          lines,
+          ["0", "hidden", "hidden", "clone / bin", "read-only", "locked", "locked"],
+          JSON.stringify(lines)
+        )
+        assert.isFalse(Fs.existsSync(Path.join(install, "open", "x")))
+        assert.strictEqual(Fs.statSync(closed).mode & 0o777, 0o700, "the closed directory is never opened")
+      }).pipe(Effect.scoped))
+  }
 
   it.live("isolation: \"auto\": a box where one can be made; a session it cannot box runs unboxed, not refused", () =>
     Effect.gen(function*() {
