@@ -143,21 +143,25 @@ export interface Options {
    * whose root is a uid range of its own outside (65,536 uids, distinct from every other live session's on the
    * machine, other hosts' included), a PID namespace (its tools see only its processes), a mount namespace (a
    * private `/tmp`, `/dev/shm` and `/var/tmp`; the directories the launch spec names under `/tmp` stay visible) and
-   * a cgroup namespace. So no session's tools can read another's environment, memory or files, signal it, or move
-   * it between cgroups. Its workspace (`cwd`), config directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) and a `HOME` the
-   * launch spec sets (not the host's own) and a `TMPDIR` it sets are lent to it while it runs, through idmapped mounts in its own mount
-   * namespace: the host's root is the box's root there, nothing is chowned, sessions that share a workspace each
-   * write it at once, and what they leave is the host's user's. While lent, a directory is 0700 (its mode given back
-   * by the last session holding it).
+   * a cgroup namespace. Its mounts are made by the host's root before its user namespace is, so its namespace has
+   * them locked: its root cannot unmount its `/proc` (the host's is under it) or its `/tmp`, nor make a read-only one
+   * writable. So no session's tools can read another's environment, memory or files, signal it, or move it between
+   * cgroups. Its workspace (`cwd`), config directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`) and a `HOME` the launch spec
+   * sets (not the host's own) and a `TMPDIR` it sets are lent to it while it runs, through idmapped mounts in its own
+   * mount namespace: the host's root is the box's root there, nothing is chowned, sessions that share a workspace
+   * each write it at once, and what they leave is the host's user's. While lent, a directory is 0700 (its mode given
+   * back by the last session holding it). A CLI installed under a directory other users may not search (`/root`) is
+   * shown to the box read-only: the topmost directory holding it below the innermost closed one (and the same for its
+   * `#!` interpreter), under a tmpfs over the closed directory that holds nothing else.
    *
    * Gotchas: `connection.pid` is the CLI's pid outside its namespace (its parent is the box's first process); the
-   * executable must be runnable by other users (or be in a lent directory), and the directories above it searchable
-   * by them; the lent directories' filesystems must take idmapped mounts (probed once per filesystem: ext4 here);
+   * executable (and its interpreter) must be executable by other users (a script readable by them), or be in a lent
+   * directory; the lent directories' filesystems must take idmapped mounts (probed once per filesystem: ext4 here);
    * other users' files are `nobody`'s inside, and the rest of the host's files (the host's own `HOME` included) are
    * not writable; `/` and sticky directories (`/tmp`) are never lent; a CLI's exit ends every process of its
    * namespace; an exit code above 128 reads as a signal. `"auto"` (the default): a session whose box cannot be made
-   * (not root, not Linux, its executable out of its uid's reach, a filesystem without idmapped mounts, a directory
-   * every user shares) runs unboxed, with a warning saying why (logged with Effect's logger),
+   * (not root, not Linux, its executable or interpreter not executable by other users, a filesystem without idmapped
+   * mounts, a directory every user shares) runs unboxed, with a warning saying why (logged with Effect's logger),
    * and `transport.capabilities.isolatesSessions` is false (its notes say whether boxes can be made here at all, and
    * why not). `true`: where a box cannot be made, `open` fails with `SpawnFailed`. `false`: the opt-out, every session
    * runs as the host's user (the sessions' tools can read each other's environment, memory and files).

@@ -1,14 +1,16 @@
 /**
  * Isolation between sessions (Linux, as root): two sessions of one host, each the fake CLI; A's tool (run the way
- * the Bash tool runs one) attacks B — reads B's CLI's environment and memory, B's config directory, signals B's
- * CLI, moves it into A's cgroup — first as it finds itself, then after unmounting its /proc and /tmp (its root can)
- * to see the host's. Every attack must fail in the default mode (`"auto"`: a box each, as root), and succeed with
- * `isolation: false` (so the suite can fail). What each attack did in each mode is docs/teardown.md's isolation
- * table (results.ts: recorded with TETHER_RECORD_RESULTS=1). Also: each session's uid range outside is its own, its
- * /tmp is private, two sessions sharing a workspace both write it (each through its own idmapped mount) and what
- * they leave is the host's user's; a config directory under a directory only the host may enter (a dormant store's
- * root) is reached, its siblings hidden; a lent directory's mode is given back by its last holder; the uid ranges'
- * allocator never hands one range to two holders. Real processes.
+ * the Bash tool runs one) attacks B — sees B's CLI and the host in /proc, reads B's CLI's environment and memory, B's
+ * config directory, signals B's CLI, moves it into A's cgroup — first as it finds itself, then after trying to
+ * unmount its /proc and /tmp (`umount`, `umount -l`: the box's mounts are locked) and to mount a new proc. Every
+ * attack must fail in the default mode (`"auto"`: a box each, as root), and succeed with `isolation: false` (so the
+ * suite can fail). What each attack did in each mode is docs/teardown.md's isolation table (results.ts: recorded with
+ * TETHER_RECORD_RESULTS=1). Also: each session's uid range outside is its own, its /tmp is private, two sessions
+ * sharing a workspace both write it (each through its own idmapped mount) and what they leave is the host's user's; a
+ * config directory under a directory only the host may enter (a dormant store's root) is reached, its siblings
+ * hidden; a CLI installed under a closed directory (its interpreter under another) is boxed, shown its installation
+ * only, read-only; the box's start is bounded and ends with its stage 1; a lent directory's mode is given back by its
+ * last holder; the uid ranges' allocator never hands one range to two holders. Real processes.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
@@ -22,7 +24,7 @@ import * as Path from "node:path"
 import * as Cgroup from "../src/internal/cgroup.ts"
 import * as Isolation from "../src/internal/isolation.ts"
 import * as Results from "./results.ts"
-import { fakeClaudePath, killOnExit, newMark, tempDir, waitUntil } from "./utils.ts"
+import { fakeClaudePath, isAlive, killOnExit, newMark, stat, tempDir, waitUntil } from "./utils.ts"
 
 const isRoot = process.getuid?.() === 0 && process.platform === "linux"
 const termGrace = { termGrace: Duration.millis(200) }
@@ -73,12 +75,15 @@ const cgroupMount = (() => {
 })()
 
 /**
- * A's tool: each attack once as the tool finds itself (`1`) and once after unmounting /proc and /tmp where it is in
- * a mount namespace of its own (`2`), each writing `<attack><phase> ok|refused` to `results`.
+ * A's tool: each attack once as the tool finds itself (`1`) and once after trying to unmount its /proc (`umount`,
+ * `umount -l`) and /tmp where it is in a mount namespace of its own (`2`; then it tries to mount a new `proc` over
+ * /proc too), each writing `<attack><phase> ok|refused` to `results` (`unmount1` and `mountproc1`: whether those
+ * worked, `skipped` outside a box: they would unmount the host's).
  */
 const attacks = (options: {
   readonly results: string
   readonly pid: number
+  readonly hostPid: number
   readonly configFile: string
   readonly cgroupProcs: string
   readonly hostMountNamespace: string
@@ -88,6 +93,7 @@ const attacks = (options: {
     `if ${command} >/dev/null 2>&1; then echo "${name}$n ok"; else echo "${name}$n refused"; fi >> ${results}`
   const round = [
     attempt("visible", `[ -e /proc/${pid} ]`),
+    attempt("host", `[ -e /proc/${options.hostPid} ]`),
     attempt("environ", `tr '\\0' '\\n' < /proc/${pid}/environ | grep -q '^ANTHROPIC_API_KEY='`),
     attempt(
       "mem",
@@ -102,10 +108,23 @@ const attacks = (options: {
   return [
     `n=1`,
     round,
-    // Only in a mount namespace of its own: unmounting the host's /proc would break the machine.
-    `if [ "$(readlink /proc/self/ns/mnt)" != "${options.hostMountNamespace}" ]; then umount /proc; umount -l /tmp; fi`,
+    // Only in a mount namespace of its own: unmounting the host's /proc would break the machine. Any one that works
+    // counts (the host's /proc is under the box's, the host's /tmp under the private one).
+    `if [ "$(readlink /proc/self/ns/mnt)" != "${options.hostMountNamespace}" ]; then`,
+    `  u=refused`,
+    `  for each in "umount /proc" "umount -l /proc" "umount /tmp" "umount -l /tmp"; do $each 2>/dev/null && u=ok; done`,
+    `  echo "unmount1 $u" >> ${results}`,
+    `else`,
+    `  echo "unmount1 skipped" >> ${results}`,
+    `fi`,
     `n=2`,
     round,
+    // A new proc over the box's (its own PID namespace's, were it allowed: nothing of the host either).
+    `if [ "$(readlink /proc/self/ns/mnt)" != "${options.hostMountNamespace}" ]; then`,
+    `  if mount -t proc proc /proc 2>/dev/null; then echo "mountproc1 ok"; else echo "mountproc1 refused"; fi`,
+    `else`,
+    `  echo "mountproc1 skipped"`,
+    `fi >> ${results}`,
     `echo done >> ${results}`
   ].join("\n")
 }
@@ -125,14 +144,18 @@ const observed: { -readonly [mode in "isolated" | "not isolated"]?: Record<strin
 /** The name a lent directory's records begin with (as isolation.ts names them). */
 const lentKey = (dir: string): string => createHash("sha256").update(dir).digest("hex").slice(0, 32)
 
-/** A copy of sh under a directory only its owner may enter (as `mktemp -d` makes them). */
-const closedDir = isRoot ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-iso-closed-")) : ""
-const closedSh = Path.join(closedDir, "sh")
-if (isRoot) Fs.copyFileSync("/bin/sh", closedSh)
+/** A copy of sh only its owner may execute (mode 0700), in a directory every user may enter. */
+const privateDir = isRoot ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-iso-private-")) : ""
+const privateSh = Path.join(privateDir, "sh")
+if (isRoot) {
+  Fs.chmodSync(privateDir, 0o755)
+  Fs.copyFileSync("/bin/sh", privateSh)
+  Fs.chmodSync(privateSh, 0o700)
+}
 
 describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => {
   afterAll(() => {
-    Fs.rmSync(closedDir, { recursive: true, force: true })
+    Fs.rmSync(privateDir, { recursive: true, force: true })
     if (observed.isolated !== undefined && observed["not isolated"] !== undefined) {
       Results.write("isolation", { suite: "packages/transport-node/test/Isolation.test.ts", modes: observed })
     }
@@ -184,6 +207,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         const script = attacks({
           results,
           pid: pidB,
+          hostPid: process.pid,
           configFile,
           cgroupProcs: aCgroupProcs,
           hostMountNamespace: hostMount
@@ -213,18 +237,19 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         const bCgroup = cgroupOf(pidB)
         if (isolation === false) {
           // Not isolated: the attacks work (as the suite's own control), B is stopped and in A's cgroup.
-          for (const name of ["environ1", "mem1", "config1", "cgroup1", "signal1"]) {
+          for (const name of ["visible1", "host1", "environ1", "mem1", "config1", "cgroup1", "signal1"]) {
             assert.strictEqual(outcome.get(name), "ok", `${name}: ${JSON.stringify([...outcome])}`)
           }
           assert.notStrictEqual(bCgroup, cgroupB, "B's CLI was moved into A's cgroup")
           return
         }
-        // Its PID namespace hides B; once its root unmounted its /proc, the host's shows B, and still every read,
-        // the signal and the move are refused: another uid, no capability outside its namespaces.
+        // Its PID namespace hides B and the host; its root can neither unmount its /proc (nor /tmp), whose mounts
+        // its user namespace copied locked, nor mount a new proc: the host's /proc under the box's stays hidden.
+        // Every read, the signal and the move are refused: another uid, no capability outside its namespaces.
         for (const [name, result] of outcome) {
-          assert.strictEqual(result, name === "visible2" ? "ok" : "refused", `${name}: ${JSON.stringify([...outcome])}`)
+          assert.strictEqual(result, "refused", `${name}: ${JSON.stringify([...outcome])}`)
         }
-        assert.strictEqual(outcome.size, 12, JSON.stringify([...outcome]))
+        assert.strictEqual(outcome.size, 16, JSON.stringify([...outcome]))
         assert.isTrue(bAlive, "B's CLI runs, not stopped")
         assert.strictEqual(bCgroup, cgroupB, "B's CLI is still in its own cgroup")
         // B still answers.
@@ -344,12 +369,8 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.strictEqual(Fs.statSync(mine).uid, process.getuid!())
     }).pipe(Effect.scoped, Effect.provide(layer(true))))
 
-  it.live("an executable its uid cannot run: SpawnFailed, saying why", () =>
+  it.live("an executable its uid cannot run (only its owner may execute it): SpawnFailed, saying why", () =>
     Effect.gen(function*() {
-      // Under a directory only its owner may enter (as `mktemp -d` makes them): the session's uid could not run it.
-      const closed = yield* tempDir("tether-iso-closed-")
-      Fs.chmodSync(closed, 0o700)
-      Fs.copyFileSync("/bin/sh", Path.join(closed, "sh"))
       // Its workspace elsewhere: a directory lent to the session is reached through its mount, whatever is above.
       const work = yield* tempDir("tether-iso-work-")
       const spec: Transport.LaunchSpec = {
@@ -362,12 +383,92 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         Effect.scoped(Effect.gen(function*() {
           return yield* (yield* Transport.Transport).open(spec, termGrace)
         })).pipe(Effect.provide(
-          NodeTransport.layer({ executables: { claude: Path.join(closed, "sh") }, watchdog: false, isolation: true })
+          NodeTransport.layer({ executables: { claude: privateSh }, watchdog: false, isolation: true })
         ))
       )
       assert.strictEqual(refused._tag, "SpawnFailed")
-      assert.include((refused as { readonly reason: string }).reason, "is not searchable by other users")
+      assert.include((refused as { readonly reason: string }).reason, "is not executable by other users (mode 700)")
     }).pipe(Effect.scoped))
+
+  // Under the host's /tmp (reached through the box's private one, which keeps it), and in the closed directory the
+  // helper's own interpreter is under, when it is (python3 of pyenv in /root): the helper, covering it, must need
+  // nothing more from it.
+  const python = isRoot ? Isolation.exposureOf(Fs.realpathSync(Isolation.helper().file))?.closed : undefined
+  for (const base of python === undefined ? [Os.tmpdir()] : [Os.tmpdir(), python]) {
+    it.live(`a CLI installed under a directory only its owner may enter (in ${base}): boxed, shown its installation only, read-only`, () =>
+      Effect.gen(function*() {
+        // As a clone in /root (0700) holds its CLI: the installation, a world-writable directory in it, and beside it
+        // a file of the closed directory's that the box must not see.
+        const tempIn = (prefix: string) =>
+          Effect.acquireRelease(
+            Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(base, prefix)))),
+            (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+          )
+        const closed = yield* tempIn("tether-iso-install-")
+        Fs.chmodSync(closed, 0o700)
+        Fs.writeFileSync(Path.join(closed, "secret.txt"), "the closed directory's secret\n", { mode: 0o644 })
+        const install = Path.join(closed, "clone")
+        Fs.mkdirSync(Path.join(install, "bin"), { recursive: true, mode: 0o755 })
+        Fs.mkdirSync(Path.join(install, "open"), { mode: 0o777 })
+        Fs.chmodSync(Path.join(install, "open"), 0o777)
+        // Its interpreter (`#!/usr/bin/env`, found on its PATH) under another closed directory: exposed too.
+        const tools = yield* tempIn("tether-iso-tools-")
+        Fs.chmodSync(tools, 0o700)
+        Fs.writeFileSync(Path.join(tools, "secret.txt"), "the tools' secret\n", { mode: 0o644 })
+        Fs.mkdirSync(Path.join(tools, "bin"), { mode: 0o755 })
+        Fs.copyFileSync("/bin/sh", Path.join(tools, "bin", "tether-test-sh"))
+        Fs.chmodSync(Path.join(tools, "bin", "tether-test-sh"), 0o755)
+        const cli = Path.join(install, "bin", "cli")
+        Fs.writeFileSync(
+          cli,
+          [
+            "#!/usr/bin/env tether-test-sh",
+            "id -u",
+            `cat ${closed}/secret.txt 2>/dev/null || echo hidden`,
+            `cat ${tools}/secret.txt 2>/dev/null || echo hidden`,
+            `echo $(ls -A ${closed}) / $(ls -A ${tools})`,
+            `touch ${install}/open/x 2>/dev/null && echo wrote || echo read-only`,
+            `mount -o remount,bind,rw ${install} 2>/dev/null && echo remounted || echo locked`,
+            `umount -l ${install} 2>/dev/null || umount -l ${closed} 2>/dev/null && echo unmounted || echo locked`,
+            "echo ready",
+            "exec sleep 30"
+          ].join("\n") + "\n",
+          { mode: 0o755 }
+        )
+        const work = yield* tempDir("tether-iso-work-")
+        const lines = yield* Effect.scoped(Effect.gen(function*() {
+          const connection = yield* (yield* Transport.Transport).open({
+            program: "claude",
+            args: [],
+            cwd: Option.some(work),
+            env: { mode: "clean", set: { PATH: `${Path.join(tools, "bin")}:/usr/bin:/bin` }, unset: [] }
+          }, termGrace)
+          assert.isTrue(
+            Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))),
+            "boxed: a session uid outside"
+          )
+          return Array.from(
+            yield* connection.stdout.pipe(
+              Stream.map((line) => line._tag === "Text" ? line.text : ""),
+              Stream.takeWhile((line) => line !== "ready"),
+              Stream.runCollect,
+              Effect.timeout("5 seconds")
+            )
+          )
+        })).pipe(
+          Effect.provide(NodeTransport.layer({ executables: { claude: cli }, watchdog: false, isolation: true }))
+        )
+        // Its root sees the closed directories hold only the exposed paths, and can neither write the installation
+        // (a world-writable directory in it included), nor make it writable, nor unmount it or the tmpfs over them.
+        assert.deepStrictEqual(
+          lines,
+          ["0", "hidden", "hidden", "clone / bin", "read-only", "locked", "locked"],
+          JSON.stringify(lines)
+        )
+        assert.isFalse(Fs.existsSync(Path.join(install, "open", "x")))
+        assert.strictEqual(Fs.statSync(closed).mode & 0o777, 0o700, "the closed directory is never opened")
+      }).pipe(Effect.scoped))
+  }
 
   it.live("isolation: \"auto\": a box where one can be made; a session it cannot box runs unboxed, not refused", () =>
     Effect.gen(function*() {
@@ -389,14 +490,71 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.isTrue(Isolation.isSessionUid(yield* uidIn(work, {})), "boxed: a session uid")
       assert.isTrue(Isolation.isSessionUid(yield* uidIn(work, { TMPDIR: work })), "a TMPDIR of its own: lent")
       assert.strictEqual(yield* uidIn(work, { TMPDIR: "/tmp" }), process.getuid!(), "a TMPDIR every user shares")
-      assert.strictEqual(yield* uidIn(work, {}, "claude"), process.getuid!(), "its executable unreachable: unboxed")
+      assert.strictEqual(yield* uidIn(work, {}, "claude"), process.getuid!(), "its executable not for others: unboxed")
     }).pipe(
       Effect.scoped,
       Effect.provide(
-        // The default: "auto". Its claude, a copy of sh under a directory only its owner may enter.
-        NodeTransport.layer({ executables: { claude: closedSh }, watchdog: false })
+        // The default: "auto". Its claude, a copy of sh only its owner may execute.
+        NodeTransport.layer({ executables: { claude: privateSh }, watchdog: false })
       )
     ))
+
+  it.live("the box's start: bounded by isolationTimeout (SpawnFailed); stage 1 killed, the box ends with it", () =>
+    Effect.gen(function*() {
+      const spec: Transport.LaunchSpec = {
+        program: "sh",
+        args: ["-c", "echo ready; exec sleep 30"],
+        cwd: Option.some(yield* tempDir("tether-iso-start-")),
+        env: { mode: "clean", set: {}, unset: [] }
+      }
+      const open = (layer: Layer.Layer<Transport.Transport>) =>
+        Effect.gen(function*() {
+          const connection = yield* (yield* Transport.Transport).open(spec, termGrace)
+          yield* Stream.runHead(connection.stdout).pipe(Effect.timeout("5 seconds"))
+          return Option.getOrThrow(connection.pid)
+        }).pipe(Effect.provide(layer))
+      // A box takes more than a millisecond to make (its mounts, its helper): the open fails, saying why.
+      const late = yield* Effect.flip(Effect.scoped(open(
+        NodeTransport.layer({ watchdog: false, isolation: true, isolationTimeout: Duration.millis(1) })
+      )))
+      assert.strictEqual(late._tag, "SpawnFailed")
+      assert.include((late as { readonly reason: string }).reason, "isolationTimeout")
+      // The CLI's parent is the box's PID 1, whose parent is stage 1 (the process the host spawned): killed, the
+      // parent-death signal ends PID 1, and the kernel the rest of its namespace.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const cli = yield* open(layer(true))
+        const init = stat(cli)!.ppid
+        const stage1 = stat(init)!.ppid
+        assert.match(stat(stage1)!.args, /^\/bin\/sh -c .* tether-box /s)
+        process.kill(stage1, "SIGKILL")
+        yield* waitUntil("the box to end with its stage 1", () => !isAlive(init) && !isAlive(cli))
+      }))
+    }))
+
+  it.live("what a box runs as the host's root is found on the host's PATH, never on the session's", () =>
+    Effect.gen(function*() {
+      // A session's PATH may name a directory another session wrote: its `mount`, `unshare`, `setpriv` and `env`
+      // would run as the host's root while the box is made.
+      const planted = yield* tempDir("tether-iso-planted-")
+      Fs.chmodSync(planted, 0o755)
+      const ran = Path.join(planted, "ran")
+      for (const name of ["mount", "unshare", "setpriv", "env", "setsid"]) {
+        Fs.writeFileSync(Path.join(planted, name), `#!/bin/sh\necho ${name} >> ${ran}\nexit 1\n`, { mode: 0o755 })
+      }
+      const transport = yield* Transport.Transport
+      const line = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* transport.open({
+          program: "sh",
+          args: ["-c", "id -u; exec sleep 30"],
+          cwd: Option.some(yield* tempDir("tether-iso-work-")),
+          env: { mode: "clean", set: { PATH: `${planted}:/usr/bin:/bin` }, unset: [] }
+        }, termGrace)
+        assert.isTrue(Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))), "boxed")
+        return yield* Stream.runHead(connection.stdout).pipe(Effect.timeout("5 seconds"))
+      }))
+      assert.deepStrictEqual(Option.map(line, (each) => each._tag === "Text" ? each.text : ""), Option.some("0"))
+      assert.isFalse(Fs.existsSync(ran), Fs.existsSync(ran) ? Fs.readFileSync(ran, "utf8") : "")
+    }).pipe(Effect.scoped, Effect.provide(layer(true))))
 
   it("a lent directory: 0700 while any holder lends it, its mode given back by the last; a dead host's swept", () => {
     const records = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-records-"))

@@ -45,8 +45,6 @@ export interface Handle {
   /** The session's box, when it is isolated: its uid range's root outside. */
   readonly isolated?: {
     readonly base: number
-    /** Its workspace and config directories, mounted for it (idmapped) before it starts. */
-    readonly lent: ReadonlyArray<string>
     /** The CLI was found in the box: its pid is the one the limits' watch looks at. */
     readonly found: (cli: number) => void
   } | undefined

@@ -5,16 +5,23 @@
  * PID namespace) and a cgroup namespace rooted at its session's cgroup.
  *
  * Start (the handshake): the launcher waits on descriptor 3 until the host has placed it in its cgroups (`go`), then
- * execs `unshare --user --pid --mount --cgroup --keep-caps` with {@link stage1}. The host waits until the
- * launcher's user namespace differs from its own (unshare made it), writes its `uid_map` and `gid_map`
- * (`0 <base> 65536`: as root it may map any range; no `newuidmap`), mounts the session's lent directories in its
- * mount namespace ({@link idmapScript}), and sends `mapped` on descriptor 3. Stage 1
- * (still the host's root outside until then, with every capability in the namespace kept by `--keep-caps`) reads
- * it and starts the namespace's first process as its root (`setpriv --reuid 0 --regid 0 --clear-groups`: uid
- * `<base>` outside, no capability outside); that one (stage 2) mounts the namespace's `/proc`, the directories the
- * session keeps at their paths under `/tmp`, the private `/tmp`, and fresh `/dev/shm` and `/var/tmp`, then starts
- * the CLI in a session of its own (`setsid`) and waits for it: when the CLI ends, so does stage 2 and with it every
- * process of the namespace.
+ * execs `unshare --pid --mount` ({@link unshareArgs}; as the host's root: both namespaces are the initial user
+ * namespace's) with {@link stage1}, which starts the new PID namespace's first process (PID 1, with a parent-death
+ * signal) and reports how it ended. PID 1, still the host's root, makes the box's mounts ({@link stage2}): `/proc`
+ * of its PID namespace, the directories the session keeps at their paths under `/tmp`, the private `/tmp`, fresh
+ * `/dev/shm` and `/var/tmp`, then (the host's helper, {@link idmapScript}) its lent directories, idmapped, and what it
+ * is shown of closed directories, read-only, each under a tmpfs over its closed ancestor. Then it execs
+ * `unshare --user --mount --cgroup --keep-caps` ({@link userUnshareArgs}): the box's user namespace, and a mount
+ * namespace of that namespace's, a copy of the first in which the kernel locks every mount (`MNT_LOCKED`, as it does
+ * whenever a mount namespace is copied into one owned by a less privileged user namespace): the box's root cannot
+ * unmount its `/proc` (the host's is under it) nor its `/tmp` nor any of the others (`EINVAL`), nor make a read-only
+ * one writable; and it cannot mount a new `proc` (its PID namespace is not its user namespace's). The host waits
+ * until PID 1 is in a user namespace of its own, writes its `uid_map` and `gid_map` (`0 <base> 65536`: as root it
+ * may map any range; no `newuidmap`), and sends `mapped` on descriptor 3. PID 1 ({@link stage3}) reads it and becomes
+ * the namespace's root (`setpriv --reuid 0 --regid 0 --clear-groups`: uid `<base>` outside, no capability outside),
+ * then ({@link stage4}) starts the CLI in a session of its own (`setsid`) and waits for it: when the CLI ends, so
+ * does PID 1 and with it every process of the namespace. Any failure before `mapped` ends PID 1 (exit 125, its
+ * reason on the CLI's stderr): the open fails with it. Nothing of the session runs before its CLI.
  *
  * Uid ranges: slot `i` is uids `firstUid + i × 65536 …` for {@link slots} slots, held by a lock file
  * (`/run/tether/uid-ranges/<i>`, created with `O_EXCL`, holding the host's pid and start time): two hosts on one
@@ -22,7 +29,7 @@
  * A slot is searched from a random one, so a range released is rarely the next one given.
  *
  * What the session may write: its directories (its workspace, its config directory, a `HOME` of its own) are lent to
- * it through idmapped mounts in its own mount namespace, made by the host (root outside): uid and gid `u` on disk
+ * it through idmapped mounts (through a user namespace the helper makes with the box's map): uid and gid `u` on disk
  * are `base + u` for the box, so the host's root is the box's root there, and what the box's root writes is the host
  * root's on disk. Nothing is chowned: sessions that share a workspace each write it as their own uid, at once, and
  * what they leave in it is the host's user's. A lent directory under one other users may not search (a dormant
@@ -30,6 +37,11 @@
  * session holds a lent directory it is 0700 (a record per host under {@link defaultLentDir}; the last gives the mode
  * back, a dead host's is given back by the next sweep): another session, another uid, cannot enter it. Its private
  * `/tmp` is a directory owned by its range's root.
+ *
+ * What it may run: its uid owns nothing of the host's, so a CLI installed under a directory other users may not
+ * search (a clone in `/root`) is shown to it read-only ({@link reach}): for the executable, each link on the way to
+ * it and its `#!` interpreter, the entry just below the innermost closed directory on its path, bound read-only
+ * under a tmpfs over the outermost one that holds only these paths. Nothing else of a closed directory is there.
  *
  * @internal
  */
@@ -40,6 +52,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as DeadHosts from "./deadHosts.ts"
 import * as ProcessTree from "./processTree.ts"
+import * as Runnable from "./runnable.ts"
 
 /** The first uid of the first range (2^30: far above the ranges of /etc/subuid, systemd and LXD's). @internal */
 export const firstUid = 0x40000000
@@ -274,7 +287,8 @@ export const isShared = (dir: string): boolean => {
 
 /**
  * The outermost directory above `dir` that other users may not search (`dir`'s own parent included), undefined
- * when every one may be: a box reaches `dir` there through a tmpfs laid over it that holds only `dir`'s path.
+ * when every one may be: a box reaches `dir` there through a tmpfs laid over it that holds only `dir`'s path (and
+ * the other paths mounted in it, see {@link idmapScript}).
  *
  * @internal
  */
@@ -291,13 +305,21 @@ export const closedAbove = (dir: string): string | undefined => {
 }
 
 /**
- * The host's helper for the box's lent directories (Python, for the mount API: `open_tree`, `mount_setattr`,
- * `move_mount`, which util-linux's `mount` before 2.39 does not offer). `mount <userns> <mntns> (<dir> <closed|->)…`:
- * for each directory, a clone of its mount idmapped through the session's user namespace (uid and gid `u` on disk
- * are `base + u` for the box: the host's root is the box's root, and what the box's root writes is the host
- * root's on disk), then, in the box's mount namespace, a tmpfs over its closed ancestor when it has one (holding
- * only the directory's path) and the clone moved onto its path. `probe <base> <dir>…`: whether the directories'
- * filesystems take idmapped mounts (a throwaway user namespace; nothing is mounted).
+ * The helper that mounts a box's directories (Python, for the mount API: `open_tree`, `mount_setattr`,
+ * `move_mount`, which util-linux's `mount` before 2.39 does not offer).
+ *
+ * `box <base> (<lend|expose> <path> <closed|->)… -- <next…>`, run by the box's first process as the host's root,
+ * in its mount namespace before its user namespace is made (see {@link stage2}): first a clone of every path's
+ * mount — `lend`: idmapped through a user namespace made for it whose root is `base` outside, the map of the box's
+ * own (uid and gid `u` on disk are `base + u` for the box: the host's root is the box's root, and what the box's root
+ * writes is the host root's on disk); `expose`: with its submounts, read-only, `nosuid`, `nodev` — then, for each in
+ * turn (shortest path first), a tmpfs over its closed ancestor when it has one (once per ancestor; holding only the
+ * paths mounted in it, read-only once they are), and the clone moved onto its path; then it execs `next…` (found on
+ * `PATH` before anything is mounted: the interpreter may be under a closed directory it covers). The box's
+ * user namespace, made after, copies these mounts locked (`MNT_LOCKED`: its root cannot unmount them, nor make a
+ * read-only one writable).
+ *
+ * `probe <base> <dir>…`: whether the directories' filesystems take idmapped mounts (nothing is mounted).
  *
  * @internal
  */
@@ -307,15 +329,10 @@ class Attr(ctypes.Structure):
     _fields_ = [("set", ctypes.c_uint64), ("clr", ctypes.c_uint64), ("prop", ctypes.c_uint64), ("userns", ctypes.c_uint64)]
 def call(r, what):
     if r < 0:
-        sys.stderr.write(what + ": " + os.strerror(ctypes.get_errno()) + "\\n")
-        sys.exit(1)
+        sys.stderr.write("tether-box: " + what + ": " + os.strerror(ctypes.get_errno()) + "\\n")
+        sys.exit(125)
     return r
-def idmapped(path, userns):
-    fd = call(libc.syscall(428, -100, path.encode(), 1 | 0o2000000), "open_tree " + path)
-    a = Attr(0x100000, 0, 0, userns)
-    call(libc.syscall(442, fd, b"", 0x1000, ctypes.byref(a), ctypes.sizeof(a)), "mount_setattr " + path)
-    return fd
-if sys.argv[1] == "probe":
+def userns(base, count):
     r, w = os.pipe()
     r2, w2 = os.pipe()
     child = os.fork()
@@ -331,31 +348,59 @@ if sys.argv[1] == "probe":
     os.close(w2)
     try:
         if os.read(r2, 1) != b"u":
-            sys.stderr.write("unshare --user failed\\n")
-            sys.exit(1)
+            call(-1, "unshare --user")
         for name in ("uid_map", "gid_map"):
             with open("/proc/%d/%s" % (child, name), "w") as f:
-                f.write("0 %s 1\\n" % sys.argv[2])
-        userns = os.open("/proc/%d/ns/user" % child, os.O_RDONLY)
-        for path in sys.argv[3:]:
-            os.close(idmapped(path, userns))
+                f.write("0 %s %d\\n" % (base, count))
+        return os.open("/proc/%d/ns/user" % child, os.O_RDONLY)
     finally:
         os.close(w)
         os.waitpid(child, 0)
-    sys.exit(0)
-userns = os.open(sys.argv[2], os.O_RDONLY)
-mntns = os.open(sys.argv[3], os.O_RDONLY)
-pairs = [(sys.argv[i], sys.argv[i + 1]) for i in range(4, len(sys.argv), 2)]
-fds = [idmapped(path, userns) for path, _ in pairs]
-call(libc.setns(mntns, 0x20000), "setns")
-covered = set()
-for (path, closed), fd in zip(pairs, fds):
-    if closed != "-":
-        if closed not in covered:
-            call(libc.mount(b"tmpfs", closed.encode(), b"tmpfs", 6, b"mode=0755"), "mount tmpfs " + closed)
-            covered.add(closed)
-        os.makedirs(path, mode=0o755, exist_ok=True)
-    call(libc.syscall(429, fd, b"", -100, path.encode(), 4), "move_mount " + path)
+def clone(path, attr, recursive):
+    deep = 0x8000 if recursive else 0
+    fd = call(libc.syscall(428, -100, path.encode(), 1 | 0o2000000 | deep), "open_tree " + path)
+    call(libc.syscall(442, fd, b"", 0x1000 | deep, ctypes.byref(attr), ctypes.sizeof(attr)), "mount_setattr " + path)
+    return fd
+def probe():
+    ns = userns(sys.argv[2], 1)
+    for path in sys.argv[3:]:
+        os.close(clone(path, Attr(0x100000, 0, 0, ns), False))
+def box():
+    at = sys.argv.index("--")
+    argv = sys.argv[at + 1:]
+    program = argv[0]
+    # Found before anything is mounted (the interpreter itself may be under a closed directory covered below: a lazy
+    # import would fail then), and run without os.execvp (which imports).
+    if "/" not in program:
+        for each in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
+            if each != "" and os.access(each + "/" + program, os.X_OK):
+                program = each + "/" + program
+                break
+    words = sys.argv[3:at]
+    entries = [(words[i], words[i + 1], words[i + 2]) for i in range(0, len(words), 3)]
+    ns = userns(sys.argv[2], 65536) if any(kind == "lend" for kind, _, _ in entries) else 0
+    fds = [clone(path, Attr(0x100000, 0, 0, ns) if kind == "lend" else Attr(7, 0, 0, 0), kind != "lend") for kind, path, _ in entries]
+    covered = []
+    for (kind, path, closed), fd in zip(entries, fds):
+        if closed != "-":
+            if closed not in covered:
+                call(libc.mount(b"tmpfs", closed.encode(), b"tmpfs", 6, b"mode=0755"), "mount tmpfs " + closed)
+                covered.append(closed)
+            if os.fstat(fd).st_mode & 0o170000 == 0o040000:
+                os.makedirs(path, mode=0o755, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        call(libc.syscall(429, fd, b"", -100, path.encode(), 4), "move_mount " + path)
+        os.close(fd)
+    for closed in covered:
+        call(libc.syscall(442, -100, closed.encode(), 0, ctypes.byref(Attr(7, 0, 0, 0)), ctypes.sizeof(Attr)), "mount_setattr " + closed)
+    os.execv(program, argv)
+try:
+    probe() if sys.argv[1] == "probe" else box()
+except Exception as error:
+    sys.stderr.write("tether-box: " + str(error) + "\\n")
+    sys.exit(125)
 `
 
 /** The interpreter of {@link idmapScript}, as found on `PATH`. @internal */
@@ -419,14 +464,23 @@ export const idmapProblem = (dirs: ReadonlyArray<string>): string | undefined =>
   return undefined
 }
 
-/** The arguments of {@link idmapScript}'s `mount` for a box's lent directories (after {@link helper}'s). @internal */
-export const idmapArgs = (pid: number, lent: ReadonlyArray<string>): ReadonlyArray<string> => [
-  ...helper().args,
-  "mount",
-  `/proc/${pid}/ns/user`,
-  `/proc/${pid}/ns/mnt`,
-  ...lent.flatMap((dir) => [dir, closedAbove(dir) ?? "-"])
-]
+/** A path a box needs that is not lent to it: what of its closed ancestor it is shown (read-only). @internal */
+export interface Exposure {
+  /** The path (a directory, or a file) bound read-only at its own path in the box. */
+  readonly path: string
+  /** The outermost ancestor other users may not search: a tmpfs over it in the box holds only the exposed paths. */
+  readonly closed: string
+}
+
+/** A box's mounts by its helper, shortest path first: its lent directories and what is exposed to it. @internal */
+export const helperEntries = (
+  lent: ReadonlyArray<string>,
+  exposed: ReadonlyArray<Exposure>
+): ReadonlyArray<readonly [kind: "lend" | "expose", path: string, closed: string]> =>
+  [
+    ...lent.map((dir) => ["lend", dir, closedAbove(dir) ?? "-"] as const),
+    ...exposed.map(({ closed, path }) => ["expose", path, closed] as const)
+  ].sort((a, b) => a[1].length - b[1].length)
 
 /** The user namespace of a process (`user:[inode]`), undefined when it is gone. @internal */
 export const userNamespace = (pid: number | "self"): string | undefined => {
@@ -466,62 +520,110 @@ const cmdline = (pid: number): string | undefined => {
   }
 }
 
+/** The name every stage's shell runs under (its `$0`): `sh -c <stage> tether-box …`. @internal */
+export const stageName = "tether-box"
+
 /**
- * The CLI of a box, by the pid of its namespace's first process (stage 2), once it has been started: the child that
- * is neither one of stage 2's `mount`s nor a fork of stage 2 that has not exec'd yet (its command line is stage 2's).
- * From `env` on, the pid is the CLI's (`env` execs `setsid`, which execs the CLI).
+ * The CLI of a box, by the pid of its namespace's first process, once it has been started: its child that is not
+ * one of the box's own (a stage's shell, or a fork of one that has not exec'd yet: `sh -c <stage> tether-box …`;
+ * `mount`; the helper). From `env` on, the pid is the CLI's (`env` execs `setsid`, which execs the CLI).
  *
  * @internal
  */
 export const cliOf = (init: number): number | undefined => {
-  const own = cmdline(init)
-  if (own === undefined) return undefined
+  if (cmdline(init) === undefined) return undefined
   return children(init).find((child) => {
     const command = cmdline(child)
-    return command !== undefined && command !== own && command !== "" && !command.startsWith("mount\0")
+    if (command === undefined || command === "") return false
+    const argv = command.split("\0")
+    return !(argv[1] === "-c" && argv[3] === stageName) && Path.basename(argv[0]!) !== "mount" &&
+      !argv.includes(idmapScript)
   })
 }
 
 /**
- * What `unshare` is given: every namespace, its capabilities kept across the exec of stage 1. No `--fork`: stage 1
- * forks the namespace's first process itself, and reports how it ended (`unshare --fork` of util-linux 2.38 turns a
- * child's SIGKILL into `exit 1`).
+ * The programs a box runs as the host's root (and `env` and `setsid` as its own), by absolute path: found once on the
+ * host's own `PATH`, never on the session's (whose directories a session may have written).
  *
  * @internal
  */
-export const unshareArgs: ReadonlyArray<string> = [
+export interface Tools {
+  readonly unshare: string
+  readonly setpriv: string
+  readonly mount: string
+  readonly env: string
+  readonly setsid: string
+}
+
+let foundTools: Tools | undefined
+
+/** {@link Tools}, found on the host's `PATH` (a name not found stays a name: the probe said it runs). @internal */
+export const tools = (): Tools => {
+  if (foundTools === undefined) {
+    const find = (name: string) => Runnable.onPath(name, process.env.PATH) ?? name
+    foundTools = {
+      unshare: find("unshare"),
+      setpriv: find("setpriv"),
+      mount: find("mount"),
+      env: find("env"),
+      setsid: find("setsid")
+    }
+  }
+  return foundTools
+}
+
+/** A word for `sh`: single-quoted. */
+const quoted = (word: string): string => `'${word.replaceAll("'", `'\\''`)}'`
+
+/**
+ * What the launcher execs once it is placed in its cgroups: a PID namespace and a mount namespace, made by the
+ * host's root (the mount namespace is the initial user namespace's: what is mounted in it is copied locked into the
+ * box's, see {@link stage2}), and stage 1 in them. No `--fork`: stage 1 forks the namespace's first process itself,
+ * and reports how it ended (`unshare --fork` of util-linux 2.38 turns a child's SIGKILL into `exit 1`).
+ *
+ * @internal
+ */
+export const unshareArgs: ReadonlyArray<string> = ["unshare", "--pid", "--mount", "--propagation", "private", "--"]
+
+/**
+ * What the box's first process execs once its mounts are made: the box's user namespace (its root `base` outside,
+ * once the host wrote its maps), a mount namespace of that user namespace's (a copy of the first one: every mount
+ * in it is locked, `MNT_LOCKED`) and a cgroup namespace rooted at its session's cgroup, its capabilities in the
+ * namespace kept across the exec of stage 3.
+ *
+ * @internal
+ */
+export const userUnshareArgs: ReadonlyArray<string> = [
   "unshare",
   "--user",
-  "--pid",
   "--mount",
+  "--propagation",
+  "private",
   "--cgroup",
   "--keep-caps",
   "--"
 ]
 
 /**
- * Stage 1 (`sh -c stage1 tether-box <stage2> <tmp> <n> <keep…> <file> <args…>`), the process the host spawned (in
- * the host's PID namespace, in the new others): waits for `mapped` on descriptor 3, then starts stage 2 as the
- * namespace's root, as the first process of the new PID namespace, with a
- * parent-death signal (stage 1 killed, the namespace dies) and its stdio; closes its own (the host sees the CLI's
- * stdout end when the CLI closes it), waits for it, and ends as it ended: its exit code, or the same signal (so an
- * exit code above 128 reads as a signal). Started in the background (so that stage 1 can close its stdio), the
- * child gets SIGINT and SIGQUIT back to their defaults (`env --default-signal`: a shell ignores them in background
- * commands, and the CLI would inherit that). Stage 1 outlives SIGTERM/SIGINT/SIGHUP while the CLI runs (a
- * handler: teardown signals the CLI itself). Exits 125 when the host went away first.
+ * Stage 1 (`sh -c stage1 tether-box <first…>`), the process the host spawned, in the host's PID namespace and the
+ * new mount namespace: starts `first…` as the first process of the new PID namespace (still the host's root), with
+ * a parent-death signal (stage 1 killed, the namespace dies), its stdio and descriptor 3; closes its own (the host
+ * sees the CLI's stdout end when the CLI closes it), waits for it, and ends as it ended: its exit code, or the same
+ * signal (so an exit code above 128 reads as a signal). Started in the background (so that stage 1 can close its
+ * stdio), the child gets SIGINT and SIGQUIT back to their defaults (`env --default-signal`: a shell ignores them in
+ * background commands, and the CLI would inherit that). Stage 1 outlives SIGTERM/SIGINT/SIGHUP while the CLI runs
+ * (a handler: teardown signals the CLI itself).
  *
  * @internal
  */
-export const stage1 = `IFS= read -r m <&3 && [ "$m" = mapped ] || exit 125
-exec 3<&-
-s=$1
-shift
-trap : TERM INT HUP
+export const stage1 = (tools: Tools): string =>
+  `trap : TERM INT HUP
 exec 7<&0 8>&1 9>&2
-env --default-signal=INT,QUIT setpriv --reuid 0 --regid 0 --clear-groups --pdeathsig KILL -- \\
-  /bin/sh -c "$s" tether-box "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+${quoted(tools.env)} --default-signal=INT,QUIT ${
+    quoted(tools.setpriv)
+  } --pdeathsig KILL -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
 c=$!
-exec 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
+exec 3<&- 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
 while :; do
   wait "$c"
   r=$?
@@ -532,57 +634,129 @@ trap - TERM INT HUP
 exit "$r"`
 
 /**
- * Stage 2, as the namespace's root and its PID 1: `/proc` of its PID namespace, each kept directory bound at its path
- * inside the private `/tmp` directory, that directory over `/tmp` (with them), fresh `/dev/shm` and `/var/tmp`; then
- * it starts the CLI in a session of its own, without the variables the shells added (as the launcher does), with its
- * stdio (closing its own), and waits for it, reaping the orphans re-parented to it meanwhile. Its exit (the CLI's
- * code, or 128 + its signal) ends the namespace. The CLI is not PID 1: the kernel ignores a signal to a namespace's
- * PID 1 that it has no handler for, SIGTERM included, and teardown's SIGTERM must end the CLI as anywhere else.
+ * Stage 2 (`sh -c stage2 tether-box <tmp> <n> <keep…> <next…>`), the namespace's PID 1, still the host's root, in the
+ * mount namespace of the initial user namespace: `/proc` of its PID namespace, each kept directory bound at its
+ * path inside the private `/tmp` directory, that directory over `/tmp` (with them), fresh `/dev/shm` and `/var/tmp`;
+ * then it execs `next…`: the helper ({@link idmapScript}) that mounts its lent and exposed directories and execs
+ * the rest, or the rest at once: the box's user namespace ({@link userUnshareArgs}), whose mount namespace copies
+ * every one of these mounts locked — its root can neither unmount them (`umount /proc` and `umount -l` fail with
+ * `EINVAL`: the host's `/proc` under the box's stays hidden) nor make a read-only one writable, nor mount a `proc`
+ * (its PID namespace is the initial user namespace's). Any failure: exit 125.
  *
  * @internal
  */
-export const stage2 = `mount -t proc -o nosuid,nodev,noexec proc /proc || exit 125
+export const stage2 = (tools: Tools): string =>
+  `m=${quoted(tools.mount)}
+"$m" -t proc -o nosuid,nodev,noexec proc /proc || exit 125
 t=$1
 n=$2
 shift 2
 while [ "$n" -gt 0 ]; do
-  mount --rbind "$1" "$t/\${1#/tmp/}" || exit 125
+  "$m" --rbind "$1" "$t/\${1#/tmp/}" || exit 125
   shift
   n=$((n - 1))
 done
-mount --rbind "$t" /tmp || exit 125
+"$m" --rbind "$t" /tmp || exit 125
 for d in /dev/shm /var/tmp; do
-  [ -d "$d" ] && { mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
+  [ -d "$d" ] && { "$m" -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
 done
-d=$(pwd -P 2>/dev/null) && [ -n "$d" ] && { cd "$d" 2>/dev/null || :; }
-unset $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
+unset m
+exec "$@"`
+
+/**
+ * Stage 3, PID 1 in the box's user namespace (the host's root outside, unmapped inside, every capability in the
+ * namespace kept): waits for `mapped` on descriptor 3 (the host wrote its maps), and execs the rest: `setpriv`
+ * making it the namespace's root (uid `base` outside, no capability outside; the parent-death signal set again, a
+ * uid change clears it) and stage 4. Exits 125 when the host went away first.
+ *
+ * @internal
+ */
+export const stage3 = `IFS= read -r m <&3 && [ "$m" = mapped ] || exit 125
+exec 3<&-
+exec "$@"`
+
+/**
+ * Stage 4, the box's root and its PID 1: starts the CLI in a session of its own, in its directory as mounted for
+ * it, without the variables the shells added (as the launcher does), with its stdio (closing its own), and waits
+ * for it, reaping the orphans re-parented to it meanwhile. Its exit (the CLI's code, or 128 + its signal) ends the
+ * namespace. The CLI is not PID 1: the kernel ignores a signal to a namespace's PID 1 that it has no handler for,
+ * SIGTERM included, and teardown's SIGTERM must end the CLI as anywhere else.
+ *
+ * @internal
+ */
+export const stage4 = (tools: Tools): string =>
+  `d=$(pwd -P 2>/dev/null) && [ -n "$d" ] && { cd "$d" 2>/dev/null || :; }
+unset d $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
 exec 7<&0 8>&1 9>&2
-env --default-signal=INT,QUIT setsid -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+${quoted(tools.env)} --default-signal=INT,QUIT ${quoted(tools.setsid)} -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
 c=$!
 exec 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
 wait "$c"`
 
+/** What a box is made of before its spawn (see `transport.ts`'s `makeBox`). @internal */
+export interface BoxPlan {
+  /** The private `/tmp` directory. */
+  readonly tmp: string
+  /** The entries of `/tmp` it keeps at their paths ({@link keepUnderTmp}). */
+  readonly keep: ReadonlyArray<string>
+  /** Its directories lent to it (idmapped). */
+  readonly lent: ReadonlyArray<string>
+  /** What of closed directories it is shown, read-only (its CLI's installation). */
+  readonly exposed: ReadonlyArray<Exposure>
+  /** Its uid range's root outside. */
+  readonly base: number
+}
+
 /** The argv that runs `file args` in a box (after the launcher, which keeps descriptor 3 open). @internal */
 export const command = (
-  tmp: string,
-  keep: ReadonlyArray<string>,
+  box: BoxPlan,
   file: string,
   args: ReadonlyArray<string>,
   prefix: ReadonlyArray<string> = []
-): ReadonlyArray<string> => [
-  ...prefix,
-  ...unshareArgs,
-  "/bin/sh",
-  "-c",
-  stage1,
-  "tether-box",
-  stage2,
-  tmp,
-  String(keep.length),
-  ...keep,
-  file,
-  ...args
-]
+): ReadonlyArray<string> => {
+  const entries = helperEntries(box.lent, box.exposed)
+  const found = tools()
+  return [
+    ...prefix,
+    found.unshare,
+    ...unshareArgs.slice(1),
+    "/bin/sh",
+    "-c",
+    stage1(found),
+    stageName,
+    "/bin/sh",
+    "-c",
+    stage2(found),
+    stageName,
+    box.tmp,
+    String(box.keep.length),
+    ...box.keep,
+    ...(entries.length === 0
+      ? []
+      : [helper().file, ...helper().args, "box", String(box.base), ...entries.flat(), "--"]),
+    found.unshare,
+    ...userUnshareArgs.slice(1),
+    "/bin/sh",
+    "-c",
+    stage3,
+    stageName,
+    found.setpriv,
+    "--reuid",
+    "0",
+    "--regid",
+    "0",
+    "--clear-groups",
+    "--pdeathsig",
+    "KILL",
+    "--",
+    "/bin/sh",
+    "-c",
+    stage4(found),
+    stageName,
+    file,
+    ...args
+  ]
+}
 
 /**
  * The entries of `/tmp` that hold `paths` (real paths; `/tmp` itself excluded), whose mount points are made in the
@@ -618,7 +792,8 @@ export const keepUnderTmp = (tmp: string, paths: ReadonlyArray<string>, base: nu
 
 /**
  * Whether sessions can be isolated here, or why not. Linux, root (only root can map a range other than its own
- * uid without `newuidmap`), and `unshare` that makes every namespace (probed with `true`), `setpriv` and `mount`.
+ * uid without `newuidmap`), and `unshare` that makes every namespace as a box nests them (probed with `true`),
+ * `setpriv`, `mount`, `setsid`, `python3` and `env --default-signal`.
  *
  * @internal
  */
@@ -627,9 +802,12 @@ export const probe = (): true | string => {
   if (process.getuid?.() !== 0) return nonRoot
   const run = (file: string, args: ReadonlyArray<string>) =>
     NodeChildProcess.spawnSync(file, args, { stdio: "ignore", timeout: 5_000 })
-  const probe = run("unshare", ["--user", "--pid", "--mount", "--cgroup", "--fork", "--keep-caps", "--", "true"])
+  // As a box is made: a PID and a mount namespace, then in them a user namespace with a mount and a cgroup one.
+  const probe = run("unshare", ["--pid", "--mount", "--fork", "--", ...userUnshareArgs, "true"])
   if (probe.error !== undefined) return `unshare could not be run (${code(probe.error)})`
-  if (probe.status !== 0) return "unshare --user --pid --mount --cgroup failed: the kernel refuses these namespaces"
+  if (probe.status !== 0) {
+    return "unshare --pid --mount, then --user --mount --cgroup in them, failed: the kernel refuses these namespaces"
+  }
   for (const tool of ["setpriv", "mount", "setsid"]) {
     const version = run(tool, ["--version"])
     if (version.error !== undefined || version.status !== 0) return `${tool} (util-linux) is missing`
@@ -655,7 +833,7 @@ const code = (error: unknown): string =>
   (error as NodeJS.ErrnoException | undefined)?.code ?? (error instanceof Error ? error.message : String(error))
 
 /**
- * The launcher of a box: the cgroup launcher's, but descriptor 3 stays open for stage 1's `mapped`.
+ * The launcher of a box: the cgroup launcher's, but descriptor 3 stays open for stage 3's `mapped`.
  *
  * @internal
  */
@@ -712,35 +890,144 @@ export const directoriesOf = (
 }
 
 /**
- * Why a session's uid could not run `file` (undefined when it can): the session is not its owner, so every
- * directory on the way needs search permission for others, and the file execute (and read, for a script)
- * permission for others.
+ * The paths the kernel looks up to reach `path` that a box's uid may be refused: each symbolic link met on the way
+ * (at its own path, whose directories are real ones) and the file it ends at (its real path), undefined when it
+ * cannot be reached at all (the spawn says why).
  *
  * @internal
  */
-export const unreachable = (file: string, lent: ReadonlyArray<string> = []): string | undefined => {
-  let stat: Fs.Stats
-  let real: string
-  try {
-    real = Fs.realpathSync(file)
-    stat = Fs.statSync(real)
-  } catch {
-    return undefined
-  }
-  // In a directory lent to it: reached through the idmapped mount (as its owner), and its path through the tmpfs
-  // laid over a closed ancestor.
-  if (lent.some((dir) => real.startsWith(dir + "/"))) {
-    return (stat.mode & 0o111) === 0 ? `${file} is not executable (mode ${(stat.mode & 0o777).toString(8)})` : undefined
-  }
-  if ((stat.mode & 0o001) === 0) {
-    return `${file} is not executable by other users (mode ${(stat.mode & 0o777).toString(8)})`
-  }
-  for (let dir = Path.dirname(real);; dir = Path.dirname(dir)) {
+export const walk = (path: string): ReadonlyArray<string> | undefined => {
+  const met: Array<string> = []
+  let pending = Path.resolve(path).split("/").filter((name) => name !== "")
+  let at = "/"
+  let links = 0
+  while (pending.length > 0) {
+    const [name, ...rest] = pending
+    pending = rest
+    if (name === ".") continue
+    if (name === "..") {
+      at = Path.dirname(at)
+      continue
+    }
+    const next = Path.join(at, name!)
     try {
-      if ((Fs.statSync(dir).mode & 0o001) === 0) return `${dir} is not searchable by other users`
+      if (!Fs.lstatSync(next).isSymbolicLink()) {
+        at = next
+        continue
+      }
+      // As the kernel does (40 links at most): the link's target in its place, from / when it is absolute.
+      if (++links > 40) return undefined
+      met.push(next)
+      const target = Fs.readlinkSync(next)
+      if (Path.isAbsolute(target)) at = "/"
+      pending = [...target.split("/").filter((each) => each !== ""), ...pending]
     } catch {
       return undefined
     }
-    if (dir === "/") return undefined
   }
+  return [...met, at]
+}
+
+/**
+ * What a box must be shown for its uid to reach `path` (whose directories are real ones, see {@link walk}):
+ * undefined when every directory above it may be searched by other users; else the entry just below the innermost
+ * one that may not (the topmost directory holding `path` there, or `path` itself), and the outermost one, over which
+ * the box's tmpfs holds only the exposed paths.
+ *
+ * @internal
+ */
+export const exposureOf = (path: string): Exposure | undefined => {
+  let inner: string | undefined
+  let outer: string | undefined
+  for (let each = Path.dirname(path); each !== "/"; each = Path.dirname(each)) {
+    try {
+      if ((Fs.statSync(each).mode & 0o001) !== 0) continue
+    } catch {
+      return undefined
+    }
+    inner ??= each
+    outer = each
+  }
+  if (inner === undefined || outer === undefined) return undefined
+  return { path: Path.join(inner, path.slice(inner.length + 1).split("/")[0]!), closed: outer }
+}
+
+const headerOf = (file: string): Runnable.Header | undefined => {
+  try {
+    const fd = Fs.openSync(file, "r")
+    try {
+      const head = Buffer.alloc(256)
+      return Runnable.classify(
+        head.subarray(0, Fs.readSync(fd, head, 0, head.length, 0)),
+        process.platform,
+        process.arch
+      )
+    } finally {
+      Fs.closeSync(fd)
+    }
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * How a session's uid reaches `file`, its CLI (it owns nothing of the host's: every directory on the way needs search
+ * permission for others, and the file execute permission for others, and read for a script): what the box must be
+ * shown of the closed directories on the way ({@link exposureOf}: the executable's installation, read-only) — for
+ * `file`, each link on the way to it, and its interpreter when it is a script (`#!`; the program `env` runs, found on
+ * the CLI's `PATH` as `env` finds it; four levels at most, as the kernel) — or why it cannot: the file, or its
+ * interpreter, that other users may not execute (or read, a script). What is in a lent directory is reached through
+ * its mount, as its owner.
+ *
+ * @internal
+ */
+export const reach = (
+  file: string,
+  pathVariable: string | undefined,
+  lent: ReadonlyArray<string> = []
+): { readonly exposed: ReadonlyArray<Exposure> } | { readonly problem: string } => {
+  const exposed: Array<Exposure> = []
+  const inLent = (path: string) => lent.some((dir) => path === dir || path.startsWith(dir + "/"))
+  const visit = (file: string, depth: number): string | undefined => {
+    const paths = walk(file)
+    if (paths === undefined) return undefined
+    for (const path of paths) {
+      const exposure = inLent(path) ? undefined : exposureOf(path)
+      if (exposure !== undefined && !inLent(exposure.path) && !exposed.some((each) => each.path === exposure.path)) {
+        exposed.push(exposure)
+      }
+    }
+    const real = paths[paths.length - 1]!
+    let mode: number
+    try {
+      mode = Fs.statSync(real).mode
+    } catch {
+      return undefined
+    }
+    const shown = (mode & 0o777).toString(8)
+    if (inLent(real)) {
+      if ((mode & 0o111) === 0) return `${file} is not executable (mode ${shown})`
+    } else if ((mode & 0o001) === 0) {
+      return `${file} is not executable by other users (mode ${shown})`
+    }
+    const header = headerOf(real)
+    if (header?._tag !== "Script") return undefined
+    if (!inLent(real) && (mode & 0o004) === 0) return `${file} is a script other users may not read (mode ${shown})`
+    if (depth >= 3) return undefined
+    const interpreter = visit(header.interpreter, depth + 1)
+    if (interpreter !== undefined || Path.basename(header.interpreter) !== "env" || header.argument === undefined) {
+      return interpreter
+    }
+    const program = header.argument.split(/[ \t]+/).find((word) => !word.startsWith("-") && !word.includes("="))
+    const found = program === undefined
+      ? undefined
+      : program.startsWith("/")
+      ? program
+      : program.includes("/")
+      ? undefined
+      : Runnable.onPath(program, pathVariable)
+    return found === undefined ? undefined : visit(found, depth + 1)
+  }
+  const problem = visit(file, 0)
+  return problem === undefined ? { exposed } : { problem }
 }

@@ -20,19 +20,19 @@ export interface Plan {
  * cgroup of the limits), so it is started through the cgroup launcher whatever the containment: the launcher waits
  * on descriptor 3, then execs the rest (`unshare …` under a PID namespace), with the same pid. `box`: the session
  * is isolated (see `isolation.ts`): the launcher keeps descriptor 3 for the box's `mapped`, and execs the box's
- * `unshare` (which also makes the PID namespace of that containment).
+ * `unshare` (which also makes the PID namespace of that containment), then its stages.
  */
 export const planFor = (
   resolved: Containment.Resolved,
   file: string,
   args: ReadonlyArray<string>,
   placed = false,
-  box?: { readonly tmp: string; readonly keep: ReadonlyArray<string> }
+  box?: Isolation.BoxPlan
 ): Plan => {
   if (box !== undefined) {
     // The box's unshare makes the PID namespace; under that containment, still with the parent-death signal.
     const prefix = resolved._tag === "PidNamespace" && resolved.parentDeathSignal
-      ? ["setpriv", "--pdeathsig", "KILL", "--"]
+      ? [Isolation.tools().setpriv, "--pdeathsig", "KILL", "--"]
       : []
     return {
       file: "/bin/sh",
@@ -40,7 +40,7 @@ export const planFor = (
         "-c",
         Isolation.launcher,
         Cgroup.launcherName,
-        ...Isolation.command(box.tmp, box.keep, file, args, prefix)
+        ...Isolation.command(box, file, args, prefix)
       ],
       firstSecretFd: 4
     }

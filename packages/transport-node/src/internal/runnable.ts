@@ -82,7 +82,8 @@ const isExecutableFile = (file: string): boolean => {
   }
 }
 
-const onPath = (name: string, pathVar: string | undefined): string | undefined => {
+/** The first executable file `name` on `pathVar`, as `execvp` finds it. @internal */
+export const onPath = (name: string, pathVar: string | undefined): string | undefined => {
   for (const dir of (pathVar ?? "").split(Path.delimiter)) {
     if (dir.length === 0) continue
     const file = Path.resolve(dir, name)

@@ -217,13 +217,8 @@ const refusal = (settings: Settings): string | undefined => {
   return settings.limitsRefused ?? settings.isolationRefused
 }
 
-/** A session's box as made before its spawn (see {@link makeBox}). */
-interface MadeBox {
-  readonly tmp: string
-  /** Its workspace and config directories, mounted for it (idmapped) once its namespaces are made. */
-  readonly lent: ReadonlyArray<string>
-  readonly keep: ReadonlyArray<string>
-  readonly base: number
+/** A session's box as made before its spawn (see {@link makeBox}): what its first process mounts, and its undo. */
+interface MadeBox extends Isolation.BoxPlan {
   readonly undo: (clean?: boolean) => void
 }
 
@@ -369,21 +364,26 @@ const prepare = Effect.fnUntraced(function*(state: State, launch: Launch) {
 })
 
 /**
- * Why a session's box cannot be made for this launch, if it cannot: the CLI runs as the session's uid, which owns
- * nothing of the host's, so it must be able to run the executable (not under a directory only its owner may enter,
- * as `mktemp -d` makes them, unless it is in a directory lent to it); its directories are lent through idmapped
- * mounts, which their filesystems must take; and none of them may be one every user shares (`/`, `/tmp`: it is
- * closed to other users while lent).
+ * Why a session's box cannot be made for this launch, if it cannot, else what of the host's closed directories it
+ * must be shown: the CLI runs as the session's uid, which owns nothing of the host's, so it must be able to run the
+ * executable (and its interpreter): one under a directory only its owner may enter (`/root`, `mktemp -d`'s) is
+ * exposed to it read-only (`Isolation.reach`), unless the file itself is not executable (or a script not readable)
+ * by other users; its directories are lent through idmapped mounts, which their filesystems must take; and none of
+ * them may be one every user shares (`/`, `/tmp`: it is closed to other users while lent).
  */
-const unboxable = (launch: Launch): string | undefined => {
+const unboxable = (
+  launch: Launch
+): { readonly why: string } | { readonly exposed: ReadonlyArray<Isolation.Exposure> } => {
   const { file, spec, cwd } = launch
   const { lent } = Isolation.directoriesOf(spec, cwd, file)
-  const denied = Isolation.unreachable(file, lent)
-  if (denied !== undefined) return `the session's uid cannot run its CLI: ${denied}`
+  const reached = Isolation.reach(file, buildEnvironment(spec.env).PATH, lent)
+  if ("problem" in reached) return { why: `the session's uid cannot run its CLI: ${reached.problem}` }
   const unlendable = Isolation.idmapProblem(lent)
-  if (unlendable !== undefined) return `its directories cannot be lent to it: ${unlendable}`
+  if (unlendable !== undefined) return { why: `its directories cannot be lent to it: ${unlendable}` }
   const shared = lent.find((dir) => Path.resolve(dir) === "/" || Isolation.isShared(dir))
-  return shared === undefined ? undefined : `its workspace or config directory ${shared} is shared by every user`
+  return shared === undefined
+    ? reached
+    : { why: `its workspace or config directory ${shared} is shared by every user` }
 }
 
 /**
@@ -391,23 +391,29 @@ const unboxable = (launch: Launch): string | undefined => {
  * warning saying why. With `isolation: true` that is a `SpawnFailed`.
  */
 const boxFor = (settings: Settings, launch: Launch): Effect.Effect<MadeBox | undefined, SpawnFailed> => {
-  const why = unboxable(launch)
-  if (why === undefined) return makeBox(launch)
+  const boxable = unboxable(launch)
+  if ("exposed" in boxable) return makeBox(launch, boxable.exposed)
   return settings.isolationAuto
     ? Effect.as(
       Effect.logWarning(
-        `NodeTransport: this session runs without isolation from other sessions (isolation: "auto"): ${why}`
+        `NodeTransport: this session runs without isolation from other sessions (isolation: "auto"): ${boxable.why}`
       ),
       undefined
     )
-    : Effect.fail(new SpawnFailed({ program: launch.program, reason: `could not make the session's box: ${why}` }))
+    : Effect.fail(
+      new SpawnFailed({ program: launch.program, reason: `could not make the session's box: ${boxable.why}` })
+    )
 }
 
 /**
  * A session's box, before its spawn: a uid range of its own, its private /tmp directory and the directories it
- * keeps visible under /tmp (owned by its range), its workspace and config directories lent to its range.
+ * keeps visible under /tmp (owned by its range; the exposed paths' too), its workspace and config directories lent
+ * to its range.
  */
-const makeBox = ({ cwd, file, program, spec }: Launch): Effect.Effect<MadeBox, SpawnFailed> =>
+const makeBox = (
+  { cwd, file, program, spec }: Launch,
+  exposed: ReadonlyArray<Isolation.Exposure>
+): Effect.Effect<MadeBox, SpawnFailed> =>
   Effect.suspend(() => {
     const range = Isolation.allocate()
     if (typeof range === "string") {
@@ -424,15 +430,19 @@ const makeBox = ({ cwd, file, program, spec }: Launch): Effect.Effect<MadeBox, S
       if (clean) range.release()
     }
     return Effect.try({
-      try: () => {
+      try: (): MadeBox => {
         const directories = Isolation.directoriesOf(spec, cwd, file)
         for (const dir of directories.lent) {
           lent.push(Isolation.lend(dir))
         }
         tmp = Box.makeTmp()
         Fs.chownSync(tmp, range.base, range.base)
-        const keep = Isolation.keepUnderTmp(tmp, directories.kept, range.base)
-        return { tmp, keep, lent: directories.lent, base: range.base, undo }
+        const keep = Isolation.keepUnderTmp(
+          tmp,
+          [...directories.kept, ...exposed.map((each) => Path.dirname(each.path))],
+          range.base
+        )
+        return { tmp, keep, lent: directories.lent, exposed, base: range.base, undo }
       },
       catch: (error) => {
         undo()
@@ -663,7 +673,6 @@ const acquire = Effect.fnUntraced(function*(state: State, launch: Launch) {
     },
     isolated: prepared.box === undefined ? undefined : {
       base: prepared.box.base,
-      lent: prepared.box.lent,
       found: (cli: number) => {
         live.cliPid = cli
       }
@@ -713,88 +722,58 @@ const release = (state: State, handle: Handle, termGraceMillis: number) => {
 // -----------------------------------------------------------------------------
 
 /**
- * The box's handshake, after the spawn: waits (native timers, bounded by `isolationTimeout`) until the launcher is
- * in a user namespace of its own, writes its maps, mounts its lent directories in its mount namespace (idmapped:
- * `Isolation.idmapScript`), sends `mapped`, and waits for the CLI (the child of the namespace's first process, once
- * it has exec'd): its pid is the connection's.
+ * The box's handshake, after the spawn: waits (native timers, bounded by `isolationTimeout`) until the box's first
+ * process (stage 1's child, the PID namespace's PID 1) has made its mounts and is in a user namespace of its own,
+ * writes that namespace's maps, sends `mapped`, and waits for the CLI (the child of the namespace's first process,
+ * once it has exec'd): its pid is the connection's. A box that ends before `mapped` fails the open with what its
+ * first process said (its stderr: the helper's failed mount, for one).
  */
 const mapBox = (
   settings: Settings,
   program: string,
   handle: Handle,
-  { base, lent }: { readonly base: number; readonly lent: ReadonlyArray<string> }
+  { base }: { readonly base: number }
 ) =>
   Effect.callback<number, SpawnFailed>((resume) => {
     const { isolationMillis, ownUserNamespace } = settings
     const deadline = Date.now() + isolationMillis
     const pid = handle.pid
     let mapped = false
-    let mounting: NodeChildProcess.ChildProcess | undefined
     let timer: ReturnType<typeof setTimeout> | undefined
-    let cli: number | undefined
-    let settled = false
-    const settle = (result: Effect.Effect<number, SpawnFailed>) => {
-      settled = true
-      resume(result)
-    }
+    let init: number | undefined
     const fail = (reason: string) => {
-      clearTimeout(timer) // Stage 1 exits when its descriptor 3 ends without `mapped`.
+      // Stage 3 exits when its descriptor 3 ends without `mapped`.
       ;(handle.child.stdio[3] as Writable | null)?.destroy()
-      settle(Effect.fail(new SpawnFailed({ program, reason })))
+      resume(Effect.fail(new SpawnFailed({ program, reason })))
+    }
+    const said = () => {
+      const tail = Effect.runSync(handle.connection.stderrTail).trim()
+      return tail === "" ? "" : `: ${tail.split("\n").slice(-3).join(" / ")}`
     }
     const poll = () => {
       // Ended after `mapped`: the CLI ran (and ended before it was seen, perhaps); its exit status says how.
       if (handle.exited()) {
-        return mapped ? settle(Effect.succeed(cli ?? pid)) : fail("the CLI's launcher exited before its box was made")
+        return mapped
+          ? resume(Effect.succeed((init === undefined ? undefined : Isolation.cliOf(init)) ?? pid))
+          : fail(`the CLI's launcher exited before its box was made${said()}`)
       }
-      if (!mapped && mounting === undefined) {
-        const namespace = Isolation.userNamespace(pid)
+      // Stage 1's one child is the namespace's PID 1: its mounts made, it makes the box's user namespace.
+      init ??= Isolation.children(pid)[0]
+      if (!mapped && init !== undefined) {
+        const namespace = Isolation.userNamespace(init)
         if (namespace !== undefined && namespace !== ownUserNamespace) {
           try {
-            Isolation.writeMaps(pid, base)
+            Isolation.writeMaps(init, base)
           } catch (error) {
             return fail(`could not write the uid and gid maps of the session's user namespace: ${describe(error)}`)
           }
-          if (lent.length === 0) {
-            mapped = true
-            handOver(handle.child.stdio[3], "mapped")
-          } else {
-            // Its directories mounted in its namespace first (the host's helper: root outside), then `mapped`.
-            mounting = NodeChildProcess.execFile(
-              Isolation.helper().file,
-              Isolation.idmapArgs(pid, lent),
-              { timeout: Math.max(1, deadline - Date.now()) },
-              (error, _stdout, stderr) => {
-                if (settled) return
-                clearTimeout(timer)
-                if (error !== null) {
-                  return fail(
-                    `could not mount its directories in the session's box: ${String(stderr).trim() || describe(error)}`
-                  )
-                }
-                mapped = true
-                handOver(handle.child.stdio[3], "mapped")
-                poll()
-              }
-            )
-            timer = setTimeout(poll, 2)
-            return
-          }
+          mapped = true
+          handOver(handle.child.stdio[3], "mapped")
         }
-      }
-      if (mounting !== undefined && !mapped) {
-        if (Date.now() > deadline) {
-          mounting.kill("SIGKILL")
-          return fail(`the session's box was not made within ${isolationMillis} ms (isolationTimeout)`)
-        }
-        timer = setTimeout(poll, 2)
-        return
       }
       if (mapped) {
-        // Stage 1's child is the namespace's PID 1 (stage 2), whose child is the CLI.
-        const [init] = Isolation.children(pid)
-        cli = init === undefined ? undefined : Isolation.cliOf(init)
-        if (cli !== undefined) return settle(Effect.succeed(cli))
+        const cli = Isolation.cliOf(init!)
+        if (cli !== undefined) return resume(Effect.succeed(cli))
       }
       if (Date.now() > deadline) {
         return fail(`the session's box was not made within ${isolationMillis} ms (isolationTimeout)`)
@@ -802,10 +781,7 @@ const mapBox = (
       timer = setTimeout(poll, 2)
     }
     poll()
-    return Effect.sync(() => {
-      clearTimeout(timer)
-      mounting?.kill("SIGKILL")
-    })
+    return Effect.sync(() => clearTimeout(timer))
   })
 
 // -----------------------------------------------------------------------------
@@ -871,7 +847,8 @@ const capabilitiesOfSettings = (settings: Settings): Transport.Capabilities => {
     ],
     isolation: isolated && settings.isolationAuto
       ? "isolation: \"auto\" (the default): each session gets a box of its own where one can be made (see " +
-        "isolation: true); a session whose executable its uid cannot run, whose directories' filesystem takes no " +
+        "isolation: true); a session whose executable (or its interpreter) other users may not execute, whose " +
+        "directories' filesystem takes no " +
         "idmapped mount, or one every user shares (/tmp), runs without one (a warning says why): its tools " +
         "can read other sessions' environment, memory and files"
       : isolated

@@ -11,7 +11,8 @@
  * that cleared their environment survive where nothing alive links them to the CLI: all four once the tool's
  * shell exited (close, after the turn); mid-tool (interrupt, host SIGKILL), while the shell runs, only the one
  * that left its session and lost its parent at once (`env -i setsid -f`). The table of outcomes is printed at the
- * end. Without isolation between sessions (see `layerFor`), and in the default box (`boxedSuite`).
+ * end. Without isolation between sessions (see `layerFor`), and in the default box (`boxedSuite`, where the tool
+ * also tries to unmount its /proc and /tmp and to find the host's process).
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ClaudeSession } from "@tether/claude"
@@ -43,9 +44,18 @@ const mechanisms: ReadonlyArray<Mechanism> = ["cgroup", "pid-namespace", "proces
 const escapes = allEscapes.filter((escape) => escape.where === "tool")
 const hostScript = fileURLToPath(new URL("./fixtures/host.ts", import.meta.url))
 
-/** One Bash tool command: every escape, then (mid-tool closings) a sleep that keeps the tool's shell running. */
-const prompt = (report: string, holdShell: boolean) =>
-  `[bash] ${commandFor(escapes, "tool", report)}${holdShell ? "\nsleep 20" : ""}`
+/**
+ * One Bash tool command: every escape, then (mid-tool closings) a sleep that keeps the tool's shell running. `unmount`:
+ * then (in a box) it tries to unmount its /proc and /tmp and looks for the host's process in /proc, writing what it
+ * found to that file.
+ */
+const prompt = (report: string, holdShell: boolean, unmount?: string) =>
+  `[bash] ${commandFor(escapes, "tool", report)}${
+    unmount === undefined
+      ? ""
+      : `\n(for c in "umount /proc" "umount -l /proc" "umount /tmp" "umount -l /tmp"; do $c 2>/dev/null && ` +
+        `echo "unmounted: $c"; done; [ -e /proc/${process.pid} ] && echo host-seen || echo host-hidden) > ${unmount}`
+  }${holdShell ? "\nsleep 20" : ""}`
 
 const expected = (mechanism: Mechanism, closing: Closing): ReadonlyArray<string> =>
   escapes.filter((escape) => survives(escape, mechanism, { toolShellAlive: closing !== "close" }))
@@ -209,12 +219,15 @@ const boxedSuite = (mechanism: Mechanism) =>
             Fs.readlinkSync(`/proc/${cli}/ns/user`) !== Fs.readlinkSync("/proc/self/ns/user"),
             "the CLI is boxed"
           )
-          yield* session.run(prompt(report, false))
+          // Its root cannot unmount its /proc (the host's is under it) nor its /tmp: the box's mounts are locked.
+          const unmount = Path.join(Path.dirname(report), "unmount")
+          yield* session.run(prompt(report, false, unmount))
           const escaped = yield* awaitEscaped(escapes, report)
           yield* Scope.close(scope, Exit.void)
           const left = survivors(escaped)
           record(mechanism, true, "close", left)
           assert.deepStrictEqual(left, [])
+          assert.strictEqual(Fs.readFileSync(unmount, "utf8"), "host-hidden\n")
         }).pipe(Effect.scoped, Effect.provide(boxed)))
 
       it.live("the host fiber is interrupted mid-tool", () =>
