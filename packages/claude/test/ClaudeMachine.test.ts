@@ -927,6 +927,17 @@ describe("session machine over Claude", () => {
       [[{}, "Bash needs approval, and there was no one to ask"]]
     )
     assert.deepStrictEqual(receive(machine(), denial).map(describeItem), ["Frame system/permission_denied"])
+    // A denial with a reason of its own (a deny rule, the mode): the CLI denies it as well when it can ask, and
+    // says so the same way. A frame either way.
+    const byRule = F.system("permission_denied", {
+      tool_name: "Bash",
+      tool_use_id: "toolu_3",
+      decision_reason_type: "rule",
+      message: "Permission to use Bash with command touch x has been denied."
+    })
+    assert.deepStrictEqual(receive(machine({ reportDenials: true }), byRule).map(describeItem), [
+      "Frame system/permission_denied"
+    ])
   })
 
   it("reportDenials keeps a tool use's input only until its result, and forgets them all at the turn's result", () => {

@@ -88,8 +88,10 @@ export interface MachineOptions {
   readonly verbatimPrompts?: boolean | undefined
   /**
    * The session has no permission policy of the host's (its default denies everything) and its CLI runs without
-   * `--permission-prompt-tool`, so the CLI denies what needs approval on its own (`system/permission_denied`): each
-   * denial is reported as the default policy's (`PermissionDenied`), as when the CLI asks and the policy denies.
+   * `--permission-prompt-tool`, so the CLI denies what needs approval on its own (`system/permission_denied` with no
+   * `decision_reason_type`): each such denial is reported as the default policy's (`PermissionDenied`), as when the
+   * CLI asks and the policy denies. Denials with a reason (a deny rule, the mode) stay frames, as they are when the CLI
+   * can ask.
    */
   readonly reportDenials?: boolean | undefined
 }
@@ -407,7 +409,11 @@ const system = (s: State, value: FrameOf<"system">): Provider.Items => {
       // `status: null` answers a permission-mode change, not the turn.
       return frame("system", value.subtype, value, undefined, value.status === null ? "session" : undefined)
     case "permission_denied":
-      return s.options.reportDenials === true ? denied(s, value) : frame("system", value.subtype, value, undefined)
+      // Without a reason, the CLI had no one to ask (the default policy's deny); a rule, the mode or the classifier
+      // denies with a reason of its own whether or not the CLI can ask, and stays a frame, as it is with one.
+      return s.options.reportDenials === true && value.decision_reason_type === undefined
+        ? denied(s, value)
+        : frame("system", value.subtype, value, undefined)
     default:
       return frame(
         "system",
