@@ -493,6 +493,62 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       yield* settle(Scope.close(scope, Exit.void))
     }))
 
+  it.effect("a policy splits the pool: its CLI is asked (--permission-prompt-tool), one without is not", () =>
+    Effect.gen(function*() {
+      const key = ClaudeSession.kind.warm!.key
+      // Whether there is a policy, not which one: that is bound at hand-out.
+      assert.notStrictEqual(key({}), key({ policy: Permission.denyAll }))
+      assert.strictEqual(key({ policy: Permission.denyAll }), key({ policy: Permission.allowAll }))
+      assert.notStrictEqual(
+        key({ policy: Permission.allowAll }),
+        key({ policy: Permission.allowAll, permissionPromptTool: false })
+      )
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 8 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      const promptTool = (n: number) =>
+        Effect.map(
+          mock.connection(n),
+          (connection) => connection.spec.args.filter((arg) => arg.startsWith("--permission-prompt-tool"))
+        )
+      // The connection that got the conversation's prompt.
+      const servedBy = (prompt: string) =>
+        Effect.flatMap(mock.connections, (all) =>
+          Effect.map(
+            Effect.forEach(all, (connection) => connection.writtenLines),
+            (lines) => lines.flatMap((written, n) => written.some((line) => line.includes(prompt)) ? [n] : [])
+          ))
+      yield* registry.warm({ model: "sonnet" }, 1)
+      yield* registry.warm({ model: "sonnet", policy: Permission.denyAll }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 2))
+      const asked: Array<string> = []
+      const policy: Permission.Policy = (request) =>
+        Effect.sync(() => {
+          asked.push(request.toolName)
+          return Permission.allow()
+        })
+      // A conversation with a policy takes the pool's CLI that asks, and its policy answers it.
+      yield* settle(Effect.scoped(registry.getOrCreate("with", { model: "sonnet", policy })))
+      assert.strictEqual((yield* settle(registry.run("with", "deploy now"))).text, "ok")
+      assert.deepStrictEqual(asked, ["Bash"])
+      const [withPolicy] = yield* servedBy("deploy now")
+      assert.deepStrictEqual(yield* promptTool(withPolicy), ["--permission-prompt-tool=stdio"])
+      // One without takes the CLI that asks no one, and the CLI's own denial is the default policy's.
+      yield* settle(Effect.scoped(registry.getOrCreate("without", { model: "sonnet" })))
+      const denied = yield* settle(registry.run("without", "deploy later"))
+      assert.deepStrictEqual(denied.permissionDenials.map((denial) => denial.toolName), ["Bash"])
+      assert.deepStrictEqual(asked, ["Bash"])
+      const [without] = yield* servedBy("deploy later")
+      assert.deepStrictEqual(yield* promptTool(without), [])
+      // Both were the pools' warm CLIs, started before either conversation.
+      assert.deepStrictEqual([withPolicy, without].sort(), [0, 1])
+      yield* settle(Scope.close(scope, Exit.void))
+    }))
+
   it.effect("a CLI older than 2.1.332 is not primed: its get_context_usage calls the API", () =>
     Effect.gen(function*() {
       const context = yield* Layer.build(MockTransport.layer(MockClaude.make([], { version: "2.1.197" })))
