@@ -1,10 +1,23 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClaudeSession } from "@tether/claude"
 import { CodexSession } from "@tether/codex"
-import { Permission, type Session, SessionRegistry, TetherError, Transport } from "@tether/core"
+import { DormantStore, Permission, type Session, SessionRegistry, TetherError, Transport } from "@tether/core"
 import type { Status } from "@tether/core/SessionEvent"
 import { MockClaude, MockCodex, MockTransport } from "@tether/testing"
-import { Context, Deferred, type Duration, Effect, Exit, Layer, Metric, Option, Scope, Stream } from "effect"
+import {
+  Context,
+  Deferred,
+  type Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Metric,
+  Option,
+  Scheduler,
+  Scope,
+  Stream
+} from "effect"
 import { TestClock } from "effect/testing"
 import { advanceUntil, settle } from "../../../core/test/support/TestTime.ts"
 
@@ -128,6 +141,21 @@ const makeStubs = (
     }
   }
   return { kind, stubs, attempts: () => attempts }
+}
+
+/** A scheduler whose fibers run nothing until the test flushes it: a fiber forked under it has not started. */
+class HeldScheduler implements Scheduler.Scheduler {
+  readonly executionMode = "async" as const
+  private readonly tasks: Array<() => void> = []
+  shouldYield() {
+    return false
+  }
+  makeDispatcher(): Scheduler.SchedulerDispatcher {
+    return { scheduleTask: (task) => this.tasks.push(task), flush: () => this.flush() }
+  }
+  flush() {
+    while (this.tasks.length > 0) this.tasks.shift()!()
+  }
 }
 
 const ready = (registry: { readonly pools: Effect.Effect<ReadonlyArray<SessionRegistry.PoolSnapshot>> }) =>
@@ -392,6 +420,66 @@ describe("warm pools over a stub kind", () => {
       assert.strictEqual(yield* late.snapshot.pipe(Effect.map((s) => s.pid)), 2)
     }))
 
+  it.effect("a conversation closed before its start runs closes the warm CLI it took, and its slot is free", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 2, warmRefillDelay: 0 })
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      // The admission takes the warm CLI and forks the start; the start is held (its fiber's scheduler runs nothing
+      // until flushed) while the conversation is closed: it never runs.
+      const held = new HeldScheduler()
+      const admission = yield* Effect.forkChild(
+        Effect.scoped(registry.getOrCreate("a", { cwd: "/w" })).pipe(Effect.provideService(Scheduler.Scheduler, held))
+      )
+      yield* advanceUntil(Effect.map(registry.size, (n) => n === 1))
+      assert.strictEqual(yield* ready(registry), 0, "taken")
+      yield* registry.forceEvict("a")
+      assert.isTrue(stubs[0].released, "the warm CLI taken is closed with its conversation")
+      held.flush()
+      assert.strictEqual((yield* Effect.flip(Fiber.join(admission)))._tag, "SessionUnavailable")
+      // Nothing holds a slot it does not count: the pool refills, and two conversations fit the capacity of two.
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      yield* Effect.scoped(registry.getOrCreate("b", { cwd: "/w" }))
+      yield* Effect.scoped(registry.getOrCreate("c", { cwd: "/elsewhere" }))
+      assert.deepStrictEqual(stubs.filter((stub) => !stub.released).length, 2)
+    }))
+
+  it.effect("with dormancy, the directory of a warm CLI taken by a conversation closed before its start is released", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const live = new Set<string>()
+      let next = 0
+      const store: DormantStore.Store = {
+        allocate: Effect.sync(() => {
+          const directory = `dir-${next++}`
+          live.add(directory)
+          return directory
+        }),
+        save: () => Effect.void,
+        load: () => Effect.succeedNone,
+        list: Effect.succeed([]),
+        remove: () => Effect.void,
+        release: (directory) => Effect.sync(() => void live.delete(directory))
+      }
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 2, dormancy: true }).pipe(
+        Effect.provideService(DormantStore.DormantStore, store)
+      )
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      assert.deepStrictEqual([...live], ["dir-0"])
+      const held = new HeldScheduler()
+      const admission = yield* Effect.forkChild(
+        Effect.scoped(registry.getOrCreate("a", { cwd: "/w" })).pipe(Effect.provideService(Scheduler.Scheduler, held))
+      )
+      yield* advanceUntil(Effect.map(registry.size, (n) => n === 1))
+      yield* registry.forceEvict("a")
+      held.flush()
+      yield* Fiber.await(admission)
+      assert.isTrue(stubs[0].released)
+      assert.isFalse(live.has("dir-0"), "its directory is released with it")
+    }))
+
   it.effect("failed starts back off on the clock; a bad size is InvalidConfig", () =>
     Effect.gen(function*() {
       const { attempts, kind } = makeStubs({ failStarts: 2 })
@@ -546,6 +634,31 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       assert.deepStrictEqual(yield* promptTool(without), [])
       // Both were the pools' warm CLIs, started before either conversation.
       assert.deepStrictEqual([withPolicy, without].sort(), [0, 1])
+      yield* settle(Scope.close(scope, Exit.void))
+    }))
+
+  it.effect("a conversation closed before its start runs leaves no warm CLI running", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      yield* registry.warm({}, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const held = new HeldScheduler()
+      const admission = yield* Effect.forkChild(
+        Effect.scoped(registry.getOrCreate("a", {})).pipe(Effect.provideService(Scheduler.Scheduler, held))
+      )
+      yield* advanceUntil(Effect.map(registry.size, (n) => n === 1))
+      yield* settle(registry.forceEvict("a"))
+      held.flush()
+      yield* Fiber.await(admission)
+      const warm = yield* mock.connection(0)
+      assert.isFalse(yield* warm.isAlive, "the warm CLI taken went with its conversation")
+      assert.isTrue(yield* warm.stdinEnded)
       yield* settle(Scope.close(scope, Exit.void))
     }))
 
