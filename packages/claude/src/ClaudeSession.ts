@@ -93,7 +93,11 @@ export type SessionStore = Store.SessionStore
  * @since 0.1.0
  */
 export interface Options<Out = unknown> extends ClaudeOptions.Options, Session.HostOptions {
-  /** Decides tool-use permissions. Default: deny everything. */
+  /**
+   * Decides tool-use permissions. Default: deny everything. With one, the CLI asks the session
+   * (`--permission-prompt-tool=stdio`); without one, it is not asked and denies on its own what needs approval, which
+   * the session reports as the default policy's deny (see `permissionPromptTool`).
+   */
   readonly policy?: Permission.Policy | undefined
   /** Hook callbacks by event (`PreToolUse`, `UserPromptSubmit`, `Stop`, …), typed per event: see `ClaudeHooks`. */
   readonly hooks?: ClaudeHooks.Hooks | undefined
