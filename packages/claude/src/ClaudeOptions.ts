@@ -144,10 +144,16 @@ export interface Options {
    */
   readonly permissionMode?: PermissionMode | undefined
   /**
-   * `--permission-prompt-tool`. Defaults to `"stdio"`: permission prompts reach the host as `can_use_tool`
-   * control requests, which the session answers with its permission policy (a Tether session always has one;
-   * the default denies). A string names an MCP tool instead. `false` omits the flag: the CLI then auto-denies
-   * every tool that needs approval (`system/permission_denied`) and the host is never asked.
+   * `--permission-prompt-tool`. `"stdio"`: permission prompts reach the host as `can_use_tool` control requests,
+   * which the session answers with its permission policy. A string names an MCP tool instead. `false` omits the
+   * flag: the CLI then denies on its own every tool that needs approval (`system/permission_denied`) and the host is
+   * never asked.
+   *
+   * Unset, a session asks (`"stdio"`) when the host gave it a `policy`, and leaves the flag out when it did not, as
+   * the SDK does without `canUseTool`: the default policy denies everything, the CLI's own denials reach the host as
+   * that policy's (`PermissionRequested`, then `PermissionResolved`), and the tools the CLI offers only when it can
+   * ask (`AskUserQuestion`, `EnterPlanMode`, `ExitPlanMode`) stay out of every model request. {@link toArgs}, which
+   * knows no policy, gives `"stdio"`.
    */
   readonly permissionPromptTool?: string | false | undefined
   /** `--allowedTools` (rules that are allowed without asking). */
@@ -640,7 +646,8 @@ const buildArgs = (options: Options): ReadonlyArray<string> => {
 
 /**
  * The `claude` arguments for the options: the protocol flags, then one `--flag=value` element per option.
- * Fails with `InvalidConfig` listing every problem (see {@link validate}).
+ * Fails with `InvalidConfig` listing every problem (see {@link validate}). A session gives its own
+ * `permissionPromptTool` (none without a policy: see {@link Options.permissionPromptTool}).
  *
  * @example
  * ```ts

@@ -93,7 +93,11 @@ export type SessionStore = Store.SessionStore
  * @since 0.1.0
  */
 export interface Options<Out = unknown> extends ClaudeOptions.Options, Session.HostOptions {
-  /** Decides tool-use permissions. Default: deny everything. */
+  /**
+   * Decides tool-use permissions. Default: deny everything. With one, the CLI asks the session
+   * (`--permission-prompt-tool=stdio`); without one, it is not asked and denies on its own what needs approval, which
+   * the session reports as the default policy's deny (see `permissionPromptTool`).
+   */
   readonly policy?: Permission.Policy | undefined
   /** Hook callbacks by event (`PreToolUse`, `UserPromptSubmit`, `Stop`, …), typed per event: see `ClaudeHooks`. */
   readonly hooks?: ClaudeHooks.Hooks | undefined
@@ -365,6 +369,16 @@ const extraArgs = (options: Options<unknown>, output: StructuredOutput | undefin
   ...(options.sessionStore !== undefined ? ["--session-mirror"] : [])
 ]
 
+/**
+ * A session's `--permission-prompt-tool`: the host's `permissionPromptTool` if given; else `stdio` when the host gave
+ * a policy, for the CLI to ask it, and none without one. The default policy denies everything, and asking it costs
+ * the CLI's first request the tools it offers only when it can ask (`AskUserQuestion`, `EnterPlanMode`,
+ * `ExitPlanMode`: about 2,800 input tokens in every request): without the flag the CLI denies on its own what needs
+ * approval, which the session reports as the default policy's denials (`reportDenials`).
+ */
+const permissionPromptToolOf = (options: Options<unknown>): string | false =>
+  options.permissionPromptTool ?? (options.policy === undefined ? false : "stdio")
+
 /** The options with a conversation placement applied (see `Session.Conversation`). */
 const placed = (options: Options<unknown>, placement: Session.Placement | undefined): Options<unknown> => {
   if (placement === undefined) return options
@@ -564,7 +578,8 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
   const output = options.outputSchema === undefined ? undefined : yield* structuredOutputOf(options.outputSchema)
   const problems = yield* sessionProblems(options, output)
   if (problems.length > 0) return yield* new InvalidConfig({ problems })
-  const spec = yield* ClaudeOptions.toLaunchSpec(options)
+  const promptTool = permissionPromptToolOf(options)
+  const spec = yield* ClaudeOptions.toLaunchSpec({ ...options, permissionPromptTool: promptTool })
   const launch: Transport.LaunchSpec = { ...spec, args: [...spec.args, ...extraArgs(options, output)] }
   const hooks = Requests.hookRegistry(options.hooks)
   const initialize = initializeFields(options)
@@ -579,7 +594,9 @@ const makeSession = Effect.fn("ClaudeSession.make")(function*(given: Options<unk
       initialize,
       maxLineLength: ClaudeProtocol.defaultMaxLineLength,
       structuredOutput: output === undefined ? undefined : outputDecoder(output),
-      verbatimPrompts: options.verbatimPrompts
+      verbatimPrompts: options.verbatimPrompts,
+      // No one is asked: what the CLI denies on its own is what the session's default policy would have denied.
+      reportDenials: options.policy === undefined && promptTool === false
     }),
     handle: Requests.handler({
       hooks: hooks.callbacks,

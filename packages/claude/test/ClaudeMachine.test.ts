@@ -751,8 +751,8 @@ describe("Claude machine: host commands → lines", () => {
 
 type ClaudeBench = Bench & { readonly cli: (frame: object | string) => Array<string> }
 
-const session = (version = "2.1.332"): ClaudeBench => {
-  const bench = new Bench(machine()) as Bench & { cli: ClaudeBench["cli"] }
+const session = (version = "2.1.332", options: Partial<ClaudeMachine.MachineOptions> = {}): ClaudeBench => {
+  const bench = new Bench(machine(options)) as Bench & { cli: ClaudeBench["cli"] }
   bench.cli = (frame) => bench.step((m, now) => m.receive(now, typeof frame === "string" ? frame : line(frame)))
   bench.input((m, now) => m.start(now))
   bench.cli(F.initOk({ claude_code_version: version }))
@@ -879,6 +879,83 @@ describe("session machine over Claude", () => {
     })
     assert.deepStrictEqual(b.cli(F.controlOk("req-1", answer.response.response)), ["Frame:control_response/success"])
     assert.deepStrictEqual(b.m.pendingPermissions(), [])
+  })
+
+  it("without a policy (reportDenials), a tool the CLI denies on its own is the default policy's deny", () => {
+    const denial = F.system("permission_denied", {
+      tool_name: "Bash",
+      tool_use_id: "toolu_1",
+      message: "touch needs approval"
+    })
+    const b = session("2.1.332", { reportDenials: true })
+    sendPrompt(b)
+    b.cli(F.lifecycle("queued", "t1"))
+    b.cli(F.assistant([{ type: "tool_use", id: "toolu_1", name: "Bash", input: { command: "touch x" } }]))
+    assert.deepStrictEqual(b.cli(denial), [
+      "PermissionRequested@t1 permission_denied:toolu_1",
+      "decided permission_denied:toolu_1@t1",
+      "stop deciding permission_denied:toolu_1",
+      "PermissionResolved@t1 permission_denied:toolu_1 policy:deny",
+      "permission wait 0"
+    ])
+    // The request as the policy would have seen it: the tool use's input, the raw frame; the deny, the CLI's message.
+    const events = b.records.flatMap((r) => r._tag === "Event" ? [r.event] : [])
+    const requested = events.find((e) => e._tag === "PermissionRequested")
+    assert.deepStrictEqual(requested?._tag === "PermissionRequested" ? requested.request : undefined, {
+      requestId: "permission_denied:toolu_1",
+      turnId: "t1",
+      kind: "tool",
+      toolName: "Bash",
+      toolUseId: "toolu_1",
+      input: { command: "touch x" },
+      description: undefined,
+      raw: denial
+    })
+    const resolved = events.find((e) => e._tag === "PermissionResolved")
+    assert.deepStrictEqual(
+      resolved?._tag === "PermissionResolved" ? resolved.resolution : undefined,
+      { _tag: "Decided", by: "policy", decision: Permission.deny("touch needs approval") }
+    )
+    assert.deepStrictEqual(b.wrote().filter((written) => written.includes("permission_denied")), [])
+    // A denial of a tool use whose input the machine did not see: an empty input. With a policy, only a frame.
+    assert.deepStrictEqual(
+      itemsOf(
+        machine({ reportDenials: true }).receive(
+          line(F.system("permission_denied", { tool_name: "Bash", tool_use_id: "toolu_2" }))
+        )
+      ).map((item) => item._tag === "PermissionDenied" ? [item.request.input, item.message] : item._tag),
+      [[{}, "Bash needs approval, and there was no one to ask"]]
+    )
+    assert.deepStrictEqual(receive(machine(), denial).map(describeItem), ["Frame system/permission_denied"])
+    // A denial with a reason of its own (a deny rule, the mode): the CLI denies it as well when it can ask, and
+    // says so the same way. A frame either way.
+    const byRule = F.system("permission_denied", {
+      tool_name: "Bash",
+      tool_use_id: "toolu_3",
+      decision_reason_type: "rule",
+      message: "Permission to use Bash with command touch x has been denied."
+    })
+    assert.deepStrictEqual(receive(machine({ reportDenials: true }), byRule).map(describeItem), [
+      "Frame system/permission_denied"
+    ])
+  })
+
+  it("reportDenials keeps a tool use's input only until its result, and forgets them all at the turn's result", () => {
+    const m = machine({ reportDenials: true })
+    const toolUse = (id: string) =>
+      receive(m, F.assistant([{ type: "tool_use", id, name: "Bash", input: { command: id } }]))
+    const inputOf = (id: string) => {
+      const [item] = receive(m, F.system("permission_denied", { tool_name: "Bash", tool_use_id: id }))
+      return item._tag === "PermissionDenied" ? item.request.input : undefined
+    }
+    toolUse("toolu_a")
+    receive(m, F.user([{ type: "tool_result", tool_use_id: "toolu_a", content: "ok" }]))
+    assert.deepStrictEqual(inputOf("toolu_a"), {})
+    toolUse("toolu_b")
+    receive(m, F.result())
+    assert.deepStrictEqual(inputOf("toolu_b"), {})
+    toolUse("toolu_c")
+    assert.deepStrictEqual(inputOf("toolu_c"), { command: "toolu_c" })
   })
 
   it("a permission the CLI cancels (an interrupt mid-permission) expires unanswered", () => {

@@ -148,6 +148,18 @@ export type Item =
   /** The CLI asks the host's permission. */
   | { readonly _tag: "PermissionRequest"; readonly request: Omit<PermissionRequest, "turnId"> }
   /**
+   * The CLI denied a tool use on its own, with no one to ask, where the session's policy is the default one, which
+   * denies everything (Claude started without `--permission-prompt-tool` because the host gave no policy). The
+   * session reports it as that policy's denial, as when the CLI asks: `PermissionRequested`, then
+   * `PermissionResolved` decided by the policy with a deny carrying `message` (what the CLI told the model), and it
+   * answers nothing. A provider sends it only for a session without a policy of the host's.
+   */
+  | {
+    readonly _tag: "PermissionDenied"
+    readonly request: Omit<PermissionRequest, "turnId">
+    readonly message: string
+  }
+  /**
    * Another request from the CLI that the host answers (a hook callback, an MCP message). `request` is the
    * provider's own description, handed to the provider's handler; the session replies through
    * {@link ProtocolMachine.reply}. `bound` says how long the session waits for the handler:

@@ -1657,6 +1657,68 @@ table("permissions", [
   }
 ])
 
+table("permissions the CLI denied on its own (no one to ask: the session's default policy)", [
+  {
+    name: "reported as the policy's deny, as a request it decided at once: nothing asked, nothing answered",
+    given: (b) => {
+      running(b)
+      b.at(40)
+    },
+    when: (b) => b.cli(I.denied("p1", "touch needs approval")),
+    then: [
+      "PermissionRequested@t1 p1",
+      "decided p1@t1",
+      "stop deciding p1",
+      ...resolvedAt("p1", "policy:deny", 0)
+    ],
+    after: (b) => {
+      assert.strictEqual(b.m.status, "running")
+      assert.deepStrictEqual(b.m.pendingPermissions(), [])
+      const resolved = b.records.flatMap((r) =>
+        r._tag === "Event" && r.event._tag === "PermissionResolved" ? [r.event.resolution] : []
+      )
+      assert.deepStrictEqual(resolved, [{
+        _tag: "Decided",
+        by: "policy",
+        decision: Permission.deny("touch needs approval")
+      }])
+      // Resolved like any other: a late answer says so, and writes nothing.
+      assert.strictEqual(describeError(answer(b, "p1")), "PermissionAlreadyResolved(Decided)")
+      assert.deepStrictEqual(b.trace(), [])
+    }
+  },
+  {
+    name: "it is the turn's progress and acknowledges it",
+    given: (b) => {
+      running(b, false)
+      b.at(700)
+    },
+    when: (b) => b.cli(I.denied("p1")),
+    then: [
+      "TurnAcknowledged@t1",
+      "PermissionRequested@t1 p1",
+      "decided p1@t1",
+      "stop deciding p1",
+      ...resolvedAt("p1", "policy:deny", 0)
+    ]
+  },
+  {
+    name: "while another request waits for the policy, the turn still awaits that one",
+    given: (b) => awaiting(b),
+    when: (b) => b.cli(I.denied("p2")),
+    then: [
+      "PermissionRequested@t1 p2",
+      "decided p2@t1",
+      "stop deciding p2",
+      ...resolvedAt("p2", "policy:deny", 0)
+    ],
+    after: (b) => {
+      assert.strictEqual(b.m.status, "awaiting-permission")
+      assert.deepStrictEqual(b.m.pendingPermissions().map((r) => r.requestId), ["p1"])
+    }
+  }
+])
+
 // --- host requests ------------------------------------------------------------------------------------------------
 
 table("host requests", [

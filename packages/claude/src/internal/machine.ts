@@ -86,6 +86,14 @@ export interface MachineOptions {
   readonly structuredOutput?: ((value: unknown) => Result.Result<unknown, string>) | undefined
   /** Mark every prompt `client_composed: true`: the CLI takes it as the user typed it (no slash commands). */
   readonly verbatimPrompts?: boolean | undefined
+  /**
+   * The session has no permission policy of the host's (its default denies everything) and its CLI runs without
+   * `--permission-prompt-tool`, so the CLI denies what needs approval on its own (`system/permission_denied` with no
+   * `decision_reason_type`): each such denial is reported as the default policy's (`PermissionDenied`), as when the
+   * CLI asks and the policy denies. Denials with a reason (a deny rule, the mode) stay frames, as they are when the CLI
+   * can ask.
+   */
+  readonly reportDenials?: boolean | undefined
 }
 
 /** A request from the CLI that the host answers (see `ClaudeSession`'s handler). */
@@ -260,6 +268,11 @@ interface State {
    */
   readonly calls: Map<string, string>
   readonly callKeys: Map<string, string>
+  /**
+   * With `reportDenials`: the input of each tool use until its result, so that a denial (which names the tool use but
+   * not its input) is reported with it. Cleared at each turn's result.
+   */
+  readonly toolInputs: Map<string, { readonly [key: string]: unknown }>
 }
 
 type FrameOf<T extends ClaudeProtocol.Frame["type"]> = Extract<ClaudeProtocol.Frame, { readonly type: T }>
@@ -272,7 +285,7 @@ const route = (s: State, value: ClaudeProtocol.Frame): Provider.Items => {
     case "stream_event":
       return streamEvent(value)
     case "assistant":
-      return assistant(value)
+      return assistant(s, value)
     case "user":
       return user(s, value)
     case "result":
@@ -305,12 +318,13 @@ const streamEvent = (value: FrameOf<"stream_event">): Provider.Items => {
   return frame("stream_event", String(event.type), value, value.user_message_uuid)
 }
 
-const assistant = (value: FrameOf<"assistant">): Provider.Items => {
+const assistant = (s: State, value: FrameOf<"assistant">): Provider.Items => {
   const turnId = value.user_message_uuid
   const out: Array<Provider.Item> = []
   let text = ""
   for (const block of value.message.content) {
     if (isBlock(block, "tool_use")) {
+      if (s.options.reportDenials === true) s.toolInputs.set(block.id, block.input)
       out.push({ _tag: "ToolUse", turnId, raw: value, toolUseId: block.id, name: block.name, input: block.input })
     } else if (isBlock(block, "text")) {
       text += block.text
@@ -331,6 +345,7 @@ const user = (s: State, value: FrameOf<"user">): Provider.Items => {
   if (typeof content !== "string") {
     for (const block of content) {
       if (isBlock(block, "tool_result")) {
+        s.toolInputs.delete(block.tool_use_id)
         out.push({
           _tag: "ToolResult",
           turnId: undefined,
@@ -352,6 +367,7 @@ const result = (s: State, value: FrameOf<"result">): Provider.Items => {
     s.calls.clear()
     s.callKeys.clear()
   }
+  s.toolInputs.clear()
   const ended = endOf(value, s.options.structuredOutput)
   return [
     { _tag: "SessionId", sessionId: value.session_id },
@@ -392,6 +408,12 @@ const system = (s: State, value: FrameOf<"system">): Provider.Items => {
     case "status":
       // `status: null` answers a permission-mode change, not the turn.
       return frame("system", value.subtype, value, undefined, value.status === null ? "session" : undefined)
+    case "permission_denied":
+      // Without a reason, the CLI had no one to ask (the default policy's deny); a rule, the mode or the classifier
+      // denies with a reason of its own whether or not the CLI can ask, and stays a frame, as it is with one.
+      return s.options.reportDenials === true && value.decision_reason_type === undefined
+        ? denied(s, value)
+        : frame("system", value.subtype, value, undefined)
     default:
       return frame(
         "system",
@@ -400,6 +422,28 @@ const system = (s: State, value: FrameOf<"system">): Provider.Items => {
         undefined,
         sessionSystemSubtypes.has(value.subtype) ? "session" : undefined
       )
+  }
+}
+
+/** Prefix of the request id a denial the CLI made on its own is reported under (it has no request of its own). */
+const deniedPrefix = "permission_denied:"
+
+/** A tool use the CLI denied with no one to ask, as the default policy's denial (see `reportDenials`). */
+const denied = (s: State, value: ClaudeProtocol.SystemPermissionDeniedFrame): Provider.Item => {
+  const input = s.toolInputs.get(value.tool_use_id) ?? {}
+  s.toolInputs.delete(value.tool_use_id)
+  return {
+    _tag: "PermissionDenied",
+    request: {
+      requestId: `${deniedPrefix}${value.tool_use_id}`,
+      kind: "tool",
+      toolName: value.tool_name,
+      toolUseId: value.tool_use_id,
+      input,
+      description: undefined,
+      raw: value
+    },
+    message: value.message ?? `${value.tool_name} needs approval, and there was no one to ask`
   }
 }
 
@@ -558,7 +602,8 @@ export const make = (options: MachineOptions): Provider.ProtocolMachine => {
     version: undefined,
     prompts: new Set(),
     calls: new Map(),
-    callKeys: new Map()
+    callKeys: new Map(),
+    toolInputs: new Map()
   }
   return {
     start: () => {

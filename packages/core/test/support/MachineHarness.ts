@@ -160,6 +160,20 @@ export const I = {
       raw: { requestId }
     }
   }),
+  /** A tool use the CLI denied on its own, with no one to ask. */
+  denied: (requestId: string, message = "needs approval"): Provider.Item => ({
+    _tag: "PermissionDenied",
+    request: {
+      requestId,
+      kind: "tool",
+      toolName: "Bash",
+      toolUseId: `tool-${requestId}`,
+      input: { command: "touch x" },
+      description: undefined,
+      raw: { requestId }
+    },
+    message
+  }),
   hostRequest: (requestId: string): Provider.Item => ({
     _tag: "HostRequest",
     requestId,
@@ -265,7 +279,7 @@ export const describeOutput = (o: Machine.Output): string => {
     case "InterruptDone":
       return `interrupt waiter ${o.waiter} ${o.outcome}`
     case "Decide":
-      return `decide ${o.request.requestId}@${o.request.turnId}`
+      return `${o.decided === true ? "decided" : "decide"} ${o.request.requestId}@${o.request.turnId}`
     case "StopDeciding":
       return `stop deciding ${o.requestId}`
     case "Handle":

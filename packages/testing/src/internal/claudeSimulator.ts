@@ -828,18 +828,21 @@ class ClaudeCli extends SimulatedCli<MockClaude.Fault> {
       yield* messageStop()
       decision = { _tag: "Allow", input: call.input, source: "config" }
     } else if (!this.launch.permissionPrompt) {
-      // Nobody can be asked: the CLI denies on its own (pitfall 14).
+      // Nobody can be asked: the CLI denies on its own (pitfall 14). 2.1.332 says so, with no reason type (no rule or
+      // mode denied it); 2.1.197 says nothing until the result's permission_denials.
       yield* messageStop()
       const reason = `Claude requested permissions to use ${call.name}, but you haven't granted it yet.`
-      yield* this.turnEmit({
-        type: "system",
-        subtype: "permission_denied",
-        tool_name: call.name,
-        tool_use_id: call.id,
-        message: reason,
-        session_id: this.sessionId,
-        uuid: this.ids.uuid()
-      })
+      if (!this.profile.legacy) {
+        yield* this.turnEmit({
+          type: "system",
+          subtype: "permission_denied",
+          tool_name: call.name,
+          tool_use_id: call.id,
+          message: reason,
+          session_id: this.sessionId,
+          uuid: this.ids.uuid()
+        })
+      }
       decision = { _tag: "Deny", message: reason, meta: rejectMeta("config") }
     } else {
       this.sessionState("requires_action")

@@ -64,6 +64,12 @@ export type Capability =
   | "rewrite-input"
   /** A turn reports its token usage (ACP v1 reports none: the result's usage, and its `Usage` event's, are zeros). */
   | "usage"
+  /**
+   * Without a policy of the host's, a tool use the default policy denies is reported as its deny (`PermissionResolved`).
+   * Claude 2.1.197, started without a permission prompt tool when the host gives no policy, denies on its own and says
+   * nothing of it before the result: the host sees the tool's error result (and Claude's `permissionDenials`) only.
+   */
+  | "default-deny-events"
 
 export interface Adapter {
   readonly name: string

@@ -50,7 +50,7 @@ const frames = (written: ReadonlyArray<unknown>) => written as ReadonlyArray<Fra
 const adapter = (version: string): Adapter => ({
   name: `claude ${version}`,
   provider: "claude",
-  lacks: new Set(),
+  lacks: new Set(version === "2.1.197" ? ["default-deny-events"] : []),
   permissionKind: "tool",
   transport: (script, options) => MockTransport.layer(scriptOf(script, version), options),
   make: (options) => ClaudeSession.make(options),

@@ -289,11 +289,20 @@ export const contract = (adapter: Adapter) => {
           Effect.gen(function*() {
             const result = yield* settle(session.run("touch it"))
             assert.notInclude(result.text, tool.output)
-            const [resolved] = tagged(yield* eventsOf(session), "PermissionResolved")
-            assert.strictEqual(
-              resolved.resolution._tag === "Decided" ? resolved.resolution.decision._tag : "",
-              "Deny"
-            )
+            const events = yield* eventsOf(session)
+            const [toolResult] = tagged(events, "ToolResult")
+            assert.isTrue(toolResult.isError)
+            const resolutions = tagged(events, "PermissionResolved").map((event) => event.resolution)
+            if (adapter.lacks.has("default-deny-events")) {
+              assert.deepStrictEqual(resolutions, [])
+            } else {
+              assert.deepStrictEqual(
+                resolutions.map((resolution) =>
+                  resolution._tag === "Decided" ? `${resolution.by} ${resolution.decision._tag}` : resolution._tag
+                ),
+                ["policy Deny"]
+              )
+            }
           })).pipe(cli(tools)))
 
       it.effect(

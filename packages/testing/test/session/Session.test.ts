@@ -96,8 +96,10 @@ describe("Session lifecycle", () => {
         assert.strictEqual(yield* session.status, "idle")
         assert.strictEqual(session.initializeResponse.claude_code_version, "2.1.332")
         assert.isTrue(yield* session.isAlive)
-        // The command line the session asked for: stream-json both ways, prompts over stdio, replays.
-        assert.includeMembers([...cli.spec.args], ["--replay-user-messages", "--permission-prompt-tool=stdio"])
+        // The command line the session asked for: stream-json both ways, replays; no one to ask for permission
+        // without a policy (see "Permissions").
+        assert.include([...cli.spec.args], "--replay-user-messages")
+        assert.notInclude(cli.spec.args.join(" "), "--permission-prompt-tool")
       })).pipe(mock()))
 
   it.effect("a CLI that never answers initialize fails with StartupTimeout, safe to fall back, and is torn down", () =>
@@ -443,6 +445,91 @@ describe("Permissions", () => {
         assert.strictEqual(result.permissionDenials.length, 1)
         assert.strictEqual(result.permissionDenials[0].toolName, "Bash")
       })).pipe(mock(toolScript)))
+
+  it.effect("the CLI asks the host when the host has a policy (stdio), no one without; the host's option wins", () =>
+    Effect.gen(function*() {
+      const promptTool = (options: ClaudeSession.Options) =>
+        withSession(
+          options,
+          (_session, cli) => Effect.succeed(cli.spec.args.filter((arg) => arg.startsWith("--permission-prompt-tool")))
+        ).pipe(mock())
+      assert.deepStrictEqual(yield* promptTool({}), [])
+      assert.deepStrictEqual(yield* promptTool({ policy: Permission.allowAll }), ["--permission-prompt-tool=stdio"])
+      // The default policy given by name is a policy of the host's: it is asked.
+      assert.deepStrictEqual(yield* promptTool({ policy: Permission.denyAll }), ["--permission-prompt-tool=stdio"])
+      assert.deepStrictEqual(yield* promptTool({ policy: Permission.allowAll, permissionPromptTool: false }), [])
+      assert.deepStrictEqual(yield* promptTool({ permissionPromptTool: "stdio" }), ["--permission-prompt-tool=stdio"])
+      assert.deepStrictEqual(yield* promptTool({ permissionPromptTool: "mcp__perm__ask" }), [
+        "--permission-prompt-tool=mcp__perm__ask"
+      ])
+    }))
+
+  it.effect("without a policy, a tool the CLI denies on its own reaches the host as the default policy's deny", () =>
+    Effect.gen(function*() {
+      // The same turn, the CLI denying on its own (no policy: no prompt tool) and asking the default policy (the
+      // prompt tool forced on, as every session had it before).
+      const denial = (options: ClaudeSession.Options) =>
+        withSession(options, (session, cli) =>
+          Effect.gen(function*() {
+            const waits = (yield* Metric.value(Session.metrics.permissionWait)).count
+            const turn = yield* session.send("touch it")
+            const result = yield* settle(turn.result)
+            const events = (yield* snapshotEvents(session)).filter((e) =>
+              e.turnId === turn.id &&
+              ["ToolUse", "PermissionRequested", "PermissionResolved", "ToolResult", "TurnCompleted"].includes(e._tag)
+            )
+            const requested = events.find((e) => e._tag === "PermissionRequested")
+            const request = requested?._tag === "PermissionRequested" ? requested.request : undefined
+            const resolved = events.find((e) => e._tag === "PermissionResolved")
+            const resolution = resolved?._tag === "PermissionResolved" ? resolved.resolution : undefined
+            const toolResult = events.find((e) => e._tag === "ToolResult")
+            const toolUse = events.find((e) => e._tag === "ToolUse")
+            return {
+              tags: tagsOf(events) as ReadonlyArray<string>,
+              request: request === undefined
+                ? undefined
+                : {
+                  toolName: request.toolName,
+                  // The tool use the CLI announced.
+                  toolUseId: request.toolUseId === (toolUse?._tag === "ToolUse" ? toolUse.toolUseId : "none"),
+                  input: request.input,
+                  kind: request.kind
+                },
+              by: resolution?._tag === "Decided" ? `${resolution.by}:${resolution.decision._tag}` : resolution?._tag,
+              // The model reads the deny's message as the tool's result.
+              messageIsResult: resolution?._tag === "Decided" && resolution.decision._tag === "Deny" &&
+                toolResult?._tag === "ToolResult" && toolResult.isError &&
+                String(toolResult.content).includes(resolution.decision.message),
+              denials: result.permissionDenials.map((d) => ({ toolName: d.toolName, input: d.input })),
+              pending: (yield* session.pendingPermissions).length,
+              lateAnswer: request === undefined
+                ? undefined
+                : (yield* Effect.flip(session.answerPermission(request.requestId, Permission.allow())))._tag as string,
+              waits: (yield* Metric.value(Session.metrics.permissionWait)).count - waits,
+              written: (yield* writtenFrames(cli)).filter((f) => f.type === "control_response").length,
+              askedByCli: (yield* cli.frames).some((f) => (f as any).request?.subtype === "can_use_tool")
+            }
+          })).pipe(mock(toolScript))
+      const onItsOwn = yield* denial({})
+      const asked = yield* denial({ permissionPromptTool: "stdio" })
+      const same = {
+        tags: ["ToolUse", "PermissionRequested", "PermissionResolved", "ToolResult", "TurnCompleted"],
+        request: {
+          toolName: "Bash",
+          toolUseId: true,
+          input: { command: "touch perm.txt", description: "test" },
+          kind: "tool"
+        },
+        by: "policy:Deny",
+        messageIsResult: true,
+        denials: [{ toolName: "Bash", input: { command: "touch perm.txt", description: "test" } }],
+        pending: 0,
+        lateAnswer: "PermissionAlreadyResolved",
+        waits: 1
+      }
+      assert.deepStrictEqual(onItsOwn, { ...same, written: 0, askedByCli: false })
+      assert.deepStrictEqual(asked, { ...same, written: 1, askedByCli: true })
+    }))
 
   it.effect("deny with interrupt ends the turn as interrupted by the permission decision", () =>
     withSession(

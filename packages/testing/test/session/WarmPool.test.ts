@@ -1,10 +1,23 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClaudeSession } from "@tether/claude"
 import { CodexSession } from "@tether/codex"
-import { Permission, type Session, SessionRegistry, TetherError, Transport } from "@tether/core"
+import { DormantStore, Permission, type Session, SessionRegistry, TetherError, Transport } from "@tether/core"
 import type { Status } from "@tether/core/SessionEvent"
 import { MockClaude, MockCodex, MockTransport } from "@tether/testing"
-import { Context, Deferred, type Duration, Effect, Exit, Layer, Metric, Option, Scope, Stream } from "effect"
+import {
+  Context,
+  Deferred,
+  type Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Metric,
+  Option,
+  Scheduler,
+  Scope,
+  Stream
+} from "effect"
 import { TestClock } from "effect/testing"
 import { advanceUntil, settle } from "../../../core/test/support/TestTime.ts"
 
@@ -128,6 +141,21 @@ const makeStubs = (
     }
   }
   return { kind, stubs, attempts: () => attempts }
+}
+
+/** A scheduler whose fibers run nothing until the test flushes it: a fiber forked under it has not started. */
+class HeldScheduler implements Scheduler.Scheduler {
+  readonly executionMode = "async" as const
+  private readonly tasks: Array<() => void> = []
+  shouldYield() {
+    return false
+  }
+  makeDispatcher(): Scheduler.SchedulerDispatcher {
+    return { scheduleTask: (task) => this.tasks.push(task), flush: () => this.flush() }
+  }
+  flush() {
+    while (this.tasks.length > 0) this.tasks.shift()!()
+  }
 }
 
 const ready = (registry: { readonly pools: Effect.Effect<ReadonlyArray<SessionRegistry.PoolSnapshot>> }) =>
@@ -392,6 +420,66 @@ describe("warm pools over a stub kind", () => {
       assert.strictEqual(yield* late.snapshot.pipe(Effect.map((s) => s.pid)), 2)
     }))
 
+  it.effect("a conversation closed before its start runs closes the warm CLI it took, and its slot is free", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 2, warmRefillDelay: 0 })
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      // The admission takes the warm CLI and forks the start; the start is held (its fiber's scheduler runs nothing
+      // until flushed) while the conversation is closed: it never runs.
+      const held = new HeldScheduler()
+      const admission = yield* Effect.forkChild(
+        Effect.scoped(registry.getOrCreate("a", { cwd: "/w" })).pipe(Effect.provideService(Scheduler.Scheduler, held))
+      )
+      yield* advanceUntil(Effect.map(registry.size, (n) => n === 1))
+      assert.strictEqual(yield* ready(registry), 0, "taken")
+      yield* registry.forceEvict("a")
+      assert.isTrue(stubs[0].released, "the warm CLI taken is closed with its conversation")
+      held.flush()
+      assert.strictEqual((yield* Effect.flip(Fiber.join(admission)))._tag, "SessionUnavailable")
+      // Nothing holds a slot it does not count: the pool refills, and two conversations fit the capacity of two.
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      yield* Effect.scoped(registry.getOrCreate("b", { cwd: "/w" }))
+      yield* Effect.scoped(registry.getOrCreate("c", { cwd: "/elsewhere" }))
+      assert.deepStrictEqual(stubs.filter((stub) => !stub.released).length, 2)
+    }))
+
+  it.effect("with dormancy, the directory of a warm CLI taken by a conversation closed before its start is released", () =>
+    Effect.gen(function*() {
+      const { kind, stubs } = makeStubs()
+      const live = new Set<string>()
+      let next = 0
+      const store: DormantStore.Store = {
+        allocate: Effect.sync(() => {
+          const directory = `dir-${next++}`
+          live.add(directory)
+          return directory
+        }),
+        save: () => Effect.void,
+        load: () => Effect.succeedNone,
+        list: Effect.succeed([]),
+        remove: () => Effect.void,
+        release: (directory) => Effect.sync(() => void live.delete(directory))
+      }
+      const registry = yield* SessionRegistry.make({ ...kind, capacity: 2, dormancy: true }).pipe(
+        Effect.provideService(DormantStore.DormantStore, store)
+      )
+      yield* registry.warm({ cwd: "/w" }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      assert.deepStrictEqual([...live], ["dir-0"])
+      const held = new HeldScheduler()
+      const admission = yield* Effect.forkChild(
+        Effect.scoped(registry.getOrCreate("a", { cwd: "/w" })).pipe(Effect.provideService(Scheduler.Scheduler, held))
+      )
+      yield* advanceUntil(Effect.map(registry.size, (n) => n === 1))
+      yield* registry.forceEvict("a")
+      held.flush()
+      yield* Fiber.await(admission)
+      assert.isTrue(stubs[0].released)
+      assert.isFalse(live.has("dir-0"), "its directory is released with it")
+    }))
+
   it.effect("failed starts back off on the clock; a bad size is InvalidConfig", () =>
     Effect.gen(function*() {
       const { attempts, kind } = makeStubs({ failStarts: 2 })
@@ -490,6 +578,87 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       // Only the permission mode differs: only it is set.
       yield* settle(Effect.scoped(registry.getOrCreate("b", { model: "sonnet", permissionMode: "acceptEdits" })))
       assert.deepStrictEqual(yield* controls(1), ["set_permission_mode"])
+      yield* settle(Scope.close(scope, Exit.void))
+    }))
+
+  it.effect("a policy splits the pool: its CLI is asked (--permission-prompt-tool), one without is not", () =>
+    Effect.gen(function*() {
+      const key = ClaudeSession.kind.warm!.key
+      // Whether there is a policy, not which one: that is bound at hand-out.
+      assert.notStrictEqual(key({}), key({ policy: Permission.denyAll }))
+      assert.strictEqual(key({ policy: Permission.denyAll }), key({ policy: Permission.allowAll }))
+      assert.notStrictEqual(
+        key({ policy: Permission.allowAll }),
+        key({ policy: Permission.allowAll, permissionPromptTool: false })
+      )
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 8 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      const promptTool = (n: number) =>
+        Effect.map(
+          mock.connection(n),
+          (connection) => connection.spec.args.filter((arg) => arg.startsWith("--permission-prompt-tool"))
+        )
+      // The connection that got the conversation's prompt.
+      const servedBy = (prompt: string) =>
+        Effect.flatMap(mock.connections, (all) =>
+          Effect.map(
+            Effect.forEach(all, (connection) => connection.writtenLines),
+            (lines) => lines.flatMap((written, n) => written.some((line) => line.includes(prompt)) ? [n] : [])
+          ))
+      yield* registry.warm({ model: "sonnet" }, 1)
+      yield* registry.warm({ model: "sonnet", policy: Permission.denyAll }, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 2))
+      const asked: Array<string> = []
+      const policy: Permission.Policy = (request) =>
+        Effect.sync(() => {
+          asked.push(request.toolName)
+          return Permission.allow()
+        })
+      // A conversation with a policy takes the pool's CLI that asks, and its policy answers it.
+      yield* settle(Effect.scoped(registry.getOrCreate("with", { model: "sonnet", policy })))
+      assert.strictEqual((yield* settle(registry.run("with", "deploy now"))).text, "ok")
+      assert.deepStrictEqual(asked, ["Bash"])
+      const [withPolicy] = yield* servedBy("deploy now")
+      assert.deepStrictEqual(yield* promptTool(withPolicy), ["--permission-prompt-tool=stdio"])
+      // One without takes the CLI that asks no one, and the CLI's own denial is the default policy's.
+      yield* settle(Effect.scoped(registry.getOrCreate("without", { model: "sonnet" })))
+      const denied = yield* settle(registry.run("without", "deploy later"))
+      assert.deepStrictEqual(denied.permissionDenials.map((denial) => denial.toolName), ["Bash"])
+      assert.deepStrictEqual(asked, ["Bash"])
+      const [without] = yield* servedBy("deploy later")
+      assert.deepStrictEqual(yield* promptTool(without), [])
+      // Both were the pools' warm CLIs, started before either conversation.
+      assert.deepStrictEqual([withPolicy, without].sort(), [0, 1])
+      yield* settle(Scope.close(scope, Exit.void))
+    }))
+
+  it.effect("a conversation closed before its start runs leaves no warm CLI running", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(MockTransport.layer(script))
+      const mock = Context.get(context, MockTransport.MockTransport)
+      const scope = yield* Scope.make()
+      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+        Scope.provide(scope),
+        Effect.provideContext(context)
+      )
+      yield* registry.warm({}, 1)
+      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+      const held = new HeldScheduler()
+      const admission = yield* Effect.forkChild(
+        Effect.scoped(registry.getOrCreate("a", {})).pipe(Effect.provideService(Scheduler.Scheduler, held))
+      )
+      yield* advanceUntil(Effect.map(registry.size, (n) => n === 1))
+      yield* settle(registry.forceEvict("a"))
+      held.flush()
+      yield* Fiber.await(admission)
+      const warm = yield* mock.connection(0)
+      assert.isFalse(yield* warm.isAlive, "the warm CLI taken went with its conversation")
+      assert.isTrue(yield* warm.stdinEnded)
       yield* settle(Scope.close(scope, Exit.void))
     }))
 

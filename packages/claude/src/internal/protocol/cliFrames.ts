@@ -665,7 +665,10 @@ export const SystemTaskUpdatedFrame = system("task_updated", { task_id: Schema.S
 export type SystemTaskUpdatedFrame = typeof SystemTaskUpdatedFrame.Type
 
 /**
- * `system/permission_denied`: a tool needed approval and nobody could be asked (no permission prompt tool).
+ * `system/permission_denied`: the CLI denied a tool use without asking. `decision_reason_type` says what denied it (a
+ * deny rule, the permission mode, the auto-mode classifier, …; 2.1.332), with or without a permission prompt tool;
+ * without one, a tool use that needed approval is denied as well, with no `decision_reason_type` (no one could be
+ * asked). `message` is what the model reads. 2.1.197 sends none of these.
  *
  * @category system
  * @since 0.1.0
@@ -673,6 +676,7 @@ export type SystemTaskUpdatedFrame = typeof SystemTaskUpdatedFrame.Type
 export const SystemPermissionDeniedFrame = system("permission_denied", {
   tool_name: Schema.String,
   tool_use_id: Schema.String,
+  decision_reason_type: Schema.optionalKey(Schema.String),
   message: Schema.optionalKey(Schema.String)
 })
 

@@ -812,6 +812,7 @@ export const isSystemPermissionDeniedFrame = (u: unknown): boolean => {
   if (typeof u.session_id !== "string") return false
   if (typeof u.tool_name !== "string") return false
   if (typeof u.tool_use_id !== "string") return false
+  if ("decision_reason_type" in u && typeof u.decision_reason_type !== "string") return false
   if ("message" in u && typeof u.message !== "string") return false
   return true
 }

@@ -29,7 +29,6 @@ import type { TurnResult } from "../../Turn.ts"
 import type { Dormancy, Entry, Opening, Registry } from "./entries.ts"
 import { DormantNotFound, type DormantStoreFailed, RestoreFailed, SessionConflict } from "./errors.ts"
 import { metrics } from "./metrics.ts"
-import type * as Pool from "./pool.ts"
 import * as Warm from "./warm.ts"
 
 /** The reasons a conversation goes dormant rather than ending: the registry's own choices, and its release. */
@@ -52,18 +51,14 @@ const fresh = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   entry: Entry<E, A, TE>,
   config: C,
-  item: Pool.Item<C, A, TE> | undefined,
+  taken: Warm.Taken<C, A, TE> | undefined,
   pooled: boolean
 ): Effect.fn.Return<Session.Session<A, TE>, E | Opening> {
-  // An adoption's scope is forked before the hand-out attaches the warm CLI's to the entry's: it closes after it,
-  // so that what the adoption registers (a last save) runs once the CLI has exited. Forked at once: no interruption
-  // point comes before the hand-out's.
-  const adoption = item === undefined || self.adopt === undefined
-    ? undefined
-    : Scope.forkUnsafe(entry.scope, "sequential")
-  const warm = yield* Warm.handOut(self, item, pooled, config, entry.scope)
+  const warm = yield* Warm.handOut(self, entry, taken, pooled, config)
   if (warm !== undefined) {
-    entry.directory = warm.directory
+    // The adoption's scope closes after the warm CLI's (see `Warm.take`): what it registers (a last save) runs once
+    // the CLI has exited.
+    const adoption = taken?.adoption
     if (adoption === undefined) return warm.session
     return yield* self.adopt!(entry.id, config, {
       session: warm.session,
@@ -142,13 +137,13 @@ export const open = <C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   entry: Entry<E, A, TE>,
   config: C,
-  item: Pool.Item<C, A, TE> | undefined,
+  taken: Warm.Taken<C, A, TE> | undefined,
   pooled: boolean,
   onConflict: ConflictPolicy
 ): Effect.Effect<Session.Session<A, TE>, E | Opening> =>
   self.dormancy !== undefined && self.dormancy.ids.has(entry.id)
     ? restore(self, entry, config, onConflict)
-    : fresh(self, entry, config, item, pooled)
+    : fresh(self, entry, config, taken, pooled)
 
 /** Whether the admission of `id` must not take a warm CLI: it resumes a dormant conversation instead. */
 export const isDormant = <C, E, A extends TurnResult, TE>(self: Registry<C, E, A, TE>, id: string): boolean =>

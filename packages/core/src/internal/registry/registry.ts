@@ -403,10 +403,15 @@ const admit = <C, E, A extends TurnResult, TE>(
     // The CLI taken does its first turn's work before any warm CLI starts (see `Settings.warmRefillDelay`).
     if (item !== undefined) Pool.hold(self.pools, Entries.now(self), self.settings.warmRefillDelay)
     const entry = Entries.create(self, id, fingerprint, config)
-    const open = Dormant.open(self, entry, config, item, pooled, onConflict)
-    return Effect.map(Effect.forkIn(Entries.start(self, entry, open), self.fibers), (fiber): Step<E, A, TE> => {
-      entry.startFiber = fiber
-      return { _tag: "Created", entry }
+    // The warm CLI is the entry's before its start is forked: a start closed or interrupted before it runs still
+    // closes it with the entry.
+    const taken = item === undefined ? Effect.succeed(undefined) : Warm.take(self, entry, item)
+    return Effect.flatMap(taken, (taken) => {
+      const open = Dormant.open(self, entry, config, taken, pooled, onConflict)
+      return Effect.map(Effect.forkIn(Entries.start(self, entry, open), self.fibers), (fiber): Step<E, A, TE> => {
+        entry.startFiber = fiber
+        return { _tag: "Created", entry }
+      })
     })
   }))
 

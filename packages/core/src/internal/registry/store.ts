@@ -81,12 +81,11 @@ export const fileSystem = Effect.fnUntraced(function*(root: string) {
     })
 
   const store: Store = {
+    // In `cli`, made with the store: a store whose directory was removed (a temporary one, its host gone) fails
+    // rather than making it again, empty, for a registry still refilling its pools.
     allocate: Effect.suspend(() => {
       const directory = path.join(clis, globalThis.crypto.randomUUID())
-      return Effect.as(
-        Effect.mapError(fs.makeDirectory(directory, { recursive: true }), failed(`create ${directory}`)),
-        directory
-      )
+      return Effect.as(Effect.mapError(fs.makeDirectory(directory), failed(`create ${directory}`)), directory)
     }),
     save: (record) =>
       Effect.suspend(() => {

@@ -16,7 +16,7 @@ import type { PoolSnapshot } from "../../SessionRegistry.ts"
 import { InvalidConfig } from "../../TetherError.ts"
 import type { TurnResult } from "../../Turn.ts"
 import * as Entries from "./entries.ts"
-import type { Registry } from "./entries.ts"
+import type { Entry, Registry } from "./entries.ts"
 import { RegistryClosed } from "./errors.ts"
 import { metrics } from "./metrics.ts"
 import * as Pool from "./pool.ts"
@@ -174,29 +174,55 @@ export const refiller = Effect.fnUntraced(function*<C, E, A extends TurnResult, 
   }
 })
 
+/** A warm CLI an admission took for its entry, and the scope of the entry's adoption of it (when there is one). */
+export interface Taken<C, A extends TurnResult, TE> {
+  readonly item: Pool.Item<C, A, TE>
+  /** Forked before the warm CLI was attached: it closes after the CLI, so what the adoption registers runs then. */
+  readonly adoption: Scope.Closeable | undefined
+}
+
+/**
+ * Makes a warm CLI just taken from its pool the entry's, in the admission's step that took it (before the entry's
+ * start is forked): the entry's close closes it, and its directory is the entry's, whatever becomes of the start (it
+ * may be closed or interrupted before it runs). Uninterruptible, as the admission is.
+ */
+export const take = <C, E, A extends TurnResult, TE>(
+  self: Registry<C, E, A, TE>,
+  entry: Entry<E, A, TE>,
+  item: Pool.Item<C, A, TE>
+): Effect.Effect<Taken<C, A, TE>> =>
+  Effect.suspend(() => {
+    const adoption = self.adopt === undefined ? undefined : Scope.forkUnsafe(entry.scope, "sequential")
+    entry.directory = item.directory
+    return Effect.andThen(
+      Metric.modify(metrics.warmReady, -1),
+      Effect.as(Scope.addFinalizer(entry.scope, Scope.close(item.scope, Exit.void)), { item, adoption })
+    )
+  })
+
 /**
  * The warm CLI for a new conversation of `config`, taken from its pool by the admission (so no one else can take
- * it): attached to the entry's scope at once (an interrupted start still closes it), checked alive and never used,
- * bound to `config` and adapted to it. `undefined` when there was none or it could not serve: the caller starts
- * cold.
+ * it) and the entry's since ({@link take}): checked alive and never used, bound to `config` and adapted to it.
+ * `undefined` when there was none or it could not serve (then it is closed, its directory released, and no longer
+ * the entry's): the caller starts cold.
  */
 export const handOut = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
-  item: Pool.Item<C, A, TE> | undefined,
+  entry: Entry<E, A, TE>,
+  taken: Taken<C, A, TE> | undefined,
   pooled: boolean,
-  config: C,
-  entryScope: Scope.Scope
+  config: C
 ): Effect.fn.Return<Pool.Item<C, A, TE> | undefined> {
-  if (item === undefined) {
+  if (taken === undefined) {
     if (pooled) yield* Metric.update(metrics.warmMisses, 1)
     return undefined
   }
-  yield* Metric.modify(metrics.warmReady, -1)
-  yield* Scope.addFinalizer(entryScope, Scope.close(item.scope, Exit.void))
+  const item = taken.item
   const session = item.session
   const status = yield* session.status
   // Never used: a warm CLI is idle until it is handed out (a turn, or a failure, shows a CLI that is not fresh).
   if (status !== "idle" || !(yield* session.isAlive)) {
+    entry.directory = undefined
     yield* closeItem(self, item, "died")
     yield* Metric.update(metrics.warmMisses, 1)
     return undefined
@@ -205,6 +231,7 @@ export const handOut = Effect.fnUntraced(function*<C, E, A extends TurnResult, T
   const adapted = yield* Effect.exit(self.adapt(session, item.config, config))
   if (Exit.isFailure(adapted)) {
     yield* Effect.logWarning("a warm CLI could not be adapted to its conversation; starting one cold", adapted.cause)
+    entry.directory = undefined
     yield* closeItem(self, item, "adapt-failed")
     yield* Metric.update(metrics.warmMisses, 1)
     return undefined

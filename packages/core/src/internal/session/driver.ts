@@ -333,7 +333,7 @@ class Driver {
           output.request,
           active !== undefined && active.id === output.request.turnId ? active.handle!.span : undefined
         )
-        return this.decide(output.request)
+        return output.decided === true ? undefined : this.decide(output.request)
       }
       case "Handle":
         return this.handleRequest(output.requestId, output.request)

@@ -137,7 +137,16 @@ export type Output<H = unknown> =
     readonly exit: Exit.Exit<unknown, ControlError>
   }
   | { readonly _tag: "InterruptDone"; readonly at: number; readonly waiter: number; readonly outcome: InterruptOutcome }
-  | { readonly _tag: "Decide"; readonly at: number; readonly request: Permission.PermissionRequest }
+  /**
+   * Ask the policy about `request` (and open its span). `decided`: the provider reports a decision made already (the
+   * CLI denied it with no one to ask): nothing to ask, only its span to open.
+   */
+  | {
+    readonly _tag: "Decide"
+    readonly at: number
+    readonly request: Permission.PermissionRequest
+    readonly decided?: boolean | undefined
+  }
   | { readonly _tag: "StopDeciding"; readonly at: number; readonly requestId: string }
   | { readonly _tag: "Handle"; readonly at: number; readonly requestId: string; readonly request: unknown }
   | { readonly _tag: "StopHandling"; readonly at: number; readonly requestId: string }
@@ -836,7 +845,9 @@ export class Machine<H = unknown> {
       case "ControlAnswer":
         return this.controlAnswer(item)
       case "PermissionRequest":
-        return this.permissionRequest(now, item.request)
+        return this.permissionRequest(now, item.request, undefined)
+      case "PermissionDenied":
+        return this.permissionRequest(now, item.request, item.message)
       case "HostRequest": {
         const turn = this.active
         const bound = item.bound === "turn" && turn !== undefined && turn.taken && !turn.finished ? turn : undefined
@@ -965,18 +976,34 @@ export class Machine<H = unknown> {
 
   // --- permissions -------------------------------------------------------------------------------------------
 
-  private permissionRequest(now: number, raw: Omit<Permission.PermissionRequest, "turnId">): void {
+  /**
+   * A permission request for the policy to decide; or, with `denied`, one the CLI denied already with no one to ask
+   * (the session's policy is the default, which denies everything): reported the same way, decided by the policy,
+   * with nothing to ask and nothing to answer.
+   */
+  private permissionRequest(
+    now: number,
+    raw: Omit<Permission.PermissionRequest, "turnId">,
+    denied: string | undefined
+  ): void {
     const turn = this.active
     if (turn !== undefined) this.progress(now, turn)
     const request: Permission.PermissionRequest = { ...raw, turnId: turn?.id ?? "" }
-    this.permissions.set(request.requestId, {
+    const pending: PendingPermission = {
       request,
       requestedAt: now,
       state: "deciding",
       // Stryker disable next-line StringLiteral: equivalent, `how` is only read once resolved, and resolve sets it.
       how: "",
       deadline: now + this.settings.deadlines.permission
-    })
+    }
+    this.permissions.set(request.requestId, pending)
+    if (denied !== undefined) {
+      this.emit({ _tag: "PermissionRequested", turnId: request.turnId, raw: request.raw, request })
+      this.output({ _tag: "Decide", at: 0, request, decided: true })
+      this.resolve(now, pending, { _tag: "Decided", by: "policy", decision: Permission.deny(denied) }, undefined)
+      return
+    }
     if (turn !== undefined) this.setStatus("awaiting-permission")
     this.emit({ _tag: "PermissionRequested", turnId: request.turnId, raw: request.raw, request })
     this.output({ _tag: "Decide", at: 0, request })
