@@ -55,6 +55,9 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       const store = yield* storeIn(directory)
       const transport = yield* transportLayer
       const scope = yield* Scope.make()
+      // Closed by the test's last lines; this closes it when an assertion failed first (a registry left refilling
+      // its pool after the store's directory is removed).
+      yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
       const registry = yield* SessionRegistry.make({
         ...ClaudeSession.kind,
         capacity: 4,

@@ -236,6 +236,37 @@ const scenarios = (cli: Cli) => {
   )
 
   it.live(
+    "without a policy the CLI is not asked to prompt, and a tool it denies on its own reaches the host as the default policy's deny",
+    () =>
+      inWorld(cli, (world) =>
+        Effect.gen(function*() {
+          const session = yield* ClaudeSession.make(world.options())
+          const turn = yield* session.send("[bash] touch denied.txt")
+          const events = yield* eventsOf(turn)
+          const result = yield* turn.result
+          assert.isFalse(Fs.existsSync(Path.join(world.cwd, "denied.txt")), "the command did not run")
+          assert.deepStrictEqual(result.permissionDenials.map((denial) => denial.toolName), ["Bash"])
+          const resolutions = events.filter(isTag("PermissionResolved")).map(({ resolution }) =>
+            resolution._tag === "Decided" ? `${resolution.by} ${resolution.decision._tag}` : resolution._tag
+          )
+          // 2.1.197 reports no system/permission_denied: its host sees the denial in the result only.
+          assert.deepStrictEqual(resolutions, isOldest(cli) ? [] : ["policy Deny"])
+          const [first] = yield* modelCalls(world)
+          const tools = Option.match(first?.messages ?? Option.none(), {
+            onNone: () => [] as ReadonlyArray<string>,
+            onSome: (request) => request.toolNames
+          })
+          assert.include(tools, "Bash", "the model was offered its tools")
+          assert.notInclude(
+            tools,
+            "AskUserQuestion",
+            "no --permission-prompt-tool: the prompting tools are not offered"
+          )
+        })),
+    60_000
+  )
+
+  it.live(
     "a tool use under each permission decision: allow, rewritten input, deny, deferred, deny + interrupt",
     () =>
       inWorld(cli, (world) =>
