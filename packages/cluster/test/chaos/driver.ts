@@ -529,6 +529,41 @@ export const run = (options: Options) =>
         signal(slot, "SIGUSR2")
       })
 
+    /** Which runner holds each shard's lock (read past the proxy: a cut does not stop it). */
+    const shardLocks = Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ shard_id: string; address: string }>`SELECT shard_id, address FROM cluster_locks`
+      return rows.map((row) => `${row.shard_id}@${row.address}`).sort().join(",")
+    }).pipe(Effect.provide(PgClient.layer({ url: server.url })), Effect.orDie)
+    /**
+     * Until no shard's lock has changed hands for `quietMillis` (at most `settleMillis`): a runner back from the
+     * phase before (resumed, or restarted) takes its shards back some time after its sessions answered again, and a
+     * session moved then is that phase's, not the next one's. Before a database cut, whose verdict counts the
+     * sessions started again during it.
+     */
+    const placementSettled = (quietMillis: number) =>
+      Effect.gen(function*() {
+        const began = Date.now()
+        const until = began + options.settleMillis
+        let last = yield* shardLocks
+        let since = began
+        let moves = 0
+        while (Date.now() < until) {
+          yield* Effect.sleep("250 millis")
+          const now = yield* shardLocks
+          if (now !== last) {
+            last = now
+            since = Date.now()
+            moves++
+          } else if (Date.now() - since >= quietMillis) {
+            log(`chaos: the shards' locks settled (${moves} change(s) in ${since - began} ms)`)
+            return true
+          }
+        }
+        log(`chaos: the shards' locks still moved ${options.settleMillis} ms after the phase before`)
+        return false
+      })
+
     yield* Effect.sleep(Duration.millis(options.warmupMillis))
     let victim = 0
     const nextVictim = () => {
@@ -537,6 +572,8 @@ export const run = (options: Options) =>
       return slot
     }
     for (const fault of options.faults) {
+      // Three lock refreshes (1 s with the fast locks) or two (5 s with the defaults) without a shard changing hands.
+      if (fault._tag === "database") yield* placementSettled((options.locks ?? "fast") === "fast" ? 3_000 : 10_000)
       const phase: Phase = {
         fault,
         start: Date.now(),
