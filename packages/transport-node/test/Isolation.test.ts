@@ -390,11 +390,16 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.include((refused as { readonly reason: string }).reason, "is not executable by other users (mode 700)")
     }).pipe(Effect.scoped))
 
-  // Under the host's /tmp (reached through the box's private one, which keeps it), and in the closed directory the
-  // helper's own interpreter is under, when it is (python3 of pyenv in /root): the helper, covering it, must need
-  // nothing more from it.
+  // Under the host's /tmp (reached through the box's private one, which keeps it); in the host's home when only its
+  // owner may enter it (root's /root, where a user's clone is); and in the closed directory the helper's own
+  // interpreter is under, when it is (python3 of pyenv in /root, on a host without a system python3): the helper,
+  // covering it, must need nothing more from it.
+  const closedOf = (dir: string) => (Fs.statSync(dir).mode & 0o001) === 0 ? dir : undefined
   const python = isRoot ? Isolation.exposureOf(Fs.realpathSync(Isolation.helper().file))?.closed : undefined
-  for (const base of python === undefined ? [Os.tmpdir()] : [Os.tmpdir(), python]) {
+  const bases = [Os.tmpdir(), closedOf(Os.homedir()), python].filter((base, i, all): base is string =>
+    base !== undefined && all.indexOf(base) === i
+  )
+  for (const base of bases) {
     it.live(`a CLI installed under a directory only its owner may enter (in ${base}): boxed, shown its installation only, read-only`, () =>
       Effect.gen(function*() {
         // As a clone in /root (0700) holds its CLI: the installation, a world-writable directory in it, and beside it

@@ -408,13 +408,29 @@ export const python = "python3"
 
 let interpreter: string | undefined
 
+/** The system's own `python3`, tried before `PATH`'s (no version manager's shim, no lookup). @internal */
+export const systemPythons: ReadonlyArray<string> = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+
+const executable = (file: string): boolean => {
+  try {
+    Fs.accessSync(file, Fs.constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /**
- * The interpreter that runs {@link idmapScript}: `python3`'s own executable (`sys.executable`, asked once: a
- * version manager's shim on `PATH` costs tens of milliseconds a start), isolated and without `site` (`-I -S`).
+ * The interpreter that runs {@link idmapScript}, found once: the system's own `python3` ({@link systemPythons}),
+ * else `python3`'s own executable as `PATH` finds it (`sys.executable`: a version manager's shim costs tens of
+ * milliseconds a start, 59 ms here for pyenv's); isolated and without `site` (`-I -S`).
  *
  * @internal
  */
 export const helper = (): { readonly file: string; readonly args: ReadonlyArray<string> } => {
+  if (interpreter === undefined) {
+    interpreter = systemPythons.find(executable)
+  }
   if (interpreter === undefined) {
     const asked = NodeChildProcess.spawnSync(python, ["-I", "-S", "-c", "import sys; print(sys.executable)"], {
       encoding: "utf8",
@@ -812,7 +828,7 @@ export const probe = (): true | string => {
     const version = run(tool, ["--version"])
     if (version.error !== undefined || version.status !== 0) return `${tool} (util-linux) is missing`
   }
-  const pythonVersion = run(python, ["--version"])
+  const pythonVersion = run(helper().file, ["-I", "-S", "-c", ""])
   if (pythonVersion.error !== undefined || pythonVersion.status !== 0) {
     return `${python} is missing (the host's helper that mounts a box's directories for its uid)`
   }
