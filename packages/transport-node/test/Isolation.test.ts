@@ -561,6 +561,36 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       assert.isFalse(Fs.existsSync(ran), Fs.existsSync(ran) ? Fs.readFileSync(ran, "utf8") : "")
     }).pipe(Effect.scoped, Effect.provide(layer(true))))
 
+  it("the probe of what a box needs: true here, and which tool is missing when one is", () => {
+    assert.strictEqual(Isolation.probe(), true)
+    // A PATH that has every tool a box runs but one: the probe names that one.
+    const bin = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-probe-path-"))
+    const saved = process.env.PATH
+    const which = (tool: string) =>
+      (saved ?? "/usr/bin:/bin").split(":").map((dir) => Path.join(dir, tool)).find((file) => {
+        try {
+          Fs.accessSync(file, Fs.constants.X_OK)
+          return true
+        } catch {
+          return false
+        }
+      })
+    try {
+      const tools = ["unshare", "setpriv", "mount", "setsid", "env", "true"]
+      const found = Object.fromEntries(tools.map((tool) => [tool, which(tool)]))
+      for (const missing of ["setpriv", "setsid", "unshare"]) {
+        for (const tool of tools) Fs.rmSync(Path.join(bin, tool), { force: true })
+        for (const tool of tools) if (tool !== missing) Fs.symlinkSync(found[tool]!, Path.join(bin, tool))
+        process.env.PATH = bin
+        assert.strictEqual(Isolation.probe(), `${missing} (util-linux) is missing`)
+        process.env.PATH = saved
+      }
+    } finally {
+      process.env.PATH = saved
+      Fs.rmSync(bin, { recursive: true, force: true })
+    }
+  })
+
   it("a lent directory: 0700 while any holder lends it, its mode given back by the last; a dead host's swept", () => {
     const records = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-records-"))
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-"))

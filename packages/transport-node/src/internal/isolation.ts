@@ -816,24 +816,40 @@ export const keepUnderTmp = (tmp: string, paths: ReadonlyArray<string>, base: nu
 export const probe = (): true | string => {
   if (process.platform !== "linux") return "isolation between sessions needs Linux namespaces"
   if (process.getuid?.() !== 0) return nonRoot
-  const run = (file: string, args: ReadonlyArray<string>) =>
-    NodeChildProcess.spawnSync(file, args, { stdio: "ignore", timeout: 5_000 })
-  // As a box is made: a PID and a mount namespace, then in them a user namespace with a mount and a cgroup one.
-  const probe = run("unshare", ["--pid", "--mount", "--fork", "--", ...userUnshareArgs, "true"])
-  if (probe.error !== undefined) return `unshare could not be run (${code(probe.error)})`
-  if (probe.status !== 0) {
-    return "unshare --pid --mount, then --user --mount --cgroup in them, failed: the kernel refuses these namespaces"
+  // One shell for every check, each failure its own exit code (a spawn each cost a cold host about 5 ms apiece). As
+  // a box is made: a PID and a mount namespace, then in them a user namespace with a mount and a cgroup one.
+  const checks = `p=$1
+shift
+command -v unshare >/dev/null || exit 9
+unshare --pid --mount --fork -- "$@" true || exit 10
+command -v setpriv >/dev/null || exit 11
+command -v mount >/dev/null || exit 12
+command -v setsid >/dev/null || exit 13
+"$p" -I -S -c "" || exit 14
+env --default-signal=INT,QUIT true || exit 15`
+  const ran = NodeChildProcess.spawnSync("/bin/sh", ["-c", checks, "tether-probe", helper().file, ...userUnshareArgs], {
+    stdio: "ignore",
+    timeout: 5_000
+  })
+  if (ran.error !== undefined) return `/bin/sh could not be run (${code(ran.error)})`
+  switch (ran.status) {
+    case 0:
+      break
+    case 9:
+      return "unshare (util-linux) is missing"
+    case 10:
+      return "unshare --pid --mount, then --user --mount --cgroup in them, failed: the kernel refuses these namespaces"
+    case 11:
+    case 12:
+    case 13:
+      return `${["setpriv", "mount", "setsid"][ran.status - 11]} (util-linux) is missing`
+    case 14:
+      return `${python} is missing (the host's helper that mounts a box's directories for its uid)`
+    case 15:
+      return "env --default-signal (GNU coreutils 8.31+) is missing"
+    default:
+      return `the checks of what a box needs ended ${ran.status === null ? `by ${ran.signal}` : `with ${ran.status}`}`
   }
-  for (const tool of ["setpriv", "mount", "setsid"]) {
-    const version = run(tool, ["--version"])
-    if (version.error !== undefined || version.status !== 0) return `${tool} (util-linux) is missing`
-  }
-  const pythonVersion = run(helper().file, ["-I", "-S", "-c", ""])
-  if (pythonVersion.error !== undefined || pythonVersion.status !== 0) {
-    return `${python} is missing (the host's helper that mounts a box's directories for its uid)`
-  }
-  const env = run("env", ["--default-signal=INT,QUIT", "true"])
-  if (env.error !== undefined || env.status !== 0) return "env --default-signal (GNU coreutils 8.31+) is missing"
   return true
 }
 
