@@ -6,8 +6,10 @@
  *
  * 1. First token of a new conversation: Tether from a warm pool (`Registry.warm`), Tether cold (`getOrCreate` then
  *    `send`), the Agent SDK's `query()`, and the SDK's `startup()` (the CLI started before the clock) then
- *    `query()`. The clock runs from the host's call to the first text delta it sees. Ratios against the SDK's cold
- *    `query()` and its `startup()`.
+ *    `query()`. Both warm CLIs (the pool's and the one `startup()` gave) sit idle `--idle` ms (2,000) before the
+ *    clock starts, as a CLI started ahead waits for its conversation (one asked at once, still hot from its start,
+ *    answers sooner). The clock runs from the host's call to the first text delta it sees. Ratios against the SDK's
+ *    cold `query()` and its `startup()`.
  * 2. First token after waking a dormant conversation against a cold new one, with the earlier turns seen by the
  *    model: the mock answers `seen <n>`, the number of the conversation's prompts in the request it got, and the
  *    script checks it.
@@ -25,7 +27,8 @@
  *    (`RunnerSettings.warm`) against cold. Not measured: a warm conversation, once its runner closed it idle, is
  *    restored cold and the model sees its first turn (its transcript was saved from the warm CLI's directory).
  *
- * Flags: --rounds (10) rounds of 1, 2 and 4; --conversations (1000), --messages (2), --live (8) of 3; --only.
+ * Flags: --rounds (10) rounds of 1, 2 and 4; --idle (2000) of 1; --conversations (1000), --messages (2), --live (8)
+ * of 3; --only.
  * Writes .bench/warm.json.
  */
 import { query, startup } from "@anthropic-ai/claude-agent-sdk"
@@ -64,6 +67,7 @@ const rounds = flag("rounds", 10)
 const conversations = flag("conversations", 1000)
 const messages = flag("messages", 2)
 const live = flag("live", 8)
+const idle = flag("idle", 2000)
 
 // ---------------------------------------------------------------------------------------------------------------
 // The world: the mock model, the offline environment, the CLI
@@ -289,6 +293,8 @@ const program = Effect.gen(function*() {
       ["sdk-startup", () =>
         Effect.promise(async () => {
           const warmQuery = await startup({ options: sdkOptions })
+          // Started ahead, as a warm pool's CLI is: idle as long before the conversation comes.
+          await new Promise((resolve) => setTimeout(resolve, idle))
           const t0 = performance.now()
           return await sdkFirstToken(warmQuery.query("[conv sdk] hello"), t0)
         })]
@@ -298,6 +304,8 @@ const program = Effect.gen(function*() {
         const [name, measure] = hosts[(round + i) % hosts.length]
         // Not measured: the pool is full again before every host, so that no CLI starts while one is measured.
         yield* until("the warm pool to refill", Effect.map(warm.pools, (pools) => pools[0]?.ready === 1))
+        // The pool's CLI idle at least `idle` before its conversation comes, as the SDK's started one is.
+        if (name === "tether-warm") yield* Effect.sleep(Duration.millis(idle))
         const ms = yield* measure()
         figures[name].push(ms)
         yield* Effect.logInfo(`first token, round ${round + 1}: ${name} ${ms.toFixed(0)} ms`)
