@@ -8,6 +8,7 @@
  * prompt) as the mock received it, and the CLI's own count of its context (`get_context_usage`).
  *
  *   scripts/netns.sh node scripts/first-request.ts --rounds 15
+ *   scripts/netns.sh node scripts/first-request.ts --rounds 8 --idle 3000   # each CLI idle 3 s before its prompt
  *
  * Never part of the tests; the times mean something only on an idle machine.
  */
@@ -23,6 +24,9 @@ import { percentile } from "./bench/stats.ts"
 const roundsAt = process.argv.indexOf("--rounds")
 const rounds = roundsAt < 0 ? 10 : Number(process.argv[roundsAt + 1])
 if (!Number.isInteger(rounds) || rounds < 1) throw new Error("--rounds must be a positive integer")
+const idleAt = process.argv.indexOf("--idle")
+const idle = idleAt < 0 ? 0 : Number(process.argv[idleAt + 1])
+if (!Number.isInteger(idle) || idle < 0) throw new Error("--idle must be a whole number of milliseconds")
 
 const claude = PinnedClaude.resolveSync("2.1.332")
 
@@ -71,8 +75,8 @@ const sample = (configuration: Configuration, cwd: string, env: Record<string, s
       const frame = JSON.parse(line)
       const id = frame.type === "control_response" ? frame.response?.request_id : undefined
       if (id === "init") {
-        if (!configuration.primed) return prompt()
-        return write({
+        if (!configuration.primed) return void setTimeout(prompt, idle)
+        return void write({
           type: "control_request",
           request_id: "prime",
           request: { subtype: "get_context_usage", detail: "summary" }
@@ -86,7 +90,7 @@ const sample = (configuration: Configuration, cwd: string, env: Record<string, s
         const counted: Record<string, number> = { total: usage.totalTokens }
         for (const category of usage.categories) if (category.kind === "used") counted[category.id] = category.tokens
         context = counted
-        return prompt()
+        return void setTimeout(prompt, idle)
       }
       const event = frame.type === "stream_event" ? frame.event : undefined
       if (t0 !== undefined && event?.type === "content_block_delta" && event.delta?.type === "text_delta") {
