@@ -24,7 +24,7 @@ import * as Path from "node:path"
 import * as Cgroup from "../src/internal/cgroup.ts"
 import * as Isolation from "../src/internal/isolation.ts"
 import * as Results from "./results.ts"
-import { fakeClaudePath, isAlive, killOnExit, newMark, stat, tempDir, waitUntil } from "./utils.ts"
+import { fakeClaudePath, isAlive, killOnExit, linesUntilReady, newMark, stat, tempDir, waitUntil } from "./utils.ts"
 
 const isRoot = process.getuid?.() === 0 && process.platform === "linux"
 const termGrace = { termGrace: Duration.millis(200) }
@@ -277,13 +277,8 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
             cwd: Option.some(work),
             env: { mode: "clean", set: {}, unset: [] }
           }, termGrace)
-          const lines = yield* connection.stdout.pipe(
-            Stream.map((line) => line._tag === "Text" ? line.text : ""),
-            Stream.takeWhile((line) => line !== "ready"),
-            Stream.runCollect,
-            Effect.timeout("5 seconds")
-          )
-          return { pid: Option.getOrThrow(connection.pid), lines: Array.from(lines) }
+          const lines = yield* linesUntilReady(connection)
+          return { pid: Option.getOrThrow(connection.pid), lines }
         })
       const [a, b] = yield* Effect.scoped(Effect.gen(function*() {
         // A edits the workspace, and once B has started (and written it too) writes it again: a workspace two
@@ -352,14 +347,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
           env: { mode: "clean", set: { CLAUDE_CONFIG_DIR: mine }, unset: [] }
         }, termGrace)
         assert.isTrue(Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))), "boxed")
-        return Array.from(
-          yield* connection.stdout.pipe(
-            Stream.map((line) => line._tag === "Text" ? line.text : ""),
-            Stream.takeWhile((line) => line !== "ready"),
-            Stream.runCollect,
-            Effect.timeout("5 seconds")
-          )
-        )
+        return yield* linesUntilReady(connection)
       }))
       assert.deepStrictEqual(lines.slice(0, 4), ["0", "mine", "wrote", "hidden"], JSON.stringify(lines))
       // The store's root seen from the box holds only the session's own directory's path.
@@ -404,12 +392,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       Effect.gen(function*() {
         // As a clone in /root (0700) holds its CLI: the installation, a world-writable directory in it, and beside it
         // a file of the closed directory's that the box must not see.
-        const tempIn = (prefix: string) =>
-          Effect.acquireRelease(
-            Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(base, prefix)))),
-            (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-          )
-        const closed = yield* tempIn("tether-iso-install-")
+        const closed = yield* tempDir("tether-iso-install-", base)
         Fs.chmodSync(closed, 0o700)
         Fs.writeFileSync(Path.join(closed, "secret.txt"), "the closed directory's secret\n", { mode: 0o644 })
         const install = Path.join(closed, "clone")
@@ -417,7 +400,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         Fs.mkdirSync(Path.join(install, "open"), { mode: 0o777 })
         Fs.chmodSync(Path.join(install, "open"), 0o777)
         // Its interpreter (`#!/usr/bin/env`, found on its PATH) under another closed directory: exposed too.
-        const tools = yield* tempIn("tether-iso-tools-")
+        const tools = yield* tempDir("tether-iso-tools-", base)
         Fs.chmodSync(tools, 0o700)
         Fs.writeFileSync(Path.join(tools, "secret.txt"), "the tools' secret\n", { mode: 0o644 })
         Fs.mkdirSync(Path.join(tools, "bin"), { mode: 0o755 })
@@ -452,14 +435,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
             Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))),
             "boxed: a session uid outside"
           )
-          return Array.from(
-            yield* connection.stdout.pipe(
-              Stream.map((line) => line._tag === "Text" ? line.text : ""),
-              Stream.takeWhile((line) => line !== "ready"),
-              Stream.runCollect,
-              Effect.timeout("5 seconds")
-            )
-          )
+          return yield* linesUntilReady(connection)
         })).pipe(
           Effect.provide(NodeTransport.layer({ executables: { claude: cli }, watchdog: false, isolation: true }))
         )

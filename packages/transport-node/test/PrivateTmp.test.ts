@@ -7,10 +7,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Transport } from "@tether/core"
 import { NodeTransport } from "@tether/transport-node"
-import { Duration, Effect, Option, Stream } from "effect"
+import { Duration, Effect, Option } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { linesUntilReady } from "./utils.ts"
 
 const fill = 20 * 1024 * 1024
 
@@ -29,13 +30,8 @@ const openShell = (script: string, set: Transport.Environment["set"] = {}) =>
       cwd: Option.none(),
       env: { mode: "clean", set, unset: [] }
     }, { termGrace: Duration.millis(200) })
-    const lines = yield* connection.stdout.pipe(
-      Stream.map((line) => line._tag === "Text" ? line.text : ""),
-      Stream.takeWhile((line) => line !== "ready"),
-      Stream.runCollect,
-      Effect.timeout("5 seconds")
-    )
-    return Array.from(lines)
+    const lines = yield* linesUntilReady(connection)
+    return lines
   })
 
 describe.runIf(process.platform !== "win32")("a session's private temporary directory", { timeout: 20_000 }, () => {

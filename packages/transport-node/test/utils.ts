@@ -3,7 +3,7 @@
  */
 import type { Transport } from "@tether/core"
 import { FakeClaude } from "@tether/testing"
-import { Data, Effect, Option } from "effect"
+import { Data, Effect, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -156,13 +156,23 @@ export const withMark = (spec: Transport.LaunchSpec, mark: string = newMark()) =
 }
 
 /**
- * A temporary directory under the OS's, removed with everything in it when the scope closes (also when the test
- * fails). Its path has symlinks resolved, as a process's cwd reports it.
+ * A temporary directory under `base` (the OS's by default), removed with everything in it when the scope closes
+ * (also when the test fails). Its path has symlinks resolved, as a process's cwd reports it.
  */
-export const tempDir = (prefix: string) =>
+export const tempDir = (prefix: string, base: string = Os.tmpdir()) =>
   Effect.acquireRelease(
-    Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix)))),
+    Effect.sync(() => Fs.realpathSync(Fs.mkdtempSync(Path.join(base, prefix)))),
     (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  )
+
+/** The text lines a connection writes before its line `ready` (within 5 s), for scripts that report, then wait. */
+export const linesUntilReady = (connection: Transport.Connection) =>
+  connection.stdout.pipe(
+    Stream.map((line) => line._tag === "Text" ? line.text : ""),
+    Stream.takeWhile((line) => line !== "ready"),
+    Stream.runCollect,
+    Effect.timeout("5 seconds"),
+    Effect.map((lines) => Array.from(lines))
   )
 
 /** A launch spec for the fake CLI, marked so that its whole tree can be found in /proc. */
