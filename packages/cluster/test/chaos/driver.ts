@@ -16,7 +16,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Postgres } from "@tether/testing"
-import { Data, Duration, Effect, Exit, Redacted, Schedule, Scope } from "effect"
+import { Data, Duration, Effect, Exit, Layer, Redacted, Schedule, Scope } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -529,12 +529,15 @@ export const run = (options: Options) =>
         signal(slot, "SIGUSR2")
       })
 
-    /** Which runner holds each shard's lock (read past the proxy: a cut does not stop it). */
+    // The driver's own client, past the proxy (a cut does not stop it): the shard locks during the run, the ledger
+    // at its end.
+    const database = yield* Layer.build(PgClient.layer({ url: server.url })).pipe(Effect.orDie)
+    /** Which runner holds each shard's lock. */
     const shardLocks = Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{ shard_id: string; address: string }>`SELECT shard_id, address FROM cluster_locks`
       return rows.map((row) => `${row.shard_id}@${row.address}`).sort().join(",")
-    }).pipe(Effect.provide(PgClient.layer({ url: server.url })), Effect.orDie)
+    }).pipe(Effect.provideContext(database), Effect.orDie)
     /**
      * Until no shard's lock has changed hands for `quietMillis` (at most `settleMillis`): a runner back from the
      * phase before (resumed, or restarted) takes its shards back some time after its sessions answered again, and a
@@ -678,7 +681,7 @@ export const run = (options: Options) =>
         )
       }
       return new Set(rows.filter((row) => row.state === "completed").map((row) => row.prompt_id))
-    }).pipe(Effect.provide(PgClient.layer({ url: server.url })), Effect.orDie)
+    }).pipe(Effect.provideContext(database), Effect.orDie)
 
     return analyse({ options, phases, journal, promptLog, completed, orphans, millis: Date.now() - began })
   }).pipe(Effect.scoped)
