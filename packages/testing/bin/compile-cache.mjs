@@ -12,7 +12,10 @@ import * as Path from "node:path"
 
 /**
  * Enables the cache, runs `load`, then, when this process owns the cache's directory (the uid that wrote it),
- * writes what `load` compiled and opens every file of the cache for reading (0644; its directories 0755).
+ * writes what `load` compiled and opens the cache for reading (files 0644, directories 0755): only the directories
+ * (one per Node version) changed since the last start opened them, so that a start that compiled nothing pays a
+ * `readdir` and a `stat`, not a walk of the cache. What a start writes later (at its exit) changes its directory,
+ * and the next start opens it.
  */
 export const withCompileCache = async (load) => {
   const directory = process.env.NODE_COMPILE_CACHE ??
@@ -21,7 +24,7 @@ export const withCompileCache = async (load) => {
   const loaded = await load()
   if (enabled?.directory !== undefined && owns(enabled.directory)) {
     module.flushCompileCache?.()
-    openForReading(enabled.directory)
+    openChanged(enabled.directory)
   }
   return loaded
 }
@@ -34,15 +37,28 @@ const owns = (path) => {
   }
 }
 
-const openForReading = (dir) => {
+/** Each directory of the cache whose modification time differs from the one recorded when it was last opened. */
+const openChanged = (cache) => {
   try {
-    for (const entry of Fs.readdirSync(dir, { withFileTypes: true })) {
-      const path = Path.join(dir, entry.name)
-      const mode = entry.isDirectory() ? 0o755 : 0o644
-      if ((Fs.statSync(path).mode & mode) !== mode) Fs.chmodSync(path, mode)
-      if (entry.isDirectory()) openForReading(path)
+    for (const entry of Fs.readdirSync(cache, { withFileTypes: true })) {
+      if (!entry.isDirectory()) continue
+      const dir = Path.join(cache, entry.name)
+      const record = Path.join(cache, `.opened-${entry.name}`)
+      const stamp = String(Fs.statSync(dir).mtimeMs)
+      if (Fs.existsSync(record) && Fs.readFileSync(record, "utf8") === stamp) continue
+      openForReading(dir)
+      Fs.writeFileSync(record, stamp, { mode: 0o644 })
     }
   } catch {
     // Another start is writing it too, or it is not ours: the next start opens what is left.
+  }
+}
+
+const openForReading = (dir) => {
+  Fs.chmodSync(dir, 0o755)
+  for (const entry of Fs.readdirSync(dir, { withFileTypes: true })) {
+    const path = Path.join(dir, entry.name)
+    if (entry.isDirectory()) openForReading(path)
+    else if ((Fs.statSync(path).mode & 0o644) !== 0o644) Fs.chmodSync(path, 0o644)
   }
 }
