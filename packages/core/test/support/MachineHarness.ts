@@ -105,6 +105,17 @@ export class FakeProtocol implements Provider.ProtocolMachine {
 
 // --- items the fake CLI sends ------------------------------------------------------------------------------------
 
+/** The permission request of a Bash tool use (`touch x`), as a provider reports it. */
+const bashUse = (requestId: string): Omit<Permission.PermissionRequest, "turnId"> => ({
+  requestId,
+  kind: "tool",
+  toolName: "Bash",
+  toolUseId: `tool-${requestId}`,
+  input: { command: "touch x" },
+  description: undefined,
+  raw: { requestId }
+})
+
 export const I = {
   ready: { _tag: "Ready", info: { version: "fake" } } as Provider.Item,
   refused: (reason: string): Provider.Item => ({ _tag: "Refused", reason }),
@@ -148,30 +159,11 @@ export const I = {
     ref,
     answer: { _tag: "Error", message, code }
   }),
-  permission: (requestId: string): Provider.Item => ({
-    _tag: "PermissionRequest",
-    request: {
-      requestId,
-      kind: "tool",
-      toolName: "Bash",
-      toolUseId: `tool-${requestId}`,
-      input: { command: "touch x" },
-      description: undefined,
-      raw: { requestId }
-    }
-  }),
+  permission: (requestId: string): Provider.Item => ({ _tag: "PermissionRequest", request: bashUse(requestId) }),
   /** A tool use the CLI denied on its own, with no one to ask. */
   denied: (requestId: string, message = "needs approval"): Provider.Item => ({
     _tag: "PermissionDenied",
-    request: {
-      requestId,
-      kind: "tool",
-      toolName: "Bash",
-      toolUseId: `tool-${requestId}`,
-      input: { command: "touch x" },
-      description: undefined,
-      raw: { requestId }
-    },
+    request: bashUse(requestId),
     message
   }),
   hostRequest: (requestId: string): Provider.Item => ({
