@@ -4,7 +4,7 @@
  *
  * - `sh`: `sh -c 'echo ready; exec sleep 30'`, the transport's own overhead;
  * - `sh` in a workspace of its own (a temporary directory): the same, with the workspace lent to the box (its
- *   idmapped mount, made by the host's `python3` helper);
+ *   idmapped mount, made by the host's `perl` helper);
  * - the fake claude (a Node program): spawn → its answer to `initialize`.
  *
  * Alternates the modes run by run (so that the machine's load falls on both) and prints the median, min and max of

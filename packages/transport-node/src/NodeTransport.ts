@@ -138,7 +138,7 @@ export interface Options {
   readonly privateTmp?: boolean | undefined
   /**
    * Isolate the sessions from each other: `"auto"` by default (a box for each session where one can be made), `true`
-   * (every session, or every `open` fails), `false` (off). It needs Linux as root, and `python3` (the host's helper
+   * (every session, or every `open` fails), `false` (off). It needs Linux as root (x86-64 or arm64), and `perl` (the host's helper
    * that mounts a box's directories). Each session's CLI runs in namespaces of its own: a user namespace
    * whose root is a uid range of its own outside (65,536 uids, distinct from every other live session's on the
    * machine, other hosts' included), a PID namespace (its tools see only its processes), a mount namespace (a

@@ -380,11 +380,11 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
 
   // Under the host's /tmp (reached through the box's private one, which keeps it); in the host's home when only its
   // owner may enter it (root's /root, where a user's clone is); and in the closed directory the helper's own
-  // interpreter is under, when it is (python3 of pyenv in /root, on a host without a system python3): the helper,
+  // interpreter is under, when it is (a perl of perlbrew's in /root, on a host without a system perl): the helper,
   // covering it, must need nothing more from it.
   const closedOf = (dir: string) => (Fs.statSync(dir).mode & 0o001) === 0 ? dir : undefined
-  const python = isRoot ? Isolation.exposureOf(Fs.realpathSync(Isolation.helper().file))?.closed : undefined
-  const bases = [Os.tmpdir(), closedOf(Os.homedir()), python].filter((base, i, all): base is string =>
+  const helperHome = isRoot ? Isolation.exposureOf(Fs.realpathSync(Isolation.helper().file))?.closed : undefined
+  const bases = [Os.tmpdir(), closedOf(Os.homedir()), helperHome].filter((base, i, all): base is string =>
     base !== undefined && all.indexOf(base) === i
   )
   for (const base of bases) {
@@ -450,6 +450,32 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         assert.strictEqual(Fs.statSync(closed).mode & 0o777, 0o700, "the closed directory is never opened")
       }).pipe(Effect.scoped))
   }
+
+  it.live("the box's helper (perl, as the host's root): nothing of the session's environment runs in it, and the CLI gets that environment whole", () =>
+    Effect.gen(function*() {
+      // A module the helper would load if it honoured PERL5OPT (it runs in taint mode, which ignores it and
+      // PERL5LIB): it would write its mark. A relative and a world-writable directory on PATH (taint mode refuses
+      // perl's own exec under them; the helper execs with the system call).
+      const lib = yield* tempDir("tether-iso-perl5lib-")
+      const marked = Path.join(lib, "ran")
+      Fs.writeFileSync(Path.join(lib, "TetherPlanted.pm"), `open(my $f, ">", "${marked}"); print $f "ran"; close $f; 1;\n`)
+      const open = yield* tempDir("tether-iso-open-")
+      Fs.chmodSync(open, 0o777)
+      const work = yield* tempDir("tether-iso-env-")
+      const path = `.:${open}:/usr/bin:/bin`
+      const lines = yield* Effect.scoped(Effect.gen(function*() {
+        const connection = yield* (yield* Transport.Transport).open({
+          program: "sh",
+          args: ["-c", "echo \"$PERL5OPT|$PERL5LIB|$PATH\"; echo ready; exec sleep 30"],
+          cwd: Option.some(work),
+          env: { mode: "clean", set: { PERL5OPT: "-MTetherPlanted", PERL5LIB: lib, PATH: path }, unset: [] }
+        }, termGrace)
+        assert.isTrue(Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))), "boxed, its workspace lent")
+        return yield* linesUntilReady(connection)
+      })).pipe(Effect.provide(layer()))
+      assert.deepStrictEqual(lines, [`-MTetherPlanted|${lib}|${path}`])
+      assert.isFalse(Fs.existsSync(marked), "the helper loaded no module of the session's")
+    }).pipe(Effect.scoped))
 
   it.live("isolation: \"auto\": a box where one can be made; a session it cannot box runs unboxed, not refused", () =>
     Effect.gen(function*() {

@@ -305,8 +305,24 @@ export const closedAbove = (dir: string): string | undefined => {
 }
 
 /**
- * The helper that mounts a box's directories (Python, for the mount API: `open_tree`, `mount_setattr`,
- * `move_mount`, which util-linux's `mount` before 2.39 does not offer).
+ * The system calls of the helper that the kernel numbers per architecture (`unshare`, `mount`, `execve`); the mount
+ * API's (`open_tree` 428, `move_mount` 429, `mount_setattr` 442) are the same on every one. Undefined elsewhere: no
+ * box there.
+ */
+const helperCalls: { readonly unshare: number; readonly mount: number; readonly execve: number } | undefined =
+  process.arch === "x64"
+    ? { unshare: 272, mount: 165, execve: 59 }
+    : process.arch === "arm64"
+    ? { unshare: 97, mount: 40, execve: 221 }
+    : undefined
+
+/**
+ * The helper that mounts a box's directories (Perl, for its `syscall`: the mount API's `open_tree`,
+ * `mount_setattr` and `move_mount`, which util-linux's `mount` before 2.39 does not offer; `perl` starts in about
+ * 2 ms where `python3` with `ctypes` took 13). It loads no module, and runs in taint mode (`-T`), which ignores
+ * `PERL5OPT`, `PERL5LIB` and `PERLLIB`: nothing of the session's environment runs in it. It execs with the
+ * `execve` system call (taint mode refuses `exec` under a `PATH` with a relative or world-writable directory, which
+ * the session's may have), its arguments and environment untainted as given.
  *
  * `box <base> (<lend|expose> <path> <closed|->)… -- <next…>`, run by the box's first process as the host's root,
  * in its mount namespace before its user namespace is made (see {@link stage2}): first a clone of every path's
@@ -315,101 +331,89 @@ export const closedAbove = (dir: string): string | undefined => {
  * writes is the host root's on disk); `expose`: with its submounts, read-only, `nosuid`, `nodev` — then, for each in
  * turn (shortest path first), a tmpfs over its closed ancestor when it has one (once per ancestor; holding only the
  * paths mounted in it, read-only once they are), and the clone moved onto its path; then it execs `next…` (found on
- * `PATH` before anything is mounted: the interpreter may be under a closed directory it covers). The box's
- * user namespace, made after, copies these mounts locked (`MNT_LOCKED`: its root cannot unmount them, nor make a
- * read-only one writable).
+ * `PATH` before anything is mounted: it may be under a closed directory covered). The box's user namespace, made
+ * after, copies these mounts locked (`MNT_LOCKED`: its root cannot unmount them, nor make a read-only one writable).
  *
  * `probe <base> <dir>…`: whether the directories' filesystems take idmapped mounts (nothing is mounted).
  *
  * @internal
  */
-export const idmapScript = `import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-class Attr(ctypes.Structure):
-    _fields_ = [("set", ctypes.c_uint64), ("clr", ctypes.c_uint64), ("prop", ctypes.c_uint64), ("userns", ctypes.c_uint64)]
-def call(r, what):
-    if r < 0:
-        sys.stderr.write("tether-box: " + what + ": " + os.strerror(ctypes.get_errno()) + "\\n")
-        sys.exit(125)
-    return r
-def userns(base, count):
-    r, w = os.pipe()
-    r2, w2 = os.pipe()
-    child = os.fork()
-    if child == 0:
-        os.close(w)
-        os.close(r2)
-        if libc.unshare(0x10000000) != 0:
-            os._exit(1)
-        os.write(w2, b"u")
-        os.read(r, 1)
-        os._exit(0)
-    os.close(r)
-    os.close(w2)
-    try:
-        if os.read(r2, 1) != b"u":
-            call(-1, "unshare --user")
-        for name in ("uid_map", "gid_map"):
-            with open("/proc/%d/%s" % (child, name), "w") as f:
-                f.write("0 %s %d\\n" % (base, count))
-        return os.open("/proc/%d/ns/user" % child, os.O_RDONLY)
-    finally:
-        os.close(w)
-        os.waitpid(child, 0)
-def clone(path, attr, recursive):
-    deep = 0x8000 if recursive else 0
-    fd = call(libc.syscall(428, -100, path.encode(), 1 | 0o2000000 | deep), "open_tree " + path)
-    call(libc.syscall(442, fd, b"", 0x1000 | deep, ctypes.byref(attr), ctypes.sizeof(attr)), "mount_setattr " + path)
-    return fd
-def probe():
-    ns = userns(sys.argv[2], 1)
-    for path in sys.argv[3:]:
-        os.close(clone(path, Attr(0x100000, 0, 0, ns), False))
-def box():
-    at = sys.argv.index("--")
-    argv = sys.argv[at + 1:]
-    program = argv[0]
-    # Found before anything is mounted (the interpreter itself may be under a closed directory covered below: a lazy
-    # import would fail then), and run without os.execvp (which imports).
-    if "/" not in program:
-        for each in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
-            if each != "" and os.access(each + "/" + program, os.X_OK):
-                program = each + "/" + program
-                break
-    words = sys.argv[3:at]
-    entries = [(words[i], words[i + 1], words[i + 2]) for i in range(0, len(words), 3)]
-    ns = userns(sys.argv[2], 65536) if any(kind == "lend" for kind, _, _ in entries) else 0
-    fds = [clone(path, Attr(0x100000, 0, 0, ns) if kind == "lend" else Attr(7, 0, 0, 0), kind != "lend") for kind, path, _ in entries]
-    covered = []
-    for (kind, path, closed), fd in zip(entries, fds):
-        if closed != "-":
-            if closed not in covered:
-                call(libc.mount(b"tmpfs", closed.encode(), b"tmpfs", 6, b"mode=0755"), "mount tmpfs " + closed)
-                covered.append(closed)
-            if os.fstat(fd).st_mode & 0o170000 == 0o040000:
-                os.makedirs(path, mode=0o755, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
-        call(libc.syscall(429, fd, b"", -100, path.encode(), 4), "move_mount " + path)
-        os.close(fd)
-    for closed in covered:
-        call(libc.syscall(442, -100, closed.encode(), 0, ctypes.byref(Attr(7, 0, 0, 0)), ctypes.sizeof(Attr)), "mount_setattr " + closed)
-    os.execv(program, argv)
-try:
-    probe() if sys.argv[1] == "probe" else box()
-except Exception as error:
-    sys.stderr.write("tether-box: " + str(error) + "\\n")
-    sys.exit(125)
+export const idmapScript = `my ($UNSHARE, $MOUNT, $EXECVE) = (${helperCalls?.unshare ?? -1}, ${helperCalls?.mount ?? -1}, ${
+  helperCalls?.execve ?? -1
+});
+# syscall() may write into a string it is given: none of them is a constant (nor a pack() of constants, folded into one).
+my ($none, $tmpfs, $options) = ("", "tmpfs", "mode=0755");
+sub fail { my $e = "$!"; print STDERR "tether-box: $_[0]: $e\\n"; exit 125 }
+sub userns {
+    my ($base, $count) = @_;
+    pipe(my $r, my $w) && pipe(my $r2, my $w2) or fail("pipe");
+    my $child = fork() // fail("fork");
+    if ($child == 0) {
+        close $w; close $r2;
+        exit 1 if syscall($UNSHARE, 0x10000000) != 0;
+        syswrite $w2, "u";
+        sysread $r, my $x, 1;
+        exit 0;
+    }
+    close $r; close $w2;
+    (sysread($r2, my $u, 1) // 0) == 1 or fail("unshare --user");
+    for my $name ("uid_map", "gid_map") {
+        my $f;
+        open($f, ">", "/proc/$child/$name") && (print $f "0 $base $count\\n") && close($f) or fail($name);
+    }
+    open(my $ns, "<", "/proc/$child/ns/user") or fail("/proc/$child/ns/user");
+    close $w;
+    waitpid $child, 0;
+    return $ns;
+}
+sub tree {
+    my ($path, $recursive, @attr) = @_;
+    my $deep = $recursive ? 0x8000 : 0;
+    my $fd = syscall(428, -100, $path, 1 | 02000000 | $deep);
+    fail("open_tree $path") if $fd < 0;
+    syscall(442, $fd, $none, 0x1000 | $deep, pack("Q4", @attr), 32) == 0 or fail("mount_setattr $path");
+    return $fd;
+}
+sub mkdirs { my ($dir) = @_; -d $dir or $dir !~ m{^(/.+)/[^/]+$} or mkdirs($1); -d $dir or mkdir($dir, 0755) or fail("mkdir $dir") }
+($_) = /(.*)/s for @ARGV, values %ENV;
+my ($mode, $base) = (shift @ARGV, 0 + shift @ARGV);
+if ($mode eq "probe") {
+    my $ns = userns($base, 1);
+    tree($_, 0, 0x100000, 0, 0, fileno $ns) for @ARGV;
+    exit 0;
+}
+my ($at) = grep { $ARGV[$_] eq "--" } 0 .. $#ARGV;
+my @argv = @ARGV[$at + 1 .. $#ARGV];
+my $program = $argv[0];
+if ($program !~ m{/}) {
+    for (split /:/, $ENV{PATH} // "/usr/bin:/bin") { if ($_ ne "" && -x "$_/$program") { $program = "$_/$program"; last } }
+}
+my @entries = map { [@ARGV[3 * $_ .. 3 * $_ + 2]] } 0 .. $at / 3 - 1;
+my $ns = (grep { $_->[0] eq "lend" } @entries) ? userns($base, 65536) : undef;
+my @fds = map { $_->[0] eq "lend" ? tree($_->[1], 0, 0x100000, 0, 0, fileno $ns) : tree($_->[1], 1, 7, 0, 0, 0) } @entries;
+my %covered;
+for my $i (0 .. $#entries) {
+    my ($kind, $path, $closed) = @{$entries[$i]};
+    if ($closed ne "-") {
+        $covered{$closed}++ or syscall($MOUNT, $tmpfs, $closed, $tmpfs, 6, $options) == 0 or fail("mount tmpfs $closed");
+        if (-d "/proc/self/fd/$fds[$i]") { mkdirs($path) }
+        else { mkdirs($path =~ s{/[^/]+$}{}r); sysopen(my $f, $path, 0101, 0644) or fail("create $path"); close $f }
+    }
+    syscall(429, $fds[$i], $none, -100, $path, 4) == 0 or fail("move_mount $path");
+}
+for (sort keys %covered) { my ($closed, $ro) = ($_, pack("Q4", 7, 0, 0, 0)); syscall(442, -100, $closed, 0, $ro, 32) == 0 or fail("mount_setattr $closed") }
+my @env = map { "$_=$ENV{$_}" } sort keys %ENV;
+syscall($EXECVE, $program, pack("p*", @argv, undef), pack("p*", @env, undef));
+fail("exec $program");
 `
 
 /** The interpreter of {@link idmapScript}, as found on `PATH`. @internal */
-export const python = "python3"
+export const perl = "perl"
 
 let interpreter: string | undefined
 
-/** The system's own `python3`, tried before `PATH`'s (no version manager's shim, no lookup). @internal */
-export const systemPythons: ReadonlyArray<string> = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+/** The system's own `perl` (Debian's `perl-base`, essential), tried before `PATH`'s. @internal */
+export const systemPerls: ReadonlyArray<string> = ["/usr/bin/perl", "/bin/perl", "/usr/local/bin/perl"]
 
 const executable = (file: string): boolean => {
   try {
@@ -421,26 +425,14 @@ const executable = (file: string): boolean => {
 }
 
 /**
- * The interpreter that runs {@link idmapScript}, found once: the system's own `python3` ({@link systemPythons}),
- * else `python3`'s own executable as `PATH` finds it (`sys.executable`: a version manager's shim costs tens of
- * milliseconds a start, 59 ms here for pyenv's); isolated and without `site` (`-I -S`).
+ * The interpreter that runs {@link idmapScript}, found once: the system's own `perl` ({@link systemPerls}), else
+ * `perl` as `PATH` finds it; in taint mode (`-T`), the script given with `-e`.
  *
  * @internal
  */
 export const helper = (): { readonly file: string; readonly args: ReadonlyArray<string> } => {
-  if (interpreter === undefined) {
-    interpreter = systemPythons.find(executable)
-  }
-  if (interpreter === undefined) {
-    const asked = NodeChildProcess.spawnSync(python, ["-I", "-S", "-c", "import sys; print(sys.executable)"], {
-      encoding: "utf8",
-      timeout: 5_000,
-      stdio: ["ignore", "pipe", "ignore"]
-    })
-    const found = asked.status === 0 ? asked.stdout.trim() : ""
-    interpreter = found.length > 0 && Path.isAbsolute(found) ? found : python
-  }
-  return { file: interpreter, args: ["-I", "-S", "-c", idmapScript] }
+  interpreter ??= systemPerls.find(executable) ?? Runnable.onPath(perl, process.env.PATH) ?? perl
+  return { file: interpreter, args: ["-T", "-e", idmapScript] }
 }
 
 /** The filesystems (by device) whose idmapped mounts were probed: whether they take them, or why not. */
@@ -469,7 +461,7 @@ export const idmapProblem = (dirs: ReadonlyArray<string>): string | undefined =>
         encoding: "utf8"
       })
       known = probe.error !== undefined
-        ? `${python} could not be run (${code(probe.error)})`
+        ? `${perl} could not be run (${code(probe.error)})`
         : probe.status === 0
         ? true
         : `the filesystem of ${dir} takes no idmapped mount (${probe.stderr.trim() || `exit ${probe.status}`})`
@@ -809,13 +801,14 @@ export const keepUnderTmp = (tmp: string, paths: ReadonlyArray<string>, base: nu
 /**
  * Whether sessions can be isolated here, or why not. Linux, root (only root can map a range other than its own
  * uid without `newuidmap`), and `unshare` that makes every namespace as a box nests them (probed with `true`),
- * `setpriv`, `mount`, `setsid`, `python3` and `env --default-signal`.
+ * `setpriv`, `mount`, `setsid`, `perl` and `env --default-signal`, on x86-64 or arm64 (the helper's system calls).
  *
  * @internal
  */
 export const probe = (): true | string => {
   if (process.platform !== "linux") return "isolation between sessions needs Linux namespaces"
   if (process.getuid?.() !== 0) return nonRoot
+  if (helperCalls === undefined) return `isolation between sessions is built for x86-64 and arm64, not ${process.arch}`
   // One shell for every check, each failure its own exit code (a spawn each cost a cold host about 5 ms apiece). As
   // a box is made: a PID and a mount namespace, then in them a user namespace with a mount and a cgroup one.
   const checks = `p=$1
@@ -825,7 +818,7 @@ unshare --pid --mount --fork -- "$@" true || exit 10
 command -v setpriv >/dev/null || exit 11
 command -v mount >/dev/null || exit 12
 command -v setsid >/dev/null || exit 13
-"$p" -I -S -c "" || exit 14
+"$p" -e "" || exit 14
 env --default-signal=INT,QUIT true || exit 15`
   const ran = NodeChildProcess.spawnSync("/bin/sh", ["-c", checks, "tether-probe", helper().file, ...userUnshareArgs], {
     stdio: "ignore",
@@ -844,7 +837,7 @@ env --default-signal=INT,QUIT true || exit 15`
     case 13:
       return `${["setpriv", "mount", "setsid"][ran.status - 11]} (util-linux) is missing`
     case 14:
-      return `${python} is missing (the host's helper that mounts a box's directories for its uid)`
+      return `${perl} is missing (the host's helper that mounts a box's directories for its uid)`
     case 15:
       return "env --default-signal (GNU coreutils 8.31+) is missing"
     default:
