@@ -458,7 +458,10 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       // perl's own exec under them; the helper execs with the system call).
       const lib = yield* tempDir("tether-iso-perl5lib-")
       const marked = Path.join(lib, "ran")
-      Fs.writeFileSync(Path.join(lib, "TetherPlanted.pm"), `open(my $f, ">", "${marked}"); print $f "ran"; close $f; 1;\n`)
+      Fs.writeFileSync(
+        Path.join(lib, "TetherPlanted.pm"),
+        `open(my $f, ">", "${marked}"); print $f "ran"; close $f; 1;\n`
+      )
       const open = yield* tempDir("tether-iso-open-")
       Fs.chmodSync(open, 0o777)
       const work = yield* tempDir("tether-iso-env-")
@@ -578,7 +581,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
         }
       })
     try {
-      const tools = ["unshare", "setpriv", "mount", "setsid", "env", "true"]
+      const tools = ["unshare", "setpriv", "setsid", "env", "true"]
       const found = Object.fromEntries(tools.map((tool) => [tool, which(tool)]))
       for (const missing of ["setpriv", "setsid", "unshare"]) {
         for (const tool of tools) Fs.rmSync(Path.join(bin, tool), { force: true })

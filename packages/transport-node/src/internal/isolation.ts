@@ -7,19 +7,19 @@
  * Start (the handshake): the launcher waits on descriptor 3 until the host has placed it in its cgroups (`go`), then
  * execs `unshare --pid --mount` ({@link unshareArgs}; as the host's root: both namespaces are the initial user
  * namespace's) with {@link stage1}, which starts the new PID namespace's first process (PID 1, with a parent-death
- * signal) and reports how it ended. PID 1, still the host's root, makes the box's mounts ({@link stage2}): `/proc`
- * of its PID namespace, the directories the session keeps at their paths under `/tmp`, the private `/tmp`, fresh
- * `/dev/shm` and `/var/tmp`, then (the host's helper, {@link idmapScript}) its lent directories, idmapped, and what it
- * is shown of closed directories, read-only, each under a tmpfs over its closed ancestor. Then it execs
- * `unshare --user --mount --cgroup --keep-caps` ({@link userUnshareArgs}): the box's user namespace, and a mount
- * namespace of that namespace's, a copy of the first in which the kernel locks every mount (`MNT_LOCKED`, as it does
- * whenever a mount namespace is copied into one owned by a less privileged user namespace): the box's root cannot
- * unmount its `/proc` (the host's is under it) nor its `/tmp` nor any of the others (`EINVAL`), nor make a read-only
- * one writable; and it cannot mount a new `proc` (its PID namespace is not its user namespace's). The host waits
- * until PID 1 is in a user namespace of its own, writes its `uid_map` and `gid_map` (`0 <base> 65536`: as root it
- * may map any range; no `newuidmap`), and sends `mapped` on descriptor 3. PID 1 ({@link stage3}) reads it and becomes
- * the namespace's root (`setpriv --reuid 0 --regid 0 --clear-groups`: uid `<base>` outside, no capability outside),
- * then ({@link stage4}) starts the CLI in a session of its own (`setsid`) and waits for it: when the CLI ends, so
+ * signal) and reports how it ended. PID 1, still the host's root, is stage 2, the host's helper ({@link idmapScript},
+ * one `perl` making system calls): it mounts `/proc` of its PID namespace, the directories the session keeps at their
+ * paths under `/tmp`, the private `/tmp`, fresh `/dev/shm` and `/var/tmp`, its lent directories, idmapped, and what
+ * it is shown of closed directories, read-only, each under a tmpfs over its closed ancestor. Then it unshares the
+ * box's user namespace, a mount namespace of that namespace's, a copy of the first in which the kernel locks every
+ * mount (`MNT_LOCKED`, as it does whenever a mount namespace is copied into one owned by a less privileged user
+ * namespace), and a cgroup namespace: the box's root cannot unmount its `/proc` (the host's is under it) nor its
+ * `/tmp` nor any of the others (`EINVAL`), nor make a read-only one writable; and it cannot mount a new `proc` (its
+ * PID namespace is not its user namespace's). The host waits until PID 1 is in a user namespace of its own, writes
+ * its `uid_map` and `gid_map` (`0 <base> 65536`: as root it may map any range; no `newuidmap`), and sends `mapped` on
+ * descriptor 3. The helper reads it, becomes the namespace's root (no groups, gid and uid 0: `<base>` outside, no
+ * capability outside; its parent-death signal set again, which a uid change clears) and execs stage 3
+ * ({@link stage3}), which starts the CLI in a session of its own (`setsid`) and waits for it: when the CLI ends, so
  * does PID 1 and with it every process of the namespace. Any failure before `mapped` ends PID 1 (exit 125, its
  * reason on the CLI's stderr): the open fails with it. Nothing of the session runs before its CLI.
  *
@@ -305,44 +305,56 @@ export const closedAbove = (dir: string): string | undefined => {
 }
 
 /**
- * The system calls of the helper that the kernel numbers per architecture (`unshare`, `mount`, `execve`); the mount
- * API's (`open_tree` 428, `move_mount` 429, `mount_setattr` 442) are the same on every one. Undefined elsewhere: no
+ * The system calls of the helper that the kernel numbers per architecture (`unshare`, `mount`, `execve`, `setgroups`,
+ * `setresgid`, `setresuid`, `prctl`); the mount API's (`open_tree` 428, `move_mount` 429, `mount_setattr` 442) are the same on every one. Undefined elsewhere: no
  * box there.
  */
-const helperCalls: { readonly unshare: number; readonly mount: number; readonly execve: number } | undefined =
-  process.arch === "x64"
-    ? { unshare: 272, mount: 165, execve: 59 }
-    : process.arch === "arm64"
-    ? { unshare: 97, mount: 40, execve: 221 }
-    : undefined
+const helperCalls = process.arch === "x64"
+  ? { unshare: 272, mount: 165, execve: 59, setgroups: 116, setresgid: 119, setresuid: 117, prctl: 157 }
+  : process.arch === "arm64"
+  ? { unshare: 97, mount: 40, execve: 221, setgroups: 159, setresgid: 149, setresuid: 147, prctl: 167 }
+  : undefined
 
 /**
- * The helper that mounts a box's directories (Perl, for its `syscall`: the mount API's `open_tree`,
- * `mount_setattr` and `move_mount`, which util-linux's `mount` before 2.39 does not offer; `perl` starts in about
- * 2 ms where `python3` with `ctypes` took 13). It loads no module, and runs in taint mode (`-T`), which ignores
+ * Stage 2, the helper that makes a box (Perl, for its `syscall`: the mount API's `open_tree`, `mount_setattr` and
+ * `move_mount`, which util-linux's `mount` before 2.39 does not offer, and every other step without an exec of its
+ * own: `perl` starts in about 2 ms, and each exec of `mount`, `unshare` or `setpriv` cost about 1.5). It loads no module, and runs in taint mode (`-T`), which ignores
  * `PERL5OPT`, `PERL5LIB` and `PERLLIB`: nothing of the session's environment runs in it. It execs with the
  * `execve` system call (taint mode refuses `exec` under a `PATH` with a relative or world-writable directory, which
  * the session's may have), its arguments and environment untainted as given.
  *
- * `box <base> (<lend|expose> <path> <closed|->)… -- <next…>`, run by the box's first process as the host's root,
- * in its mount namespace before its user namespace is made (see {@link stage2}): first a clone of every path's
- * mount — `lend`: idmapped through a user namespace made for it whose root is `base` outside, the map of the box's
+ * `box <base> <tmp> <n> <keep…> (<lend|expose> <path> <closed|->)… -- <next…>`, the box's first process (exec'd
+ * by {@link stage1}), the host's root in a mount namespace of the initial user namespace: `/proc` of its PID
+ * namespace (`nosuid`, `nodev`, `noexec`); each kept entry of `/tmp` bound (recursively) at its path inside the
+ * private directory `tmp`, that directory over `/tmp`; a tmpfs (1777) over `/dev/shm` and `/var/tmp`; then a clone of
+ * every entry's mount — `lend`: idmapped through a user namespace made for it whose root is `base` outside, the map of the box's
  * own (uid and gid `u` on disk are `base + u` for the box: the host's root is the box's root, and what the box's root
  * writes is the host root's on disk); `expose`: with its submounts, read-only, `nosuid`, `nodev` — then, for each in
  * turn (shortest path first), a tmpfs over its closed ancestor when it has one (once per ancestor; holding only the
- * paths mounted in it, read-only once they are), and the clone moved onto its path; then it execs `next…` (found on
- * `PATH` before anything is mounted: it may be under a closed directory covered). The box's user namespace, made
- * after, copies these mounts locked (`MNT_LOCKED`: its root cannot unmount them, nor make a read-only one writable).
+ * paths mounted in it, read-only once they are), and the clone moved onto its path. Then the box's user namespace,
+ * with a mount namespace (every mount copied locked, `MNT_LOCKED`: its root cannot unmount them, nor make a
+ * read-only one writable; propagation private) and a cgroup namespace; `mapped` read on descriptor 3 (anything else,
+ * or its end: exit 125); `setgroups` (none), `setresgid` and `setresuid` to 0, the parent-death signal (`SIGKILL`)
+ * again; and `next…` (an absolute path) exec'd. Any failure: its reason on stderr, exit 125.
  *
  * `probe <base> <dir>…`: whether the directories' filesystems take idmapped mounts (nothing is mounted).
  *
  * @internal
  */
-export const idmapScript = `my ($UNSHARE, $MOUNT, $EXECVE) = (${helperCalls?.unshare ?? -1}, ${helperCalls?.mount ?? -1}, ${
-  helperCalls?.execve ?? -1
+export const idmapScript = `my ($UNSHARE, $MOUNT, $EXECVE, $SETGROUPS, $SETRESGID, $SETRESUID, $PRCTL) = (${
+  [
+    helperCalls?.unshare,
+    helperCalls?.mount,
+    helperCalls?.execve,
+    helperCalls?.setgroups,
+    helperCalls?.setresgid,
+    helperCalls?.setresuid,
+    helperCalls?.prctl
+  ].map((call) => call ?? -1).join(", ")
 });
 # syscall() may write into a string it is given: none of them is a constant (nor a pack() of constants, folded into one).
-my ($none, $tmpfs, $options) = ("", "tmpfs", "mode=0755");
+my ($none, $tmpfs, $options, $proc, $root) = ("", "tmpfs", "mode=0755", "proc", "/");
+sub mnt { my ($source, $target, $type, $flags, $data) = @_; syscall($MOUNT, $source, $target, $type, $flags, $data) == 0 or fail("mount $target") }
 sub fail { my $e = "$!"; print STDERR "tether-box: $_[0]: $e\\n"; exit 125 }
 sub userns {
     my ($base, $count) = @_;
@@ -382,12 +394,22 @@ if ($mode eq "probe") {
     tree($_, 0, 0x100000, 0, 0, fileno $ns) for @ARGV;
     exit 0;
 }
+# PID 1 of the box's PID namespace, the host's root in a mount namespace of the initial user namespace: killed with
+# stage 1; /proc of its
+# PID namespace, the kept entries of /tmp bound into the private /tmp, that over /tmp, fresh /dev/shm and /var/tmp.
+syscall($PRCTL, 1, 9, 0, 0, 0) == 0 or fail("prctl PR_SET_PDEATHSIG");
+my ($tmp, $n) = (shift @ARGV, 0 + shift @ARGV);
+my @keep = splice @ARGV, 0, $n;
+my ($procdir, $tmpdir) = ("/proc", "/tmp");
+mnt($proc, $procdir, $proc, 2 | 4 | 8, 0);
+mnt($_, $tmp . substr($_, 4), 0, 4096 | 16384, 0) for @keep;
+mnt($tmp, $tmpdir, 0, 4096 | 16384, 0);
+my $shared = "mode=1777";
+for ("/dev/shm", "/var/tmp") { my $d = $_; mnt($tmpfs, $d, $tmpfs, 2 | 4, $shared) if -d $d }
+# Its lent directories (idmapped) and what it is shown of closed ones (read-only), each under a tmpfs over its closed
+# ancestor: a clone of each first, then each moved onto its path, shortest first.
 my ($at) = grep { $ARGV[$_] eq "--" } 0 .. $#ARGV;
-my @argv = @ARGV[$at + 1 .. $#ARGV];
-my $program = $argv[0];
-if ($program !~ m{/}) {
-    for (split /:/, $ENV{PATH} // "/usr/bin:/bin") { if ($_ ne "" && -x "$_/$program") { $program = "$_/$program"; last } }
-}
+my @next = @ARGV[$at + 1 .. $#ARGV];
 my @entries = map { [@ARGV[3 * $_ .. 3 * $_ + 2]] } 0 .. $at / 3 - 1;
 my $ns = (grep { $_->[0] eq "lend" } @entries) ? userns($base, 65536) : undef;
 my @fds = map { $_->[0] eq "lend" ? tree($_->[1], 0, 0x100000, 0, 0, fileno $ns) : tree($_->[1], 1, 7, 0, 0, 0) } @entries;
@@ -395,16 +417,29 @@ my %covered;
 for my $i (0 .. $#entries) {
     my ($kind, $path, $closed) = @{$entries[$i]};
     if ($closed ne "-") {
-        $covered{$closed}++ or syscall($MOUNT, $tmpfs, $closed, $tmpfs, 6, $options) == 0 or fail("mount tmpfs $closed");
+        $covered{$closed}++ or mnt($tmpfs, $closed, $tmpfs, 6, $options);
         if (-d "/proc/self/fd/$fds[$i]") { mkdirs($path) }
         else { mkdirs($path =~ s{/[^/]+$}{}r); sysopen(my $f, $path, 0101, 0644) or fail("create $path"); close $f }
     }
     syscall(429, $fds[$i], $none, -100, $path, 4) == 0 or fail("move_mount $path");
 }
 for (sort keys %covered) { my ($closed, $ro) = ($_, pack("Q4", 7, 0, 0, 0)); syscall(442, -100, $closed, 0, $ro, 32) == 0 or fail("mount_setattr $closed") }
+# The box's user namespace, a mount namespace of its (a copy of this one: every mount locked) and a cgroup namespace.
+syscall($UNSHARE, 0x10000000 | 0x20000 | 0x2000000) == 0 or fail("unshare --user --mount --cgroup");
+mnt($none, $root, 0, 16384 | 262144, 0);
+# The host writes its maps once it sees this process in a user namespace of its own, then sends "mapped".
+open(my $three, "<&=", 3) or fail("descriptor 3");
+my $mapped = <$three>;
+exit 125 unless defined $mapped && $mapped eq "mapped\n";
+close $three;
+# The namespace's root (uid base outside, no capability outside); a uid change clears the parent-death signal.
+syscall($SETGROUPS, 0, 0) == 0 or fail("setgroups");
+syscall($SETRESGID, 0, 0, 0) == 0 or fail("setresgid");
+syscall($SETRESUID, 0, 0, 0) == 0 or fail("setresuid");
+syscall($PRCTL, 1, 9, 0, 0, 0) == 0 or fail("prctl PR_SET_PDEATHSIG");
 my @env = map { "$_=$ENV{$_}" } sort keys %ENV;
-syscall($EXECVE, $program, pack("p*", @argv, undef), pack("p*", @env, undef));
-fail("exec $program");
+syscall($EXECVE, $next[0], pack("p*", @next, undef), pack("p*", @env, undef));
+fail("exec $next[0]");
 `
 
 /** The interpreter of {@link idmapScript}, as found on `PATH`. @internal */
@@ -534,7 +569,7 @@ export const stageName = "tether-box"
 /**
  * The CLI of a box, by the pid of its namespace's first process, once it has been started: its child that is not
  * one of the box's own (a stage's shell, or a fork of one that has not exec'd yet: `sh -c <stage> tether-box …`;
- * `mount`; the helper). From `env` on, the pid is the CLI's (`env` execs `setsid`, which execs the CLI).
+ * the helper). From `env` on, the pid is the CLI's (`env` execs `setsid`, which execs the CLI).
  *
  * @internal
  */
@@ -544,13 +579,12 @@ export const cliOf = (init: number): number | undefined => {
     const command = cmdline(child)
     if (command === undefined || command === "") return false
     const argv = command.split("\0")
-    return !(argv[1] === "-c" && argv[3] === stageName) && Path.basename(argv[0]!) !== "mount" &&
-      !argv.includes(idmapScript)
+    return !(argv[1] === "-c" && argv[3] === stageName) && !argv.includes(idmapScript)
   })
 }
 
 /**
- * The programs a box runs as the host's root (and `env` and `setsid` as its own), by absolute path: found once on the
+ * The programs a box runs as the host's root (and `env` and `setsid` as its own; its helper is {@link helper}), by absolute path: found once on the
  * host's own `PATH`, never on the session's (whose directories a session may have written).
  *
  * @internal
@@ -558,7 +592,6 @@ export const cliOf = (init: number): number | undefined => {
 export interface Tools {
   readonly unshare: string
   readonly setpriv: string
-  readonly mount: string
   readonly env: string
   readonly setsid: string
 }
@@ -572,7 +605,6 @@ export const tools = (): Tools => {
     foundTools = {
       unshare: find("unshare"),
       setpriv: find("setpriv"),
-      mount: find("mount"),
       env: find("env"),
       setsid: find("setsid")
     }
@@ -586,7 +618,7 @@ const quoted = (word: string): string => `'${word.replaceAll("'", `'\\''`)}'`
 /**
  * What the launcher execs once it is placed in its cgroups: a PID namespace and a mount namespace, made by the
  * host's root (the mount namespace is the initial user namespace's: what is mounted in it is copied locked into the
- * box's, see {@link stage2}), and stage 1 in them. No `--fork`: stage 1 forks the namespace's first process itself,
+ * box's, see {@link idmapScript}), and stage 1 in them. No `--fork`: stage 1 forks the namespace's first process itself,
  * and reports how it ended (`unshare --fork` of util-linux 2.38 turns a child's SIGKILL into `exit 1`).
  *
  * @internal
@@ -594,10 +626,8 @@ const quoted = (word: string): string => `'${word.replaceAll("'", `'\\''`)}'`
 export const unshareArgs: ReadonlyArray<string> = ["unshare", "--pid", "--mount", "--propagation", "private", "--"]
 
 /**
- * What the box's first process execs once its mounts are made: the box's user namespace (its root `base` outside,
- * once the host wrote its maps), a mount namespace of that user namespace's (a copy of the first one: every mount
- * in it is locked, `MNT_LOCKED`) and a cgroup namespace rooted at its session's cgroup, its capabilities in the
- * namespace kept across the exec of stage 3.
+ * The namespaces the helper unshares once a box's mounts are made ({@link idmapScript}), as `unshare` makes them:
+ * what the probe asks of the kernel in a PID and a mount namespace.
  *
  * @internal
  */
@@ -614,22 +644,19 @@ export const userUnshareArgs: ReadonlyArray<string> = [
 
 /**
  * Stage 1 (`sh -c stage1 tether-box <first…>`), the process the host spawned, in the host's PID namespace and the
- * new mount namespace: starts `first…` as the first process of the new PID namespace (still the host's root), with
- * a parent-death signal (stage 1 killed, the namespace dies), its stdio and descriptor 3; closes its own (the host
- * sees the CLI's stdout end when the CLI closes it), waits for it, and ends as it ended: its exit code, or the same
- * signal (so an exit code above 128 reads as a signal). Started in the background (so that stage 1 can close its
- * stdio), the child gets SIGINT and SIGQUIT back to their defaults (`env --default-signal`: a shell ignores them in
- * background commands, and the CLI would inherit that). Stage 1 outlives SIGTERM/SIGINT/SIGHUP while the CLI runs
- * (a handler: teardown signals the CLI itself).
+ * new mount namespace: starts `first…` (the helper, {@link idmapScript}, which sets itself a parent-death signal:
+ * stage 1 killed, the namespace dies) as the first process of the new PID namespace (still the host's root), with
+ * its stdio and descriptor 3; closes its own (the host sees the CLI's stdout end when the CLI closes it), waits for
+ * it, and ends as it ended: its exit code, or the same signal (so an exit code above 128 reads as a signal). Started
+ * in the background (so that stage 1 can close its stdio; a shell ignores SIGINT and SIGQUIT in background commands:
+ * stage 3 gives the CLI their defaults back). Stage 1 outlives SIGTERM/SIGINT/SIGHUP
+ * while the CLI runs (a handler: teardown signals the CLI itself).
  *
  * @internal
  */
-export const stage1 = (tools: Tools): string =>
-  `trap : TERM INT HUP
+export const stage1 = `trap : TERM INT HUP
 exec 7<&0 8>&1 9>&2
-${quoted(tools.env)} --default-signal=INT,QUIT ${
-    quoted(tools.setpriv)
-  } --pdeathsig KILL -- "$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
+"$@" 0<&7 1>&8 2>&9 7<&- 8<&- 9<&- &
 c=$!
 exec 3<&- 7<&- 8>&- 9>&- </dev/null >/dev/null 2>&1
 while :; do
@@ -642,49 +669,7 @@ trap - TERM INT HUP
 exit "$r"`
 
 /**
- * Stage 2 (`sh -c stage2 tether-box <tmp> <n> <keep…> <next…>`), the namespace's PID 1, still the host's root, in the
- * mount namespace of the initial user namespace: `/proc` of its PID namespace, each kept directory bound at its
- * path inside the private `/tmp` directory, that directory over `/tmp` (with them), fresh `/dev/shm` and `/var/tmp`;
- * then it execs `next…`: the helper ({@link idmapScript}) that mounts its lent and exposed directories and execs
- * the rest, or the rest at once: the box's user namespace ({@link userUnshareArgs}), whose mount namespace copies
- * every one of these mounts locked — its root can neither unmount them (`umount /proc` and `umount -l` fail with
- * `EINVAL`: the host's `/proc` under the box's stays hidden) nor make a read-only one writable, nor mount a `proc`
- * (its PID namespace is the initial user namespace's). Any failure: exit 125.
- *
- * @internal
- */
-export const stage2 = (tools: Tools): string =>
-  `m=${quoted(tools.mount)}
-"$m" -t proc -o nosuid,nodev,noexec proc /proc || exit 125
-t=$1
-n=$2
-shift 2
-while [ "$n" -gt 0 ]; do
-  "$m" --rbind "$1" "$t/\${1#/tmp/}" || exit 125
-  shift
-  n=$((n - 1))
-done
-"$m" --rbind "$t" /tmp || exit 125
-for d in /dev/shm /var/tmp; do
-  [ -d "$d" ] && { "$m" -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" || exit 125; }
-done
-unset m
-exec "$@"`
-
-/**
- * Stage 3, PID 1 in the box's user namespace (the host's root outside, unmapped inside, every capability in the
- * namespace kept): waits for `mapped` on descriptor 3 (the host wrote its maps), and execs the rest: `setpriv`
- * making it the namespace's root (uid `base` outside, no capability outside; the parent-death signal set again, a
- * uid change clears it) and stage 4. Exits 125 when the host went away first.
- *
- * @internal
- */
-export const stage3 = `IFS= read -r m <&3 && [ "$m" = mapped ] || exit 125
-exec 3<&-
-exec "$@"`
-
-/**
- * Stage 4, the box's root and its PID 1: starts the CLI in a session of its own, in its directory as mounted for
+ * Stage 3, the box's root and its PID 1 (exec'd by the helper, {@link idmapScript}): starts the CLI in a session of its own, in its directory as mounted for
  * it, without the variables the shells added (as the launcher does), with its stdio (closing its own), and waits
  * for it, reaping the orphans re-parented to it meanwhile. Its exit (the CLI's code, or 128 + its signal) ends the
  * namespace. The CLI is not PID 1: the kernel ignores a signal to a namespace's PID 1 that it has no handler for,
@@ -692,7 +677,7 @@ exec "$@"`
  *
  * @internal
  */
-export const stage4 = (tools: Tools): string =>
+export const stage3 = (tools: Tools): string =>
   `d=$(pwd -P 2>/dev/null) && [ -n "$d" ] && { cd "$d" 2>/dev/null || :; }
 unset d $TETHER_LAUNCHER_UNSET TETHER_LAUNCHER_UNSET
 exec 7<&0 8>&1 9>&2
@@ -722,7 +707,6 @@ export const command = (
   args: ReadonlyArray<string>,
   prefix: ReadonlyArray<string> = []
 ): ReadonlyArray<string> => {
-  const entries = helperEntries(box.lent, box.exposed)
   const found = tools()
   return [
     ...prefix,
@@ -730,36 +714,20 @@ export const command = (
     ...unshareArgs.slice(1),
     "/bin/sh",
     "-c",
-    stage1(found),
+    stage1,
     stageName,
-    "/bin/sh",
-    "-c",
-    stage2(found),
-    stageName,
+    helper().file,
+    ...helper().args,
+    "box",
+    String(box.base),
     box.tmp,
     String(box.keep.length),
     ...box.keep,
-    ...(entries.length === 0
-      ? []
-      : [helper().file, ...helper().args, "box", String(box.base), ...entries.flat(), "--"]),
-    found.unshare,
-    ...userUnshareArgs.slice(1),
-    "/bin/sh",
-    "-c",
-    stage3,
-    stageName,
-    found.setpriv,
-    "--reuid",
-    "0",
-    "--regid",
-    "0",
-    "--clear-groups",
-    "--pdeathsig",
-    "KILL",
+    ...helperEntries(box.lent, box.exposed).flat(),
     "--",
     "/bin/sh",
     "-c",
-    stage4(found),
+    stage3(found),
     stageName,
     file,
     ...args
@@ -801,7 +769,7 @@ export const keepUnderTmp = (tmp: string, paths: ReadonlyArray<string>, base: nu
 /**
  * Whether sessions can be isolated here, or why not. Linux, root (only root can map a range other than its own
  * uid without `newuidmap`), and `unshare` that makes every namespace as a box nests them (probed with `true`),
- * `setpriv`, `mount`, `setsid`, `perl` and `env --default-signal`, on x86-64 or arm64 (the helper's system calls).
+ * `setpriv`, `setsid`, `perl` and `env --default-signal`, on x86-64 or arm64 (the helper's system calls).
  *
  * @internal
  */
@@ -816,7 +784,6 @@ shift
 command -v unshare >/dev/null || exit 9
 unshare --pid --mount --fork -- "$@" true || exit 10
 command -v setpriv >/dev/null || exit 11
-command -v mount >/dev/null || exit 12
 command -v setsid >/dev/null || exit 13
 "$p" -e "" || exit 14
 env --default-signal=INT,QUIT true || exit 15`
@@ -833,9 +800,8 @@ env --default-signal=INT,QUIT true || exit 15`
     case 10:
       return "unshare --pid --mount, then --user --mount --cgroup in them, failed: the kernel refuses these namespaces"
     case 11:
-    case 12:
     case 13:
-      return `${["setpriv", "mount", "setsid"][ran.status - 11]} (util-linux) is missing`
+      return `${ran.status === 11 ? "setpriv" : "setsid"} (util-linux) is missing`
     case 14:
       return `${perl} is missing (the host's helper that mounts a box's directories for its uid)`
     case 15:
