@@ -116,7 +116,11 @@ let runnerOptions: ClaudeSession.Options | undefined
 class ClusterChats extends SessionRegistry.Service<ClusterChats>()("bench/WarmChats", {
   acquire: (_id, _config: typeof ClusterConfig.Type) => ClaudeSession.make(runnerOptions!),
   fingerprint: SessionRegistry.fingerprint,
-  warm: { key: SessionRegistry.shape, adapt: () => Effect.void, prime: ClaudeSession.kind.warm?.prime }
+  warm: {
+    key: SessionRegistry.shape,
+    adapt: () => Effect.void,
+    prime: (session) => ClaudeSession.kind.warm!.prime!(session, runnerOptions!)
+  }
 }) {}
 
 const ClusterBench = ClusterRegistry.make(ClusterChats, { config: ClusterConfig })

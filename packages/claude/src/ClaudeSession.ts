@@ -678,7 +678,7 @@ export const query = <Out = unknown>(
  */
 export type StartError = Session.StartError | InvalidConfig
 
-/** The oldest CLI known to answer `get_context_usage` `summary` without calling the API (see `kind.warm.prime`). */
+/** The oldest CLI known to answer `get_context_usage` `summary` without calling the API (`warmPrime: "local"`). */
 const primedSince: ReadonlyArray<number> = [2, 1, 332]
 
 /**
@@ -706,13 +706,18 @@ export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport
       return Effect.andThen(model, mode)
     },
     // `get_context_usage` builds the system prompt and the tools' definitions, which the CLI keeps for its first
-    // request: about a fifth of the CLI's work between the first prompt and its first token, done before hand-out.
-    // It writes nothing to the conversation; the git status and CLAUDE.md it reads were read at the CLI's start.
-    // `summary` is answered locally from 2.1.332 on; a CLI that does not say it is one of those (2.1.197 calls the
-    // API's count_tokens even for a summary) is not primed.
-    prime: (session) =>
-      internal.atLeast((session as ClaudeSession).initializeResponse.claude_code_version ?? "", primedSince)
-        ? Effect.asVoid(session.control({ subtype: "get_context_usage", detail: "summary" }))
-        : Effect.void
+    // request, and (`"tokens"`) sends the token-count requests through the model client, which the first request
+    // then finds ready: work the CLI would do between the first prompt and its first token, done before hand-out
+    // (docs/performance.md has what each saves). It writes nothing to the conversation; the git status and CLAUDE.md it reads were read at the CLI's start. A
+    // `summary` is answered locally from 2.1.332 on; an older CLI (2.1.197 calls the API's count_tokens even for a
+    // summary) is not primed under `"local"`.
+    prime: (session, options) =>
+      options.warmPrime === false
+        ? Effect.void
+        : options.warmPrime === "local"
+        ? internal.atLeast((session as ClaudeSession).initializeResponse.claude_code_version ?? "", primedSince)
+          ? Effect.asVoid(session.control({ subtype: "get_context_usage", detail: "summary" }))
+          : Effect.void
+        : Effect.asVoid(session.control({ subtype: "get_context_usage" }))
   }
 }

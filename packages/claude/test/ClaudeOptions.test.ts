@@ -148,6 +148,10 @@ describe("ClaudeOptions", () => {
         ]
       )
       assert.deepStrictEqual(problemsOf({ forkSession: true }), ["forkSession requires resume or continue"])
+      // A JavaScript host's typo: no pool primes with it.
+      assert.deepStrictEqual(problemsOf({ warmPrime: "summary" as unknown as "local" }), [
+        `warmPrime must be "tokens", "local" or false`
+      ])
       assert.deepStrictEqual(problemsOf({ mcpConfig: { mcpServers: { x: { timeout: Number.NaN } } } }), [
         "mcpConfig must be JSON (plain objects, arrays, strings, finite numbers, booleans, null)"
       ])

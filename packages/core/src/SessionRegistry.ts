@@ -212,10 +212,10 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProv
  *   starts cold.
  *
  * - `prime` (optional): work a started CLI would otherwise do on its first turn, done before it joins its pool, off
- *   the conversation's first token: Claude asks `get_context_usage` for a summary (of a CLI of 2.1.332 or later, which
- *   answers it without calling the API), which builds the system prompt and the tools' definitions that the first
- *   request needs. It must not touch the conversation. A failure is logged and the CLI
- *   joins its pool anyway (the hand-out's checks still apply).
+ *   the conversation's first token, given the CLI and the pool's configuration: Claude asks `get_context_usage`
+ *   (as the configuration's `warmPrime` says), which builds the system prompt, the tools' definitions and the model
+ *   client that the first request needs. It must not touch the conversation. A failure is logged and the CLI joins
+ *   its pool anyway (the hand-out's checks still apply).
  *
  * The configuration's functions (a permission policy, hooks, tool handlers) need no `adapt`: the registry starts a
  * warm CLI with a configuration whose functions call, at call time, those of the configuration it is handed to.
@@ -226,7 +226,9 @@ export interface Kind<C, E, R, A extends TurnResult = TurnResult, TE = KnownProv
 export interface Warm<C, A extends TurnResult = TurnResult, TE = KnownProviderTurnError> {
   readonly key: (config: C) => string
   readonly adapt: (session: Session.Session<A, TE>, from: C, to: C) => Effect.Effect<void, Session.ControlError>
-  readonly prime?: ((session: Session.Session<A, TE>) => Effect.Effect<void, Session.ControlError>) | undefined
+  readonly prime?:
+    | ((session: Session.Session<A, TE>, config: C) => Effect.Effect<void, Session.ControlError>)
+    | undefined
 }
 
 /**

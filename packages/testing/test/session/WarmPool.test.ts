@@ -507,6 +507,14 @@ const script = MockClaude.make([
   MockClaude.when("deploy", MockClaude.tool({ name: "Bash", input: { command: "make deploy" } }), MockClaude.text("ok"))
 ])
 
+/** The `get_context_usage` requests written to a connection. */
+const primes = (connection: MockTransport.MockConnection) =>
+  Effect.map(connection.written, (frames) =>
+    frames.flatMap((frame) => {
+      const request = (frame as { readonly request?: { readonly subtype?: string } }).request
+      return request?.subtype === "get_context_usage" ? [request] : []
+    }))
+
 const subtypes = (frames: ReadonlyArray<unknown>) =>
   frames.flatMap((frame) => {
     const request = (frame as { readonly request?: { readonly subtype?: string; readonly model?: string } }).request
@@ -526,14 +534,9 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       const asked: Array<string> = []
       yield* registry.warm({ model: "sonnet", policy: Permission.denyAll }, 1)
       yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
-      // Primed before it was ready: the system prompt and the tools built by `get_context_usage`, as a summary (which
-      // the CLI answers without calling the API).
-      const primed = (yield* (yield* mock.connection(0)).written).filter((frame) =>
-        (frame as { readonly request?: { readonly subtype?: string } }).request?.subtype === "get_context_usage"
-      )
-      assert.deepStrictEqual(primed.map((frame) => (frame as { readonly request: unknown }).request), [
-        { subtype: "get_context_usage", detail: "summary" }
-      ])
+      // Primed before it was ready (`warmPrime: "tokens"`, the default): the system prompt, the tools and the model
+      // client built by `get_context_usage`, counted with the API.
+      assert.deepStrictEqual(yield* primes(yield* mock.connection(0)), [{ subtype: "get_context_usage" }])
       const policy: Permission.Policy = (request) =>
         Effect.sync(() => {
           asked.push(request.toolName)
@@ -662,22 +665,36 @@ describe("warm pools of Claude sessions over MockTransport", () => {
       yield* settle(Scope.close(scope, Exit.void))
     }))
 
-  it.effect("a CLI older than 2.1.332 is not primed: its get_context_usage calls the API", () =>
-    Effect.gen(function*() {
-      const context = yield* Layer.build(MockTransport.layer(MockClaude.make([], { version: "2.1.197" })))
-      const mock = Context.get(context, MockTransport.MockTransport)
-      const scope = yield* Scope.make()
-      const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
-        Scope.provide(scope),
-        Effect.provideContext(context)
-      )
-      yield* registry.warm({}, 1)
-      yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
-      const lines = yield* (yield* mock.connection(0)).writtenLines
-      assert.isTrue(lines.some((line) => line.includes(`"initialize"`)))
-      assert.isFalse(lines.some((line) => line.includes(`"get_context_usage"`)))
-      yield* settle(Scope.close(scope, Exit.void))
-    }))
+  // What each `warmPrime` asks a warm CLI before it is ready, by the CLI's version: `"local"` asks for a summary only
+  // of a CLI that answers it without calling the API (2.1.197 calls it even for a summary).
+  const primings: ReadonlyArray<
+    readonly [version: string, warmPrime: ClaudeSession.Options["warmPrime"], expected: ReadonlyArray<unknown>]
+  > = [
+    ["2.1.332", undefined, [{ subtype: "get_context_usage" }]],
+    ["2.1.332", "tokens", [{ subtype: "get_context_usage" }]],
+    ["2.1.332", "local", [{ subtype: "get_context_usage", detail: "summary" }]],
+    ["2.1.332", false, []],
+    ["2.1.197", undefined, [{ subtype: "get_context_usage" }]],
+    ["2.1.197", "local", []]
+  ]
+  for (const [version, warmPrime, expected] of primings) {
+    it.effect(`warmPrime ${String(warmPrime)} on ${version}: ${JSON.stringify(expected)} before it is ready`, () =>
+      Effect.gen(function*() {
+        const context = yield* Layer.build(MockTransport.layer(MockClaude.make([], { version })))
+        const mock = Context.get(context, MockTransport.MockTransport)
+        const scope = yield* Scope.make()
+        const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4 }).pipe(
+          Scope.provide(scope),
+          Effect.provideContext(context)
+        )
+        yield* registry.warm(warmPrime === undefined ? {} : { warmPrime }, 1)
+        yield* advanceUntil(Effect.map(ready(registry), (n) => n === 1))
+        const connection = yield* mock.connection(0)
+        assert.isTrue((yield* connection.writtenLines).some((line) => line.includes(`"initialize"`)))
+        assert.deepStrictEqual(yield* primes(connection), expected)
+        yield* settle(Scope.close(scope, Exit.void))
+      }))
+  }
 
   it.effect("a warm CLI that crashed is not handed out", () =>
     Effect.gen(function*() {

@@ -114,7 +114,9 @@ export interface Registry<C, E, A extends TurnResult, TE> {
   readonly poolKey: (config: C) => string
   readonly adapt: (session: Session.Session<A, TE>, from: C, to: C) => Effect.Effect<void, Session.ControlError>
   /** The kind's warm-up of a started CLI before it joins its pool (see `SessionRegistry.Warm`). */
-  readonly prime: ((session: Session.Session<A, TE>) => Effect.Effect<void, Session.ControlError>) | undefined
+  readonly prime:
+    | ((session: Session.Session<A, TE>, config: C) => Effect.Effect<void, Session.ControlError>)
+    | undefined
   /** The warm pools. */
   readonly pools: Pool.Pools<C, A, TE>
   readonly clock: Clock.Clock

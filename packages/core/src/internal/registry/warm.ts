@@ -85,7 +85,7 @@ const fill = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
   const exit = yield* self.startWarm(pool.key, config, scope, placement).pipe(
     // The first turn's work the kind can do ahead, before the CLI is ready; a failure leaves it as it is.
     Effect.tap((session) =>
-      self.prime === undefined ? Effect.void : Effect.ignore(self.prime(session), { log: "Warn" })
+      self.prime === undefined ? Effect.void : Effect.ignore(self.prime(session, pool.config), { log: "Warn" })
     ),
     Effect.withSpan("SessionRegistry.warm", { attributes: { "tether.pool.key": pool.key } }),
     // Stopped by the shutdown: what the start acquired goes with its scope.
