@@ -2,13 +2,14 @@
  * What each difference between Tether's default configuration and the Agent SDK's costs the first request of a warm
  * CLI (docs/performance.md, "Warm sessions and dormant conversations"): the real `claude` (the pinned 2.1.332)
  * offline against MockAnthropic on 127.0.0.1 answering at once with 5 text deltas, started with each configuration's
- * arguments and `initialize`, initialized (and primed with `get_context_usage`, as a warm pool does) before the
- * clock; the clock runs from the prompt's write to the first text delta on the CLI's stdout. Rounds are interleaved.
+ * arguments and `initialize`, initialized (and primed with `get_context_usage`, as a warm pool does: its summary,
+ * `warmPrime: "local"`, or counted with the API, `"tokens"`, the default) before the clock; the clock runs from the prompt's write to the first text delta on the CLI's stdout. Rounds are interleaved.
  * It prints, per configuration, the median and every sample, the first model request's size (bytes, tools, system
  * prompt) as the mock received it, and the CLI's own count of its context (`get_context_usage`).
  *
  *   scripts/netns.sh node scripts/first-request.ts --rounds 15
  *   scripts/netns.sh node scripts/first-request.ts --rounds 8 --idle 3000   # each CLI idle 3 s before its prompt
+ *   scripts/netns.sh node scripts/first-request.ts --rounds 30 --idle 2000 --only "tether (default)|the SDK's (startup())"
  *
  * Never part of the tests; the times mean something only on an idle machine.
  */
@@ -34,6 +35,8 @@ interface Configuration {
   readonly args: ReadonlyArray<string>
   readonly initialize: { readonly [key: string]: unknown }
   readonly primed: boolean
+  /** Primed as `warmPrime: "tokens"` does (counted with the API), not as `"local"` (the summary). */
+  readonly tokens?: boolean
 }
 
 const partial = "--include-partial-messages"
@@ -47,7 +50,8 @@ const base = ClaudeOptions.protocolArgs
 
 const configurations: { readonly [name: string]: Configuration } = {
   "tether, with a policy": { args: [...base, promptTool, partial, replay], initialize: tether, primed: true },
-  "tether, no policy (default)": { args: [...base, partial, replay], initialize: tether, primed: true },
+  "tether (default)": { args: [...base, partial, replay], initialize: tether, primed: true, tokens: true },
+  "tether, warmPrime local": { args: [...base, partial, replay], initialize: tether, primed: true },
   "without the replay": { args: [...base, promptTool, partial], initialize: tether, primed: true },
   "the SDK's system prompt": { args: [...base, promptTool, partial, replay], initialize: sdk, primed: true },
   "the SDK's, primed": { args: [...base, partial], initialize: sdk, primed: true },
@@ -79,7 +83,9 @@ const sample = (configuration: Configuration, cwd: string, env: Record<string, s
         return void write({
           type: "control_request",
           request_id: "prime",
-          request: { subtype: "get_context_usage", detail: "summary" }
+          request: configuration.tokens === true
+            ? { subtype: "get_context_usage" }
+            : { subtype: "get_context_usage", detail: "summary" }
         })
       }
       if (id === "prime") {
@@ -117,7 +123,9 @@ const program = Effect.gen(function*() {
   for (const [name, value] of Object.entries(env)) {
     environment[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
   }
-  const names = Object.keys(configurations)
+  const onlyAt = process.argv.indexOf("--only")
+  const names = onlyAt < 0 ? Object.keys(configurations) : process.argv[onlyAt + 1].split("|")
+  for (const name of names) if (!(name in configurations)) throw new Error(`--only: no configuration ${name}`)
   const times: { [name: string]: Array<number> } = Object.fromEntries(names.map((name) => [name, []]))
   const requests: { [name: string]: unknown } = {}
   for (let round = 0; round < rounds; round++) {
