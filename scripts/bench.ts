@@ -56,6 +56,7 @@
  *                            BENCH_HOSTS= BENCH_RUNS=0 BENCH_MEM_RUNS=0 BENCH_COLD_RUNS=0 BENCH_IMPORT_RUNS=0
  *                            BENCH_WARMUP_BLOCKS=0 BENCH_SEGMENT_RUNS=0 BENCH_CODE=0 BENCH_EXTRAS=box pnpm bench
  *   BENCH_BOX_RUNS (5)       runs per mode of bench-box.ts (isolated and not, interleaved)
+ *   BENCH_ISOLATION (auto)   false: the Tether hosts open their sessions unboxed (NodeTransport's isolation: false)
  *   BENCH_EXTRA_TIMEOUT_MS (600000) per extra script
  */
 import { spawn } from "node:child_process"
@@ -1109,7 +1110,10 @@ const main = async () => {
     `Tether (subscriber) reads every turn through one session-wide subscriber (\`session.subscribe("latest")\`, ` +
     `\`session.run\` per turn); Tether (per turn) runs each turn as the README's host does (\`send\`, ` +
     `\`Turn.forEachEvent\` to the turn's end, \`turn.result\`: one \`runPromise\` per turn). The cold host is a fresh process ` +
-    `per run (${config.coldRuns} per host) on the built packages; every other figure runs on the sources.`,
+    `per run (${config.coldRuns} per host) on the built packages; every other figure runs on the sources. ` +
+    (process.env.BENCH_ISOLATION === "false"
+      ? "The Tether hosts' sessions are unboxed (`BENCH_ISOLATION=false`: `isolation: false`)."
+      : "The Tether hosts' sessions are boxed (`isolation: \"auto\"`, the default); the SDK and the bare hosts box nothing."),
     "",
     // Only Codex or ACP hosts asked for (BENCH_HOSTS=codex-bare,codex-tether): no Claude table.
     claudeHosts().length > 0 ? renderTable() : "(no Claude host in BENCH_HOSTS)",

@@ -45,6 +45,12 @@ export const fakeEnv = (): Record<string, string> => {
   return env
 }
 
+/**
+ * The Tether hosts' `isolation` (`NodeTransport`'s): the default `"auto"` (a box per session), or `false` with
+ * `BENCH_ISOLATION=false` (the table measured as the hosts were before the box, to set against a floor of then).
+ */
+export const isolation: "auto" | false = process.env.BENCH_ISOLATION === "false" ? false : "auto"
+
 /** A prompt that makes the fake stream `frames` text deltas. */
 export const prompt = (frames: number): string => `FRAMES:${frames}`
 

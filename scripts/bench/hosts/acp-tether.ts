@@ -7,11 +7,11 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as AcpAgent from "../../../packages/acp/src/AcpAgent.ts"
 import * as AcpSession from "../../../packages/acp/src/AcpSession.ts"
 import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
-import { fakeEnv, fastAcp, root } from "../fake.ts"
+import { fakeEnv, fastAcp, isolation, root } from "../fake.ts"
 import type { Host } from "../host.ts"
 import { sessionHost } from "./session.ts"
 
-const runtime = ManagedRuntime.make(NodeTransport.layer())
+const runtime = ManagedRuntime.make(NodeTransport.layer({ isolation }))
 
 /** The Tether host for ACP: `AcpSession` over `NodeTransport`, for runner.ts. */
 export const host: Host = sessionHost(

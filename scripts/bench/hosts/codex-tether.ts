@@ -6,11 +6,11 @@
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as CodexSession from "../../../packages/codex/src/CodexSession.ts"
 import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
-import { fakeEnv, fastCodex } from "../fake.ts"
+import { fakeEnv, fastCodex, isolation } from "../fake.ts"
 import type { Host } from "../host.ts"
 import { sessionHost } from "./session.ts"
 
-const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { codex: fastCodex } }))
+const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { codex: fastCodex }, isolation }))
 
 /** The Tether host for Codex: `CodexSession` over `NodeTransport`, for runner.ts. */
 export const host: Host = sessionHost(

@@ -6,11 +6,11 @@
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as ClaudeSession from "../../../packages/claude/src/ClaudeSession.ts"
 import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
-import { fakeClaude, fakeEnv } from "../fake.ts"
+import { fakeClaude, fakeEnv, isolation } from "../fake.ts"
 import type { Host } from "../host.ts"
 import { sessionHost } from "./session.ts"
 
-const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { claude: fakeClaude } }))
+const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { claude: fakeClaude }, isolation }))
 
 /** The Tether host: `ClaudeSession` over `NodeTransport`, for runner.ts. */
 export const host: Host = sessionHost(

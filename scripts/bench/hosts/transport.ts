@@ -18,12 +18,12 @@ import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import * as Transport from "../../../packages/core/src/Transport.ts"
 import * as NodeTransport from "../../../packages/transport-node/src/NodeTransport.ts"
-import { claudeArgs, fakeClaude, fakeEnv, initializeLine, userMessageLine } from "../fake.ts"
+import { claudeArgs, fakeClaude, fakeEnv, initializeLine, isolation, userMessageLine } from "../fake.ts"
 import { count } from "../host.ts"
 import type { Host, HostSession, TurnStats, Waiter } from "../host.ts"
 import { decode } from "./validated.ts"
 
-const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { claude: fakeClaude } }))
+const runtime = ManagedRuntime.make(NodeTransport.layer({ executables: { claude: fakeClaude }, isolation }))
 
 const launch: Transport.LaunchSpec = {
   program: "claude",
