@@ -451,7 +451,7 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       }).pipe(Effect.scoped))
   }
 
-  it.live("the box's helper (perl, as the host's root): nothing of the session's environment runs in it, and the CLI gets that environment whole", () =>
+  it.live("the steps run as the host's root (unshare, perl): nothing of the session's environment runs in them, and the CLI gets that environment whole", () =>
     Effect.gen(function*() {
       // A module the helper would load if it honoured PERL5OPT (it runs in taint mode, which ignores it and
       // PERL5LIB): it would write its mark. A relative and a world-writable directory on PATH (taint mode refuses
@@ -466,18 +466,36 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
       Fs.chmodSync(open, 0o777)
       const work = yield* tempDir("tether-iso-env-")
       const path = `.:${open}:/usr/bin:/bin`
+      // The loader's debug log of every program that runs with it: unshare and perl (the host's root) must not; the
+      // box's own (its shell, env, setsid, the CLI) do.
+      const debug = Path.join(work, "ld")
       const lines = yield* Effect.scoped(Effect.gen(function*() {
         const connection = yield* (yield* Transport.Transport).open({
           program: "sh",
-          args: ["-c", "echo \"$PERL5OPT|$PERL5LIB|$PATH\"; echo ready; exec sleep 30"],
+          args: ["-c", "echo \"$PERL5OPT|$PERL5LIB|$PATH|$LD_DEBUG|$PERL_UNICODE\"; echo ready; exec sleep 30"],
           cwd: Option.some(work),
-          env: { mode: "clean", set: { PERL5OPT: "-MTetherPlanted", PERL5LIB: lib, PATH: path }, unset: [] }
+          env: {
+            mode: "clean",
+            set: {
+              PERL5OPT: "-MTetherPlanted",
+              PERL5LIB: lib,
+              PATH: path,
+              LD_DEBUG: "files",
+              LD_DEBUG_OUTPUT: debug,
+              PERL_UNICODE: "SDA"
+            },
+            unset: []
+          }
         }, termGrace)
         assert.isTrue(Isolation.isSessionUid(uidOf(Option.getOrThrow(connection.pid))), "boxed, its workspace lent")
         return yield* linesUntilReady(connection)
       })).pipe(Effect.provide(layer()))
-      assert.deepStrictEqual(lines, [`-MTetherPlanted|${lib}|${path}`])
+      assert.deepStrictEqual(lines, [`-MTetherPlanted|${lib}|${path}|files|SDA`])
       assert.isFalse(Fs.existsSync(marked), "the helper loaded no module of the session's")
+      const logs = Fs.readdirSync(work).filter((name) => name.startsWith("ld."))
+      assert.isAbove(logs.length, 0, "the box's own programs ran with the loader's variables")
+      const loaded = logs.map((name) => Fs.readFileSync(Path.join(work, name), "utf8")).join("\n")
+      assert.notMatch(loaded, /needed by \S*\/(perl|unshare) /, "no program run as the host's root did")
     }).pipe(Effect.scoped))
 
   it.live("isolation: \"auto\": a box where one can be made; a session it cannot box runs unboxed, not refused", () =>

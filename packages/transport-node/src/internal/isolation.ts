@@ -315,11 +315,16 @@ const helperCalls = process.arch === "x64"
   ? { unshare: 97, mount: 40, execve: 221, setgroups: 159, setresgid: 149, setresuid: 147, prctl: 167 }
   : undefined
 
+/** The prefix a variable held back from a box's first steps carries until the helper gives it back. @internal */
+export const heldBack = "TETHER_BOX_HELD_"
+
 /**
  * Stage 2, the helper that makes a box (Perl, for its `syscall`: the mount API's `open_tree`, `mount_setattr` and
  * `move_mount`, which util-linux's `mount` before 2.39 does not offer, and every other step without an exec of its
- * own: `perl` starts in about 2 ms, and each exec of `mount`, `unshare` or `setpriv` cost about 1.5). It loads no module, and runs in taint mode (`-T`), which ignores
- * `PERL5OPT`, `PERL5LIB` and `PERLLIB`: nothing of the session's environment runs in it. It execs with the
+ * own: `perl` starts in about 2 ms, and each exec of `mount`, `unshare` or `setpriv` cost about 1.5). It loads no
+ * module, and runs in taint mode (`-T`), which ignores `PERL5OPT`, `PERL5LIB` and `PERLLIB`, with `-C0`
+ * (`PERL_UNICODE` would decode its arguments); the variables of the loader and the C library reach no step that runs
+ * as the host's root ({@link holdBack}). It execs with the
  * `execve` system call (taint mode refuses `exec` under a `PATH` with a relative or world-writable directory, which
  * the session's may have), its arguments and environment untainted as given.
  *
@@ -437,10 +442,49 @@ syscall($SETGROUPS, 0, 0) == 0 or fail("setgroups");
 syscall($SETRESGID, 0, 0, 0) == 0 or fail("setresgid");
 syscall($SETRESUID, 0, 0, 0) == 0 or fail("setresuid");
 syscall($PRCTL, 1, 9, 0, 0, 0) == 0 or fail("prctl PR_SET_PDEATHSIG");
-my @env = map { "$_=$ENV{$_}" } sort keys %ENV;
+# The variables held back from the steps run as the host's root (holdBack), given back for the box's own.
+my @env = map { my $name = $_; $name =~ s/^${heldBack}//; "$name=$ENV{$_}" } sort keys %ENV;
 syscall($EXECVE, $next[0], pack("p*", @next, undef), pack("p*", @env, undef));
 fail("exec $next[0]");
 `
+
+/**
+ * The variables of a session's environment that would make a program the box runs as the host's root (`unshare`,
+ * `sh`, `perl`) load or run what they name, or change how it reads its input: the dynamic loader's and the C
+ * library's (glibc ignores them only in a setuid program, which these are not) and Perl's that taint mode does not
+ * turn off.
+ *
+ * @internal
+ */
+export const rootUnsafe = (name: string): boolean =>
+  name.startsWith("LD_") || name.startsWith("MALLOC_") || [
+    "GCONV_PATH",
+    "GETCONF_DIR",
+    "GLIBC_TUNABLES",
+    "HOSTALIASES",
+    "LOCALDOMAIN",
+    "LOCPATH",
+    "NIS_PATH",
+    "NLSPATH",
+    "RESOLV_HOST_CONF",
+    "RES_OPTIONS",
+    "TZDIR",
+    "PERL_UNICODE",
+    "PERLIO"
+  ].includes(name)
+
+/**
+ * A boxed CLI's environment as its launcher is spawned with: each {@link rootUnsafe} variable renamed with the
+ * {@link heldBack} prefix (whatever its value, none is seen by the steps that run as the host's root); the helper
+ * gives each its name back before it execs the box's shell, which runs as the box's root.
+ *
+ * @internal
+ */
+export const holdBack = (env: Readonly<Record<string, string>>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(env)) out[rootUnsafe(name) ? heldBack + name : name] = value
+  return out
+}
 
 /** The interpreter of {@link idmapScript}, as found on `PATH`. @internal */
 export const perl = "perl"
@@ -467,7 +511,7 @@ const executable = (file: string): boolean => {
  */
 export const helper = (): { readonly file: string; readonly args: ReadonlyArray<string> } => {
   interpreter ??= systemPerls.find(executable) ?? Runnable.onPath(perl, process.env.PATH) ?? perl
-  return { file: interpreter, args: ["-T", "-e", idmapScript] }
+  return { file: interpreter, args: ["-C0", "-T", "-e", idmapScript] }
 }
 
 /** The filesystems (by device) whose idmapped mounts were probed: whether they take them, or why not. */

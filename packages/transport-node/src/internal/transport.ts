@@ -340,12 +340,14 @@ const prepare = Effect.fnUntraced(function*(state: State, launch: Launch) {
   if ((spec.secretPipes ?? []).length > 0 && isWindows) {
     return yield* new SpawnFailed({ program, reason: "secret pipes are not supported on Windows" })
   }
-  const env = environmentOf(spec, token, plan)
-  const unfit = unstartable(file, spec, env, scrub)
+  const environment = environmentOf(spec, token, plan)
+  const unfit = unstartable(file, spec, environment, scrub)
   if (unfit !== undefined) {
     box?.undo()
     return yield* new SpawnFailed({ program, reason: unfit })
   }
+  // A box's first steps run as the host's root: the loader's variables wait for its CLI.
+  const env = box === undefined ? environment : Isolation.holdBack(environment)
   const cgroups = yield* makeCgroups(state, program, box)
   const tmp = yield* makeSessionTmp(settings, launch, box, cgroups)
   setTmpVariables(env, settings, launch, box, tmp)
