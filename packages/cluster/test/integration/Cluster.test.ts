@@ -11,11 +11,13 @@
  * that was reading one of its sessions resumes by seq past a reported gap; then a runner is stopped with SIGTERM and
  * drains: its running turn finishes, its sessions are saved and move, with no gap.
  */
+import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterRegistry, NodeCluster } from "@tether/cluster"
 import type { EventLog, SessionEvent } from "@tether/core"
 import { MockAnthropic, MockGemini, MockOpenAI, Postgres } from "@tether/testing"
 import { Effect, Fiber, Layer, Option, Redacted, Ref, Stream } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as ChildProcess from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as Fs from "node:fs"
@@ -238,6 +240,16 @@ describe("cluster, real processes", () => {
           concurrency: 3
         })
         const byAddress = new Map(runners.map((runner) => [runner.address, runner]))
+        // A runner ready has not taken its shards yet: the first to start may hold them all for a while, and sessions
+        // opened then all land on it. Until every runner holds a shard's lock (at most 30 s).
+        const database = yield* Layer.build(PgClient.layer({ url: postgres.url })).pipe(Effect.orDie)
+        const holders = Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const rows = yield* sql<{ readonly address: string }>`SELECT DISTINCT address FROM cluster_locks`
+          return rows.length
+        }).pipe(Effect.provideContext(database), Effect.orDie)
+        const spreadBy = Date.now() + 30_000
+        while ((yield* holders) < runners.length && Date.now() < spreadBy) yield* Effect.sleep("200 millis")
         yield* log(
           `runners: ${runners.map((runner) => `${runner.name}=${runner.address} (pid ${runner.pid})`).join(", ")}`
         )
