@@ -305,7 +305,9 @@ export const make = (options: {
   readonly marker: string | undefined
 }): Tree => {
   const { backend, rootPid } = options
-  const entry = options.marker === undefined ? undefined : Buffer.from(`\0${options.marker}\0`)
+  // A buffer of its own: a small `Buffer.from` is a slice of Node's shared pool (64 KiB on Node 24), which a session
+  // as long-lived as this one would keep whole.
+  const entry = options.marker === undefined ? undefined : unpooled(Buffer.from(`\0${options.marker}\0`))
   const excluded = new Set([process.pid, process.ppid, 0, 1])
   let state = initial(rootPid)
   // `${pid}:${start}` -> whether the marker is in the environment; the environment of a process is read once.
@@ -340,6 +342,18 @@ export const make = (options: {
   }
 
   return { scan }
+}
+
+/**
+ * A copy of `bytes` in a buffer of their size, not a slice of Node's shared pool or of a stream's read buffer (both
+ * 64 KiB on Node 24): what is kept for a session's lifetime would keep the whole of either alive.
+ *
+ * @internal
+ */
+export const unpooled = (bytes: Uint8Array): Buffer => {
+  const copy = Buffer.allocUnsafeSlow(bytes.length)
+  copy.set(bytes)
+  return copy
 }
 
 /** Sends a signal to each process, ignoring the ones that are already gone. @internal */

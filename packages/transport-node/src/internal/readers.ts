@@ -11,6 +11,7 @@ import * as Pull from "effect/Pull"
 import * as Stream from "effect/Stream"
 import type { Readable } from "node:stream"
 import * as Framing from "../Framing.ts"
+import * as ProcessTree from "./processTree.ts"
 import * as Secrets from "./secrets.ts"
 
 /** A bounded tail of a byte stream. */
@@ -20,9 +21,10 @@ export const makeTail = (limit: number) => {
   let cut = false
   return {
     push: (chunk: Buffer) => {
-      // Copy the end of an oversized chunk so that the large buffer is not retained.
+      // A copy of (the end of) the chunk: a chunk is a slice of the stream's 64 KiB read buffer, which a few bytes of
+      // stderr kept for the session's lifetime would keep whole.
       if (chunk.length > limit) cut = true
-      const kept = chunk.length > limit ? Buffer.from(chunk.subarray(chunk.length - limit)) : chunk
+      const kept = ProcessTree.unpooled(chunk.length > limit ? chunk.subarray(chunk.length - limit) : chunk)
       chunks.push(kept)
       bytes += kept.length
       while (chunks.length > 1 && bytes - chunks[0].length >= limit) {
@@ -31,6 +33,8 @@ export const makeTail = (limit: number) => {
       }
     },
     /** The tail, and whether it starts mid-stream (bytes before it were dropped). */
+    /** The bytes of the buffers the tail keeps alive (not only its own: what its chunks are slices of). */
+    retained: (): number => chunks.reduce((sum, chunk) => sum + chunk.buffer.byteLength, 0),
     read: (): { readonly text: string; readonly cut: boolean } => {
       const all = Buffer.concat(chunks, bytes)
       const last = all.length > limit ? all.subarray(all.length - limit) : all
