@@ -614,6 +614,21 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
     }
   })
 
+  it("the probe's record: written once its checks pass, trusted only when it matches them and only root could write it", () => {
+    assert.strictEqual(Isolation.probe(), true)
+    const key = Isolation.probeKey()
+    assert.isDefined(key)
+    assert.strictEqual(Fs.readFileSync(Isolation.probedFile, "utf8"), key)
+    // A record of other programs (or another boot): the checks run again and record what they passed with.
+    Fs.writeFileSync(Isolation.probedFile, "another boot\n", { mode: 0o644 })
+    assert.strictEqual(Isolation.probe(), true)
+    assert.strictEqual(Fs.readFileSync(Isolation.probedFile, "utf8"), key)
+    // The right record, but writable by others: not trusted, checked again, recorded again as root's alone.
+    Fs.chmodSync(Isolation.probedFile, 0o666)
+    assert.strictEqual(Isolation.probe(), true)
+    assert.strictEqual(Fs.statSync(Isolation.probedFile).mode & 0o777, 0o644)
+  })
+
   it("a lent directory: 0700 while any holder lends it, its mode given back by the last; a dead host's swept", () => {
     const records = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-records-"))
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-lent-"))

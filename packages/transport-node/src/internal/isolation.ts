@@ -821,6 +821,8 @@ export const probe = (): true | string => {
   if (process.platform !== "linux") return "isolation between sessions needs Linux namespaces"
   if (process.getuid?.() !== 0) return nonRoot
   if (helperCalls === undefined) return `isolation between sessions is built for x86-64 and arm64, not ${process.arch}`
+  const key = probeKey()
+  if (key !== undefined && readProbed() === key) return true
   // One shell for every check, each failure its own exit code (a spawn each cost a cold host about 5 ms apiece). As
   // a box is made: a PID and a mount namespace, then in them a user namespace with a mount and a cgroup one.
   const checks = `p=$1
@@ -853,7 +855,65 @@ env --default-signal=INT,QUIT true || exit 15`
     default:
       return `the checks of what a box needs ended ${ran.status === null ? `by ${ran.signal}` : `with ${ran.status}`}`
   }
+  if (key !== undefined) writeProbed(key)
   return true
+}
+
+/**
+ * Where a host records that the checks of {@link probe} passed, for the next host on this machine (root's, under
+ * `/run`: gone at the next boot): what they passed with, {@link probeKey}.
+ *
+ * @internal
+ */
+export const probedFile = "/run/tether/probed"
+
+/**
+ * What the checks' outcome depends on, so that a record of it stands for them: the boot (the kernel and what it
+ * allows), the architecture, and each program a box runs as the host's `PATH` finds it now (its path, inode, size and
+ * change time: another program, or the same one replaced, is checked again). Undefined when one is not found: the
+ * checks then run, and say which.
+ *
+ * @internal
+ */
+export const probeKey = (): string | undefined => {
+  try {
+    const boot = Fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()
+    const programs = ["unshare", "setpriv", "setsid", "env"].map((name) => Runnable.onPath(name, process.env.PATH))
+    const files = [...programs, systemPerls.find(executable) ?? Runnable.onPath(perl, process.env.PATH), "/bin/sh"]
+    if (files.some((file) => file === undefined)) return undefined
+    return [
+      boot,
+      process.arch,
+      ...files.map((file) => {
+        const stat = Fs.statSync(file!)
+        return `${file} ${stat.ino} ${stat.size} ${stat.ctimeMs}`
+      })
+    ].join("\n")
+  } catch {
+    return undefined
+  }
+}
+
+const readProbed = (): string | undefined => {
+  try {
+    const stat = Fs.lstatSync(probedFile)
+    // Root's own file only: a record another user could have written says nothing.
+    if (!stat.isFile() || stat.uid !== 0 || (stat.mode & 0o022) !== 0) return undefined
+    return Fs.readFileSync(probedFile, "utf8")
+  } catch {
+    return undefined
+  }
+}
+
+const writeProbed = (key: string): void => {
+  try {
+    Fs.mkdirSync(Path.dirname(probedFile), { recursive: true, mode: 0o755 })
+    const temporary = `${probedFile}.${process.pid}`
+    Fs.writeFileSync(temporary, key, { mode: 0o644 })
+    Fs.renameSync(temporary, probedFile)
+  } catch {
+    // Not recorded: the next host checks again.
+  }
 }
 
 /** What a host that is not root needs, and what it gets without it. @internal */
