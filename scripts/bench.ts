@@ -65,7 +65,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { build, missingDist, prepare } from "./bench/built.ts"
-import { root } from "./bench/fake.ts"
+import { isolation, root } from "./bench/fake.ts"
 import { renderProfile, summarizeProfile } from "./bench/profile.ts"
 import type { ProfileSummary } from "./bench/profile.ts"
 import { summarize } from "./bench/stats.ts"
@@ -1111,9 +1111,10 @@ const main = async () => {
     `\`session.run\` per turn); Tether (per turn) runs each turn as the README's host does (\`send\`, ` +
     `\`Turn.forEachEvent\` to the turn's end, \`turn.result\`: one \`runPromise\` per turn). The cold host is a fresh process ` +
     `per run (${config.coldRuns} per host) on the built packages; every other figure runs on the sources. ` +
-    (process.env.BENCH_ISOLATION === "false"
+    (isolation === false
       ? "The Tether hosts' sessions are unboxed (`BENCH_ISOLATION=false`: `isolation: false`)."
-      : "The Tether hosts' sessions are boxed (`isolation: \"auto\"`, the default); the SDK and the bare hosts box nothing."),
+      : "The Tether hosts' sessions are boxed (`isolation: \"auto\"`, the default); the SDK and the bare hosts box " +
+        "nothing."),
     "",
     // Only Codex or ACP hosts asked for (BENCH_HOSTS=codex-bare,codex-tether): no Claude table.
     claudeHosts().length > 0 ? renderTable() : "(no Claude host in BENCH_HOSTS)",

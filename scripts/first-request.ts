@@ -3,13 +3,15 @@
  * CLI (docs/performance.md, "Warm sessions and dormant conversations"): the real `claude` (the pinned 2.1.332)
  * offline against MockAnthropic on 127.0.0.1 answering at once with 5 text deltas, started with each configuration's
  * arguments and `initialize`, initialized (and primed with `get_context_usage`, as a warm pool does: its summary,
- * `warmPrime: "local"`, or counted with the API, `"tokens"`, the default) before the clock; the clock runs from the prompt's write to the first text delta on the CLI's stdout. Rounds are interleaved.
+ * `warmPrime: "local"`, or counted with the API, `"tokens"`, the default) before the clock; the clock runs from the
+ * prompt's write to the first text delta on the CLI's stdout. Rounds are interleaved.
  * It prints, per configuration, the median and every sample, the first model request's size (bytes, tools, system
  * prompt) as the mock received it, and the CLI's own count of its context (`get_context_usage`).
  *
  *   scripts/netns.sh node scripts/first-request.ts --rounds 15
  *   scripts/netns.sh node scripts/first-request.ts --rounds 8 --idle 3000   # each CLI idle 3 s before its prompt
- *   scripts/netns.sh node scripts/first-request.ts --rounds 30 --idle 2000 --only "tether (default)|the SDK's (startup())"
+ *   scripts/netns.sh node scripts/first-request.ts --rounds 30 --idle 2000 \
+ *     --only "tether (default)|the SDK's (startup())"                      # some configurations, '|' between
  *
  * Never part of the tests; the times mean something only on an idle machine.
  */

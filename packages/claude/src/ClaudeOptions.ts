@@ -283,9 +283,9 @@ export interface Options {
    * CLI's start and its conversation are the same either way. `"tokens"` (the default): `get_context_usage`, which
    * builds the system prompt, the tools' definitions and the model client the first request needs and counts each
    * part of the context with the API's token-count endpoint (free, but counted against the account's token-count rate
-   * limit: about 15 requests per warm CLI on 2.1.332), the first token then about 10% sooner than with `"local"`.
-   * `"local"`: its `summary`, answered without calling the API (2.1.332 and later; an older CLI is not primed). `false`:
-   * none. Configurations that differ in it are different pools.
+   * limit: about 15 requests per warm CLI on 2.1.332), the first token then about 5% sooner than with `"local"`.
+   * `"local"`: its `summary`, answered without calling the API (2.1.332 and later; an older CLI is not primed).
+   * `false`: none. Configurations that differ in it are different pools.
    */
   readonly warmPrime?: "tokens" | "local" | false | undefined
   /**

@@ -708,9 +708,9 @@ export const kind: SessionRegistry.Kind<Options, StartError, Transport.Transport
     // `get_context_usage` builds the system prompt and the tools' definitions, which the CLI keeps for its first
     // request, and (`"tokens"`) sends the token-count requests through the model client, which the first request
     // then finds ready: work the CLI would do between the first prompt and its first token, done before hand-out
-    // (docs/performance.md has what each saves). It writes nothing to the conversation; the git status and CLAUDE.md it reads were read at the CLI's start. A
-    // `summary` is answered locally from 2.1.332 on; an older CLI (2.1.197 calls the API's count_tokens even for a
-    // summary) is not primed under `"local"`.
+    // (docs/performance.md has what each saves). It writes nothing to the conversation; the git status and CLAUDE.md
+    // it reads were read at the CLI's start. A `summary` is answered locally from 2.1.332 on; an older CLI (2.1.197
+    // calls the API's count_tokens even for a summary) is not primed under `"local"`.
     prime: (session, options) =>
       options.warmPrime === false
         ? Effect.void

@@ -138,8 +138,8 @@ export interface Options {
   readonly privateTmp?: boolean | undefined
   /**
    * Isolate the sessions from each other: `"auto"` by default (a box for each session where one can be made), `true`
-   * (every session, or every `open` fails), `false` (off). It needs Linux as root (x86-64 or arm64), and `perl` (the host's helper
-   * that mounts a box's directories). Each session's CLI runs in namespaces of its own: a user namespace
+   * (every session, or every `open` fails), `false` (off). It needs Linux as root (x86-64 or arm64), and `perl` (the
+   * host's helper that makes each box). Each session's CLI runs in namespaces of its own: a user namespace
    * whose root is a uid range of its own outside (65,536 uids, distinct from every other live session's on the
    * machine, other hosts' included), a PID namespace (its tools see only its processes), a mount namespace (a
    * private `/tmp`, `/dev/shm` and `/var/tmp`; the directories the launch spec names under `/tmp` stay visible) and

@@ -306,8 +306,8 @@ export const closedAbove = (dir: string): string | undefined => {
 
 /**
  * The system calls of the helper that the kernel numbers per architecture (`unshare`, `mount`, `execve`, `setgroups`,
- * `setresgid`, `setresuid`, `prctl`); the mount API's (`open_tree` 428, `move_mount` 429, `mount_setattr` 442) are the same on every one. Undefined elsewhere: no
- * box there.
+ * `setresgid`, `setresuid`, `prctl`); the mount API's (`open_tree` 428, `move_mount` 429, `mount_setattr` 442) are
+ * the same on every one. Undefined elsewhere: no box there.
  */
 const helperCalls = process.arch === "x64"
   ? { unshare: 272, mount: 165, execve: 59, setgroups: 116, setresgid: 119, setresuid: 117, prctl: 157 }
@@ -324,17 +324,17 @@ export const heldBack = "TETHER_BOX_HELD_"
  * own: `perl` starts in about 2 ms, and each exec of `mount`, `unshare` or `setpriv` cost about 1.5). It loads no
  * module, and runs in taint mode (`-T`), which ignores `PERL5OPT`, `PERL5LIB` and `PERLLIB`, with `-C0`
  * (`PERL_UNICODE` would decode its arguments); the variables of the loader and the C library reach no step that runs
- * as the host's root ({@link holdBack}). It execs with the
- * `execve` system call (taint mode refuses `exec` under a `PATH` with a relative or world-writable directory, which
- * the session's may have), its arguments and environment untainted as given.
+ * as the host's root ({@link holdBack}). It execs with the `execve` system call (taint mode refuses `exec` under a
+ * `PATH` with a relative or world-writable directory, which the session's may have), its arguments and environment
+ * untainted as given.
  *
  * `box <base> <tmp> <n> <keep…> (<lend|expose> <path> <closed|->)… -- <next…>`, the box's first process (exec'd
  * by {@link stage1}), the host's root in a mount namespace of the initial user namespace: `/proc` of its PID
  * namespace (`nosuid`, `nodev`, `noexec`); each kept entry of `/tmp` bound (recursively) at its path inside the
  * private directory `tmp`, that directory over `/tmp`; a tmpfs (1777) over `/dev/shm` and `/var/tmp`; then a clone of
- * every entry's mount — `lend`: idmapped through a user namespace made for it whose root is `base` outside, the map of the box's
- * own (uid and gid `u` on disk are `base + u` for the box: the host's root is the box's root, and what the box's root
- * writes is the host root's on disk); `expose`: with its submounts, read-only, `nosuid`, `nodev` — then, for each in
+ * every entry's mount — `lend`: idmapped through a user namespace made for it whose root is `base` outside, the map
+ * of the box's own (uid and gid `u` on disk are `base + u` for the box: the host's root is the box's root, and what
+ * the box's root writes is the host root's on disk); `expose`: with its submounts, read-only, `nosuid`, `nodev` — then, for each in
  * turn (shortest path first), a tmpfs over its closed ancestor when it has one (once per ancestor; holding only the
  * paths mounted in it, read-only once they are), and the clone moved onto its path. Then the box's user namespace,
  * with a mount namespace (every mount copied locked, `MNT_LOCKED`: its root cannot unmount them, nor make a
@@ -357,9 +357,12 @@ export const idmapScript = `my ($UNSHARE, $MOUNT, $EXECVE, $SETGROUPS, $SETRESGI
     helperCalls?.prctl
   ].map((call) => call ?? -1).join(", ")
 });
-# syscall() may write into a string it is given: none of them is a constant (nor a pack() of constants, folded into one).
+# syscall() may write into a string it is given: none of them is a constant (nor a pack() of constants, folded).
 my ($none, $tmpfs, $options, $proc, $root) = ("", "tmpfs", "mode=0755", "proc", "/");
-sub mnt { my ($source, $target, $type, $flags, $data) = @_; syscall($MOUNT, $source, $target, $type, $flags, $data) == 0 or fail("mount $target") }
+sub mnt {
+    my ($source, $target, $type, $flags, $data) = @_;
+    syscall($MOUNT, $source, $target, $type, $flags, $data) == 0 or fail("mount $target");
+}
 sub fail { my $e = "$!"; print STDERR "tether-box: $_[0]: $e\\n"; exit 125 }
 sub userns {
     my ($base, $count) = @_;
@@ -391,17 +394,22 @@ sub tree {
     syscall(442, $fd, $none, 0x1000 | $deep, pack("Q4", @attr), 32) == 0 or fail("mount_setattr $path");
     return $fd;
 }
-sub mkdirs { my ($dir) = @_; -d $dir or $dir !~ m{^(/.+)/[^/]+$} or mkdirs($1); -d $dir or mkdir($dir, 0755) or fail("mkdir $dir") }
+sub idmapped { my ($path, $ns) = @_; tree($path, 0, 0x100000, 0, 0, fileno $ns) }
+sub mkdirs {
+    my ($dir) = @_;
+    -d $dir or $dir !~ m{^(/.+)/[^/]+$} or mkdirs($1);
+    -d $dir or mkdir($dir, 0755) or fail("mkdir $dir");
+}
 ($_) = /(.*)/s for @ARGV, values %ENV;
 my ($mode, $base) = (shift @ARGV, 0 + shift @ARGV);
 if ($mode eq "probe") {
     my $ns = userns($base, 1);
-    tree($_, 0, 0x100000, 0, 0, fileno $ns) for @ARGV;
+    idmapped($_, $ns) for @ARGV;
     exit 0;
 }
-# PID 1 of the box's PID namespace, the host's root in a mount namespace of the initial user namespace: killed with
-# stage 1; /proc of its
-# PID namespace, the kept entries of /tmp bound into the private /tmp, that over /tmp, fresh /dev/shm and /var/tmp.
+# PID 1 of the box's PID namespace, the host's root in a mount namespace of the initial user namespace, killed with
+# stage 1: /proc of its PID namespace, the kept entries of /tmp bound into the private /tmp, that over /tmp, fresh
+# /dev/shm and /var/tmp.
 syscall($PRCTL, 1, 9, 0, 0, 0) == 0 or fail("prctl PR_SET_PDEATHSIG");
 my ($tmp, $n) = (shift @ARGV, 0 + shift @ARGV);
 my @keep = splice @ARGV, 0, $n;
@@ -417,7 +425,7 @@ my ($at) = grep { $ARGV[$_] eq "--" } 0 .. $#ARGV;
 my @next = @ARGV[$at + 1 .. $#ARGV];
 my @entries = map { [@ARGV[3 * $_ .. 3 * $_ + 2]] } 0 .. $at / 3 - 1;
 my $ns = (grep { $_->[0] eq "lend" } @entries) ? userns($base, 65536) : undef;
-my @fds = map { $_->[0] eq "lend" ? tree($_->[1], 0, 0x100000, 0, 0, fileno $ns) : tree($_->[1], 1, 7, 0, 0, 0) } @entries;
+my @fds = map { $_->[0] eq "lend" ? idmapped($_->[1], $ns) : tree($_->[1], 1, 7, 0, 0, 0) } @entries;
 my %covered;
 for my $i (0 .. $#entries) {
     my ($kind, $path, $closed) = @{$entries[$i]};
@@ -428,7 +436,10 @@ for my $i (0 .. $#entries) {
     }
     syscall(429, $fds[$i], $none, -100, $path, 4) == 0 or fail("move_mount $path");
 }
-for (sort keys %covered) { my ($closed, $ro) = ($_, pack("Q4", 7, 0, 0, 0)); syscall(442, -100, $closed, 0, $ro, 32) == 0 or fail("mount_setattr $closed") }
+for (sort keys %covered) {
+    my ($closed, $ro) = ($_, pack("Q4", 7, 0, 0, 0));
+    syscall(442, -100, $closed, 0, $ro, 32) == 0 or fail("mount_setattr $closed");
+}
 # The box's user namespace, a mount namespace of its (a copy of this one: every mount locked) and a cgroup namespace.
 syscall($UNSHARE, 0x10000000 | 0x20000 | 0x2000000) == 0 or fail("unshare --user --mount --cgroup");
 mnt($none, $root, 0, 16384 | 262144, 0);
@@ -494,14 +505,9 @@ let interpreter: string | undefined
 /** The system's own `perl` (Debian's `perl-base`, essential), tried before `PATH`'s. @internal */
 export const systemPerls: ReadonlyArray<string> = ["/usr/bin/perl", "/bin/perl", "/usr/local/bin/perl"]
 
-const executable = (file: string): boolean => {
-  try {
-    Fs.accessSync(file, Fs.constants.X_OK)
-    return true
-  } catch {
-    return false
-  }
-}
+/** The `perl` a box runs: the system's own ({@link systemPerls}), else the first on the host's `PATH`. */
+const findPerl = (): string | undefined =>
+  systemPerls.find(Runnable.isExecutableFile) ?? Runnable.onPath(perl, process.env.PATH)
 
 /**
  * The interpreter that runs {@link idmapScript}, found once: the system's own `perl` ({@link systemPerls}), else
@@ -510,7 +516,7 @@ const executable = (file: string): boolean => {
  * @internal
  */
 export const helper = (): { readonly file: string; readonly args: ReadonlyArray<string> } => {
-  interpreter ??= systemPerls.find(executable) ?? Runnable.onPath(perl, process.env.PATH) ?? perl
+  interpreter ??= findPerl() ?? perl
   return { file: interpreter, args: ["-C0", "-T", "-e", idmapScript] }
 }
 
@@ -628,8 +634,9 @@ export const cliOf = (init: number): number | undefined => {
 }
 
 /**
- * The programs a box runs as the host's root (and `env` and `setsid` as its own; its helper is {@link helper}), by absolute path: found once on the
- * host's own `PATH`, never on the session's (whose directories a session may have written).
+ * The programs a box runs as the host's root (and `env` and `setsid` as its own; its helper is {@link helper}), by
+ * absolute path: found once on the host's own `PATH`, never on the session's (whose directories a session may have
+ * written).
  *
  * @internal
  */
@@ -662,8 +669,8 @@ const quoted = (word: string): string => `'${word.replaceAll("'", `'\\''`)}'`
 /**
  * What the launcher execs once it is placed in its cgroups: a PID namespace and a mount namespace, made by the
  * host's root (the mount namespace is the initial user namespace's: what is mounted in it is copied locked into the
- * box's, see {@link idmapScript}), and stage 1 in them. No `--fork`: stage 1 forks the namespace's first process itself,
- * and reports how it ended (`unshare --fork` of util-linux 2.38 turns a child's SIGKILL into `exit 1`).
+ * box's, see {@link idmapScript}), and stage 1 in them. No `--fork`: stage 1 forks the namespace's first process
+ * itself, and reports how it ended (`unshare --fork` of util-linux 2.38 turns a child's SIGKILL into `exit 1`).
  *
  * @internal
  */
@@ -693,8 +700,8 @@ export const userUnshareArgs: ReadonlyArray<string> = [
  * its stdio and descriptor 3; closes its own (the host sees the CLI's stdout end when the CLI closes it), waits for
  * it, and ends as it ended: its exit code, or the same signal (so an exit code above 128 reads as a signal). Started
  * in the background (so that stage 1 can close its stdio; a shell ignores SIGINT and SIGQUIT in background commands:
- * stage 3 gives the CLI their defaults back). Stage 1 outlives SIGTERM/SIGINT/SIGHUP
- * while the CLI runs (a handler: teardown signals the CLI itself).
+ * stage 3 gives the CLI their defaults back). Stage 1 outlives SIGTERM/SIGINT/SIGHUP while the CLI runs (a handler:
+ * teardown signals the CLI itself).
  *
  * @internal
  */
@@ -713,8 +720,8 @@ trap - TERM INT HUP
 exit "$r"`
 
 /**
- * Stage 3, the box's root and its PID 1 (exec'd by the helper, {@link idmapScript}): starts the CLI in a session of its own, in its directory as mounted for
- * it, without the variables the shells added (as the launcher does), with its stdio (closing its own), and waits
+ * Stage 3, the box's root and its PID 1 (exec'd by the helper, {@link idmapScript}): starts the CLI in a session of
+ * its own, in its directory as mounted for it, without the variables the shells added (as the launcher does), with its stdio (closing its own), and waits
  * for it, reaping the orphans re-parented to it meanwhile. Its exit (the CLI's code, or 128 + its signal) ends the
  * namespace. The CLI is not PID 1: the kernel ignores a signal to a namespace's PID 1 that it has no handler for,
  * SIGTERM included, and teardown's SIGTERM must end the CLI as anywhere else.
@@ -879,7 +886,7 @@ export const probeKey = (): string | undefined => {
   try {
     const boot = Fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()
     const programs = ["unshare", "setpriv", "setsid", "env"].map((name) => Runnable.onPath(name, process.env.PATH))
-    const files = [...programs, systemPerls.find(executable) ?? Runnable.onPath(perl, process.env.PATH), "/bin/sh"]
+    const files = [...programs, findPerl(), "/bin/sh"]
     if (files.some((file) => file === undefined)) return undefined
     return [
       boot,

@@ -32,9 +32,9 @@ export const makeTail = (limit: number) => {
         cut = true
       }
     },
-    /** The tail, and whether it starts mid-stream (bytes before it were dropped). */
     /** The bytes of the buffers the tail keeps alive (not only its own: what its chunks are slices of). */
     retained: (): number => chunks.reduce((sum, chunk) => sum + chunk.buffer.byteLength, 0),
+    /** The tail, and whether it starts mid-stream (bytes before it were dropped). */
     read: (): { readonly text: string; readonly cut: boolean } => {
       const all = Buffer.concat(chunks, bytes)
       const last = all.length > limit ? all.subarray(all.length - limit) : all

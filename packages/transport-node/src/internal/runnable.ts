@@ -72,7 +72,8 @@ export const classify = (head: Uint8Array, platform: string, arch: string): Head
   }
 }
 
-const isExecutableFile = (file: string): boolean => {
+/** Whether `file` is a regular file this process may execute. @internal */
+export const isExecutableFile = (file: string): boolean => {
   try {
     if (!Fs.statSync(file).isFile()) return false
     Fs.accessSync(file, Fs.constants.X_OK)
