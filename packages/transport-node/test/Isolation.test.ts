@@ -287,7 +287,8 @@ describe.runIf(isRoot)("isolation between sessions", { timeout: 20_000 }, () => 
           `id -u; echo "$TMPDIR"; echo a > /tmp/${name}; ls /proc | grep -c '^[0-9]'; ` +
             `sed -i s/before/after/ file.txt && echo edited > new.txt && cat file.txt; echo ready; ` +
             `while [ ! -e b.txt ]; do sleep 0.02; done; echo again >> new.txt && mkdir -p dir && echo a > dir/a.txt; ` +
-            `echo $? > a-after-b; exec sleep 30`
+            // Written whole, then renamed: the host reads it once it exists.
+            `echo $? > a-after-b.part; mv a-after-b.part a-after-b; exec sleep 30`
         )
         const b = yield* openShell(
           `id -u; echo "$TMPDIR"; cat /tmp/${name} 2>/dev/null || echo absent; echo b >> new.txt && echo b > b.txt; ` +
