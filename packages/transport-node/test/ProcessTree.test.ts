@@ -285,4 +285,26 @@ describe("ProcessTree", () => {
       assert.deepStrictEqual(pids(alive), pids(marked(mark)))
       assert.strictEqual(alive.length, 4)
     }).pipe(Effect.scoped))
+
+  it.live.runIf(process.platform === "linux")(
+    "a shared table: taken again by a look that accepts a read begun before it, read again for a later one, and kept no longer than its time",
+    () =>
+      Effect.gen(function*() {
+        const shared = ProcessTree.sharedTable("proc", 60_000)
+        const before = performance.now()
+        const first = shared.read(before)
+        assert.isTrue(first.has(process.pid), "the table is the machine's")
+        assert.strictEqual(shared.read(before), first, "a read begun at or after the moment asked for is taken")
+        assert.strictEqual(shared.read(Number.NEGATIVE_INFINITY), first)
+        const later = shared.read(performance.now())
+        assert.notStrictEqual(later, first, "a look that needs a table read from now on got an older one")
+        assert.strictEqual(shared.read(before), later)
+
+        const brief = ProcessTree.sharedTable("proc", 0)
+        const kept = brief.read(Number.NEGATIVE_INFINITY)
+        // Its 0 ms timer fires before this one.
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+        assert.notStrictEqual(brief.read(Number.NEGATIVE_INFINITY), kept, "the table was kept past its time")
+      })
+  )
 })

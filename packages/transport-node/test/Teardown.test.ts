@@ -494,6 +494,39 @@ describe("teardown's report", () => {
       assert.strictEqual((yield* Metric.value(counter)).count - before, 1)
     }))
 
+  it.effect("a cgroup's first look takes a process table read shortly before it (sessions torn down together share one); its look at the kill reads one", () =>
+    Effect.sync(() => {
+      const asked: Array<number> = []
+      const session: Cgroup.Session = {
+        path: "/nonexistent",
+        place: () => {},
+        pids: () => [],
+        populated: () => true,
+        kill: () => true,
+        moveOut: () => false,
+        moveIn: () => false,
+        foreign: () => [],
+        alone: () => true,
+        remove: () => true
+      }
+      const container = Teardown.cgroupContainer(session, () => new Set(), () => undefined, (notBefore) => {
+        asked.push(notBefore)
+        return []
+      })
+      const beforeLook = performance.now()
+      container.alive()
+      const afterLook = performance.now()
+      container.alive()
+      assert.strictEqual(asked.length, 1, "the process table is read at the first look only, until the kill")
+      assert.isAtMost(asked[0], afterLook - Teardown.firstLookShareMillis, "the first look needs a fresher table")
+      assert.isAtLeast(asked[0], beforeLook - Teardown.firstLookShareMillis, "the first look takes an older table")
+      const beforeKill = performance.now()
+      container.kill([])
+      container.kill([])
+      assert.strictEqual(asked.length, 2, "the process table is read again at the first kill only")
+      assert.isAtLeast(asked[1], beforeKill, "the look at the kill takes a table read before it")
+    }))
+
   it.live("a guarded process that cannot be moved out: never signalled, no cgroup.kill, the rest killed one by one", () =>
     Effect.gen(function*() {
       // A cgroup as a tool left it: a process playing the host (guarded) that the kernel refuses to move out, and a

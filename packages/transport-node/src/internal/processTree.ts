@@ -149,6 +149,39 @@ export const ancestry = (pid: number): ReadonlySet<number> => {
 /** The whole process table, by pid. @internal */
 export const readTable = (backend: Backend): Map<number, ProcessInfo> => backend === "proc" ? readProc() : readPs()
 
+/** One layer's reads of the process table, shared by the looks that can take the same one. @internal */
+export interface SharedTable {
+  /**
+   * The process table, read again unless the last read began at or after `notBefore` (a `performance.now()`
+   * time): a look that can take a table read from a moment on takes the one another look read since.
+   */
+  readonly read: (notBefore: number) => ReadonlyMap<number, ProcessInfo>
+}
+
+/**
+ * A {@link SharedTable}: the last table is kept `keepMillis` after its read, no longer (a table holds an entry per
+ * process of the machine). One hundred sessions torn down at once read it a few times, not once each.
+ *
+ * @internal
+ */
+export const sharedTable = (backend: Backend, keepMillis: number): SharedTable => {
+  let last: { readonly at: number; readonly table: ReadonlyMap<number, ProcessInfo> } | undefined
+  let timer: ReturnType<typeof setTimeout> | undefined
+  return {
+    read: (notBefore) => {
+      if (last !== undefined && last.at >= notBefore) return last.table
+      // When the read began: whatever happened before it is in the table.
+      const at = performance.now()
+      const table = readTable(backend)
+      last = { at, table }
+      clearTimeout(timer)
+      timer = setTimeout(() => last = undefined, keepMillis)
+      timer.unref()
+      return table
+    }
+  }
+}
+
 /**
  * A process's command line for a message (`comm` when it has none, as for kernel threads), or undefined; cut to 200
  * characters after `scrub` has replaced the secrets in the whole of it (cut first, a secret across the cut would be

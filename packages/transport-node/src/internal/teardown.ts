@@ -80,6 +80,15 @@ export interface Report {
 const firstPolls = 10
 const fastPollMillis = 5
 const slowPollMillis = 20
+/**
+ * How old a process table a cgroup's first look takes (read for another session's teardown since that moment): the
+ * sessions torn down together read it a few times, not once each. It misses only a process born in that stretch
+ * before the teardown began and already out of its cgroup, which a process escaping just after the look is missed
+ * as well (the look at the first kill reads a table of its own). No table is kept longer.
+ *
+ * @internal
+ */
+export const firstLookShareMillis = 25
 
 /**
  * A cgroup subtree's processes: those of the session's cgroup and of every cgroup a tool nested in it. `guarded`
@@ -92,10 +101,12 @@ const slowPollMillis = 20
  * of its cgroup (a root tool of another session can move it into its own) is moved back in, or, where the kernel
  * refuses, signalled by pid with the members. Its teardown does not wait on a process it no longer contains.
  *
- * `tree` finds the session's processes by the process tree's rules (parent links, sessions, the marker): read at
- * the first look and at the first kill (it reads the process table), what it finds outside the subtree escaped the
- * cgroup (a root tool can move itself to the root cgroup, or a sibling): moved back in, signalled with the members,
- * and named in the report. So are the processes of cgroups a tool made in the layer's beside the sessions'.
+ * `tree` finds the session's processes by the process tree's rules (parent links, sessions, the marker) in a process
+ * table whose read began at or after the time it is given: read at the first look (a table up to
+ * `firstLookShareMillis` older than the look, which sessions torn down together share) and at the first kill (one
+ * read then), what it finds outside the subtree escaped the cgroup (a root tool can move itself to the root cgroup,
+ * or a sibling): moved back in, signalled with the members, and named in the report. So are the processes of
+ * cgroups a tool made in the layer's beside the sessions'.
  *
  * @internal
  */
@@ -103,7 +114,7 @@ export const cgroupContainer = (
   session: Cgroup.Session,
   guarded: () => ReadonlySet<number>,
   cli: () => number | undefined = () => undefined,
-  tree: () => ReadonlyArray<ProcessTree.ProcessInfo> = () => []
+  tree: (notBefore: number) => ReadonlyArray<ProcessTree.ProcessInfo> = () => []
 ): Container => {
   const spared = new Map<number, boolean>()
   /** By pid, the start time it had when found: a pid that names another process since is not signalled. */
@@ -112,9 +123,9 @@ export const cgroupContainer = (
    * The session's processes outside the subtree, by the tree, and those in cgroups a tool made beside the sessions'
    * (in the layer's): moved back in.
    */
-  const recall = (members: ReadonlyArray<number>, guard: ReadonlySet<number>) => {
+  const recall = (members: ReadonlyArray<number>, guard: ReadonlySet<number>, notBefore: number) => {
     const inside = new Set(members)
-    const outside = [...tree()]
+    const outside = [...tree(notBefore)]
     // What the tree does not claim in a cgroup a tool made beside the sessions' is this session's only when no
     // other session is live in the layer: one session's teardown never takes another's processes.
     if (session.alone()) {
@@ -178,7 +189,7 @@ export const cgroupContainer = (
     alive: () => {
       if (!looked) {
         looked = true
-        recall(session.pids(), guarded())
+        recall(session.pids(), guarded(), performance.now() - firstLookShareMillis)
       }
       if (!session.populated() && cli() === undefined && stillOut([], undefined).length === 0) return []
       const alive: Array<ProcessTree.ProcessInfo> = []
@@ -193,7 +204,7 @@ export const cgroupContainer = (
       if (!killed) {
         // Looked for again: one that escaped during termGrace.
         killed = true
-        recall(session.pids(), guarded())
+        recall(session.pids(), guarded(), performance.now())
       }
       if (sort().stuck || !session.kill()) return ProcessTree.signalAll(processes, "SIGKILL")
       // cgroup.kill does not reach one the kernel did not let back in (the CLI, an escaped process): by pid.

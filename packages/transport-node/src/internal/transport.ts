@@ -101,6 +101,8 @@ interface State {
   released: boolean
   /** The open trees of the process-tree containment, scanned together by one timer. */
   readonly watched: Set<ProcessTree.Tree>
+  /** The process table the cgroups' teardowns read (their looks for escaped processes), shared between them. */
+  readonly table: ProcessTree.SharedTable
   scanner: ReturnType<typeof setInterval> | undefined
 }
 
@@ -615,7 +617,7 @@ const containerOf = (
         session,
         () => guarded(state),
         () => exited() ? undefined : pid,
-        () => cgroupTree.scan()
+        (notBefore) => cgroupTree.scan(state.table.read(notBefore))
       ),
       unwatch: () => {}
     }
@@ -891,6 +893,7 @@ export const make = Effect.fnUntraced(function*(options?: Options) {
     open: 0,
     released: false,
     watched: new Set(),
+    table: ProcessTree.sharedTable("proc", Teardown.firstLookShareMillis),
     scanner: undefined
   }
   if (state.cgroupLayer !== undefined) state.watchdog?.layer(state.cgroupLayer.path, true)
