@@ -4,6 +4,10 @@
  * the marker a session's process tree looks for keep a slab of Node's shared pool (`Buffer.poolSize`, 64 KiB).
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as KernelFiles from "../src/internal/kernelFiles.ts"
 import * as ProcessTree from "../src/internal/processTree.ts"
 import { makeTail } from "../src/internal/readers.ts"
 
@@ -28,5 +32,31 @@ describe("what a session keeps of its buffers", () => {
     const own = ProcessTree.unpooled(pooled)
     assert.strictEqual(own.buffer.byteLength, pooled.length)
     assert.isTrue(own.equals(pooled))
+  })
+
+  it("kernel files: read whole into one kept buffer of their own (not 64 KiB of new memory twice per read), larger ones too", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-kernel-files-"))
+    try {
+      // /proc reports size 0: what `readFileSync` reads into a new 64 KiB buffer.
+      const stat = KernelFiles.readText(`/proc/${process.pid}/stat`)
+      assert.isTrue(stat.startsWith(`${process.pid} (`))
+      const first = KernelFiles.readBytes(`/proc/${process.pid}/stat`)
+      const again = KernelFiles.readBytes(`/proc/${process.pid}/cmdline`)
+      assert.strictEqual(again.buffer, first.buffer, "each read has a buffer of its own")
+      // Nothing over 4 KiB was read yet: the buffer is its first, of its own (a slice of Node's pool would be 64 KiB).
+      assert.strictEqual(first.buffer.byteLength, 4096, "a slice of Node's pool")
+      // Past the first buffer (4 KiB), past what is kept (64 KiB), and a shorter one after both.
+      for (const size of [10_000, 200_000, 3]) {
+        const file = Path.join(dir, String(size))
+        const content = Buffer.alloc(size)
+        for (let i = 0; i < size; i++) content[i] = 33 + (i * 7) % 90
+        Fs.writeFileSync(file, content)
+        assert.isTrue(KernelFiles.readBytes(file).equals(content), `a file of ${size} bytes`)
+      }
+      assert.isAtMost(KernelFiles.readBytes(`/proc/${process.pid}/stat`).buffer.byteLength, 65_536)
+      assert.throws(() => KernelFiles.readText(Path.join(dir, "missing")), /ENOENT/)
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

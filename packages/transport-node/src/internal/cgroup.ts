@@ -35,6 +35,7 @@ import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as DeadHosts from "./deadHosts.ts"
+import * as KernelFiles from "./kernelFiles.ts"
 
 /** Where the cgroup2 hierarchy is mounted, and the host's own cgroup in it, or why there is none. @internal */
 export type Location =
@@ -257,7 +258,7 @@ export const members = (dir: string): ReadonlyArray<number> => {
   for (const cgroup of subtree(dir)) {
     let text: string
     try {
-      text = Fs.readFileSync(Path.join(cgroup, "cgroup.procs"), "latin1")
+      text = KernelFiles.readText(Path.join(cgroup, "cgroup.procs"))
     } catch {
       continue
     }
@@ -275,7 +276,7 @@ export const members = (dir: string): ReadonlyArray<number> => {
 export const populated = (dir: string): boolean => {
   let events: string
   try {
-    events = Fs.readFileSync(Path.join(dir, "cgroup.events"), "latin1")
+    events = KernelFiles.readText(Path.join(dir, "cgroup.events"))
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "ENOENT" ? false : members(dir).length > 0
   }

@@ -51,6 +51,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as DeadHosts from "./deadHosts.ts"
+import * as KernelFiles from "./kernelFiles.ts"
 import * as ProcessTree from "./processTree.ts"
 import * as Runnable from "./runnable.ts"
 
@@ -598,7 +599,7 @@ export const writeMaps = (pid: number, base: number): void => {
 /** The children of a process (`/proc/<pid>/task/<pid>/children`). @internal */
 export const children = (pid: number): ReadonlyArray<number> => {
   try {
-    return Fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "latin1").split(" ").filter((each) => each !== "")
+    return KernelFiles.readText(`/proc/${pid}/task/${pid}/children`).split(" ").filter((each) => each !== "")
       .map(Number)
   } catch {
     return []
@@ -607,7 +608,7 @@ export const children = (pid: number): ReadonlyArray<number> => {
 
 const cmdline = (pid: number): string | undefined => {
   try {
-    return Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1")
+    return KernelFiles.readText(`/proc/${pid}/cmdline`)
   } catch {
     return undefined
   }

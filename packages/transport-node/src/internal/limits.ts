@@ -25,6 +25,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Cgroup from "./cgroup.ts"
 import * as DeadHosts from "./deadHosts.ts"
+import * as KernelFiles from "./kernelFiles.ts"
 
 /** The limits a host asks for (see `NodeTransport.Limits`). @internal */
 export interface Requested {
@@ -154,7 +155,7 @@ const unescape = (field: string): string =>
 export const readCounter = (file: string, key: string): number => {
   let text: string
   try {
-    text = Fs.readFileSync(file, "latin1")
+    text = KernelFiles.readText(file)
   } catch {
     return 0
   }
@@ -209,7 +210,7 @@ const code = (error: unknown): string =>
 
 const readText = (file: string): string => {
   try {
-    return Fs.readFileSync(file, "latin1")
+    return KernelFiles.readText(file)
   } catch {
     return ""
   }

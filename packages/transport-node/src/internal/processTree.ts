@@ -27,6 +27,7 @@
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
+import * as KernelFiles from "./kernelFiles.ts"
 import { isWindows } from "./platform.ts"
 
 /** @internal */
@@ -202,7 +203,7 @@ export const describeProcess = (pid: number, scrub: (text: string) => string = (
 const environHas = (pid: number, entry: Buffer): boolean => {
   let environ: Buffer
   try {
-    environ = Fs.readFileSync(`/proc/${pid}/environ`)
+    environ = KernelFiles.readBytes(`/proc/${pid}/environ`)
   } catch {
     return false
   }
