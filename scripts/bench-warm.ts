@@ -48,7 +48,7 @@ import * as PinnedClaude from "../packages/testing/src/PinnedClaude.ts"
 import * as Postgres from "../packages/testing/src/Postgres.ts"
 import { NodeTransport } from "../packages/transport-node/src/index.ts"
 import { root } from "./bench/fake.ts"
-import { mean, percentile } from "./bench/stats.ts"
+import { mean, medianInterval, percentile } from "./bench/stats.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Flags
@@ -322,14 +322,19 @@ const program = Effect.gen(function*() {
     // Paired: each round's ratio, then their median. Every host runs once in a round, minutes apart from the other
     // rounds: what the machine does meanwhile (another tenant of its host, its clock's frequency) moves a round's
     // figures together, and cancels in the round's own ratio.
+    const ratios = (samples: ReadonlyArray<number>, against: ReadonlyArray<number>) =>
+      samples.map((ms, round) => ms / against[round])
     const paired = (samples: ReadonlyArray<number>, against: ReadonlyArray<number>) =>
-      percentile(samples.map((ms, round) => ms / against[round]), 0.5)
+      percentile(ratios(samples, against), 0.5)
     report.firstTokenRatios = Object.fromEntries(
       Object.entries(figures).map(([name, samples]) => [name, {
         toSdkQuery: percentile(samples, 0.5) / sdkCold,
         toSdkStartup: percentile(samples, 0.5) / sdkWarm,
         pairedToSdkQuery: paired(samples, figures["sdk-query"]),
-        pairedToSdkStartup: paired(samples, figures["sdk-startup"])
+        pairedToSdkStartup: paired(samples, figures["sdk-startup"]),
+        // Where the paired median lies, 95% confidence (distribution-free): a target is shown met when the whole
+        // interval is under it.
+        pairedToSdkStartupInterval: medianInterval(ratios(samples, figures["sdk-startup"]))
       }])
     )
   }
@@ -535,17 +540,25 @@ const print = (report: Record<string, unknown>) => {
   table("First token of a new conversation", report.firstToken)
   if (report.firstTokenRatios !== undefined) {
     lines.push(
-      "| host | / SDK query() | / SDK startup() | / SDK query(), paired | / SDK startup(), paired |",
-      "| --- | --- | --- | --- | --- |"
+      "| host | / SDK query() | / SDK startup() | / SDK query(), paired | / SDK startup(), paired | its 95% interval |",
+      "| --- | --- | --- | --- | --- | --- |"
     )
-    for (const [name, r] of Object.entries(report.firstTokenRatios as Record<string, Record<string, number>>)) {
+    type Ratios = Record<string, number> & { readonly pairedToSdkStartupInterval?: readonly [number, number] }
+    for (const [name, r] of Object.entries(report.firstTokenRatios as Record<string, Ratios>)) {
+      const interval = r.pairedToSdkStartupInterval
       lines.push(
         `| ${name} | ${r.toSdkQuery.toFixed(2)}x | ${r.toSdkStartup.toFixed(2)}x | ${
           r.pairedToSdkQuery.toFixed(2)
-        }x | ${r.pairedToSdkStartup.toFixed(2)}x |`
+        }x | ${r.pairedToSdkStartup.toFixed(2)}x | ${
+          interval === undefined ? "(too few rounds)" : `${interval[0].toFixed(2)}–${interval[1].toFixed(2)}x`
+        } |`
       )
     }
-    lines.push("", "Paired: the median of each round's ratio (the hosts of a round run within seconds of each other).")
+    lines.push(
+      "",
+      "Paired: the median of each round's ratio (the hosts of a round run within seconds of each other); its 95% " +
+        "interval (distribution-free, from the order statistics of the rounds' ratios) says where that median lies."
+    )
     lines.push("")
   }
   table("First token after waking a dormant conversation", report.wake)

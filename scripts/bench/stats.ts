@@ -43,3 +43,22 @@ export const percentile = (samples: ReadonlyArray<number>, q: number): number =>
 
 /** The arithmetic mean of a non-empty sample. */
 export const mean = (samples: ReadonlyArray<number>): number => samples.reduce((a, b) => a + b, 0) / samples.length
+
+/**
+ * A distribution-free 95% confidence interval of a sample's median: the order statistics x(j) and x(n + 1 - j), j
+ * the largest with P(B < j) ≤ 2.5% for B ~ Binomial(n, 1/2) (n = 30: the 10th and 21st). Undefined under 6 samples,
+ * where no such pair exists.
+ */
+export const medianInterval = (samples: ReadonlyArray<number>): readonly [number, number] | undefined => {
+  const sorted = [...samples].sort((a, b) => a - b)
+  const n = sorted.length
+  let below = 0
+  let term = Math.pow(0.5, n)
+  let j = 0
+  while (j < n && below + term <= 0.025) {
+    below += term
+    term = (term * (n - j)) / (j + 1)
+    j++
+  }
+  return j === 0 ? undefined : [sorted[j - 1]!, sorted[n - j]!]
+}
