@@ -527,6 +527,45 @@ describe("teardown's report", () => {
       assert.isAtLeast(asked[1], beforeKill, "the look at the kill takes a table read before it")
     }))
 
+  it.live("a cgroup's look for escaped processes counts one outside it only while it lives: one an older table lists, exited since, did not escape", () =>
+    Effect.gen(function*() {
+      const spawnOwned = Effect.acquireRelease(
+        Effect.sync(() => NodeChildProcess.spawn("sleep", ["300"], { stdio: "ignore" })),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      const [gone, out] = [yield* spawnOwned, yield* spawnOwned]
+      yield* waitUntil(
+        "both to run",
+        () => [gone, out].every((child) => ProcessTree.readStat(child.pid!) !== undefined)
+      )
+      // As a table read before the look lists them: both alive then.
+      const listed = [gone, out].map((child) => ProcessTree.readStat(child.pid!)!)
+      gone.kill("SIGKILL")
+      yield* Effect.callback<void>((resume) => {
+        gone.once("exit", () => resume(Effect.void))
+      })
+      const moved: Array<number> = []
+      const session: Cgroup.Session = {
+        path: "/nonexistent",
+        place: () => {},
+        pids: () => [],
+        populated: () => false,
+        kill: () => true,
+        moveOut: () => false,
+        moveIn: (pid) => {
+          moved.push(pid)
+          return false
+        },
+        foreign: () => [],
+        alone: () => true,
+        remove: () => true
+      }
+      const container = Teardown.cgroupContainer(session, () => new Set(), () => undefined, () => listed)
+      container.alive()
+      assert.deepStrictEqual(container.escaped(), [out.pid!], "an exited process was reported as escaped")
+      assert.deepStrictEqual(moved, [out.pid!])
+    }).pipe(Effect.scoped))
+
   it.live("a guarded process that cannot be moved out: never signalled, no cgroup.kill, the rest killed one by one", () =>
     Effect.gen(function*() {
       // A cgroup as a tool left it: a process playing the host (guarded) that the kernel refuses to move out, and a

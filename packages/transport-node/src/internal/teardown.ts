@@ -82,9 +82,10 @@ const fastPollMillis = 5
 const slowPollMillis = 20
 /**
  * How old a process table a cgroup's first look takes (read for another session's teardown since that moment): the
- * sessions torn down together read it a few times, not once each. It misses only a process born in that stretch
- * before the teardown began and already out of its cgroup, which a process escaping just after the look is missed
- * as well (the look at the first kill reads a table of its own). No table is kept longer.
+ * sessions torn down together read it a few times, not once each. A process born after that read began is neither
+ * found nor remembered by the first look: one already out of its cgroup is missed as one escaping just after the
+ * look is; the look at the first kill, when there is one, reads a table of its own. What the older table lists that
+ * has exited since is checked against the process itself before it counts as escaped. No table is kept longer.
  *
  * @internal
  */
@@ -138,6 +139,10 @@ export const cgroupContainer = (
     }
     for (const info of outside) {
       if (info.zombie || inside.has(info.pid) || guard.has(info.pid) || escaped.has(info.pid)) continue
+      // Alive now, and the same process: a table read before `members` (a shared one) still lists a member that has
+      // exited since, which left the cgroup's list by ending, not by escaping.
+      const now = ProcessTree.readStat(info.pid)
+      if (now === undefined || now.zombie || now.start !== info.start) continue
       escaped.set(info.pid, info.start)
       session.moveIn(info.pid)
     }

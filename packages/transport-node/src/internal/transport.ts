@@ -610,7 +610,8 @@ const containerOf = (
   const { session } = prepared
   let contained: { readonly container: Teardown.Container; readonly unwatch: () => void }
   if (session !== undefined) {
-    // The process tree too, read by teardown twice: what it finds outside the cgroup left it (a root tool can).
+    // The process tree too, read by teardown twice: what it finds outside the cgroup left it (a root tool can). Only
+    // through the layer's shared table, whose tables only ever get newer: a tree's scans never see time go back.
     const cgroupTree = tree("proc")
     contained = {
       container: Teardown.cgroupContainer(
