@@ -324,19 +324,21 @@ const program = Effect.gen(function*() {
     // figures together, and cancels in the round's own ratio.
     const ratios = (samples: ReadonlyArray<number>, against: ReadonlyArray<number>) =>
       samples.map((ms, round) => ms / against[round])
-    const paired = (samples: ReadonlyArray<number>, against: ReadonlyArray<number>) =>
-      percentile(ratios(samples, against), 0.5)
     report.firstTokenRatios = Object.fromEntries(
-      Object.entries(figures).map(([name, samples]) => [name, {
-        toSdkQuery: percentile(samples, 0.5) / sdkCold,
-        toSdkStartup: percentile(samples, 0.5) / sdkWarm,
-        pairedToSdkQuery: paired(samples, figures["sdk-query"]),
-        pairedToSdkStartup: paired(samples, figures["sdk-startup"]),
-        // Where each paired median lies, 95% confidence (distribution-free): a target is shown met when the whole
-        // interval is under it.
-        pairedToSdkQueryInterval: medianInterval(ratios(samples, figures["sdk-query"])),
-        pairedToSdkStartupInterval: medianInterval(ratios(samples, figures["sdk-startup"]))
-      }])
+      Object.entries(figures).map(([name, samples]) => {
+        const toQuery = ratios(samples, figures["sdk-query"])
+        const toStartup = ratios(samples, figures["sdk-startup"])
+        return [name, {
+          toSdkQuery: percentile(samples, 0.5) / sdkCold,
+          toSdkStartup: percentile(samples, 0.5) / sdkWarm,
+          pairedToSdkQuery: percentile(toQuery, 0.5),
+          pairedToSdkStartup: percentile(toStartup, 0.5),
+          // Where each paired median lies, 95% confidence (distribution-free): a target is shown met when the whole
+          // interval is under it.
+          pairedToSdkQueryInterval: medianInterval(toQuery),
+          pairedToSdkStartupInterval: medianInterval(toStartup)
+        }]
+      })
     )
   }
 

@@ -1,7 +1,8 @@
 /**
  * The stderr tail keeps what it shows and nothing more: a chunk a stream hands over is a slice of its 64 KiB read
  * buffer (Node 24), and a few bytes of stderr kept for a session's lifetime must not keep that buffer alive; nor may
- * the marker a session's process tree looks for keep a slab of Node's shared pool (`Buffer.poolSize`, 64 KiB).
+ * the marker a session's process tree looks for keep a slab of Node's shared pool (`Buffer.poolSize`, 64 KiB); and
+ * the kernel's files the transport polls are read into one kept buffer, not two new 64 KiB ones per read.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"

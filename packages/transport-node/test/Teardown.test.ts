@@ -98,6 +98,21 @@ interface Scenario {
 /** The fake CLI with these knobs, as a scenario's spec. */
 const fake = (knobs: FakeClaude.Knobs) => (mark: string) => fakeSpec(mark, knobs)
 
+/** A session's cgroup as the container sees it, without a cgroup: empty, nothing moved, `overrides` aside. */
+const cgroupSession = (overrides: Partial<Cgroup.Session>): Cgroup.Session => ({
+  path: "/nonexistent",
+  place: () => {},
+  pids: () => [],
+  populated: () => true,
+  kill: () => true,
+  moveOut: () => false,
+  moveIn: () => false,
+  foreign: () => [],
+  alone: () => true,
+  remove: () => true,
+  ...overrides
+})
+
 /**
  * Runs `close` (a scope's close, a fiber's interruption), then checks that no process of `marks` is left and that
  * the close took less than the bound.
@@ -497,19 +512,7 @@ describe("teardown's report", () => {
   it.effect("a cgroup's first look takes a process table read shortly before it (sessions torn down together share one); its look at the kill reads one", () =>
     Effect.sync(() => {
       const asked: Array<number> = []
-      const session: Cgroup.Session = {
-        path: "/nonexistent",
-        place: () => {},
-        pids: () => [],
-        populated: () => true,
-        kill: () => true,
-        moveOut: () => false,
-        moveIn: () => false,
-        foreign: () => [],
-        alone: () => true,
-        remove: () => true
-      }
-      const container = Teardown.cgroupContainer(session, () => new Set(), () => undefined, (notBefore) => {
+      const container = Teardown.cgroupContainer(cgroupSession({}), () => new Set(), () => undefined, (notBefore) => {
         asked.push(notBefore)
         return []
       })
@@ -545,21 +548,13 @@ describe("teardown's report", () => {
         gone.once("exit", () => resume(Effect.void))
       })
       const moved: Array<number> = []
-      const session: Cgroup.Session = {
-        path: "/nonexistent",
-        place: () => {},
-        pids: () => [],
+      const session = cgroupSession({
         populated: () => false,
-        kill: () => true,
-        moveOut: () => false,
         moveIn: (pid) => {
           moved.push(pid)
           return false
-        },
-        foreign: () => [],
-        alone: () => true,
-        remove: () => true
-      }
+        }
+      })
       const container = Teardown.cgroupContainer(session, () => new Set(), () => undefined, () => listed)
       container.alive()
       assert.deepStrictEqual(container.escaped(), [out.pid!], "an exited process was reported as escaped")
@@ -587,21 +582,14 @@ describe("teardown's report", () => {
       yield* waitUntil("both to run with their handlers set", () => ready.length === 2)
       const hostCommand = ProcessTree.describeProcess(host.pid!)
       const writes: Array<string> = []
-      const session: Cgroup.Session = {
-        path: "/nonexistent",
-        place: () => {},
+      const session = cgroupSession({
         pids: () => [host.pid!, member.pid!].filter((pid) => ProcessTree.readStat(pid)?.zombie === false),
-        populated: () => true,
         kill: () => {
           writes.push("cgroup.kill")
           return true
         },
-        moveOut: () => false,
-        moveIn: () => false,
-        foreign: () => [],
-        alone: () => true,
         remove: () => false
-      }
+      })
       const container = Teardown.cgroupContainer(session, () => new Set([host.pid!]))
       const child = NodeChildProcess.spawn("true", [], { stdio: "pipe" })
       yield* Effect.callback<void>((resume) => {

@@ -333,11 +333,11 @@ export const heldBack = "TETHER_BOX_HELD_"
  * by {@link stage1}), the host's root in a mount namespace of the initial user namespace: `/proc` of its PID
  * namespace (`nosuid`, `nodev`, `noexec`); each kept entry of `/tmp` bound (recursively) at its path inside the
  * private directory `tmp`, that directory over `/tmp`; a tmpfs (1777) over `/dev/shm` and `/var/tmp`; then a clone of
- * every entry's mount — `lend`: idmapped through a user namespace made for it whose root is `base` outside, the map
- * of the box's own (uid and gid `u` on disk are `base + u` for the box: the host's root is the box's root, and what
- * the box's root writes is the host root's on disk); `expose`: with its submounts, read-only, `nosuid`, `nodev` — then, for each in
- * turn (shortest path first), a tmpfs over its closed ancestor when it has one (once per ancestor; holding only the
- * paths mounted in it, read-only once they are), and the clone moved onto its path. Then the box's user namespace,
+ * every entry's mount — `lend`: idmapped through a user namespace made for it whose root is `base` outside, the map of
+ * the box's own (uid and gid `u` on disk are `base + u` for the box: the host's root is the box's root, and what the
+ * box's root writes is the host root's on disk); `expose`: with its submounts, read-only, `nosuid`, `nodev` — then, for
+ * each in turn (shortest path first), a tmpfs over its closed ancestor when it has one (once per ancestor; holding only
+ * the paths mounted in it, read-only once they are), and the clone moved onto its path. Then the box's user namespace,
  * with a mount namespace (every mount copied locked, `MNT_LOCKED`: its root cannot unmount them, nor make a
  * read-only one writable; propagation private) and a cgroup namespace; `mapped` read on descriptor 3 (anything else,
  * or its end: exit 125); `setgroups` (none), `setresgid` and `setresuid` to 0, the parent-death signal (`SIGKILL`)
@@ -721,11 +721,11 @@ trap - TERM INT HUP
 exit "$r"`
 
 /**
- * Stage 3, the box's root and its PID 1 (exec'd by the helper, {@link idmapScript}): starts the CLI in a session of
- * its own, in its directory as mounted for it, without the variables the shells added (as the launcher does), with its stdio (closing its own), and waits
- * for it, reaping the orphans re-parented to it meanwhile. Its exit (the CLI's code, or 128 + its signal) ends the
- * namespace. The CLI is not PID 1: the kernel ignores a signal to a namespace's PID 1 that it has no handler for,
- * SIGTERM included, and teardown's SIGTERM must end the CLI as anywhere else.
+ * Stage 3, the box's root and its PID 1 (exec'd by the helper, {@link idmapScript}): starts the CLI in a session of its
+ * own, in its directory as mounted for it, without the variables the shells added (as the launcher does), with its
+ * stdio (closing its own), and waits for it, reaping the orphans re-parented to it meanwhile. Its exit (the CLI's code,
+ * or 128 + its signal) ends the namespace. The CLI is not PID 1: the kernel ignores a signal to a namespace's PID 1
+ * that it has no handler for, SIGTERM included, and teardown's SIGTERM must end the CLI as anywhere else.
  *
  * @internal
  */
