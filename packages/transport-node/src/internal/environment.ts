@@ -30,6 +30,12 @@ export const buildEnvironment = (environment: Transport.Environment): Record<str
   return env
 }
 
+/** `PATH` as {@link buildEnvironment} makes it, without making the rest. */
+export const pathOf = (environment: Transport.Environment): string | undefined => {
+  if (environment.unset.includes("PATH")) return undefined
+  return Object.hasOwn(environment.set, "PATH") ? reveal(environment.set["PATH"]!) : process.env.PATH
+}
+
 /**
  * The secrets of a launch spec, by the name they are reported under: its `Redacted` values, and the values of its
  * credential variables however they came (a plain string in `set`, which the typed options refuse but a spec built

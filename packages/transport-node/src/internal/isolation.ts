@@ -956,6 +956,12 @@ const directory = (path: string): string | undefined => {
   }
 }
 
+/** What {@link directoriesOf} finds. @internal */
+export interface Directories {
+  readonly lent: ReadonlyArray<string>
+  readonly kept: ReadonlyArray<string>
+}
+
 /**
  * The directories of a launch spec a box treats specially: `lent` (the workspace, `cwd`, the config directory,
  * `HOME` when the spec sets one that is not the host's own, and a `TMPDIR` it sets; the outermost of nested ones) and `kept` (those, the executable's, and every directory an `env.set` value names by
@@ -967,7 +973,7 @@ export const directoriesOf = (
   spec: { readonly env: { readonly set: Readonly<Record<string, unknown>> } },
   cwd: string | undefined,
   file?: string
-): { readonly lent: ReadonlyArray<string>; readonly kept: ReadonlyArray<string> } => {
+): Directories => {
   const candidates: Array<string> = []
   if (cwd !== undefined) candidates.push(cwd)
   for (const name of configVariables) {

@@ -44,7 +44,7 @@ import {
   markerVariable,
   survivorsMetric
 } from "./defaults.ts"
-import { buildEnvironment, findNul, secretsOf } from "./environment.ts"
+import { buildEnvironment, findNul, pathOf, secretsOf } from "./environment.ts"
 import * as Isolation from "./isolation.ts"
 import * as Limits from "./limits.ts"
 import { handOver, type Plan, planFor } from "./plans.ts"
@@ -376,11 +376,10 @@ const prepare = Effect.fnUntraced(function*(state: State, launch: Launch) {
  * them may be one every user shares (`/`, `/tmp`: it is closed to other users while lent).
  */
 const unboxable = (
-  launch: Launch
+  { file, spec }: Launch,
+  { lent }: Isolation.Directories
 ): { readonly why: string } | { readonly exposed: ReadonlyArray<Isolation.Exposure> } => {
-  const { file, spec, cwd } = launch
-  const { lent } = Isolation.directoriesOf(spec, cwd, file)
-  const reached = Isolation.reach(file, buildEnvironment(spec.env).PATH, lent)
+  const reached = Isolation.reach(file, pathOf(spec.env), lent)
   if ("problem" in reached) return { why: `the session's uid cannot run its CLI: ${reached.problem}` }
   const unlendable = Isolation.idmapProblem(lent)
   if (unlendable !== undefined) return { why: `its directories cannot be lent to it: ${unlendable}` }
@@ -395,8 +394,11 @@ const unboxable = (
  * warning saying why. With `isolation: true` that is a `SpawnFailed`.
  */
 const boxFor = (settings: Settings, launch: Launch): Effect.Effect<MadeBox | undefined, SpawnFailed> => {
-  const boxable = unboxable(launch)
-  if ("exposed" in boxable) return makeBox(launch, boxable.exposed)
+  // Found once: the directories checked are the directories lent (a symbolic link changed in between cannot lend
+  // one the checks did not see).
+  const directories = Isolation.directoriesOf(launch.spec, launch.cwd, launch.file)
+  const boxable = unboxable(launch, directories)
+  if ("exposed" in boxable) return makeBox(launch, directories, boxable.exposed)
   return settings.isolationAuto
     ? Effect.as(
       Effect.logWarning(
@@ -415,7 +417,8 @@ const boxFor = (settings: Settings, launch: Launch): Effect.Effect<MadeBox | und
  * to its range.
  */
 const makeBox = (
-  { cwd, file, program, spec }: Launch,
+  { program }: Launch,
+  directories: Isolation.Directories,
   exposed: ReadonlyArray<Isolation.Exposure>
 ): Effect.Effect<MadeBox, SpawnFailed> =>
   Effect.suspend(() => {
@@ -435,7 +438,6 @@ const makeBox = (
     }
     return Effect.try({
       try: (): MadeBox => {
-        const directories = Isolation.directoriesOf(spec, cwd, file)
         for (const dir of directories.lent) {
           lent.push(Isolation.lend(dir))
         }
