@@ -210,6 +210,39 @@ describe("dormant conversations", () => {
       )
     }))
 
+  it.effect("a conversation woken and sent nothing goes dormant again, idle or at release, and keeps its turns", () =>
+    Effect.gen(function*() {
+      const { context, mock } = yield* environment()
+      const first = yield* withRegistry(
+        context,
+        { capacity: 4, idleTimeToLive: "1 minute" },
+        (registry) =>
+          Effect.gen(function*() {
+            yield* settle(Effect.scoped(registry.getOrCreate("a", {})))
+            const first = yield* settle(registry.run("a", "hello"))
+            yield* advanceUntil(Effect.map(registry.size, (size) => size === 0), { step: "1 second" })
+            // Woken ahead of a message that does not come: its CLI, resumed, has run no turn when it idles out.
+            yield* settle(registry.wake("a"))
+            assert.strictEqual((yield* mock.connections).length, 2)
+            yield* advanceUntil(Effect.map(registry.size, (size) => size === 0), { step: "1 second" })
+            assert.deepStrictEqual(yield* dormantIds(registry), ["a"])
+            // Woken again, and live when the registry is released.
+            yield* settle(registry.wake("a"))
+            return first
+          })
+      )
+      yield* withRegistry(context, { capacity: 4 }, (registry) =>
+        Effect.gen(function*() {
+          const [listing] = yield* registry.dormant
+          assert.strictEqual(listing?._tag === "Dormant" ? listing.record.conversationId : "", first.sessionId)
+          yield* settle(registry.wake("a", {}))
+          const again = yield* settle(registry.run("a", "again"))
+          assert.strictEqual(again.sessionId, first.sessionId)
+          assert.strictEqual(resumed((yield* mock.latest).spec), `--resume=${first.sessionId}`)
+          assert.strictEqual(configDir((yield* mock.latest).spec), "memory:0")
+        }))
+    }))
+
   it.effect("across a restart: released conversations go dormant, and a new registry resumes them with their configuration", () =>
     Effect.gen(function*() {
       const { context, mock } = yield* environment()

@@ -151,19 +151,21 @@ export const isDormant = <C, E, A extends TurnResult, TE>(self: Registry<C, E, A
 
 /**
  * What becomes of a closed entry's conversation (`Registry.onClosed`): kept dormant when the registry closed it by
- * its own choice (idle, capacity) or at its release, and the CLI had a conversation to resume; else its directory
- * goes. A record that cannot be written loses the conversation (logged).
+ * its own choice (idle, capacity) or at its release, and the CLI had a conversation to resume (its own id, or the
+ * one it was resumed from: a CLI woken and sent nothing has not said its id yet); else its directory goes. A record
+ * that cannot be written loses the conversation (logged).
  */
 export const onClosed = <C, E, A extends TurnResult, TE>(
   self: Registry<C, E, A, TE>,
   entry: Entry<E, A, TE>,
   reason: EvictionReason,
-  conversationId: string | undefined
+  said: string | undefined
 ): Effect.Effect<void> =>
   Effect.suspend(() => {
     const dormancy = self.dormancy
     const directory = entry.directory
     if (dormancy === undefined || directory === undefined) return Effect.void
+    const conversationId = said ?? entry.recorded
     if (!keeps.has(reason) || conversationId === undefined) {
       // Its record, if it has one, goes with its directory.
       return entry.recorded === undefined
