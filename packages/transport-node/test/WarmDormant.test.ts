@@ -137,12 +137,19 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       host.kill("SIGKILL")
       yield* waitUntil("nothing left", () => marked(mark).length === 0, 10_000)
       // What the host left dormant is on disk for the next one, and so is the conversation it was running.
+      const clis = Path.join(directory, "cli")
+      assert.strictEqual(Fs.readdirSync(clis).length, 3, "the warm CLI's directory, the live and the dormant one's")
       const store = yield* storeIn(directory)
       const listings = yield* Context.get(store, DormantStore.DormantStore).list
       assert.deepStrictEqual(listings.map((listing) => listing._tag === "Dormant" ? listing.record.id : ""), [
         "dormant",
         "live"
       ])
+      // The next store removed the dead host's warm CLI's directory, which no record names.
+      assert.deepStrictEqual(
+        Fs.readdirSync(clis).map((name) => Path.join(clis, name)).sort(),
+        listings.map((listing) => listing._tag === "Dormant" ? listing.record.directory : "").sort()
+      )
       // The next host resumes the conversation the dead one was running.
       const registry = yield* SessionRegistry.make({ ...ClaudeSession.kind, capacity: 4, dormancy: true }).pipe(
         Effect.provideContext(Context.merge(store, yield* transportLayer))
@@ -158,6 +165,49 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       )
     }).pipe(Effect.scoped, Effect.ensuring(killAllMarked(mark)))
   })
+
+  it.effect("the file-system store removes the CLI directories a dead host left that no record names, and only those", () =>
+    Effect.gen(function*() {
+      const directory = yield* tempDir("tether-dormant-sweep-")
+      const clis = Path.join(directory, "cli")
+      const conversations = Path.join(directory, "conversations")
+      Fs.mkdirSync(clis, { recursive: true })
+      Fs.mkdirSync(conversations, { recursive: true })
+      const dead = ChildProcess.spawnSync("true").pid
+      const named = (pid: number) => {
+        const made = Path.join(clis, `${pid}-${crypto.randomUUID()}`)
+        Fs.mkdirSync(made)
+        Fs.writeFileSync(Path.join(made, ".claude.json"), "{}")
+        return made
+      }
+      const record = (id: string, cli: string) =>
+        Fs.writeFileSync(
+          Path.join(conversations, `${id}.json`),
+          JSON.stringify({ id, fingerprint: "f", conversationId: "c", directory: cli, since: 1 })
+        )
+      const left = named(dead)
+      const recorded = named(dead)
+      record("kept", recorded)
+      // This process's pid, from a store it no longer holds (an earlier host that had it), and a live process's.
+      const earlier = named(process.pid)
+      const alive = named(process.ppid)
+      const unnamed = Path.join(clis, crypto.randomUUID())
+      Fs.mkdirSync(unnamed)
+      // A record that cannot be read may name any of them: nothing goes.
+      Fs.writeFileSync(Path.join(conversations, "broken.json"), "{ not json")
+      const store = Context.get(yield* storeIn(directory), DormantStore.DormantStore)
+      const all = [left, recorded, earlier, alive, unnamed].sort()
+      assert.deepStrictEqual(Fs.readdirSync(clis).map((name) => Path.join(clis, name)).sort(), all)
+      Fs.rmSync(Path.join(conversations, "broken.json"))
+      // What a store of this process holds stays, whatever its pid says.
+      const held = yield* store.allocate
+      yield* storeIn(directory)
+      assert.deepStrictEqual(
+        Fs.readdirSync(clis).map((name) => Path.join(clis, name)).sort(),
+        [recorded, alive, unnamed, held].sort()
+      )
+      assert.strictEqual(Option.getOrThrow(yield* store.load("kept")).directory, recorded)
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("the file-system store: records by any id, unreadable ones reported, a wake of one typed", () =>
     Effect.gen(function*() {

@@ -50,6 +50,33 @@ const idOf = (file: string): string | undefined => {
 const failed = (operation: string) => (error: { readonly message: string }) =>
   new DormantStoreFailed({ operation, reason: error.message })
 
+/** The process this runs in, where there is one (Node, Bun, Deno): its pid names the CLI directories it allocates. */
+const host = (globalThis as unknown as {
+  readonly process?: { readonly pid?: number; readonly kill?: (pid: number, signal: 0) => boolean }
+}).process
+
+/** The CLI directories this process's file-system stores allocated and have not released (see {@link sweep}). */
+const held = new Set<string>()
+
+/** A CLI directory's name: the pid of the process that allocated it, then a random id. */
+const allocatedName = /^([1-9]\d*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * Whether the process that allocated a CLI directory is gone: no process has its pid (`kill(pid, 0)` says ESRCH;
+ * EPERM is another user's, alive), or it is this process's, which holds none of the directories it is asked about.
+ * Unknown (no process API): not gone.
+ */
+const allocatorGone = (pid: number): boolean => {
+  if (host?.pid === undefined || host.kill === undefined) return false
+  if (pid === host.pid) return true
+  try {
+    host.kill(pid, 0)
+    return false
+  } catch (error) {
+    return (error as { readonly code?: unknown } | null)?.code === "ESRCH"
+  }
+}
+
 export const fileSystem = Effect.fnUntraced(function*(root: string) {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
@@ -66,6 +93,11 @@ export const fileSystem = Effect.fnUntraced(function*(root: string) {
   const recordPath = (id: string) => path.join(conversations, fileOf(id))
   // A directory of this store: a record naming one elsewhere is not trusted with a removal.
   const isOurs = (directory: string) => path.dirname(path.resolve(directory)) === clis
+  const removeDirectory = (directory: string) =>
+    Effect.andThen(
+      Effect.mapError(fs.remove(directory, { recursive: true, force: true }), failed(`remove ${directory}`)),
+      Effect.sync(() => void held.delete(directory))
+    )
 
   const load = (id: string): Effect.Effect<Option.Option<Record>, DormantStateCorrupt | DormantStoreFailed> =>
     Effect.gen(function*() {
@@ -84,8 +116,14 @@ export const fileSystem = Effect.fnUntraced(function*(root: string) {
     // In `cli`, made with the store: a store whose directory was removed (a temporary one, its host gone) fails
     // rather than making it again, empty, for a registry still refilling its pools.
     allocate: Effect.suspend(() => {
-      const directory = path.join(clis, globalThis.crypto.randomUUID())
-      return Effect.as(Effect.mapError(fs.makeDirectory(directory), failed(`create ${directory}`)), directory)
+      const directory = path.join(clis, `${host?.pid ?? 0}-${globalThis.crypto.randomUUID()}`)
+      held.add(directory)
+      return Effect.as(
+        Effect.mapError(fs.makeDirectory(directory), failed(`create ${directory}`)).pipe(
+          Effect.tapError(() => Effect.sync(() => void held.delete(directory)))
+        ),
+        directory
+      )
     }),
     save: (record) =>
       Effect.suspend(() => {
@@ -120,17 +158,45 @@ export const fileSystem = Effect.fnUntraced(function*(root: string) {
         const text = yield* fs.readFileString(file).pipe(Effect.option)
         const decoded = Option.isSome(text) ? decode(id, text.value) : undefined
         if (decoded !== undefined && !(decoded instanceof DormantStateCorrupt) && isOurs(decoded.directory)) {
-          yield* Effect.mapError(
-            fs.remove(decoded.directory, { recursive: true, force: true }),
-            failed(`remove ${decoded.directory}`)
-          )
+          yield* removeDirectory(path.resolve(decoded.directory))
         }
         yield* Effect.mapError(fs.remove(file, { force: true }), failed(`remove ${file}`))
       }),
-    release: (directory) =>
-      isOurs(directory)
-        ? Effect.mapError(fs.remove(directory, { recursive: true, force: true }), failed(`remove ${directory}`))
-        : Effect.void
+    release: (directory) => isOurs(directory) ? removeDirectory(path.resolve(directory)) : Effect.void
+  }
+
+  /**
+   * The CLI directories a host that died without its finalizers (SIGKILL, a crash) left and no record names: its
+   * warm CLIs', and its new conversations' that had not ended a turn. Removed when the store is made: only those whose
+   * allocating process is gone (see {@link allocatorGone}: stores shared by processes must share a pid namespace),
+   * and none while a record cannot be read (it may name one).
+   */
+  const sweep = Effect.gen(function*() {
+    const named = new Set<string>()
+    for (const file of yield* fs.readDirectory(conversations)) {
+      const id = idOf(file)
+      if (id === undefined) continue
+      const text = yield* fs.readFileString(path.join(conversations, file)).pipe(Effect.option)
+      if (Option.isNone(text)) continue
+      const decoded = decode(id, text.value)
+      if (decoded instanceof DormantStateCorrupt) return 0
+      named.add(path.resolve(decoded.directory))
+    }
+    let removed = 0
+    for (const name of yield* fs.readDirectory(clis)) {
+      const pid = allocatedName.exec(name)?.[1]
+      const directory = path.join(clis, name)
+      if (pid === undefined || named.has(directory) || held.has(directory) || !allocatorGone(Number(pid))) continue
+      yield* fs.remove(directory, { recursive: true, force: true })
+      removed++
+    }
+    return removed
+  })
+  const swept = yield* Effect.exit(sweep)
+  if (swept._tag === "Failure") {
+    yield* Effect.logWarning(`the dormant store ${base} could not remove what a dead host left`, swept.cause)
+  } else if (swept.value > 0) {
+    yield* Effect.logDebug(`the dormant store ${base} removed ${swept.value} directories a dead host left`)
   }
   return store
 })
