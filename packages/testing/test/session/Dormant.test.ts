@@ -55,6 +55,31 @@ const dormantIds = (registry: Registry) =>
 
 const count = (metric: Metric.Counter<number>) => Effect.map(Metric.value(metric), (state) => state.count)
 
+/**
+ * The in-memory store, as on disk: a released directory is gone (a record naming one cannot be resumed), and
+ * `failSaves` makes writing a record fail.
+ */
+const diskLikeStore = () =>
+  Effect.gen(function*() {
+    const memory = Context.get(yield* Layer.build(DormantStore.layerMemory), DormantStore.DormantStore)
+    const released = new Set<string>()
+    const control = { failSaves: false }
+    const store = DormantStore.DormantStore.of({
+      ...memory,
+      save: (record) =>
+        control.failSaves
+          ? Effect.fail(new SessionRegistry.DormantStoreFailed({ operation: "write", reason: "disk full" }))
+          : memory.save(record),
+      release: (directory) => Effect.sync(() => void released.add(directory)),
+      load: (id) =>
+        Effect.flatMap(memory.load(id), (found) =>
+          found._tag === "Some" && released.has(found.value.directory)
+            ? Effect.fail(new SessionRegistry.DormantStateCorrupt({ id, reason: "its directory is missing" }))
+            : Effect.succeed(found))
+    })
+    return { released, store, control }
+  })
+
 describe("dormant conversations", () => {
   it.effect("an idle conversation goes dormant: its CLI closes, and its next message resumes it in a new one", () =>
     Effect.gen(function*() {
@@ -241,6 +266,58 @@ describe("dormant conversations", () => {
           assert.strictEqual(resumed((yield* mock.latest).spec), `--resume=${first.sessionId}`)
           assert.strictEqual(configDir((yield* mock.latest).spec), "memory:0")
         }))
+    }))
+
+  it.effect("a conversation closed while it wakes keeps its record and its directory together", () =>
+    Effect.gen(function*() {
+      const { released, store } = yield* diskLikeStore()
+      // The CLI that resumes a conversation never answers `initialize`: the wake is still starting when it closes.
+      const transport = yield* Layer.build(MockTransport.layer((spec) =>
+        MockClaude.make([], {
+          faults: resumed(spec) === undefined ? [] : [MockClaude.neverAnswer("initialize")]
+        })
+      ))
+      const context = Context.add(transport, DormantStore.DormantStore, store)
+      const first = yield* withRegistry(
+        context,
+        { capacity: 4, idleTimeToLive: "1 minute" },
+        (registry) =>
+          Effect.gen(function*() {
+            yield* settle(Effect.scoped(registry.getOrCreate("a", {})))
+            const first = yield* settle(registry.run("a", "hello"))
+            yield* advanceUntil(Effect.map(registry.size, (size) => size === 0), { step: "1 second" })
+            yield* Effect.forkChild(registry.wake("a"))
+            yield* settle(Effect.void)
+            assert.strictEqual((yield* registry.snapshot("a")).status, "starting")
+            return first
+          })
+      )
+      assert.deepStrictEqual([...released], [])
+      const loaded = yield* store.load("a")
+      assert.strictEqual(loaded._tag === "Some" ? loaded.value.conversationId : "", first.sessionId)
+    }))
+
+  it.effect("a conversation whose record cannot be written loses it with its directory, never one without the other", () =>
+    Effect.gen(function*() {
+      const { released, store, control } = yield* diskLikeStore()
+      const context = Context.add(
+        yield* Layer.build(MockTransport.layer(MockClaude.make([]))),
+        DormantStore.DormantStore,
+        store
+      )
+      yield* withRegistry(context, { capacity: 4, idleTimeToLive: "1 minute" }, (registry) =>
+        Effect.gen(function*() {
+          yield* settle(Effect.scoped(registry.getOrCreate("a", {})))
+          yield* settle(registry.run("a", "hello"))
+          // Recorded after its turn; the disk fails before it idles out.
+          assert.strictEqual((yield* store.load("a"))._tag, "Some")
+          control.failSaves = true
+          yield* advanceUntil(Effect.map(registry.size, (size) => size === 0), { step: "1 second" })
+          assert.deepStrictEqual(yield* dormantIds(registry), [])
+          assert.strictEqual((yield* store.load("a"))._tag, "None")
+          assert.strictEqual((yield* Effect.flip(registry.send("a", "hi")))._tag, "SessionNotFound")
+        }))
+      assert.deepStrictEqual([...released], [])
     }))
 
   it.effect("across a restart: released conversations go dormant, and a new registry resumes them with their configuration", () =>

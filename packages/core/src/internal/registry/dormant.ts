@@ -102,6 +102,9 @@ const restore = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
     return yield* fresh(self, entry, config, undefined, false)
   }
   entry.directory = record.directory
+  // Its record stays while it wakes and runs: a close before its CLI is up (the registry released, the id replaced)
+  // keeps it or removes it with its directory, never the directory alone; a host that dies finds it dormant again.
+  entry.recorded = record.conversationId
   const session = yield* self.acquire(id, config, entry.scope, {
     directory: record.directory,
     resume: record.conversationId
@@ -117,8 +120,6 @@ const restore = Effect.fnUntraced(function*<C, E, A extends TurnResult, TE>(
       })
     )
   )
-  // Its record stays while it runs (a host that dies now finds it dormant again at its restart).
-  entry.recorded = record.conversationId
   forget(self, id)
   yield* Metric.update(Metric.withAttributes(metrics.wakes, { outcome: "resumed" }), 1)
   return session
@@ -176,7 +177,10 @@ export const onClosed = <C, E, A extends TurnResult, TE>(
       const saved = yield* Effect.exit(save(dormancy, entry, conversationId, directory))
       if (saved._tag === "Failure") {
         yield* Effect.logWarning(`conversation ${entry.id} could not go dormant: its state is lost`, saved.cause)
-        return yield* Warm.release(self, directory)
+        // A record it had (from its first turn, or the one it woke from) goes with the directory it names.
+        return yield* entry.recorded === undefined
+          ? Warm.release(self, directory)
+          : Effect.ignore(dormancy.store.remove(entry.id), { log: "Warn" })
       }
       dormancy.ids.add(entry.id)
       dormancy.configs.set(entry.id, entry.config as C)
