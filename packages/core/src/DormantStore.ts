@@ -115,12 +115,13 @@ export class DormantStore extends Context.Service<DormantStore, Store>()("@tethe
 
 /**
  * A store in a local directory: `<directory>/conversations/<id>.json` holds each dormant conversation's record,
- * `<directory>/cli/<pid>-<random>/` each CLI's state, in place (going dormant copies nothing). It survives a host
- * restart: a registry made over it lists the conversations it left and resumes them (with their configuration: see
- * `SessionRegistry.Registry.wake`). A record is written whole to a temporary file and renamed, so a crash never
+ * `<directory>/cli/<boot>-<pid namespace>-<pid>-<start>-<random>/` each CLI's state (named by the process that
+ * allocated it, read from `/proc`; `<random>` alone without one), in place (going dormant copies nothing). It survives
+ * a host restart: a registry made over it lists the conversations it left and resumes them (with their configuration:
+ * see `SessionRegistry.Registry.wake`). A record is written whole to a temporary file and renamed, so a crash never
  * leaves half of one. Made over a directory a host left without its finalizers (SIGKILL, a crash), it removes the
- * CLI directories no record names whose process (`<pid>`) is gone: that host's warm CLIs' and its new conversations'
- * that had not ended a turn (processes sharing a store must share a pid namespace). One live registry uses a
+ * CLI directories no record names whose process is gone (of this boot and PID namespace, no process with that pid and
+ * start): that host's warm CLIs' and its new conversations' that had not ended a turn. One live registry uses a
  * directory at a time.
  *
  * Gotcha: the directory is the CLI's whole configuration directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`): the CLI

@@ -38,7 +38,8 @@ describe("Environment", () => {
           )
         )
       } finally {
-        process.env.PATH = hostPath
+        if (hostPath === undefined) delete process.env.PATH
+        else process.env.PATH = hostPath
       }
     }))
 })

@@ -134,7 +134,13 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       assert.include(ready, `"id":"dormant"`)
       // The live conversation's tree and the warm one's: the dormant one's CLI is gone already.
       yield* waitUntil("two trees", () => trees(mark).length === 2 * treeSize, 5_000)
+      const exited = Effect.callback<void>((resume) => {
+        if (host.exitCode !== null || host.signalCode !== null) resume(Effect.void)
+        else host.once("exit", () => resume(Effect.void))
+      })
       host.kill("SIGKILL")
+      // Reaped: a dead host's directories are known by its pid being gone.
+      yield* exited
       yield* waitUntil("nothing left", () => marked(mark).length === 0, 10_000)
       // What the host left dormant is on disk for the next one, and so is the conversation it was running.
       const clis = Path.join(directory, "cli")
@@ -173,9 +179,15 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       const conversations = Path.join(directory, "conversations")
       Fs.mkdirSync(clis, { recursive: true })
       Fs.mkdirSync(conversations, { recursive: true })
-      const dead = ChildProcess.spawnSync("true").pid
-      const named = (pid: number) => {
-        const made = Path.join(clis, `${pid}-${crypto.randomUUID()}`)
+      // A directory's name: the boot, the PID namespace, the allocating process's pid and start, a random id.
+      const boot = Fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim().replace(/-/g, "").slice(0, 12)
+      const namespace = /\[(\d+)\]/.exec(Fs.readlinkSync("/proc/self/ns/pid"))![1]!
+      const statOf = (stat: string) => ({
+        pid: stat.split(" ")[0]!,
+        start: stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]!
+      })
+      const named = (process: { readonly pid: string; readonly start: string }, where = `${boot}-${namespace}`) => {
+        const made = Path.join(clis, `${where}-${process.pid}-${process.start}-${crypto.randomUUID()}`)
         Fs.mkdirSync(made)
         Fs.writeFileSync(Path.join(made, ".claude.json"), "{}")
         return made
@@ -185,28 +197,37 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
           Path.join(conversations, `${id}.json`),
           JSON.stringify({ id, fingerprint: "f", conversationId: "c", directory: cli, since: 1 })
         )
+      // A process that has exited, this one, and a live one (this one's parent).
+      const dead = statOf(ChildProcess.spawnSync("sh", ["-c", "cat /proc/$$/stat"], { encoding: "utf8" }).stdout)
+      const self = statOf(Fs.readFileSync("/proc/self/stat", "utf8"))
+      const parent = statOf(Fs.readFileSync(`/proc/${process.ppid}/stat`, "utf8"))
       const left = named(dead)
       const recorded = named(dead)
-      record("kept", recorded)
-      // This process's pid, from a store it no longer holds (an earlier host that had it), and a live process's.
-      const earlier = named(process.pid)
-      const alive = named(process.ppid)
+      // Named through another path to the store (a symbolic link): still this store's directory.
+      Fs.symlinkSync(directory, `${directory}-link`)
+      record("kept", Path.join(`${directory}-link`, "cli", Path.basename(recorded)))
+      const earlier = named({ pid: self.pid, start: `${Number(self.start) - 1}` })
+      const own = named(self)
+      const alive = named(parent)
+      const reused = named({ pid: parent.pid, start: `${Number(parent.start) + 1}` })
+      const elsewhere = [named(dead, `${boot}-1`), named(dead, `000000000000-${namespace}`)]
       const unnamed = Path.join(clis, crypto.randomUUID())
       Fs.mkdirSync(unnamed)
+      const all = [left, recorded, earlier, own, alive, reused, ...elsewhere, unnamed].sort()
+      const present = () => Fs.readdirSync(clis).map((name) => Path.join(clis, name)).sort()
       // A record that cannot be read may name any of them: nothing goes.
       Fs.writeFileSync(Path.join(conversations, "broken.json"), "{ not json")
-      const store = Context.get(yield* storeIn(directory), DormantStore.DormantStore)
-      const all = [left, recorded, earlier, alive, unnamed].sort()
-      assert.deepStrictEqual(Fs.readdirSync(clis).map((name) => Path.join(clis, name)).sort(), all)
-      Fs.rmSync(Path.join(conversations, "broken.json"))
-      // What a store of this process holds stays, whatever its pid says.
-      const held = yield* store.allocate
       yield* storeIn(directory)
-      assert.deepStrictEqual(
-        Fs.readdirSync(clis).map((name) => Path.join(clis, name)).sort(),
-        [recorded, alive, unnamed, held].sort()
-      )
-      assert.strictEqual(Option.getOrThrow(yield* store.load("kept")).directory, recorded)
+      assert.deepStrictEqual(present(), all)
+      Fs.rmSync(Path.join(conversations, "broken.json"))
+      const store = Context.get(yield* storeIn(directory), DormantStore.DormantStore)
+      assert.deepStrictEqual(present(), [recorded, own, alive, ...elsewhere, unnamed].sort())
+      // What this process allocates is named so, and stays.
+      const allocated = yield* store.allocate
+      assert.match(Path.basename(allocated), new RegExp(`^${boot}-${namespace}-${self.pid}-${self.start}-`))
+      yield* storeIn(directory)
+      assert.isTrue(Fs.existsSync(allocated))
+      assert.isTrue(Option.isSome(yield* store.load("kept")))
     }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("the file-system store: records by any id, unreadable ones reported, a wake of one typed", () =>

@@ -30,7 +30,7 @@ export const buildEnvironment = (environment: Transport.Environment): Record<str
   return env
 }
 
-/** `PATH` as {@link buildEnvironment} makes it, without making the rest. */
+/** `PATH` as {@link buildEnvironment} makes it, without making the rest (on Linux, where the box needs it). */
 export const pathOf = (environment: Transport.Environment): string | undefined => {
   if (environment.unset.includes("PATH")) return undefined
   return Object.hasOwn(environment.set, "PATH") ? reveal(environment.set["PATH"]!) : process.env.PATH

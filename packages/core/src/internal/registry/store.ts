@@ -50,33 +50,33 @@ const idOf = (file: string): string | undefined => {
 const failed = (operation: string) => (error: { readonly message: string }) =>
   new DormantStoreFailed({ operation, reason: error.message })
 
-/** The process this runs in, where there is one (Node, Bun, Deno): its pid names the CLI directories it allocates. */
-const host = (globalThis as unknown as {
-  readonly process?: { readonly pid?: number; readonly kill?: (pid: number, signal: 0) => boolean }
-}).process
-
-/** The CLI directories this process's file-system stores allocated and have not released (see {@link sweep}). */
-const held = new Set<string>()
-
-/** A CLI directory's name: the pid of the process that allocated it, then a random id. */
-const allocatedName = /^([1-9]\d*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
 /**
- * Whether the process that allocated a CLI directory is gone: no process has its pid (`kill(pid, 0)` says ESRCH;
- * EPERM is another user's, alive), or it is this process's, which holds none of the directories it is asked about.
- * Unknown (no process API): not gone.
+ * Who allocated a CLI directory, as its name says: the kernel's boot, the PID namespace, the process's pid in it and
+ * its start (in clock ticks after boot: a pid used again is another start), all read from `/proc`.
  */
-const allocatorGone = (pid: number): boolean => {
-  if (host?.pid === undefined || host.kill === undefined) return false
-  if (pid === host.pid) return true
-  try {
-    host.kill(pid, 0)
-    return false
-  } catch (error) {
-    return (error as { readonly code?: unknown } | null)?.code === "ESRCH"
-  }
+interface Allocator {
+  readonly boot: string
+  readonly namespace: string
+  readonly pid: string
+  readonly start: string
 }
 
+/** A CLI directory's name: its allocator (see {@link Allocator}), then a random id. */
+const allocatedName =
+  /^([0-9a-f]{12})-(\d+)-([1-9]\d*)-(\d+)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** A process's pid and start from its `/proc/<pid>/stat` (its name, in parentheses, may hold anything). */
+const statOf = (stat: string): { readonly pid: string; readonly start: string } | undefined => {
+  const pid = /^([1-9]\d*) \(/.exec(stat)?.[1]
+  // Fields 3 onwards follow the name's last ")": the start is field 22.
+  const start = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+  return pid === undefined || start === undefined || !/^\d+$/.test(start) ? undefined : { pid, start }
+}
+
+const isNotFound = (error: unknown): boolean => {
+  const reason = (error as { readonly reason?: { readonly _tag?: unknown } } | null)?.reason
+  return reason?._tag === "NotFound"
+}
 export const fileSystem = Effect.fnUntraced(function*(root: string) {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
@@ -94,10 +94,16 @@ export const fileSystem = Effect.fnUntraced(function*(root: string) {
   // A directory of this store: a record naming one elsewhere is not trusted with a removal.
   const isOurs = (directory: string) => path.dirname(path.resolve(directory)) === clis
   const removeDirectory = (directory: string) =>
-    Effect.andThen(
-      Effect.mapError(fs.remove(directory, { recursive: true, force: true }), failed(`remove ${directory}`)),
-      Effect.sync(() => void held.delete(directory))
-    )
+    Effect.mapError(fs.remove(directory, { recursive: true, force: true }), failed(`remove ${directory}`))
+  // This process, as the names of the directories it allocates say (none without /proc: then never swept).
+  const self: Allocator | undefined = yield* Effect.gen(function*() {
+    const boot = (yield* fs.readFileString("/proc/sys/kernel/random/boot_id")).trim().replace(/-/g, "").slice(0, 12)
+    const namespace = /^pid:\[(\d+)\]$/.exec(yield* fs.readLink("/proc/self/ns/pid"))?.[1]
+    const stat = statOf(yield* fs.readFileString("/proc/self/stat"))
+    return /^[0-9a-f]{12}$/.test(boot) && namespace !== undefined && stat !== undefined
+      ? { boot, namespace, ...stat }
+      : undefined
+  }).pipe(Effect.orElseSucceed(() => undefined))
 
   const load = (id: string): Effect.Effect<Option.Option<Record>, DormantStateCorrupt | DormantStoreFailed> =>
     Effect.gen(function*() {
@@ -116,14 +122,9 @@ export const fileSystem = Effect.fnUntraced(function*(root: string) {
     // In `cli`, made with the store: a store whose directory was removed (a temporary one, its host gone) fails
     // rather than making it again, empty, for a registry still refilling its pools.
     allocate: Effect.suspend(() => {
-      const directory = path.join(clis, `${host?.pid ?? 0}-${globalThis.crypto.randomUUID()}`)
-      held.add(directory)
-      return Effect.as(
-        Effect.mapError(fs.makeDirectory(directory), failed(`create ${directory}`)).pipe(
-          Effect.tapError(() => Effect.sync(() => void held.delete(directory)))
-        ),
-        directory
-      )
+      const owner = self === undefined ? "" : `${self.boot}-${self.namespace}-${self.pid}-${self.start}-`
+      const directory = path.join(clis, `${owner}${globalThis.crypto.randomUUID()}`)
+      return Effect.as(Effect.mapError(fs.makeDirectory(directory), failed(`create ${directory}`)), directory)
     }),
     save: (record) =>
       Effect.suspend(() => {
@@ -158,45 +159,70 @@ export const fileSystem = Effect.fnUntraced(function*(root: string) {
         const text = yield* fs.readFileString(file).pipe(Effect.option)
         const decoded = Option.isSome(text) ? decode(id, text.value) : undefined
         if (decoded !== undefined && !(decoded instanceof DormantStateCorrupt) && isOurs(decoded.directory)) {
-          yield* removeDirectory(path.resolve(decoded.directory))
+          yield* removeDirectory(decoded.directory)
         }
         yield* Effect.mapError(fs.remove(file, { force: true }), failed(`remove ${file}`))
       }),
-    release: (directory) => isOurs(directory) ? removeDirectory(path.resolve(directory)) : Effect.void
+    release: (directory) => isOurs(directory) ? removeDirectory(directory) : Effect.void
+  }
+
+  /**
+   * Whether the process that allocated a directory named so is gone: it ran under this boot and in this PID
+   * namespace (others' liveness cannot be seen here: their directories stay), is not this process, and no process has
+   * its pid and start now.
+   */
+  const allocatorGone = (name: string): Effect.Effect<boolean> => {
+    const match = allocatedName.exec(name)
+    if (self === undefined || match === null) return Effect.succeed(false)
+    const [, boot, namespace, pid, start] = match
+    if (boot !== self.boot || namespace !== self.namespace) return Effect.succeed(false)
+    if (pid === self.pid) return Effect.succeed(start !== self.start)
+    return fs.readFileString(`/proc/${pid}/stat`).pipe(
+      Effect.map((stat) => statOf(stat)?.start !== start),
+      Effect.catch((error) => Effect.succeed(isNotFound(error)))
+    )
   }
 
   /**
    * The CLI directories a host that died without its finalizers (SIGKILL, a crash) left and no record names: its
-   * warm CLIs', and its new conversations' that had not ended a turn. Removed when the store is made: only those whose
-   * allocating process is gone (see {@link allocatorGone}: stores shared by processes must share a pid namespace),
-   * and none while a record cannot be read (it may name one).
+   * warm CLIs', and its new conversations' that had not ended a turn. Removed when the store is made, only those whose
+   * allocating process is gone (see {@link allocatorGone}), and none while a record cannot be read (it may name one).
+   * A record names a directory by its last part: a store reached by another path still knows its own.
    */
   const sweep = Effect.gen(function*() {
     const named = new Set<string>()
     for (const file of yield* fs.readDirectory(conversations)) {
       const id = idOf(file)
       if (id === undefined) continue
-      const text = yield* fs.readFileString(path.join(conversations, file)).pipe(Effect.option)
-      if (Option.isNone(text)) continue
-      const decoded = decode(id, text.value)
-      if (decoded instanceof DormantStateCorrupt) return 0
-      named.add(path.resolve(decoded.directory))
+      const text = yield* fs.readFileString(path.join(conversations, file)).pipe(
+        // Removed since the listing: it names nothing now.
+        Effect.catchIf(isNotFound, () => Effect.succeed(undefined))
+      )
+      if (text === undefined) continue
+      const decoded = decode(id, text)
+      if (decoded instanceof DormantStateCorrupt) return { unreadable: id }
+      named.add(path.basename(decoded.directory))
     }
     let removed = 0
     for (const name of yield* fs.readDirectory(clis)) {
-      const pid = allocatedName.exec(name)?.[1]
-      const directory = path.join(clis, name)
-      if (pid === undefined || named.has(directory) || held.has(directory) || !allocatorGone(Number(pid))) continue
-      yield* fs.remove(directory, { recursive: true, force: true })
+      if (named.has(name) || !(yield* allocatorGone(name))) continue
+      yield* fs.remove(path.join(clis, name), { recursive: true, force: true })
       removed++
     }
-    return removed
+    return { removed }
   })
-  const swept = yield* Effect.exit(sweep)
-  if (swept._tag === "Failure") {
-    yield* Effect.logWarning(`the dormant store ${base} could not remove what a dead host left`, swept.cause)
-  } else if (swept.value > 0) {
-    yield* Effect.logDebug(`the dormant store ${base} removed ${swept.value} directories a dead host left`)
+  if (self !== undefined) {
+    const swept = yield* Effect.exit(sweep)
+    if (swept._tag === "Failure") {
+      yield* Effect.logWarning(`the dormant store ${base} could not remove what a dead host left`, swept.cause)
+    } else if ("unreadable" in swept.value) {
+      yield* Effect.logWarning(
+        `the dormant store ${base} keeps what a dead host left: the record of ${swept.value.unreadable} cannot be ` +
+          `read (delete it: SessionRegistry's deleteDormant)`
+      )
+    } else if (swept.value.removed > 0) {
+      yield* Effect.logDebug(`the dormant store ${base} removed ${swept.value.removed} directories a dead host left`)
+    }
   }
   return store
 })
