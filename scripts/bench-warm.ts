@@ -316,6 +316,8 @@ const program = Effect.gen(function*() {
       }
       yield* Effect.logInfo(`first token, round ${round + 1}/${rounds}`)
     }
+    // Its warm CLI closed: what the next measurements count of the marked processes is theirs alone.
+    yield* warm.warm(config, 0)
     const sdkCold = percentile(figures["sdk-query"], 0.5)
     const sdkWarm = percentile(figures["sdk-startup"], 0.5)
     report.firstToken = Object.fromEntries(Object.entries(figures).map(([name, samples]) => [name, summary(samples)]))
@@ -389,6 +391,9 @@ const program = Effect.gen(function*() {
   if (only.has("held")) {
     const store = yield* storeIn("held-store")
     const registry = yield* registryWith({ capacity: live, dormancy: true, admissionTimeout: "10 minutes" }, store)
+    // Every CLI counted from here on is this measurement's: none of an earlier one is left.
+    const left = markedRss().processes
+    if (left > 0) return yield* Effect.die(new Error(`held: ${left} processes of the earlier measurements still run`))
     // Per-CLI RSS: one idle CLI after one turn.
     const probe = randomUUID()
     yield* Effect.scoped(registry.getOrCreate(probe, config))
