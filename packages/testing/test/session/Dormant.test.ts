@@ -53,6 +53,15 @@ const dormantIds = (registry: Registry) =>
       listings.map((listing) => listing._tag === "Dormant" ? listing.record.id : `corrupt ${listing.id}`).sort()
   )
 
+/** A conversation that ran one turn ("hello"), then idled out (the registry's `idleTimeToLive`): dormant. */
+const dormantAfterOneTurn = (registry: Registry, id: string) =>
+  Effect.gen(function*() {
+    yield* settle(Effect.scoped(registry.getOrCreate(id, {})))
+    const first = yield* settle(registry.run(id, "hello"))
+    yield* advanceUntil(Effect.map(registry.size, (size) => size === 0), { step: "1 second" })
+    return first
+  })
+
 const count = (metric: Metric.Counter<number>) => Effect.map(Metric.value(metric), (state) => state.count)
 
 /**
@@ -243,9 +252,7 @@ describe("dormant conversations", () => {
         { capacity: 4, idleTimeToLive: "1 minute" },
         (registry) =>
           Effect.gen(function*() {
-            yield* settle(Effect.scoped(registry.getOrCreate("a", {})))
-            const first = yield* settle(registry.run("a", "hello"))
-            yield* advanceUntil(Effect.map(registry.size, (size) => size === 0), { step: "1 second" })
+            const first = yield* dormantAfterOneTurn(registry, "a")
             // Woken ahead of a message that does not come: its CLI, resumed, has run no turn when it idles out.
             yield* settle(registry.wake("a"))
             assert.strictEqual((yield* mock.connections).length, 2)
@@ -283,9 +290,7 @@ describe("dormant conversations", () => {
         { capacity: 4, idleTimeToLive: "1 minute" },
         (registry) =>
           Effect.gen(function*() {
-            yield* settle(Effect.scoped(registry.getOrCreate("a", {})))
-            const first = yield* settle(registry.run("a", "hello"))
-            yield* advanceUntil(Effect.map(registry.size, (size) => size === 0), { step: "1 second" })
+            const first = yield* dormantAfterOneTurn(registry, "a")
             yield* Effect.forkChild(registry.wake("a"))
             yield* settle(Effect.void)
             assert.strictEqual((yield* registry.snapshot("a")).status, "starting")
