@@ -174,7 +174,8 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
 
   it.effect("the file-system store removes the CLI directories a dead host left that no record names, and only those", () =>
     Effect.gen(function*() {
-      const directory = yield* tempDir("tether-dormant-sweep-")
+      const temporary = yield* tempDir("tether-dormant-sweep-")
+      const directory = Path.join(temporary, "store")
       const clis = Path.join(directory, "cli")
       const conversations = Path.join(directory, "conversations")
       Fs.mkdirSync(clis, { recursive: true })
@@ -204,8 +205,8 @@ describe("warm and dormant sessions, as processes", { timeout: 30_000 }, () => {
       const left = named(dead)
       const recorded = named(dead)
       // Named through another path to the store (a symbolic link): still this store's directory.
-      Fs.symlinkSync(directory, `${directory}-link`)
-      record("kept", Path.join(`${directory}-link`, "cli", Path.basename(recorded)))
+      Fs.symlinkSync(directory, Path.join(temporary, "link"))
+      record("kept", Path.join(temporary, "link", "cli", Path.basename(recorded)))
       const earlier = named({ pid: self.pid, start: `${Number(self.start) - 1}` })
       const own = named(self)
       const alive = named(parent)
