@@ -167,20 +167,17 @@ export const onClosed = <C, E, A extends TurnResult, TE>(
     const directory = entry.directory
     if (dormancy === undefined || directory === undefined) return Effect.void
     const conversationId = said ?? entry.recorded
-    if (!keeps.has(reason) || conversationId === undefined) {
-      // Its record, if it has one, goes with its directory.
-      return entry.recorded === undefined
-        ? Warm.release(self, directory)
-        : Effect.ignore(dormancy.store.remove(entry.id), { log: "Warn" })
-    }
+    // Ended: its directory goes, and with it the record it had (from its first turn, or the one it woke from), never
+    // one without the other.
+    const end = entry.recorded === undefined
+      ? Warm.release(self, directory)
+      : Effect.ignore(dormancy.store.remove(entry.id), { log: "Warn" })
+    if (!keeps.has(reason) || conversationId === undefined) return end
     return Effect.gen(function*() {
       const saved = yield* Effect.exit(save(dormancy, entry, conversationId, directory))
       if (saved._tag === "Failure") {
         yield* Effect.logWarning(`conversation ${entry.id} could not go dormant: its state is lost`, saved.cause)
-        // A record it had (from its first turn, or the one it woke from) goes with the directory it names.
-        return yield* entry.recorded === undefined
-          ? Warm.release(self, directory)
-          : Effect.ignore(dormancy.store.remove(entry.id), { log: "Warn" })
+        return yield* end
       }
       dormancy.ids.add(entry.id)
       dormancy.configs.set(entry.id, entry.config as C)
